@@ -1,0 +1,1 @@
+"""Everything learned: parsing, encoders, image features, the joint model, training."""

@@ -1,0 +1,235 @@
+"""Reproducible training of the stanza English models from UD English-EWT.
+
+One command trains everything stanza's ``tokenize,mwt,pos,lemma,depparse`` pipeline
+needs, with stanza's own trainers run as subprocesses (one thread each, fixed seeds,
+a log per stage)::
+
+    groundsearch train-parser                      # all stages, one after another
+    groundsearch train-parser --stages depparse    # one stage (stages are independent)
+
+Stages read only the EWT train/dev files and the GloVe pretrain, so ``tokenize,mwt,
+lemma,pos`` and ``depparse`` can run side by side on two cores. Each trainer keeps the
+best-on-dev model in ``out_dir``; a stage has a step budget (the reproducible part) and
+a wall-clock cap (a safety net). ``compact`` then strips optimizer state from the files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model.parsing.pretrain import ensure_pretrain
+
+SHORTHAND = "en_ewt"
+SEED = 1234
+
+#: Model file names inside the parser directory, by pipeline processor.
+MODEL_FILES = {
+    "tokenize": "tokenize.pt",
+    "mwt": "mwt.pt",
+    "pos": "pos.pt",
+    "lemma": "lemma.pt",
+    "depparse": "depparse.pt",
+}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stanza trainer invocation."""
+
+    name: str
+    module: str
+    args: tuple[str, ...]
+    wall_limit_s: int
+    notes: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _ewt(ewt_dir: Path, split: str) -> str:
+    return str(ewt_dir / f"en_ewt-ud-{split}.conllu")
+
+
+def stages(ewt_dir: Path, work: Path, out: Path, pretrain: Path) -> dict[str, Stage]:
+    """The trainer command lines, chosen for 2 CPU cores (see docs/PARSER.md)."""
+    # fmt: off
+    common = ("--lang", "en", "--shorthand", SHORTHAND, "--seed", str(SEED))
+    data = work / "data"
+    return {
+        "tokenize": Stage(
+            "tokenize",
+            "stanza.models.tokenizer",
+            (
+                "--mode", "train",
+                "--txt_file", str(data / "train.txt"),
+                "--label_file", str(data / "train.toklabels"),
+                "--mwt_json_file", str(data / "train-mwt.json"),
+                "--dev_txt_file", str(data / "dev.txt"),
+                "--dev_label_file", str(data / "dev.toklabels"),
+                "--dev_conll_gold", _ewt(ewt_dir, "dev"),
+                "--conll_file", str(work / "dev.tokenize.conllu"),
+                "--steps", "8000", "--eval_steps", "500",
+                "--save_dir", str(out), "--save_name", MODEL_FILES["tokenize"],
+                *common,
+            ),
+            wall_limit_s=20 * 60,
+        ),
+        "mwt": Stage(
+            "mwt",
+            "stanza.models.mwt_expander",
+            (
+                "--mode", "train",
+                "--train_file", _ewt(ewt_dir, "train"),
+                "--eval_file", _ewt(ewt_dir, "dev"),
+                "--output_file", str(work / "dev.mwt.conllu"),
+                "--gold_file", _ewt(ewt_dir, "dev"),
+                "--num_epoch", "15",
+                "--save_dir", str(out), "--save_name", MODEL_FILES["mwt"],
+                *common,
+            ),
+            wall_limit_s=10 * 60,
+        ),
+        "lemma": Stage(
+            "lemma",
+            "stanza.models.lemmatizer",
+            (
+                "--mode", "train",
+                "--train_file", _ewt(ewt_dir, "train"),
+                "--eval_file", _ewt(ewt_dir, "dev"),
+                "--output_file", str(work / "dev.lemma.conllu"),
+                "--num_epoch", "2",
+                "--shorthand", SHORTHAND, "--seed", str(SEED),
+                "--save_dir", str(out), "--save_name", MODEL_FILES["lemma"],
+            ),
+            wall_limit_s=15 * 60,
+        ),
+        "pos": Stage(
+            "pos",
+            "stanza.models.tagger",
+            (
+                "--mode", "train",
+                "--train_file", _ewt(ewt_dir, "train"),
+                "--eval_file", _ewt(ewt_dir, "dev"),
+                "--output_file", str(work / "dev.pos.conllu"),
+                "--wordvec_pretrain_file", str(pretrain),
+                "--share_hid", "--char_hidden_dim", "100", "--char_emb_dim", "50",
+                "--batch_size", "50",
+                "--optim", "adam", "--lr", "0.003", "--beta2", "0.95",
+                "--max_steps", "6000", "--eval_interval", "200", "--fix_eval_interval",
+                "--max_steps_before_stop", "6000",
+                "--save_dir", str(out), "--save_name", MODEL_FILES["pos"],
+                *common,
+            ),
+            wall_limit_s=75 * 60,
+        ),
+        "depparse": Stage(
+            "depparse",
+            "stanza.models.parser",
+            (
+                "--mode", "train",
+                "--train_file", _ewt(ewt_dir, "train"),
+                "--eval_file", _ewt(ewt_dir, "dev"),
+                "--output_file", str(work / "dev.depparse.conllu"),
+                "--wordvec_pretrain_file", str(pretrain),
+                "--batch_size", "1000", "--hidden_dim", "200", "--num_layers", "2",
+                "--deep_biaff_hidden_dim", "200",
+                "--char_hidden_dim", "100", "--char_emb_dim", "50",
+                "--optim", "adam", "--lr", "0.003", "--beta2", "0.95",
+                "--no_second_optim", "--no_plateau",
+                "--max_steps", "8000", "--eval_interval", "250",
+                "--max_steps_before_stop", "6000", "--no_checkpoint",
+                "--save_dir", str(out), "--save_name", MODEL_FILES["depparse"],
+                *common,
+            ),
+            wall_limit_s=85 * 60,
+        ),
+    }
+    # fmt: on
+
+
+STAGE_ORDER = ("tokenize", "mwt", "pos", "lemma", "depparse")
+
+
+def prepare_tokenizer_data(ewt_dir: Path, work: Path) -> None:
+    """Raw text, character labels and MWT dictionary for the tokenizer, from CoNLL-U."""
+    from stanza.utils.datasets import conllu_to_text, prepare_tokenizer_data
+
+    data = work / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev"):
+        txt = data / f"{split}.txt"
+        conllu_to_text.convert_text(_ewt(ewt_dir, split), str(txt))
+        prepare_tokenizer_data.main(
+            [
+                str(txt),
+                _ewt(ewt_dir, split),
+                "-o",
+                str(data / f"{split}.toklabels"),
+                "-m",
+                str(data / f"{split}-mwt.json"),
+            ]
+        )
+
+
+def run_stage(stage: Stage, log_dir: Path) -> dict[str, object]:
+    """Run one trainer with one thread; return its wall time and exit status."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{stage.name}.log"
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+    cmd = [sys.executable, "-m", stage.module, *stage.args]
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        log.write(" ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            rc = proc.wait(timeout=stage.wall_limit_s)
+            capped = False
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            rc = proc.wait()
+            capped = True
+    seconds = round(time.monotonic() - start, 1)
+    return {
+        "stage": stage.name,
+        "rc": rc,
+        "seconds": seconds,
+        "wall_capped": capped,
+        "log": str(log_path),
+    }
+
+
+def train(
+    ewt_dir: Path,
+    out_dir: Path,
+    work_dir: Path,
+    cache_dir: Path,
+    only: list[str] | None = None,
+) -> list[dict[str, object]]:
+    """Train the requested stages (all by default) and record their wall times."""
+    for split in ("train", "dev"):
+        if not Path(_ewt(ewt_dir, split)).exists():
+            raise FileNotFoundError(f"UD English-EWT {split} file not found under {ewt_dir}")
+    names = list(only or STAGE_ORDER)
+    unknown = sorted(set(names) - set(STAGE_ORDER))
+    if unknown:
+        raise ValueError(f"unknown stage(s) {unknown}; choose from {list(STAGE_ORDER)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pretrain = ensure_pretrain(cache_dir)
+    if "tokenize" in names:
+        prepare_tokenizer_data(ewt_dir, work_dir)
+    plan = stages(ewt_dir, work_dir, out_dir, pretrain)
+    results = []
+    for name in names:
+        result = run_stage(plan[name], work_dir / "logs")
+        results.append(result)
+        print(json.dumps(result), flush=True)
+        with open(work_dir / "logs" / "times.jsonl", "a") as f:
+            f.write(json.dumps(result) + "\n")
+        if result["rc"] not in (0, None) and not result["wall_capped"]:
+            raise RuntimeError(f"stage {name} failed (exit {result['rc']}); see {result['log']}")
+    return results
