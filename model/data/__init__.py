@@ -1,0 +1,5 @@
+"""Datasets laid out like Flickr8k: a captions file, an image folder, split lists."""
+
+from model.data.flickr import CaptionedImages, DatasetError, load_captioned_images
+
+__all__ = ["CaptionedImages", "DatasetError", "load_captioned_images"]

@@ -1,0 +1,103 @@
+"""Read any dataset laid out like Flickr8k.
+
+A captions file of ``<image>#<n><TAB><caption>`` lines, a folder of images and,
+optionally, a split list of image names (one a line)::
+
+    >>> ds = load_captioned_images(data_dir / "flickr8k", split="test")
+    >>> len(ds.images), len(ds.captions)
+    (1000, 5000)
+
+Captions whose image file does not exist are skipped (Flickr8k has one such bogus id).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Flickr8k's own file names, used when the caller names a split instead of a file.
+FLICKR8K_SPLITS = {
+    "train": "Flickr_8k.trainImages.txt",
+    "dev": "Flickr_8k.devImages.txt",
+    "test": "Flickr_8k.testImages.txt",
+}
+CAPTIONS_FILE = "Flickr8k.token.txt"
+IMAGES_DIR = "Images"
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be read, with the reason and the path."""
+
+
+@dataclass(frozen=True)
+class CaptionedImages:
+    """Images and their captions, in a fixed order.
+
+    ``caption_image[j]`` is the position in ``images`` of the image caption ``j`` describes.
+    """
+
+    root: Path
+    images: tuple[str, ...]
+    captions: tuple[str, ...]
+    caption_image: tuple[int, ...]
+
+    def image_path(self, i: int) -> Path:
+        return self.root / IMAGES_DIR / self.images[i]
+
+    def captions_of(self, i: int) -> list[str]:
+        return [c for c, k in zip(self.captions, self.caption_image, strict=True) if k == i]
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DatasetError(f"file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path} is not UTF-8 text ({exc.reason})") from None
+
+
+def load_captioned_images(
+    root: Path,
+    split: str | Path | None = None,
+    captions_file: str = CAPTIONS_FILE,
+) -> CaptionedImages:
+    """Load ``root`` (a Flickr8k-layout folder), restricted to ``split`` if given.
+
+    ``split`` is ``train``/``dev``/``test`` (Flickr8k's list files in ``root``) or the
+    path of any list of image names. Raises DatasetError for a missing or malformed
+    file and for a dataset or split with no usable image.
+    """
+    root = Path(root)
+    if not (root / IMAGES_DIR).is_dir():
+        raise DatasetError(f"image folder not found: {root / IMAGES_DIR}")
+    by_image: dict[str, list[tuple[int, str]]] = {}
+    for n, line in enumerate(_read_lines(root / captions_file), start=1):
+        if not line.strip():
+            continue
+        key, sep, text = line.partition("\t")
+        name, hash_, number = key.rpartition("#")
+        if not sep or not hash_ or not number.isdigit():
+            raise DatasetError(
+                f"{root / captions_file}:{n}: expected '<image>#<n><TAB><caption>', "
+                f"got {line[:80]!r}"
+            )
+        by_image.setdefault(name, []).append((int(number), text.strip()))
+
+    if split is None:
+        wanted = sorted(by_image)
+    else:
+        split_path = root / FLICKR8K_SPLITS[split] if split in FLICKR8K_SPLITS else Path(split)
+        wanted = [s.strip() for s in _read_lines(split_path) if s.strip()]
+    images, captions, caption_image = [], [], []
+    for name in wanted:
+        if name not in by_image or not (root / IMAGES_DIR / name).is_file():
+            continue
+        images.append(name)
+        for _, text in sorted(by_image[name]):
+            captions.append(text)
+            caption_image.append(len(images) - 1)
+    if not images:
+        where = f"split {split!r} of {root}" if split is not None else str(root)
+        raise DatasetError(f"no image with captions found in {where}")
+    return CaptionedImages(root, tuple(images), tuple(captions), tuple(caption_image))

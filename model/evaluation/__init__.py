@@ -1,0 +1,1 @@
+"""The paper's metrics: retrieval ranks in both directions, sentence similarity."""
