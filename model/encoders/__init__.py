@@ -1,0 +1,1 @@
+"""Sentence encoders: trees, sequences or characters → a vector in the joint space."""

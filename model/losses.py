@@ -1,0 +1,41 @@
+"""The max-margin ranking objective of Socher et al. (2014), Eq. 5, in both directions.
+
+For a batch of matching pairs (row ``i`` of ``images`` goes with row ``i`` of
+``sentences``), every other row is a contrastive example:
+
+    J = Σ_i Σ_{c≠i} max(0, Δ − v_iᵀy_i + v_iᵀy_c) + max(0, Δ − v_iᵀy_i + v_cᵀy_i)
+
+``hardest=True`` keeps only the largest violation per row and direction (VSE++).
+Rows that show the same image (several captions of it) are not counted as negatives.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def ranking_loss(
+    images: torch.Tensor,
+    sentences: torch.Tensor,
+    margin: float = 3.0,
+    hardest: bool = False,
+    image_ids: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Eq. 5 summed over the batch (without the λ‖θ‖² term; use weight decay for that)."""
+    if images.shape != sentences.shape or images.ndim != 2:
+        raise ValueError(
+            f"images {tuple(images.shape)} and sentences "
+            f"{tuple(sentences.shape)} must be the same (batch × dim) shape"
+        )
+    scores = images @ sentences.T  # scores[i, c] = v_iᵀ y_c
+    correct = scores.diagonal()
+    if image_ids is None:
+        same = torch.eye(len(scores), dtype=torch.bool, device=scores.device)
+    else:
+        same = image_ids[:, None] == image_ids[None, :]
+    # describing images: image i ranks sentences c; image search: sentence i ranks images c
+    cost_s = (margin - correct[:, None] + scores).clamp(min=0).masked_fill(same, 0)
+    cost_i = (margin - correct[None, :] + scores).clamp(min=0).masked_fill(same, 0)
+    if hardest:
+        return cost_s.max(dim=1).values.sum() + cost_i.max(dim=0).values.sum()
+    return cost_s.sum() + cost_i.sum()
