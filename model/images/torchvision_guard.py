@@ -1,0 +1,41 @@
+"""Import torchvision on a CPU-only torch.
+
+PyPI's torchvision 0.28.0 is a CUDA build; on the CPU torch 2.13.0 its import fails
+while registering ``torchvision::nms``. Declaring the schemas of the two operators it
+expects (``nms`` and ``qnms``) first lets models and transforms import and work;
+``torchvision.io`` and ``torchvision.ops`` stay unusable, so images are decoded with
+Pillow. Import torchvision only through :func:`import_torchvision`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+_library = None
+
+
+def import_torchvision() -> ModuleType:
+    """``torchvision``, with the operator schemas declared first if needed."""
+    global _library
+    try:
+        return importlib.import_module("torchvision")
+    except (RuntimeError, ImportError):
+        pass
+    import torch
+
+    if _library is None:
+        _library = torch.library.Library("torchvision", "DEF")
+        _library.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        _library.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    import sys
+
+    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        del sys.modules[name]
+    return importlib.import_module("torchvision")
+
+
+def transforms() -> ModuleType:
+    """``torchvision.transforms``."""
+    import_torchvision()
+    return importlib.import_module("torchvision.transforms")
