@@ -1,0 +1,175 @@
+"""The joint space: a sentence encoder for captions and ``v = W_I z`` for images.
+
+A checkpoint records everything needed to rebuild the model — config, vocabulary,
+matrix inventory, parser and backbone identity — and refuses to load against a
+different parser or backbone (their trees or features would not match the weights).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from model.encoders.sequence import BagOfWords, ChainRNN, word_batch
+from model.encoders.tree_batch import PositionInventory, RelationInventory, make_batch
+from model.encoders.tree_rnn import TreeRNN
+from model.parsing.tree import DependencyTree
+from model.text.vocab import Vocabulary
+
+CHECKPOINT_FORMAT = 1
+TREE_ENCODERS = {"sdt-rnn", "dt-rnn"}
+SEQUENCE_ENCODERS = {"bow", "chain-rnn"}
+ENCODERS = sorted(TREE_ENCODERS | SEQUENCE_ENCODERS)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used here, with the reason."""
+
+
+@dataclass
+class JointConfig:
+    """Architecture of a joint model (training options live elsewhere)."""
+
+    encoder: str = "sdt-rnn"
+    hidden: int = 50
+    image_dim: int = 1280
+    freeze_words: bool = True
+    relation_min_count: int = 5
+    init_noise: float = 0.01
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"unknown encoder {self.encoder!r}; choose from {ENCODERS}")
+
+
+def build_inventory(config: JointConfig, trees: Sequence[DependencyTree]):
+    """The matrix inventory a tree encoder needs (None for sequence encoders)."""
+    if config.encoder == "sdt-rnn":
+        return RelationInventory.build(trees, min_count=config.relation_min_count)
+    if config.encoder == "dt-rnn":
+        return PositionInventory.build(trees)
+    return None
+
+
+class JointModel(nn.Module):
+    """Sentence encoder + image projection into one space of size ``config.hidden``."""
+
+    def __init__(
+        self,
+        config: JointConfig,
+        vocab: Vocabulary,
+        inventory: RelationInventory | PositionInventory | None,
+        parser: str,
+        backbone: str,
+    ) -> None:
+        super().__init__()
+        self.config, self.vocab, self.inventory = config, vocab, inventory
+        self.parser, self.backbone = parser, backbone
+        common = dict(
+            hidden=config.hidden,
+            freeze_words=config.freeze_words,
+            init_noise=config.init_noise,
+            seed=config.seed,
+        )
+        if config.encoder in TREE_ENCODERS:
+            if inventory is None:
+                raise ValueError(f"{config.encoder} needs a matrix inventory")
+            self.encoder: nn.Module = TreeRNN(vocab.vectors, n_matrices=len(inventory), **common)
+        elif config.encoder == "bow":
+            self.encoder = BagOfWords(vocab.vectors, **common)
+        else:
+            self.encoder = ChainRNN(vocab.vectors, **common)
+        g = torch.Generator().manual_seed(config.seed + 1)
+        scale = 1.0 / np.sqrt(config.image_dim)
+        self.W_I = nn.Parameter(scale * torch.randn(config.hidden, config.image_dim, generator=g))
+
+    def prepare(self, trees: Sequence[DependencyTree]):
+        """The encoder's input batch for parsed captions."""
+        if self.config.encoder in TREE_ENCODERS:
+            return make_batch(trees, self.vocab, self.inventory.matrix_of)  # type: ignore[union-attr]
+        return word_batch([self.vocab.encode(t.words) for t in trees])
+
+    def encode_sentences(self, trees: Sequence[DependencyTree]) -> torch.Tensor:
+        return self.encoder(self.prepare(trees))
+
+    def encode_images(self, features: torch.Tensor | np.ndarray) -> torch.Tensor:
+        z = torch.as_tensor(np.asarray(features, dtype=np.float32))
+        if z.ndim != 2 or z.shape[1] != self.config.image_dim:
+            raise ValueError(
+                f"image features must be N × {self.config.image_dim}, got {tuple(z.shape)}"
+            )
+        return z @ self.W_I.T
+
+    # --- checkpoints -------------------------------------------------------------------
+
+    def save(self, path: Path, extra: dict | None = None) -> None:
+        """Write the checkpoint atomically."""
+        state = {
+            "format": CHECKPOINT_FORMAT,
+            "config": asdict(self.config),
+            "vocab": list(self.vocab.words),
+            "inventory": None
+            if self.inventory is None
+            else {"kind": type(self.inventory).__name__, "names": list(self.inventory.names)},
+            "parser": self.parser,
+            "backbone": self.backbone,
+            "state_dict": self.state_dict(),
+            "extra": extra or {},
+        }
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        os.close(fd)
+        try:
+            torch.save(state, tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    @classmethod
+    def load(cls, path: Path, parser: str | None = None, backbone: str | None = None) -> JointModel:
+        """Rebuild a model; refuse it if it was trained with another parser or backbone."""
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=False)
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint not found: {path}") from None
+        except Exception as exc:
+            raise CheckpointError(f"{path} is not a groundsearch checkpoint ({exc})") from None
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            raise CheckpointError(
+                f"{path} is not a groundsearch checkpoint (format {CHECKPOINT_FORMAT})"
+            )
+        if parser is not None and state["parser"] != parser:
+            raise CheckpointError(
+                f"{path} was trained with parser {state['parser']}, but this parser is "
+                f"{parser}: its trees would not match the learned relation matrices"
+            )
+        if backbone is not None and state["backbone"] != backbone:
+            raise CheckpointError(
+                f"{path} was trained on {state['backbone']} image features, but the "
+                f"backbone here is {backbone}"
+            )
+        config = JointConfig(**state["config"])
+        dim = state["state_dict"]["encoder.embed.weight"].shape[1]
+        vocab = Vocabulary(state["vocab"], np.zeros((len(state["vocab"]), dim), np.float32))
+        inv = state["inventory"]
+        inventory = None
+        if inv is not None:
+            kind = {"RelationInventory": RelationInventory, "PositionInventory": PositionInventory}[
+                inv["kind"]
+            ]
+            inventory = kind(tuple(inv["names"]))
+        model = cls(config, vocab, inventory, state["parser"], state["backbone"])
+        model.load_state_dict(state["state_dict"])
+        model.vocab = Vocabulary(state["vocab"], model.encoder.embed.weight.detach().numpy().copy())
+        model.extra = state.get("extra", {})
+        return model

@@ -1,0 +1,94 @@
+"""The joint model: encoders by name, image projection, checkpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from model.joint import ENCODERS, CheckpointError, JointConfig, JointModel, build_inventory
+from model.parsing.tree import build_tree
+from model.text.vocab import Vocabulary
+
+WORDS = ["Students", "ride", "bikes", "at", "night", "."]
+
+
+def trees():
+    n = len(WORDS)
+    a = build_tree(
+        " ".join(WORDS),
+        WORDS,
+        WORDS,
+        ["X"] * n,
+        ["_"] * n,
+        ["_"] * n,
+        [2, 0, 2, 5, 2, 2],
+        ["nsubj", "root", "obj", "case", "obl", "punct"],
+    )
+    b = build_tree(
+        "bikes ride",
+        ["bikes", "ride"],
+        ["bikes", "ride"],
+        ["X"] * 2,
+        ["_"] * 2,
+        ["_"] * 2,
+        [2, 0],
+        ["nsubj", "root"],
+    )
+    return [a, b]
+
+
+def make(encoder: str) -> JointModel:
+    rng = np.random.default_rng(0)
+    words = ["<unk>", *sorted({w.lower() for w in WORDS})]
+    vocab = Vocabulary(words, rng.normal(size=(len(words), 8)).astype(np.float32))
+    config = JointConfig(encoder=encoder, hidden=6, image_dim=10, relation_min_count=1)
+    return JointModel(config, vocab, build_inventory(config, trees()), "parser-A", "cnn-A")
+
+
+@pytest.mark.parametrize("encoder", ENCODERS)
+def test_every_encoder_embeds_sentences_and_images(encoder):
+    model = make(encoder)
+    y = model.encode_sentences(trees())
+    v = model.encode_images(np.ones((3, 10)))
+    assert y.shape == (2, 6) and v.shape == (3, 6)
+    (y.sum() + v.sum()).backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("encoder", ENCODERS)
+def test_checkpoint_round_trips(encoder, tmp_path):
+    model = make(encoder)
+    with torch.no_grad():
+        model.W_I.add_(1.0)
+    model.save(tmp_path / "m.pt", extra={"dev_rsum": 12.5})
+    back = JointModel.load(tmp_path / "m.pt", parser="parser-A", backbone="cnn-A")
+    torch.testing.assert_close(back.encode_sentences(trees()), model.encode_sentences(trees()))
+    torch.testing.assert_close(
+        back.encode_images(np.ones((1, 10))), model.encode_images(np.ones((1, 10)))
+    )
+    assert back.extra == {"dev_rsum": 12.5}
+    assert back.vocab.words == model.vocab.words
+
+
+def test_checkpoint_from_another_parser_or_backbone_is_refused(tmp_path):
+    make("sdt-rnn").save(tmp_path / "m.pt")
+    with pytest.raises(CheckpointError, match="trained with parser parser-A, but this parser"):
+        JointModel.load(tmp_path / "m.pt", parser="parser-B")
+    with pytest.raises(CheckpointError, match="trained on cnn-A image features"):
+        JointModel.load(tmp_path / "m.pt", backbone="cnn-B")
+
+
+def test_bad_checkpoint_files_are_named(tmp_path):
+    with pytest.raises(CheckpointError, match="not found"):
+        JointModel.load(tmp_path / "none.pt")
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    with pytest.raises(CheckpointError, match="not a groundsearch checkpoint"):
+        JointModel.load(tmp_path / "junk.pt")
+
+
+def test_unknown_encoder_and_wrong_feature_size_are_named():
+    with pytest.raises(ValueError, match="unknown encoder 'transformer'"):
+        JointConfig(encoder="transformer")
+    with pytest.raises(ValueError, match=r"N × 10"):
+        make("bow").encode_images(np.ones((2, 7)))
