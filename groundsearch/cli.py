@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from groundsearch.settings import get_settings
@@ -79,6 +80,100 @@ def _cmd_score_parser(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_features(args: argparse.Namespace) -> int:
+    from model.data import DatasetError, load_captioned_images
+    from model.images.backbones import BackboneError
+    from model.images.features import FeatureExtractor, ImageError
+
+    settings = get_settings()
+    root = Path(args.data or settings.data_dir / "flickr8k")
+    try:
+        ds = load_captioned_images(root, split=args.split)
+        extractor = FeatureExtractor(
+            args.backbone, ten_crop=args.ten_crop, cache_dir=settings.cache_dir
+        )
+        start = time.perf_counter()
+        feats = extractor.embed_files(
+            [ds.image_path(i) for i in range(len(ds.images))], progress=True
+        )
+    except (DatasetError, BackboneError, ImageError) as exc:
+        raise CliError(str(exc)) from None
+    print(
+        json.dumps(
+            {
+                "images": len(feats),
+                "dim": int(feats.shape[1]),
+                "backbone": extractor.identity,
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
+    )
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from model.data import DatasetError
+    from model.experiment import run_training
+    from model.joint import JointConfig
+    from model.training import TrainConfig
+
+    settings = get_settings()
+    try:
+        joint = JointConfig(
+            encoder=args.encoder,
+            hidden=args.hidden,
+            freeze_words=not args.tune_words,
+            seed=args.seed,
+        )
+        cfg = TrainConfig(
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            margin=args.margin,
+            hardest=args.hardest,
+            normalize=args.normalize,
+            optimizer=args.optimizer,
+            lr=args.lr,
+            weight_decay=args.weight_decay,
+            cycles=args.cycles,
+            seed=args.seed,
+        )
+        summary = run_training(
+            Path(args.data or settings.data_dir / "flickr8k"),
+            Path(args.out),
+            joint,
+            cfg,
+            backbone=args.backbone,
+            ten_crop=args.ten_crop,
+        )
+    except (DatasetError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    print(
+        json.dumps(
+            {k: summary[k] for k in ("encoder", "dev", "best_epoch", "train_seconds")}, indent=2
+        )
+    )
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from model.data import DatasetError
+    from model.experiment import evaluate_checkpoint
+    from model.joint import CheckpointError
+
+    settings = get_settings()
+    try:
+        result = evaluate_checkpoint(
+            Path(args.checkpoint),
+            Path(args.data or settings.data_dir / "flickr8k"),
+            split=args.split or None,
+            progress=True,
+        )
+    except (DatasetError, CheckpointError) as exc:
+        raise CliError(str(exc)) from None
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 class CliError(Exception):
     """A problem with the command's input, reported without a traceback."""
 
@@ -115,6 +210,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gold", help="gold CoNLL-U (default: EWT test)")
     p.add_argument("--output", help="also write the system CoNLL-U here")
     p.set_defaults(func=_cmd_score_parser)
+    p = sub.add_parser("features", help="extract (and cache) image features of a dataset")
+    p.add_argument("--data", help="Flickr8k-layout folder (default: DATA_DIR/flickr8k)")
+    p.add_argument("--split", help="train, dev, test or a file of image names")
+    p.add_argument("--backbone", default="efficientnet-lite0")
+    p.add_argument("--ten-crop", action="store_true", help="average 10 crops")
+    p.set_defaults(func=_cmd_features)
+
+    p = sub.add_parser("train", help="train a joint model (Eq. 5), select on dev rsum")
+    p.add_argument("--data", help="Flickr8k-layout folder (default: DATA_DIR/flickr8k)")
+    p.add_argument("--out", required=True, help="checkpoint to write (.pt)")
+    p.add_argument("--encoder", default="sdt-rnn")
+    p.add_argument("--hidden", type=int, default=50)
+    p.add_argument("--tune-words", action="store_true", help="fine-tune word vectors")
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=100)
+    p.add_argument("--margin", type=float, default=3.0)
+    p.add_argument("--hardest", action="store_true", help="hardest negative only (VSE++)")
+    p.add_argument("--normalize", action="store_true", help="cosine instead of inner product")
+    p.add_argument("--optimizer", default="adagrad", choices=["adagrad", "adam-cyclic"])
+    p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--cycles", type=int, default=4, help="adam-cyclic: LR cycles")
+    p.add_argument("--backbone", default="efficientnet-lite0")
+    p.add_argument("--ten-crop", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("evaluate", help="R@K, median and mean rank of a checkpoint")
+    p.add_argument("checkpoint")
+    p.add_argument("--data", help="Flickr8k-layout folder (default: DATA_DIR/flickr8k)")
+    p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
+    p.set_defaults(func=_cmd_evaluate)
     return ap
 
 

@@ -2,37 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
-import pytest
-
-from groundsearch.settings import get_settings
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    from model.parsing.pretrain import ensure_pretrain
-
-    cache = tmp_path_factory.mktemp("cli-cache")
-    (cache / "glove6b50d.pretrain.pt").symlink_to(ensure_pretrain(get_settings().cache_dir))
-    return {**os.environ, "GROUNDSEARCH_CACHE_DIR": str(cache)}
-
-
-def run(env: dict[str, str], *args: str, stdin: str | None = None):
-    return subprocess.run(
-        [sys.executable, "-m", "groundsearch.cli", *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def test_parse_prints_the_tree(env):
-    out = run(env, "parse", "A man wearing a helmet jumps on his bike near a beach.")
+def test_parse_prints_the_tree(cli):
+    out = cli("parse", "A man wearing a helmet jumps on his bike near a beach.")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "# A man wearing a helmet jumps on his bike near a beach."
@@ -40,22 +12,22 @@ def test_parse_prints_the_tree(env):
     assert any("bike  [obl:on" in line for line in lines)
 
 
-def test_parse_conllu_and_stdin(env):
-    out = run(env, "parse", "--conllu", stdin="Students ride bikes at night.\n\n")
+def test_parse_conllu_and_stdin(cli):
+    out = cli("parse", "--conllu", stdin="Students ride bikes at night.\n\n")
     assert out.returncode == 0, out.stderr
     rows = [r.split("\t") for r in out.stdout.splitlines() if r and not r.startswith("#")]
     assert [r[1] for r in rows] == ["Students", "ride", "bikes", "at", "night", "."]
     assert rows[4][8] == "2:obl:at"
 
 
-def test_parse_empty_text_is_an_error_not_a_traceback(env):
-    out = run(env, "parse", "   ")
+def test_parse_empty_text_is_an_error_not_a_traceback(cli):
+    out = cli("parse", "   ")
     assert out.returncode == 2
     assert "error: text 0: text is empty" in out.stderr
     assert "Traceback" not in out.stderr
 
 
-def test_unknown_stage_is_named(env, tmp_path):
-    out = run(env, "train-parser", "--stages", "nonsense", "--work-dir", str(tmp_path))
+def test_unknown_stage_is_named(cli, tmp_path):
+    out = cli("train-parser", "--stages", "nonsense", "--work-dir", str(tmp_path))
     assert out.returncode == 2
     assert "unknown stage(s) ['nonsense']" in out.stderr
