@@ -17,16 +17,22 @@ import numpy as np
 import torch
 from torch import nn
 
+from model.encoders.recurrent import CharGRUAttention, WordRNN, char_batch
 from model.encoders.sequence import BagOfWords, ChainRNN, word_batch
 from model.encoders.tree_batch import PositionInventory, RelationInventory, make_batch
+from model.encoders.tree_lstm import ChildSumTreeLSTM
 from model.encoders.tree_rnn import TreeRNN
 from model.parsing.tree import DependencyTree
 from model.text.vocab import Vocabulary
 
 CHECKPOINT_FORMAT = 1
-TREE_ENCODERS = {"sdt-rnn", "dt-rnn"}
-SEQUENCE_ENCODERS = {"bow", "chain-rnn"}
-ENCODERS = sorted(TREE_ENCODERS | SEQUENCE_ENCODERS)
+#: Encoders composed along the dependency tree (matrices chosen per edge for the RNNs).
+TREE_ENCODERS = {"sdt-rnn", "dt-rnn", "tree-lstm"}
+#: Encoders over the word sequence.
+SEQUENCE_ENCODERS = {"bow", "chain-rnn", "lstm", "gru"}
+#: Encoders over the characters of the raw text.
+CHAR_ENCODERS = {"char-gru"}
+ENCODERS = sorted(TREE_ENCODERS | SEQUENCE_ENCODERS | CHAR_ENCODERS)
 
 
 class CheckpointError(ValueError):
@@ -39,6 +45,7 @@ class JointConfig:
 
     encoder: str = "sdt-rnn"
     hidden: int = 50
+    rnn_hidden: int = 512
     image_dim: int = 1280
     freeze_words: bool = True
     relation_min_count: int = 5
@@ -79,22 +86,40 @@ class JointModel(nn.Module):
             init_noise=config.init_noise,
             seed=config.seed,
         )
-        if config.encoder in TREE_ENCODERS:
+        recurrent = dict(
+            hidden=config.hidden,
+            rnn_hidden=config.rnn_hidden,
+            freeze_words=config.freeze_words,
+            seed=config.seed,
+        )
+        enc = config.encoder
+        if enc in ("sdt-rnn", "dt-rnn"):
             if inventory is None:
-                raise ValueError(f"{config.encoder} needs a matrix inventory")
+                raise ValueError(f"{enc} needs a matrix inventory")
             self.encoder: nn.Module = TreeRNN(vocab.vectors, n_matrices=len(inventory), **common)
-        elif config.encoder == "bow":
+        elif enc == "tree-lstm":
+            self.encoder = ChildSumTreeLSTM(vocab.vectors, **recurrent)
+        elif enc == "bow":
             self.encoder = BagOfWords(vocab.vectors, **common)
-        else:
+        elif enc == "chain-rnn":
             self.encoder = ChainRNN(vocab.vectors, **common)
+        elif enc in ("lstm", "gru"):
+            self.encoder = WordRNN(vocab.vectors, cell=enc, **recurrent)
+        else:
+            self.encoder = CharGRUAttention(**recurrent)
         g = torch.Generator().manual_seed(config.seed + 1)
         scale = 1.0 / np.sqrt(config.image_dim)
         self.W_I = nn.Parameter(scale * torch.randn(config.hidden, config.image_dim, generator=g))
 
     def prepare(self, trees: Sequence[DependencyTree]):
         """The encoder's input batch for parsed captions."""
-        if self.config.encoder in TREE_ENCODERS:
-            return make_batch(trees, self.vocab, self.inventory.matrix_of)  # type: ignore[union-attr]
+        enc = self.config.encoder
+        if enc in TREE_ENCODERS:
+            if self.inventory is None:
+                return make_batch(trees, self.vocab, lambda t: [0] * len(t))
+            return make_batch(trees, self.vocab, self.inventory.matrix_of)
+        if enc in CHAR_ENCODERS:
+            return char_batch([t.text for t in trees])
         return word_batch([self.vocab.encode(t.words) for t in trees])
 
     def encode_sentences(self, trees: Sequence[DependencyTree]) -> torch.Tensor:
@@ -115,7 +140,7 @@ class JointModel(nn.Module):
         state = {
             "format": CHECKPOINT_FORMAT,
             "config": asdict(self.config),
-            "vocab": list(self.vocab.words),
+            "vocab": self.vocab.state_dict(),
             "inventory": None
             if self.inventory is None
             else {"kind": type(self.inventory).__name__, "names": list(self.inventory.names)},
@@ -159,8 +184,7 @@ class JointModel(nn.Module):
                 f"backbone here is {backbone}"
             )
         config = JointConfig(**state["config"])
-        dim = state["state_dict"]["encoder.embed.weight"].shape[1]
-        vocab = Vocabulary(state["vocab"], np.zeros((len(state["vocab"]), dim), np.float32))
+        vocab = Vocabulary.from_state_dict(state["vocab"])
         inv = state["inventory"]
         inventory = None
         if inv is not None:
@@ -170,6 +194,7 @@ class JointModel(nn.Module):
             inventory = kind(tuple(inv["names"]))
         model = cls(config, vocab, inventory, state["parser"], state["backbone"])
         model.load_state_dict(state["state_dict"])
-        model.vocab = Vocabulary(state["vocab"], model.encoder.embed.weight.detach().numpy().copy())
+        if config.encoder not in CHAR_ENCODERS:  # fine-tuned word vectors live in the encoder
+            model.vocab = Vocabulary(vocab.words, model.encoder.embed.weight.detach().numpy())
         model.extra = state.get("extra", {})
         return model

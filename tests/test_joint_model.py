@@ -42,7 +42,9 @@ def make(encoder: str) -> JointModel:
     rng = np.random.default_rng(0)
     words = ["<unk>", *sorted({w.lower() for w in WORDS})]
     vocab = Vocabulary(words, rng.normal(size=(len(words), 8)).astype(np.float32))
-    config = JointConfig(encoder=encoder, hidden=6, image_dim=10, relation_min_count=1)
+    config = JointConfig(
+        encoder=encoder, hidden=6, rnn_hidden=7, image_dim=10, relation_min_count=1
+    )
     return JointModel(config, vocab, build_inventory(config, trees()), "parser-A", "cnn-A")
 
 

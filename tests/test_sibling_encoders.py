@@ -1,0 +1,77 @@
+"""The sibling papers' encoders: Tree-LSTM, word LSTM/GRU, character bi-GRU."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from model.encoders.recurrent import CharGRUAttention, WordRNN, char_batch
+from model.encoders.sequence import word_batch
+from model.encoders.tree_batch import make_batch
+from model.encoders.tree_lstm import ChildSumTreeLSTM
+from model.parsing.tree import build_tree
+from model.text.vocab import Vocabulary
+
+WORDS = ["Students", "ride", "bikes", "at", "night", "."]
+
+
+def students():
+    n = len(WORDS)
+    return build_tree(
+        " ".join(WORDS),
+        WORDS,
+        WORDS,
+        ["X"] * n,
+        ["_"] * n,
+        ["_"] * n,
+        [2, 0, 2, 5, 2, 2],
+        ["nsubj", "root", "obj", "case", "obl", "punct"],
+    )
+
+
+def vocab():
+    rng = np.random.default_rng(0)
+    words = ["<unk>"] + [w.lower() for w in WORDS]
+    return Vocabulary(words, rng.normal(size=(len(words), 4)).astype(np.float32))
+
+
+def tree_lstm_reference(model, tree, voc):
+    """Child-sum Tree-LSTM by recursion, node by node."""
+
+    def node(i):
+        x = model.embed(torch.tensor(voc.index(tree[i].text)))
+        kids = [node(c.index) for c in tree.children(i)]
+        h_sum = sum((h for h, _ in kids), torch.zeros(model.size))
+        i_g, o_g, u = (model.W_iou(x) + model.U_iou(h_sum)).chunk(3)
+        c = torch.sigmoid(i_g) * torch.tanh(u)
+        for h_k, c_k in kids:
+            c = c + torch.sigmoid(model.W_f(x) + model.U_f(h_k)) * c_k
+        return torch.sigmoid(o_g) * torch.tanh(c), c
+
+    return model.out(node(tree.root.index)[0])
+
+
+def test_batched_tree_lstm_equals_recursion():
+    tree, voc = students(), vocab()
+    model = ChildSumTreeLSTM(voc.vectors, hidden=3, rnn_hidden=5)
+    got = model(make_batch([tree, tree], voc, lambda t: [0] * len(t)))
+    want = tree_lstm_reference(model, tree, voc)
+    torch.testing.assert_close(got[0], want)
+    torch.testing.assert_close(got[1], want)
+
+
+def test_word_rnn_ignores_padding():
+    voc = vocab()
+    for cell in ("lstm", "gru"):
+        model = WordRNN(voc.vectors, hidden=3, rnn_hidden=5, cell=cell)
+        both = model(word_batch([[1, 2, 3], [4]]))
+        torch.testing.assert_close(both[1], model(word_batch([[4]]))[0])
+
+
+def test_char_gru_attention_weights_sum_to_one_over_real_characters():
+    model = CharGRUAttention(hidden=3, rnn_hidden=6)
+    out, weights = model(char_batch(["A dog runs.", "Hi"]), return_weights=True)
+    assert out.shape == (2, 3)
+    torch.testing.assert_close(weights.sum(dim=1), torch.ones(2))
+    assert torch.all(weights[1, 2:] == 0)
+    torch.testing.assert_close(out[1], model(char_batch(["Hi"]))[0])
