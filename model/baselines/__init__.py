@@ -1,0 +1,1 @@
+"""Non-neural baselines of the paper's tables."""
