@@ -54,7 +54,7 @@ def _cmd_train_parser(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     if not args.no_compact:
         compact_models(out)
-        write_manifest(out, Path(args.work_dir) / "logs" / "times.jsonl")
+    write_manifest(out, Path(args.work_dir) / "logs" / "times.jsonl")
     return 0
 
 

@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import re
+import threading
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
@@ -167,11 +168,13 @@ class Parser:
             ParseCache(self.cache_dir / "parses.sqlite", self.version) if use_cache else None
         )
         self._pipeline = None
+        self._lock = threading.Lock()  # a stanza pipeline is not safe to share between threads
 
     @property
     def pipeline(self):
-        if self._pipeline is None:
-            self._pipeline = load_pipeline(self.parser_dir, self.cache_dir)
+        with self._lock:
+            if self._pipeline is None:
+                self._pipeline = load_pipeline(self.parser_dir, self.cache_dir)
         return self._pipeline
 
     def parse(self, texts: Sequence[str], batch_size: int = 512) -> list[DependencyTree]:
@@ -189,7 +192,9 @@ class Parser:
         parsed: dict[str, DependencyTree] = {}
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
-            docs = self.pipeline.bulk_process(chunk)
+            pipeline = self.pipeline
+            with self._lock:
+                docs = pipeline.bulk_process(chunk)
             new = [(t, doc_to_tree(t, d)) for t, d in zip(chunk, docs, strict=True)]
             parsed.update(new)
             if self.cache is not None:
