@@ -7,8 +7,6 @@ different parser or backbone (their trees or features would not match the weight
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from groundsearch.files import torch_save
 from model.encoders.recurrent import CharGRUAttention, WordRNN, char_batch
 from model.encoders.sequence import BagOfWords, ChainRNN, word_batch
 from model.encoders.tree_batch import PositionInventory, RelationInventory, make_batch
@@ -149,16 +148,7 @@ class JointModel(nn.Module):
             "state_dict": self.state_dict(),
             "extra": extra or {},
         }
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        os.close(fd)
-        try:
-            torch.save(state, tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        torch_save(state, path)
 
     @classmethod
     def load(cls, path: Path, parser: str | None = None, backbone: str | None = None) -> JointModel:

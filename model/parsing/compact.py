@@ -9,12 +9,11 @@ identity), the pretrain it expects and how long each stage trained.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import torch
 
+from groundsearch.files import torch_save
 from model.parsing.pretrain import PRETRAIN_NAME, file_digest
 from model.parsing.training import MODEL_FILES
 from model.text.glove import GLOVE_PACKAGE
@@ -28,17 +27,6 @@ def _half(obj: object) -> object:
     return obj
 
 
-def _atomic_save(data: object, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(data, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def compact_models(parser_dir: Path) -> dict[str, tuple[int, int]]:
     """Store each model's float32 weights as float16; return sizes before and after."""
     sizes = {}
@@ -50,7 +38,7 @@ def compact_models(parser_dir: Path) -> dict[str, tuple[int, int]]:
         data = torch.load(path, map_location="cpu", weights_only=True)
         if isinstance(data, dict) and "model" in data:
             data["model"] = _half(data["model"])
-            _atomic_save(data, path)
+            torch_save(data, path)
         sizes[name] = (before, path.stat().st_size)
     return sizes
 

@@ -7,13 +7,11 @@ The pretrain is not committed: it is written deterministically from the
 from __future__ import annotations
 
 import hashlib
-import logging
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from groundsearch.files import torch_save
 from model.text.glove import load_glove
 
 PRETRAIN_NAME = "glove6b50d.pretrain.pt"
@@ -22,28 +20,15 @@ PRETRAIN_NAME = "glove6b50d.pretrain.pt"
 def build_pretrain(path: Path) -> Path:
     """Write the stanza pretrain file at ``path`` (atomically) and return it."""
     import torch
-    from stanza.models.common.pretrain import Pretrain, PretrainedWordVocab
+    from stanza.models.common.pretrain import PretrainedWordVocab
     from stanza.models.common.vocab import VOCAB_PREFIX
 
     words, vectors = load_glove()
     emb = np.zeros((len(VOCAB_PREFIX) + len(words), vectors.shape[1]), dtype=np.float32)
     emb[len(VOCAB_PREFIX) :] = vectors
-    pretrain = Pretrain(save_to_file=False)
-    pretrain._vocab = PretrainedWordVocab(words)
-    pretrain._emb = torch.from_numpy(emb)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    logger = logging.getLogger("stanza")
-    level = logger.level
-    logger.setLevel(logging.WARNING)  # stanza logs the temporary file name
-    try:
-        pretrain.save(tmp)
-        os.replace(tmp, path)
-    finally:
-        logger.setLevel(level)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    vocab = PretrainedWordVocab(words)
+    # the layout stanza's Pretrain.save writes
+    torch_save({"vocab": vocab.state_dict(), "emb": torch.from_numpy(emb)}, path)
     return path
 
 

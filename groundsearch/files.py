@@ -1,0 +1,39 @@
+"""Crash-safe file writing: write beside the target, then rename over it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[str]:
+    """Yield a temporary path in ``path``'s folder; on success it replaces ``path``.
+
+    A crash or an exception leaves ``path`` as it was (never half written).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def torch_save(obj: object, path: Path) -> None:
+    """``torch.save`` atomically and byte-for-byte reproducibly.
+
+    Saving through a file object names the archive's root ``archive`` instead of the
+    (random) temporary file name, so equal objects give equal files.
+    """
+    import torch
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)

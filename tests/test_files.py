@@ -1,0 +1,26 @@
+"""Crash-safe, reproducible file writing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from groundsearch.files import atomic_path, torch_save
+
+
+def test_failed_write_leaves_the_old_file(tmp_path):
+    target = tmp_path / "index.bin"
+    target.write_text("old")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        open(tmp, "w").write("half")
+        raise RuntimeError("crash in the middle of a write")
+    assert target.read_text() == "old"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def test_torch_save_is_byte_for_byte_reproducible(tmp_path):
+    obj = {"w": torch.arange(10.0), "names": ["a", "b"]}
+    torch_save(obj, tmp_path / "a.pt")
+    torch_save(obj, tmp_path / "b.pt")
+    assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()
+    assert torch.equal(torch.load(tmp_path / "a.pt")["w"], obj["w"])
