@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -12,7 +14,7 @@ def test_failed_write_leaves_the_old_file(tmp_path):
     target = tmp_path / "index.bin"
     target.write_text("old")
     with pytest.raises(RuntimeError), atomic_path(target) as tmp:
-        open(tmp, "w").write("half")
+        Path(tmp).write_text("half")
         raise RuntimeError("crash in the middle of a write")
     assert target.read_text() == "old"
     assert list(tmp_path.iterdir()) == [target]
