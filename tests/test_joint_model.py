@@ -7,41 +7,15 @@ import pytest
 import torch
 
 from model.joint import ENCODERS, CheckpointError, JointConfig, JointModel, build_inventory
-from model.parsing.tree import build_tree
-from model.text.vocab import Vocabulary
-
-WORDS = ["Students", "ride", "bikes", "at", "night", "."]
+from tests.paper_trees import bikes_ride, students, toy_vocab
 
 
 def trees():
-    n = len(WORDS)
-    a = build_tree(
-        " ".join(WORDS),
-        WORDS,
-        WORDS,
-        ["X"] * n,
-        ["_"] * n,
-        ["_"] * n,
-        [2, 0, 2, 5, 2, 2],
-        ["nsubj", "root", "obj", "case", "obl", "punct"],
-    )
-    b = build_tree(
-        "bikes ride",
-        ["bikes", "ride"],
-        ["bikes", "ride"],
-        ["X"] * 2,
-        ["_"] * 2,
-        ["_"] * 2,
-        [2, 0],
-        ["nsubj", "root"],
-    )
-    return [a, b]
+    return [students(), bikes_ride()]
 
 
 def make(encoder: str) -> JointModel:
-    rng = np.random.default_rng(0)
-    words = ["<unk>", *sorted({w.lower() for w in WORDS})]
-    vocab = Vocabulary(words, rng.normal(size=(len(words), 8)).astype(np.float32))
+    vocab = toy_vocab(dim=8)
     config = JointConfig(
         encoder=encoder, hidden=6, rnn_hidden=7, image_dim=10, relation_min_count=1
     )

@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from model.encoders.recurrent import CharGRUAttention, WordRNN, char_batch
 from model.encoders.sequence import word_batch
 from model.encoders.tree_batch import make_batch
 from model.encoders.tree_lstm import ChildSumTreeLSTM
-from model.parsing.tree import build_tree
-from model.text.vocab import Vocabulary
-
-WORDS = ["Students", "ride", "bikes", "at", "night", "."]
-
-
-def students():
-    n = len(WORDS)
-    return build_tree(
-        " ".join(WORDS),
-        WORDS,
-        WORDS,
-        ["X"] * n,
-        ["_"] * n,
-        ["_"] * n,
-        [2, 0, 2, 5, 2, 2],
-        ["nsubj", "root", "obj", "case", "obl", "punct"],
-    )
+from tests.paper_trees import students, toy_vocab
 
 
 def vocab():
-    rng = np.random.default_rng(0)
-    words = ["<unk>"] + [w.lower() for w in WORDS]
-    return Vocabulary(words, rng.normal(size=(len(words), 4)).astype(np.float32))
+    return toy_vocab(dim=4)
 
 
 def tree_lstm_reference(model, tree, voc):

@@ -4,26 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from model.parsing.tree import DependencyTree, build_tree, collapse_relations, subtree_sizes
-
-# "Students ride bikes at night ." with its gold UD analysis.
-WORDS = ["Students", "ride", "bikes", "at", "night", "."]
-HEADS = [2, 0, 2, 5, 2, 2]
-RELS = ["nsubj", "root", "obj", "case", "obl", "punct"]
-
-
-def students_tree() -> DependencyTree:
-    n = len(WORDS)
-    return build_tree(
-        "Students ride bikes at night.",
-        WORDS,
-        [w.lower() for w in WORDS],
-        ["NOUN", "VERB", "NOUN", "ADP", "NOUN", "PUNCT"],
-        ["_"] * n,
-        ["_"] * n,
-        HEADS,
-        RELS,
-    )
+from model.parsing.tree import DependencyTree, collapse_relations, subtree_sizes
+from tests.paper_trees import HEADS, RELS, WORDS
+from tests.paper_trees import students as students_tree
 
 
 def test_subtree_sizes_count_words_under_each_node():

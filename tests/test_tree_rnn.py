@@ -8,23 +8,7 @@ import torch
 
 from model.encoders.tree_batch import PositionInventory, RelationInventory, make_batch
 from model.encoders.tree_rnn import TreeRNN, block_identity
-from model.parsing.tree import build_tree
-from model.text.vocab import Vocabulary
-
-WORDS = ["Students", "ride", "bikes", "at", "night", "."]
-HEADS = [2, 0, 2, 5, 2, 2]
-RELS = ["nsubj", "root", "obj", "case", "obl", "punct"]
-
-
-def students():
-    n = len(WORDS)
-    return build_tree(" ".join(WORDS), WORDS, WORDS, ["X"] * n, ["_"] * n, ["_"] * n, HEADS, RELS)
-
-
-def toy_vocab() -> Vocabulary:
-    rng = np.random.default_rng(0)
-    words = ["<unk>"] + [w.lower() for w in WORDS]
-    return Vocabulary(words, rng.normal(size=(len(words), 3)).astype(np.float32))
+from tests.paper_trees import bikes_ride, students, toy_vocab
 
 
 def reference(tree, vocab, W_v, W, matrix_of):
@@ -65,17 +49,7 @@ def test_eq4_literal_values_with_zero_child_matrices():
 
 def test_batched_trees_match_one_at_a_time():
     vocab = toy_vocab()
-    a = students()
-    b = build_tree(
-        "bikes ride",
-        ["bikes", "ride"],
-        ["bikes", "ride"],
-        ["X"] * 2,
-        ["_"] * 2,
-        ["_"] * 2,
-        [2, 0],
-        ["nsubj", "root"],
-    )
+    a, b = students(), bikes_ride()
     rels = RelationInventory.build([a, b], min_count=1)
     model = TreeRNN(vocab.vectors, hidden=4, n_matrices=len(rels), init_noise=0.2)
     both = model(make_batch([a, b, a], vocab, rels.matrix_of))
