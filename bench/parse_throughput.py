@@ -37,6 +37,12 @@ def main() -> None:
     ap.add_argument("--single", type=int, default=300, help="captions parsed one at a time")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--batch-size", type=int, default=512)
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes for the batched corpus run (1 = in this process)",
+    )
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -60,7 +66,7 @@ def main() -> None:
     lat.sort()
 
     t0 = time.perf_counter()
-    trees = parser.parse(captions, batch_size=args.batch_size)
+    trees = parser.parse(captions, batch_size=args.batch_size, workers=args.workers)
     batched_s = time.perf_counter() - t0
 
     print(
@@ -68,6 +74,7 @@ def main() -> None:
             {
                 "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                 "torch_threads": args.threads,
+                "workers": args.workers,
                 "parser": parser.version,
                 "load_seconds": round(load_s, 2),
                 "batched": {

@@ -8,6 +8,7 @@ the second call costs only the look-ups.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,7 +24,7 @@ def build_split(
     ds: CaptionedImages, parser: Parser, extractor: FeatureExtractor, progress: bool = False
 ) -> Split:
     """Parse the captions and embed the photos of one dataset split."""
-    trees = parser.parse(list(ds.captions))
+    trees = parser.parse(list(ds.captions), workers=os.cpu_count() or 1)
     features = extractor.embed_files(
         [ds.image_path(i) for i in range(len(ds.images))], progress=progress
     )

@@ -105,3 +105,15 @@ def test_several_sentences_become_one_tree(parser):
     tree = parser.parse_one("A dog runs. A cat sleeps.")
     assert tree.sentences == 2
     assert [n.deprel for n in tree].count("parataxis") >= 1
+
+
+def test_worker_processes_give_the_same_trees(parser):
+    from groundsearch.settings import get_settings
+    from model.data import load_captioned_images
+    from model.parsing import Parser
+
+    captions = list(
+        load_captioned_images(get_settings().data_dir / "flickr8k", split="dev").captions[:40]
+    )
+    single = Parser(parser.parser_dir, parser.cache_dir, use_cache=False)
+    assert single.parse(captions, batch_size=8, workers=2) == single.parse(captions)

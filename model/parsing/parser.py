@@ -177,8 +177,13 @@ class Parser:
                 self._pipeline = load_pipeline(self.parser_dir, self.cache_dir)
         return self._pipeline
 
-    def parse(self, texts: Sequence[str], batch_size: int = 512) -> list[DependencyTree]:
-        """Parse texts into trees, in order. Raises ParseError naming a bad text."""
+    def parse(
+        self, texts: Sequence[str], batch_size: int = 512, workers: int = 1
+    ) -> list[DependencyTree]:
+        """Parse texts into trees, in order. Raises ParseError naming a bad text.
+
+        ``workers`` > 1 parses what the cache lacks in that many processes (for corpora).
+        """
         if isinstance(texts, str):
             raise ParseError("parse() takes a list of texts, not a single string")
         cleaned = []
@@ -189,16 +194,30 @@ class Parser:
                 raise ParseError(f"text {i}: {exc}") from None
         trees = self.cache.get_many(cleaned) if self.cache is not None else [None] * len(cleaned)
         todo = sorted({t for t, tree in zip(cleaned, trees, strict=True) if tree is None})
-        parsed: dict[str, DependencyTree] = {}
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            pipeline = self.pipeline
-            with self._lock:
-                docs = pipeline.bulk_process(chunk)
-            new = [(t, doc_to_tree(t, d)) for t, d in zip(chunk, docs, strict=True)]
-            parsed.update(new)
+        if workers > 1 and len(todo) >= 4 * batch_size:
+            from model.parsing.bulk import parse_in_processes
+
+            new = list(
+                zip(
+                    todo,
+                    parse_in_processes(todo, self.parser_dir, self.cache_dir, workers),
+                    strict=True,
+                )
+            )
             if self.cache is not None:
                 self.cache.put_many(new)
+            parsed = dict(new)
+        else:
+            parsed = {}
+            for start in range(0, len(todo), batch_size):
+                chunk = todo[start : start + batch_size]
+                pipeline = self.pipeline
+                with self._lock:
+                    docs = pipeline.bulk_process(chunk)
+                new = [(t, doc_to_tree(t, d)) for t, d in zip(chunk, docs, strict=True)]
+                parsed.update(new)
+                if self.cache is not None:
+                    self.cache.put_many(new)
         return [tree or parsed[t] for t, tree in zip(cleaned, trees, strict=True)]
 
     def parse_one(self, text: str) -> DependencyTree:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from model.parsing.pretrain import ensure_pretrain
@@ -49,8 +50,9 @@ class Stage:
     module: str
     args: tuple[str, ...]
     wall_limit_s: int
-    notes: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
+    #: For an annealing stage: (candidate file, model file, stage that trained it). The
+    #: candidate replaces the model only if its best dev score is higher.
+    promote: tuple[str, str, str] | None = None
 
 
 def _ewt(ewt_dir: Path, split: str) -> str:
@@ -104,7 +106,7 @@ def stages(ewt_dir: Path, work: Path, out: Path, pretrain: Path) -> dict[str, St
                 "--train_file", _ewt(ewt_dir, "train"),
                 "--eval_file", _ewt(ewt_dir, "dev"),
                 "--output_file", str(work / "dev.lemma.conllu"),
-                "--num_epoch", "2",
+                "--num_epoch", "1",
                 "--shorthand", SHORTHAND, "--seed", str(SEED),
                 "--save_dir", str(out), "--save_name", MODEL_FILES["lemma"],
             ),
@@ -148,15 +150,63 @@ def stages(ewt_dir: Path, work: Path, out: Path, pretrain: Path) -> dict[str, St
                 "--save_dir", str(out), "--save_name", MODEL_FILES["depparse"],
                 *common,
             ),
-            wall_limit_s=85 * 60,
+            wall_limit_s=100 * 60,
+        ),
+        # Annealing: the same trainers, started from the models above with a lower
+        # learning rate; the result is kept only if dev improves.
+        "pos-anneal": Stage(
+            "pos-anneal",
+            "model.parsing.anneal_tagger",
+            (
+                "--init_from", str(out / MODEL_FILES["pos"]),
+                "--mode", "train",
+                "--train_file", _ewt(ewt_dir, "train"),
+                "--eval_file", _ewt(ewt_dir, "dev"),
+                "--output_file", str(work / "dev.pos-anneal.conllu"),
+                "--wordvec_pretrain_file", str(pretrain),
+                "--share_hid", "--char_hidden_dim", "100", "--char_emb_dim", "50",
+                "--batch_size", "50",
+                "--optim", "adam", "--lr", "0.0006", "--beta2", "0.95",
+                "--no_second_optim",
+                "--max_steps", "4000", "--eval_interval", "200",
+                "--fix_eval_interval", "--max_steps_before_stop", "6000",
+                "--save_dir", str(work), "--save_name", "pos.anneal.pt",
+                *common,
+            ),
+            wall_limit_s=45 * 60,
+            promote=(str(work / "pos.anneal.pt"), str(out / MODEL_FILES["pos"]), "pos"),
+        ),
+        "depparse-anneal": Stage(
+            "depparse-anneal",
+            "stanza.models.parser",
+            (
+                "--continue_from", str(out / MODEL_FILES["depparse"]),
+                "--mode", "train",
+                "--train_file", _ewt(ewt_dir, "train"),
+                "--eval_file", _ewt(ewt_dir, "dev"),
+                "--output_file", str(work / "dev.depparse-anneal.conllu"),
+                "--wordvec_pretrain_file", str(pretrain),
+                "--batch_size", "1000", "--hidden_dim", "200", "--num_layers", "2",
+                "--deep_biaff_hidden_dim", "200",
+                "--char_hidden_dim", "100", "--char_emb_dim", "50",
+                "--optim", "adam", "--lr", "0.0006", "--beta2", "0.95",
+                "--no_second_optim", "--no_plateau",
+                "--max_steps", "2500", "--eval_interval", "250",
+                "--max_steps_before_stop", "6000", "--no_checkpoint",
+                "--save_dir", str(work), "--save_name", "depparse.anneal.pt",
+                *common,
+            ),
+            wall_limit_s=45 * 60,
+            promote=(str(work / "depparse.anneal.pt"), str(out / MODEL_FILES["depparse"]),
+                     "depparse"),
         ),
     }
     # fmt: on
 
 
-STAGE_ORDER = ("tokenize", "mwt", "pos", "lemma", "depparse")
+STAGE_ORDER = ("tokenize", "mwt", "pos", "pos-anneal", "lemma", "depparse", "depparse-anneal")
 #: Two lanes run side by side, one core each: the parser needs nothing the others make.
-LANES = (("tokenize", "mwt", "pos", "lemma"), ("depparse",))
+LANES = (("tokenize", "mwt", "pos", "pos-anneal", "lemma"), ("depparse", "depparse-anneal"))
 
 
 def prepare_tokenizer_data(ewt_dir: Path, work: Path) -> None:
@@ -208,6 +258,28 @@ def run_stage(stage: Stage, log_dir: Path) -> dict[str, object]:
     }
 
 
+_DEV_SCORE = re.compile(r"dev_score = ([0-9.]+)")
+
+
+def best_dev_score(log: Path) -> float:
+    """The best ``dev_score`` a stanza trainer logged (0 if none)."""
+    if not log.exists():
+        return 0.0
+    return max((float(m) for m in _DEV_SCORE.findall(log.read_text())), default=0.0)
+
+
+def promote(stage: Stage, log_dir: Path) -> bool:
+    """Replace the stage's base model by its candidate if the candidate's dev is better."""
+    assert stage.promote is not None
+    candidate, model, base = (Path(p) for p in stage.promote)
+    new = best_dev_score(log_dir / f"{stage.name}.log")
+    old = best_dev_score(log_dir / f"{base}.log")
+    if candidate.exists() and new > old:
+        os.replace(candidate, model)
+        return True
+    return False
+
+
 def train(
     ewt_dir: Path,
     out_dir: Path,
@@ -247,6 +319,8 @@ def train(
                 raise RuntimeError(
                     f"stage {name} failed (exit {result['rc']}); see {result['log']}"
                 )
+            if plan[name].promote:
+                result["promoted"] = promote(plan[name], log_dir)
         return done
 
     lanes = [[n for n in lane if n in names] for lane in LANES]
