@@ -145,7 +145,7 @@ def stages(ewt_dir: Path, work: Path, out: Path, pretrain: Path) -> dict[str, St
                 "--char_hidden_dim", "100", "--char_emb_dim", "50",
                 "--optim", "adam", "--lr", "0.003", "--beta2", "0.95",
                 "--no_second_optim", "--no_plateau",
-                "--max_steps", "8000", "--eval_interval", "250",
+                "--max_steps", "6500", "--eval_interval", "250",
                 "--max_steps_before_stop", "6000", "--no_checkpoint",
                 "--save_dir", str(out), "--save_name", MODEL_FILES["depparse"],
                 *common,
