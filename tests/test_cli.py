@@ -8,7 +8,7 @@ def test_parse_prints_the_tree(cli):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "# A man wearing a helmet jumps on his bike near a beach."
-    assert lines[1].startswith("jumps  [root, VERB, ℓ=12]")
+    assert lines[1].startswith("jumps  [root, VERB, ℓ=13]")
     assert any("bike  [obl:on" in line for line in lines)
 
 
