@@ -147,11 +147,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
     except (DatasetError, ValueError) as exc:
         raise CliError(str(exc)) from None
-    print(
-        json.dumps(
-            {k: summary[k] for k in ("encoder", "dev", "best_epoch", "train_seconds")}, indent=2
-        )
-    )
+    keys = ("encoder", "dev", "best_epoch", "train_seconds")
+    print(json.dumps(_rounded({k: summary[k] for k in keys}), indent=2))
     return 0
 
 
@@ -170,8 +167,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
     except (DatasetError, CheckpointError) as exc:
         raise CliError(str(exc)) from None
-    print(json.dumps(result, indent=2))
+    print(json.dumps(_rounded(result), indent=2))
     return 0
+
+
+def _rounded(value: object, digits: int = 2) -> object:
+    """Floats rounded for printing, inside dicts and lists too."""
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {k: _rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v, digits) for v in value]
+    return value
 
 
 class CliError(Exception):
