@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -100,13 +101,16 @@ class RelationInventory:
     def __len__(self) -> int:
         return len(self.names)
 
+    @cached_property
+    def _lookup(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.names)}
+
     def index(self, relation: str) -> int:
-        lookup = {n: i for i, n in enumerate(self.names)}
+        lookup = self._lookup
         return lookup.get(relation, lookup.get(relation.split(":")[0], 0))
 
     def matrix_of(self, tree: DependencyTree) -> list[int]:
-        lookup = {n: i for i, n in enumerate(self.names)}
-        return [lookup.get(n.collapsed, lookup.get(n.collapsed.split(":")[0], 0)) for n in tree]
+        return [self.index(n.collapsed) for n in tree]
 
 
 @dataclass(frozen=True)
@@ -137,8 +141,12 @@ class PositionInventory:
     def identity(self) -> int:
         return len(self.names)
 
+    @cached_property
+    def _lookup(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.names)}
+
     def matrix_of(self, tree: DependencyTree) -> list[int]:
-        lookup = {n: i for i, n in enumerate(self.names)}
+        lookup = self._lookup
         return [
             lookup.get(self.position(n.index, n.head), self.identity) if n.head else -1
             for n in tree
