@@ -5,8 +5,8 @@ Two optimisation recipes:
 - ``adagrad``: the paper's AdaGrad, with the squared-gradient sums reset every
   ``adagrad_reset`` epochs.
 - ``adam-cyclic``: Adam with a cosine cyclic learning rate; the model at the end of
-  each cycle is a snapshot, and the snapshots' embeddings can be averaged (Merkx &
-  Frank 2019, snapshot ensembling).
+  each cycle is a snapshot, kept in ``History.snapshots`` for snapshot ensembling
+  (Merkx & Frank 2019; averaging their embeddings is not wired into evaluation yet).
 
 Inputs are already parsed trees and already extracted image features, so an epoch
 only runs the encoder: parsing and the CNN are done once, before training.
@@ -18,7 +18,7 @@ import copy
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -178,7 +178,3 @@ def train(
     if best_state is not None:
         model.load_state_dict(best_state)
     return hist
-
-
-def config_dict(cfg: TrainConfig) -> dict[str, object]:
-    return asdict(cfg)

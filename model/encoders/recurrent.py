@@ -10,6 +10,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
 
+from model.encoders.words import word_embedding
+
 #: Characters the character encoder knows; everything else maps to index 1.
 CHARS = " abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()&/"
 
@@ -38,10 +40,9 @@ class WordRNN(nn.Module):
     ):
         super().__init__()
         torch.manual_seed(seed)
-        emb = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
-        self.embed = nn.Embedding.from_pretrained(emb, freeze=freeze_words)
+        self.embed = word_embedding(embeddings, freeze_words)
         rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
-        self.rnn = rnn(emb.shape[1], rnn_hidden, batch_first=True)
+        self.rnn = rnn(self.embed.embedding_dim, rnn_hidden, batch_first=True)
         self.out = nn.Linear(rnn_hidden, hidden, bias=False)
 
     def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

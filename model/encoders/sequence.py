@@ -14,6 +14,7 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from model.encoders.tree_rnn import block_identity
+from model.encoders.words import word_embedding
 
 
 def word_batch(word_ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -37,10 +38,9 @@ class BagOfWords(nn.Module):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        emb = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
-        self.embed = nn.Embedding.from_pretrained(emb, freeze=freeze_words, padding_idx=None)
+        self.embed = word_embedding(embeddings, freeze_words)
         g = torch.Generator().manual_seed(seed)
-        self.W = nn.Parameter(block_identity(hidden, emb.shape[1], init_noise, g))
+        self.W = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, init_noise, g))
 
     def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         ids, lengths = batch
@@ -61,10 +61,9 @@ class ChainRNN(nn.Module):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        emb = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
-        self.embed = nn.Embedding.from_pretrained(emb, freeze=freeze_words)
+        self.embed = word_embedding(embeddings, freeze_words)
         g = torch.Generator().manual_seed(seed)
-        self.W_x = nn.Parameter(block_identity(hidden, emb.shape[1], init_noise, g))
+        self.W_x = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, init_noise, g))
         self.W_h = nn.Parameter(block_identity(hidden, hidden, init_noise, g))
 
     def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from model.encoders.tree_batch import TreeBatch
+from model.encoders.words import word_embedding
 
 
 class ChildSumTreeLSTM(nn.Module):
@@ -31,12 +32,11 @@ class ChildSumTreeLSTM(nn.Module):
     ) -> None:
         super().__init__()
         torch.manual_seed(seed)
-        emb = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
-        self.embed = nn.Embedding.from_pretrained(emb, freeze=freeze_words)
+        self.embed = word_embedding(embeddings, freeze_words)
         self.size = rnn_hidden
-        self.W_iou = nn.Linear(emb.shape[1], 3 * rnn_hidden)
+        self.W_iou = nn.Linear(self.embed.embedding_dim, 3 * rnn_hidden)
         self.U_iou = nn.Linear(rnn_hidden, 3 * rnn_hidden, bias=False)
-        self.W_f = nn.Linear(emb.shape[1], rnn_hidden)
+        self.W_f = nn.Linear(self.embed.embedding_dim, rnn_hidden)
         self.U_f = nn.Linear(rnn_hidden, rnn_hidden, bias=False)
         self.out = nn.Linear(rnn_hidden, hidden, bias=False)
 

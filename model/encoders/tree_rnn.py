@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from model.encoders.tree_batch import TreeBatch
+from model.encoders.words import word_embedding
 
 
 def block_identity(rows: int, cols: int, noise: float, generator: torch.Generator | None = None):
@@ -49,11 +50,10 @@ class TreeRNN(nn.Module):
     ) -> None:
         super().__init__()
         g = torch.Generator().manual_seed(seed)
-        emb = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
-        self.embed = nn.Embedding.from_pretrained(emb, freeze=freeze_words)
+        self.embed = word_embedding(embeddings, freeze_words)
         self.hidden = hidden
         self.n_matrices = n_matrices
-        self.W_v = nn.Parameter(block_identity(hidden, emb.shape[1], init_noise, g))
+        self.W_v = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, init_noise, g))
         self.W = nn.Parameter(
             torch.stack([block_identity(hidden, hidden, init_noise, g) for _ in range(n_matrices)])
         )

@@ -1,0 +1,14 @@
+"""The word-vector layer every word-level encoder starts with."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def word_embedding(embeddings: np.ndarray, freeze: bool = True) -> nn.Embedding:
+    """An embedding layer holding ``embeddings`` (vocabulary × d), frozen by default
+    as in the paper; row 0 is the unknown word."""
+    weights = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
+    return nn.Embedding.from_pretrained(weights, freeze=freeze)
