@@ -1,12 +1,13 @@
 # Two commands a fresh machine needs (see README.md):
 #   make test                 install into .venv (CPU torch) and run the tests
 #   make parse TEXT="..."     print the dependency tree of a sentence
+#   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: install test lint parse bench-parse score-parser train-parser
+.PHONY: install test lint parse bench-parse score-parser train-parser results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,3 +38,44 @@ score-parser: install
 
 bench-parse: install
 	$(BIN)/python bench/parse_throughput.py
+
+# The results table: each encoder trained with RECIPE plus its own RECIPE_<encoder>
+# (kcca takes only RECIPE_kcca), scored on test, then tabulated. Each model is its own
+# target (RESULTS_DIR/<encoder>.test.json), so `make -j2 results` trains two at a time
+# and a rerun only redoes what is missing. Logs: RESULTS_DIR/<encoder>.{train,test}.log.
+RESULTS_DIR ?= runs/results
+RESULTS_TABLE ?= docs/RESULTS_TABLE.md
+ENCODERS ?= sdt-rnn dt-rnn bow chain-rnn kcca lstm gru char-gru tree-lstm
+RECIPE ?= --backbone efficientnet-lite2 --sqrt-features --tune-words --normalize \
+	--margin 0.2 --optimizer adam-cyclic --lr 0.002 --epochs 15 --cycles 5 --ensemble \
+	--batch-size 128
+RECIPE_sdt-rnn ?= --hidden 300
+RECIPE_dt-rnn ?= --hidden 300
+RECIPE_bow ?= --hidden 1024
+RECIPE_chain-rnn ?= --hidden 300
+RECIPE_lstm ?= --hidden 1024
+RECIPE_gru ?= --hidden 1024
+RECIPE_char-gru ?= --hidden 1024
+RECIPE_tree-lstm ?= --hidden 1024
+RECIPE_kcca ?= --backbone efficientnet-lite2
+# prefixed to each train/evaluate command, e.g. TRAIN_ENV="OMP_NUM_THREADS=1" with -j2
+TRAIN_ENV ?=
+
+RESULT_MODELS := $(ENCODERS:%=$(RESULTS_DIR)/%.pt)
+RESULT_TESTS := $(ENCODERS:%=$(RESULTS_DIR)/%.test.json)
+
+results: $(RESULT_TESTS)
+	$(BIN)/python bench/results_table.py $(RESULTS_DIR) --out $(RESULTS_TABLE)
+
+$(RESULT_MODELS): $(RESULTS_DIR)/%.pt: | $(BIN)/groundsearch
+	@mkdir -p $(RESULTS_DIR)
+	@echo "train $* -> $@ (log: $(RESULTS_DIR)/$*.train.log)"
+	@$(TRAIN_ENV) $(BIN)/groundsearch train --out $@ --encoder $* \
+		$(if $(filter kcca,$*),,$(RECIPE)) $(RECIPE_$*) > $(RESULTS_DIR)/$*.train.log 2>&1 \
+		|| { tail -n 20 $(RESULTS_DIR)/$*.train.log; exit 1; }
+
+$(RESULT_TESTS): $(RESULTS_DIR)/%.test.json: $(RESULTS_DIR)/%.pt
+	@echo "evaluate $< -> $@"
+	@$(TRAIN_ENV) $(BIN)/groundsearch evaluate $< --split test > $@.tmp \
+		2> $(RESULTS_DIR)/$*.test.log || { tail -n 20 $(RESULTS_DIR)/$*.test.log; exit 1; }
+	@mv $@.tmp $@

@@ -118,10 +118,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from model.training import TrainConfig
 
     settings = get_settings()
+    if args.encoder == "kcca":
+        return _train_kcca(args, Path(args.data or settings.data_dir / "flickr8k"))
     try:
         joint = JointConfig(
             encoder=args.encoder,
             hidden=args.hidden,
+            rnn_hidden=args.rnn_hidden,
+            relation_min_count=args.relation_min_count,
+            sqrt_features=args.sqrt_features,
             freeze_words=not args.tune_words,
             seed=args.seed,
         )
@@ -130,11 +135,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             margin=args.margin,
             hardest=args.hardest,
+            warmup=args.warmup,
             normalize=args.normalize,
             optimizer=args.optimizer,
             lr=args.lr,
             weight_decay=args.weight_decay,
             cycles=args.cycles,
+            ensemble=args.ensemble,
             seed=args.seed,
         )
         summary = run_training(
@@ -144,6 +151,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             cfg,
             backbone=args.backbone,
             ten_crop=args.ten_crop,
+            half=args.half,
         )
     except (DatasetError, ValueError) as exc:
         raise CliError(str(exc)) from None
@@ -152,10 +160,32 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_kcca(args: argparse.Namespace, data: Path) -> int:
+    """``train --encoder kcca``: the kernel CCA baseline, its grid selected on dev rsum."""
+    from model.baselines.kcca import KCCAConfig
+    from model.data import DatasetError
+    from model.experiment import run_kcca_training
+
+    try:
+        summary = run_kcca_training(
+            data,
+            Path(args.out),
+            KCCAConfig(n_landmarks=args.landmarks, seed=args.seed),
+            backbone=args.backbone,
+            ten_crop=args.ten_crop,
+        )
+    except (DatasetError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    keys = ("encoder", "selected", "dev", "train_seconds")
+    print(json.dumps(_rounded({k: summary[k] for k in keys}), indent=2))
+    return 0
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from model.data import DatasetError
     from model.experiment import evaluate_checkpoint
     from model.joint import CheckpointError
+    from model.parsing import ParseError
 
     settings = get_settings()
     try:
@@ -164,10 +194,52 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             Path(args.data or settings.data_dir / "flickr8k"),
             split=args.split or None,
             progress=True,
+            sentence_benchmarks=not args.no_sentence_benchmarks,
         )
-    except (DatasetError, CheckpointError) as exc:
+    except (DatasetError, CheckpointError, ParseError) as exc:
         raise CliError(str(exc)) from None
     print(json.dumps(_rounded(result), indent=2))
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from model.plots import SummaryError, load_summary, plot_history
+
+    src = Path(args.summary)
+    out = Path(args.out) if args.out else src.with_suffix(".png")
+    if out.resolve() == src.resolve():
+        raise CliError(f"--out {out} would overwrite the summary itself")
+    try:
+        summary = load_summary(src)
+        best = summary.get("best_epoch")
+        title = f"{summary.get('encoder', 'model')}: {src.stem}"
+        plot_history(summary["history"], out, title, best if isinstance(best, int) else None)
+    except SummaryError as exc:
+        raise CliError(str(exc)) from None
+    print(out)
+    return 0
+
+
+def _cmd_relations(args: argparse.Namespace) -> int:
+    from model.analysis import format_ranking, identity_norm, relation_norms
+    from model.joint import CheckpointError, JointModel
+
+    # No parser check: nothing is parsed here, only the stored matrices are read.
+    try:
+        model = JointModel.load(Path(args.checkpoint))
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        ranking = relation_norms(model)
+    except ValueError as exc:
+        raise CliError(f"{args.checkpoint}: {exc}") from None
+    shown = ranking[: args.top] if args.top else ranking
+    if not args.markdown:
+        print(
+            f"# {len(ranking)} relation matrices, largest Frobenius norm first "
+            f"(identity: {identity_norm(model):.3f})"
+        )
+    print(format_ranking(shown, markdown=args.markdown))
     return 0
 
 
@@ -228,29 +300,69 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a joint model (Eq. 5), select on dev rsum")
     p.add_argument("--data", help="Flickr8k-layout folder (default: DATA_DIR/flickr8k)")
     p.add_argument("--out", required=True, help="checkpoint to write (.pt)")
-    p.add_argument("--encoder", default="sdt-rnn")
+    p.add_argument("--encoder", default="sdt-rnn", help="a joint-model encoder, or kcca")
+    p.add_argument("--landmarks", type=int, default=2000, help="kcca: Nyström landmarks")
     p.add_argument("--hidden", type=int, default=50)
+    p.add_argument("--rnn-hidden", type=int, default=512, help="LSTM/GRU/Tree-LSTM state size")
+    p.add_argument(
+        "--relation-min-count",
+        type=int,
+        default=5,
+        help="sdt-rnn: rarer relations share their base relation's matrix",
+    )
+    p.add_argument(
+        "--sqrt-features", action="store_true", help="square-root the CNN features first"
+    )
     p.add_argument("--tune-words", action="store_true", help="fine-tune word vectors")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--margin", type=float, default=3.0)
     p.add_argument("--hardest", action="store_true", help="hardest negative only (VSE++)")
+    p.add_argument(
+        "--warmup", type=int, default=0, help="with --hardest: epochs of all negatives first"
+    )
     p.add_argument("--normalize", action="store_true", help="cosine instead of inner product")
     p.add_argument("--optimizer", default="adagrad", choices=["adagrad", "adam-cyclic"])
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--cycles", type=int, default=4, help="adam-cyclic: LR cycles")
+    p.add_argument(
+        "--ensemble", action="store_true", help="adam-cyclic: keep the cycle-end snapshots"
+    )
+    p.add_argument("--half", action="store_true", help="store the weights as float16")
     p.add_argument("--backbone", default="efficientnet-lite0")
     p.add_argument("--ten-crop", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_train)
 
-    p = sub.add_parser("evaluate", help="R@K, median and mean rank of a checkpoint")
-    p.add_argument("checkpoint")
+    p = sub.add_parser(
+        "evaluate",
+        help="retrieval, sentence similarity, expert, STS-B and SICK-R scores of a checkpoint",
+    )
+    p.add_argument("checkpoint", help="a joint-model or kcca checkpoint (.pt)")
     p.add_argument("--data", help="Flickr8k-layout folder (default: DATA_DIR/flickr8k)")
     p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
+    p.add_argument("--no-sentence-benchmarks", action="store_true", help="skip STS-B and SICK-R")
     p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("plot", help="PNG of the loss and dev rsum curves of a training run")
+    p.add_argument("summary", help="training summary JSON (the .json beside a checkpoint)")
+    p.add_argument("--out", help="PNG to write (default: the summary's name with .png)")
+    p.set_defaults(func=_cmd_plot)
+
+    p = sub.add_parser("relations", help="SDT-RNN relation matrices by Frobenius norm")
+    p.add_argument("checkpoint", help="an sdt-rnn checkpoint (.pt)")
+    p.add_argument("--top", type=_positive_int, help="show only the N largest")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    p.set_defaults(func=_cmd_relations)
     return ap
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

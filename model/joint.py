@@ -48,6 +48,7 @@ class JointConfig:
     image_dim: int = 1280
     freeze_words: bool = True
     relation_min_count: int = 5
+    sqrt_features: bool = False
     init_noise: float = 0.01
     seed: int = 0
 
@@ -106,6 +107,8 @@ class JointModel(nn.Module):
             self.encoder = WordRNN(vocab.vectors, cell=enc, **recurrent)
         else:
             self.encoder = CharGRUAttention(**recurrent)
+        self.snapshots: list[dict] = []
+        self._members: list[JointModel] = []
         g = torch.Generator().manual_seed(config.seed + 1)
         scale = 1.0 / np.sqrt(config.image_dim)
         self.W_I = nn.Parameter(scale * torch.randn(config.hidden, config.image_dim, generator=g))
@@ -124,28 +127,82 @@ class JointModel(nn.Module):
     def encode_sentences(self, trees: Sequence[DependencyTree]) -> torch.Tensor:
         return self.encoder(self.prepare(trees))
 
+    # --- embeddings for retrieval (snapshot ensembles included) ---------------------------
+
+    def members(self) -> list[JointModel]:
+        """The models whose embeddings are combined: the snapshots when the checkpoint
+        holds a snapshot ensemble (Merkx & Frank 2019), otherwise this model alone."""
+        if not self.snapshots:
+            return [self]
+        if len(self._members) != len(self.snapshots):
+            self._members = []
+            for state in self.snapshots:
+                member = JointModel(
+                    self.config, self.vocab, self.inventory, self.parser, self.backbone
+                )
+                member.load_state_dict(state)
+                self._members.append(member.eval())
+        return self._members
+
+    @torch.no_grad()
+    def embed_sentences(
+        self, trees: Sequence[DependencyTree], normalize: bool, batch_size: int = 1000
+    ) -> np.ndarray:
+        """Caption embeddings for retrieval: each member's vectors (unit length when
+        ``normalize``) scaled by 1/√M and concatenated, so that an inner product equals
+        the members' mean score."""
+        parts = []
+        for member in self.members():
+            member.eval()
+            y = torch.cat(
+                [
+                    member.encode_sentences(trees[i : i + batch_size])
+                    for i in range(0, len(trees), batch_size)
+                ]
+            )
+            parts.append(y)
+        return self._combine(parts, normalize)
+
+    @torch.no_grad()
+    def embed_images(self, features: torch.Tensor | np.ndarray, normalize: bool) -> np.ndarray:
+        """Image embeddings for retrieval, combined like ``embed_sentences``."""
+        return self._combine([m.encode_images(features) for m in self.members()], normalize)
+
+    @staticmethod
+    def _combine(parts: list[torch.Tensor], normalize: bool) -> np.ndarray:
+        if normalize:
+            parts = [torch.nn.functional.normalize(p, dim=1) for p in parts]
+        return (torch.cat(parts, dim=1) / np.sqrt(len(parts))).numpy()
+
     def encode_images(self, features: torch.Tensor | np.ndarray) -> torch.Tensor:
         z = torch.as_tensor(np.asarray(features, dtype=np.float32))
         if z.ndim != 2 or z.shape[1] != self.config.image_dim:
             raise ValueError(
                 f"image features must be N × {self.config.image_dim}, got {tuple(z.shape)}"
             )
+        if self.config.sqrt_features:  # power normalisation: damps dominant activations
+            z = z.sign() * z.abs().sqrt()
         return z @ self.W_I.T
 
     # --- checkpoints -------------------------------------------------------------------
 
-    def save(self, path: Path, extra: dict | None = None) -> None:
-        """Write the checkpoint atomically."""
+    def save(self, path: Path, extra: dict | None = None, half: bool = False) -> None:
+        """Write the checkpoint atomically; ``half`` stores the weights as float16
+        (half the bytes; they are float32 again once loaded)."""
+        vocab = self.vocab.state_dict()
+        if half:
+            vocab["vectors"] = np.asarray(vocab["vectors"], dtype=np.float16)
         state = {
             "format": CHECKPOINT_FORMAT,
             "config": asdict(self.config),
-            "vocab": self.vocab.state_dict(),
+            "vocab": vocab,
             "inventory": None
             if self.inventory is None
             else {"kind": type(self.inventory).__name__, "names": list(self.inventory.names)},
             "parser": self.parser,
             "backbone": self.backbone,
-            "state_dict": self.state_dict(),
+            "state_dict": _cast(self.state_dict(), half),
+            "snapshots": [_cast(snapshot, half) for snapshot in self.snapshots],
             "extra": extra or {},
         }
         torch_save(state, path)
@@ -183,8 +240,15 @@ class JointModel(nn.Module):
             ]
             inventory = kind(tuple(inv["names"]))
         model = cls(config, vocab, inventory, state["parser"], state["backbone"])
-        model.load_state_dict(state["state_dict"])
+        model.load_state_dict(_cast(state["state_dict"], False))
+        model.snapshots = [_cast(snapshot, False) for snapshot in state.get("snapshots", [])]
         if config.encoder not in CHAR_ENCODERS:  # fine-tuned word vectors live in the encoder
             model.vocab = Vocabulary(vocab.words, model.encoder.embed.weight.detach().numpy())
         model.extra = state.get("extra", {})
         return model
+
+
+def _cast(state: dict[str, torch.Tensor], half: bool) -> dict[str, torch.Tensor]:
+    """Floating tensors of a state dict as float16 (``half``) or float32."""
+    dtype = torch.float16 if half else torch.float32
+    return {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}

@@ -36,10 +36,12 @@ def cli(tmp_path_factory: pytest.TempPathFactory):
     (cache / "glove6b50d.pretrain.pt").symlink_to(_pretrain(get_settings().cache_dir))
     env = {**os.environ, "GROUNDSEARCH_CACHE_DIR": str(cache)}
 
-    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    def run(
+        *args: str, stdin: str | None = None, env_extra: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "groundsearch.cli", *args],
-            env=env,
+            env={**env, **(env_extra or {})},
             input=stdin,
             capture_output=True,
             text=True,
@@ -47,3 +49,23 @@ def cli(tmp_path_factory: pytest.TempPathFactory):
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def tiny_flickr(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """12 train, 4 dev and 4 test Flickr8k photos with captions and the test photos'
+    expert judgments (see ``tests/tiny_data.py``)."""
+    from tests.tiny_data import make_tiny_flickr
+
+    return make_tiny_flickr(tmp_path_factory.mktemp("tiny-flickr"), expert=True)
+
+
+@pytest.fixture(scope="session")
+def extractor(tmp_path_factory: pytest.TempPathFactory):
+    """The default image backbone with its feature cache in a temp folder."""
+    import torch
+
+    from model.images.features import FeatureExtractor
+
+    torch.set_num_threads(1)
+    return FeatureExtractor(cache_dir=tmp_path_factory.mktemp("feature-cache"))

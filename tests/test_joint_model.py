@@ -47,6 +47,21 @@ def test_checkpoint_round_trips(encoder, tmp_path):
     assert back.vocab.words == model.vocab.words
 
 
+def test_half_checkpoint_stores_float16_and_loads_as_float32(tmp_path):
+    model = make("sdt-rnn")
+    model.snapshots = [{k: v.clone() for k, v in model.state_dict().items()} for _ in "ab"]
+    model.save(tmp_path / "half.pt", half=True)
+    raw = torch.load(tmp_path / "half.pt", weights_only=False)
+    stored = [raw["state_dict"], *raw["snapshots"]]
+    assert {v.dtype for state in stored for v in state.values()} == {torch.float16}
+    back = JointModel.load(tmp_path / "half.pt")
+    assert all(p.dtype == torch.float32 for p in back.parameters())
+    assert len(back.snapshots) == 2
+    torch.testing.assert_close(
+        back.encode_sentences(trees()), model.encode_sentences(trees()), atol=1e-2, rtol=1e-2
+    )
+
+
 def test_checkpoint_from_another_parser_or_backbone_is_refused(tmp_path):
     make("sdt-rnn").save(tmp_path / "m.pt")
     with pytest.raises(CheckpointError, match="trained with parser parser-A, but this parser"):

@@ -57,3 +57,43 @@ def test_bad_splits_and_configs_are_named():
         Split([], np.zeros((0, 4)), np.zeros(0, int))
     with pytest.raises(ValueError, match="unknown optimizer 'sgd'"):
         TrainConfig(optimizer="sgd")
+
+
+def test_snapshot_ensemble_scores_are_the_members_mean(small, tmp_path):
+    split, parser_version = small
+    vocab = glove_vocabulary([t.words for t in split.trees])
+    config = JointConfig(encoder="bow")
+    model = JointModel(config, vocab, None, parser_version, "efficientnet-lite0")
+    cfg = TrainConfig(
+        epochs=4,
+        batch_size=20,
+        optimizer="adam-cyclic",
+        normalize=True,
+        margin=0.2,
+        lr=0.005,
+        cycles=2,
+        ensemble=True,
+    )
+    hist = train(model, split, split, cfg)
+    assert len(model.snapshots) == 2 and hist.ensemble_dev_rsum is not None
+    scores = []
+    for state in model.snapshots:
+        member = JointModel(config, vocab, None, parser_version, "efficientnet-lite0")
+        member.load_state_dict(state)
+        v = member.embed_images(split.features, normalize=True)
+        y = member.embed_sentences(split.trees, normalize=True)
+        scores.append(v @ y.T)
+    v = model.embed_images(split.features, normalize=True)
+    y = model.embed_sentences(split.trees, normalize=True)
+    np.testing.assert_allclose(v @ y.T, np.mean(scores, axis=0), atol=1e-5)
+    assert not np.allclose(scores[0], scores[1])  # the members differ
+    model.save(tmp_path / "m.pt")
+    back = JointModel.load(tmp_path / "m.pt")
+    np.testing.assert_allclose(back.embed_sentences(split.trees, normalize=True), y, atol=1e-6)
+
+
+def test_an_ensemble_needs_cyclic_snapshots():
+    with pytest.raises(ValueError, match="snapshot ensemble needs"):
+        TrainConfig(optimizer="adagrad", ensemble=True)
+    with pytest.raises(ValueError, match="snapshot ensemble needs"):
+        TrainConfig(optimizer="adam-cyclic", cycles=1, ensemble=True)

@@ -4,13 +4,29 @@ Both views go through an RBF kernel approximated with Nyström landmarks (an exa
 kernel over 30k captions would not fit in memory), then regularised linear CCA finds
 directions in which the two views are maximally correlated. Sentences are the mean of
 their GloVe word vectors, as in the paper's bag-of-words input.
+
+``KCCAModel`` wraps a fitted kCCA as a retrieval model with its own checkpoint format;
+``fit_kcca`` fits it on a training split and picks its size and regularisation on dev.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
+
+from groundsearch.files import torch_save
+from model.evaluation.retrieval import retrieval_metrics
+from model.joint import CheckpointError
+from model.text.vocab import Vocabulary
+
+if TYPE_CHECKING:
+    from model.parsing.tree import DependencyTree
+    from model.training import Split
 
 
 def _inv_sqrt(c: np.ndarray) -> np.ndarray:
@@ -28,6 +44,9 @@ class Nystrom:
 
     @classmethod
     def fit(cls, x: np.ndarray, n_landmarks: int, rng: np.random.Generator) -> Nystrom:
+        """Landmarks drawn from the distinct rows of ``x`` (an image repeated for each of
+        its captions would otherwise be drawn several times)."""
+        x = _distinct_rows(x)
         idx = rng.choice(len(x), size=min(n_landmarks, len(x)), replace=False)
         land = x[idx]
         d2 = _sq_dists(land, land)
@@ -37,6 +56,14 @@ class Nystrom:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return np.exp(-self.gamma * _sq_dists(x, self.landmarks)) @ self.whiten
+
+
+def _distinct_rows(x: np.ndarray) -> np.ndarray:
+    """The rows of ``x`` without repeats, in their first order."""
+    x = np.ascontiguousarray(x)
+    keys = x.view(np.dtype((np.void, x.dtype.itemsize * x.shape[1]))).ravel()
+    _, first = np.unique(keys, return_index=True)
+    return x if len(first) == len(x) else x[np.sort(first)]
 
 
 def _sq_dists(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -66,6 +93,20 @@ class KCCA:
         seed: int = 0,
     ) -> KCCA:
         """``sentences[k]`` and ``images[k]`` are a matching pair (rows of equal count)."""
+        return cls.fit_grid(sentences, images, (reg,), dim, n_landmarks, seed)[0]
+
+    @classmethod
+    def fit_grid(
+        cls,
+        sentences: np.ndarray,
+        images: np.ndarray,
+        regs: Sequence[float],
+        dim: int = 50,
+        n_landmarks: int = 1000,
+        seed: int = 0,
+    ) -> list[KCCA]:
+        """One model per regularisation in ``regs``, sharing the Nyström maps and the
+        covariances (the costly part); ``truncated`` gives the smaller dimensions."""
         if len(sentences) != len(images) or len(sentences) < 2:
             raise ValueError("kCCA needs 2+ matching (sentence, image) rows")
         rng = np.random.default_rng(seed)
@@ -78,14 +119,277 @@ class KCCA:
         css = fs.T @ fs / n
         cii = fi.T @ fi / n
         csi = fs.T @ fi / n
-        ws = _inv_sqrt(css + reg * np.trace(css) / len(css) * np.eye(len(css)))
-        wi = _inv_sqrt(cii + reg * np.trace(cii) / len(cii) * np.eye(len(cii)))
-        u, s, vt = np.linalg.svd(ws @ csi @ wi)
-        k = min(dim, len(s))
-        return cls(sent_map, img_map, ms, mi, ws @ u[:, :k], wi @ vt[:k].T, s[:k])
+        models = []
+        for reg in regs:
+            ws = _inv_sqrt(css + reg * np.trace(css) / len(css) * np.eye(len(css)))
+            wi = _inv_sqrt(cii + reg * np.trace(cii) / len(cii) * np.eye(len(cii)))
+            u, s, vt = np.linalg.svd(ws @ csi @ wi)
+            k = min(dim, len(s))
+            models.append(cls(sent_map, img_map, ms, mi, ws @ u[:, :k], wi @ vt[:k].T, s[:k]))
+        return models
+
+    @property
+    def dim(self) -> int:
+        return len(self.correlations)
+
+    def truncated(self, dim: int) -> KCCA:
+        """The same model keeping its ``dim`` most correlated directions (what fitting
+        with that ``dim`` gives)."""
+        return KCCA(
+            self.sent_map,
+            self.img_map,
+            self.sent_mean,
+            self.img_mean,
+            self.A[:, :dim],
+            self.B[:, :dim],
+            self.correlations[:dim],
+        )
+
+    def folded(self) -> tuple[KernelProjection, KernelProjection]:
+        """The sentence and image projections, each folded into one kernel map."""
+        scale = np.sqrt(self.correlations)
+        return (
+            KernelProjection(
+                self.sent_map.landmarks,
+                self.sent_map.gamma,
+                self.sent_map.whiten @ self.A * scale,
+                self.sent_mean @ self.A * scale,
+            ),
+            KernelProjection(
+                self.img_map.landmarks,
+                self.img_map.gamma,
+                self.img_map.whiten @ self.B * scale,
+                self.img_mean @ self.B * scale,
+            ),
+        )
 
     def project_sentences(self, sentences: np.ndarray) -> np.ndarray:
         return ((self.sent_map(sentences) - self.sent_mean) @ self.A) * np.sqrt(self.correlations)
 
     def project_images(self, images: np.ndarray) -> np.ndarray:
         return ((self.img_map(images) - self.img_mean) @ self.B) * np.sqrt(self.correlations)
+
+
+@dataclass
+class KernelProjection:
+    """One view of a fitted kCCA: ``x ↦ exp(−γ‖x − l‖²)_l · P − offset`` over landmarks l."""
+
+    landmarks: np.ndarray
+    gamma: float
+    P: np.ndarray
+    offset: np.ndarray
+
+    def __call__(self, x: np.ndarray, chunk: int = 4096) -> np.ndarray:
+        x = np.asarray(x, np.float64)
+        if x.ndim != 2 or x.shape[1] != self.landmarks.shape[1]:
+            raise ValueError(
+                f"kCCA input must be N × {self.landmarks.shape[1]}, got {tuple(x.shape)}"
+            )
+        parts = [
+            np.exp(-self.gamma * _sq_dists(x[i : i + chunk], self.landmarks)) @ self.P
+            for i in range(0, len(x), chunk)
+        ]
+        out = np.concatenate(parts) if parts else np.zeros((0, self.P.shape[1]))
+        return out - self.offset
+
+    def state(self) -> dict[str, object]:
+        return {
+            "landmarks": torch.from_numpy(self.landmarks),
+            "gamma": float(self.gamma),
+            "P": torch.from_numpy(np.ascontiguousarray(self.P)),
+            "offset": torch.from_numpy(self.offset),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> KernelProjection:
+        return cls(
+            state["landmarks"].numpy(), state["gamma"], state["P"].numpy(), state["offset"].numpy()
+        )
+
+
+# --- the kCCA baseline as a retrieval model ---------------------------------------------
+
+KCCA_FORMAT = 1
+
+
+@dataclass
+class KCCAConfig:
+    """Fitting options: Nyström landmarks per view and the grid selected on dev rsum."""
+
+    n_landmarks: int = 2000
+    dims: tuple[int, ...] = (50, 100, 200, 400)
+    regs: tuple[float, ...] = (0.01, 0.1, 1.0)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.dims, self.regs = tuple(self.dims), tuple(self.regs)
+        if self.n_landmarks < 2 or not self.dims or min(self.dims) < 1:
+            raise ValueError("kCCA needs ≥ 2 landmarks and dimensions ≥ 1")
+        if not self.regs or min(self.regs) <= 0:
+            raise ValueError("kCCA regularisations must be > 0")
+
+
+def mean_word_vectors(trees: Sequence[DependencyTree], vocab: Vocabulary) -> np.ndarray:
+    """Sentence features: the mean vector of the words ``vocab`` knows, punctuation left
+    out; a sentence with no known word gets the unknown-word vector."""
+    out = np.empty((len(trees), vocab.dim))
+    for i, tree in enumerate(trees):
+        ids = [vocab.index(n.text) for n in tree if n.upos != "PUNCT"]
+        ids = [k for k in ids if k] or [0]
+        out[i] = vocab.vectors[ids].mean(axis=0)
+    return out
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+class KCCAModel:
+    """A fitted kCCA with its vocabulary: captions and image features into one space.
+
+    Embeddings are unit length, so inner products are the cosine kCCA ranks by. Like a
+    JointModel checkpoint, the saved file records the parser and backbone identities and
+    refuses to load against others.
+    """
+
+    kind = encoder = "kcca"
+
+    def __init__(
+        self,
+        sentences: KernelProjection,
+        images: KernelProjection,
+        vocab: Vocabulary,
+        parser: str,
+        backbone: str,
+        config: dict[str, object],
+    ) -> None:
+        self.sentences, self.images, self.vocab = sentences, images, vocab
+        self.parser, self.backbone, self.config = parser, backbone, config
+        self.extra: dict[str, object] = {}
+
+    @classmethod
+    def from_kcca(
+        cls,
+        kcca: KCCA,
+        vocab: Vocabulary,
+        parser: str,
+        backbone: str,
+        config: dict[str, object],
+    ) -> KCCAModel:
+        return cls(*kcca.folded(), vocab, parser, backbone, config)
+
+    def embed_sentences(self, trees: Sequence[DependencyTree]) -> np.ndarray:
+        return _unit(self.sentences(mean_word_vectors(trees, self.vocab)))
+
+    def embed_images(self, features: np.ndarray) -> np.ndarray:
+        return _unit(self.images(features))
+
+    def save(self, path: Path, extra: dict | None = None) -> None:
+        """Write the checkpoint atomically (tensors and plain values only)."""
+        torch_save(
+            {
+                "format": KCCA_FORMAT,
+                "kind": self.kind,
+                "config": self.config,
+                "vocab": {
+                    "words": list(self.vocab.words),
+                    "vectors": torch.from_numpy(self.vocab.vectors),
+                },
+                "sentences": self.sentences.state(),
+                "images": self.images.state(),
+                "parser": self.parser,
+                "backbone": self.backbone,
+                "extra": extra or {},
+            },
+            path,
+        )
+
+    @classmethod
+    def load(cls, path: Path, parser: str | None = None, backbone: str | None = None) -> KCCAModel:
+        """Read a kCCA checkpoint; refuse it if made with another parser or backbone."""
+        state = read_kcca_state(path)
+        if state is None:
+            raise CheckpointError(f"{path} is not a groundsearch kCCA checkpoint")
+        return cls.from_state(state, path, parser, backbone)
+
+    @classmethod
+    def from_state(
+        cls, state: dict, path: Path, parser: str | None = None, backbone: str | None = None
+    ) -> KCCAModel:
+        if state.get("format") != KCCA_FORMAT:
+            raise CheckpointError(
+                f"{path} is a kCCA checkpoint of format {state.get('format')}, "
+                f"this version reads format {KCCA_FORMAT}"
+            )
+        if parser is not None and state["parser"] != parser:
+            raise CheckpointError(
+                f"{path} was fitted with parser {state['parser']}, but this parser is "
+                f"{parser}: its tokens would not match the fitted sentence features"
+            )
+        if backbone is not None and state["backbone"] != backbone:
+            raise CheckpointError(
+                f"{path} was fitted on {state['backbone']} image features, but the "
+                f"backbone here is {backbone}"
+            )
+        vocab = Vocabulary(list(state["vocab"]["words"]), state["vocab"]["vectors"].numpy())
+        model = cls(
+            KernelProjection.from_state(state["sentences"]),
+            KernelProjection.from_state(state["images"]),
+            vocab,
+            state["parser"],
+            state["backbone"],
+            dict(state["config"]),
+        )
+        model.extra = dict(state.get("extra", {}))
+        return model
+
+
+def read_kcca_state(path: Path) -> dict | None:
+    """The contents of a kCCA checkpoint, or None for any other file that exists
+    (a JointModel checkpoint holds arrays that a weights-only load refuses)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint not found: {path}") from None
+    except Exception:
+        return None
+    return state if isinstance(state, dict) and state.get("kind") == KCCAModel.kind else None
+
+
+def fit_kcca(
+    train: Split,
+    dev: Split,
+    vocab: Vocabulary,
+    parser: str,
+    backbone: str,
+    cfg: KCCAConfig,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[KCCAModel, dict[str, object], list[dict[str, float]]]:
+    """Fit on ``train`` pairs (every caption with its image) for each regularisation,
+    keep the (reg, dim) with the best dev rsum. Returns the model, its dev metrics and
+    the grid of dev rsums."""
+    sentences = mean_word_vectors(train.trees, vocab)
+    images = np.asarray(train.features, np.float64)[np.asarray(train.caption_image)]
+    fits = KCCA.fit_grid(sentences, images, cfg.regs, max(cfg.dims), cfg.n_landmarks, cfg.seed)
+    dev_sentences = mean_word_vectors(dev.trees, vocab)
+    grid: list[dict[str, float]] = []
+    best: tuple[float, KCCA, dict[str, object]] | None = None
+    for reg, fit in zip(cfg.regs, fits, strict=True):
+        for dim in sorted({min(d, fit.dim) for d in cfg.dims}):
+            m = fit.truncated(dim)
+            y = _unit(m.project_sentences(dev_sentences))
+            v = _unit(m.project_images(dev.features))
+            rsum = float(retrieval_metrics(v @ y.T, dev.caption_image)["rsum"])
+            grid.append({"reg": reg, "dim": dim, "dev_rsum": rsum})
+            if progress:
+                progress(f"kcca reg {reg:g} dim {dim}: dev rsum {rsum:.1f}")
+            if best is None or rsum > best[0]:
+                best = (rsum, m, {"reg": reg, "dim": dim})
+    assert best is not None
+    _, chosen, picked = best
+    config = {"n_landmarks": cfg.n_landmarks, "seed": cfg.seed, **picked}
+    model = KCCAModel.from_kcca(chosen, vocab, parser, backbone, config)
+    dev_metrics = retrieval_metrics(
+        model.embed_images(dev.features) @ model.embed_sentences(dev.trees).T, dev.caption_image
+    )
+    return model, dev_metrics, grid

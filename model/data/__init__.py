@@ -1,5 +1,10 @@
 """Datasets laid out like Flickr8k: a captions file, an image folder, split lists."""
 
-from model.data.flickr import CaptionedImages, DatasetError, load_captioned_images
+from model.data.flickr import (
+    CaptionedImages,
+    DatasetError,
+    load_captioned_images,
+    read_caption_ids,
+)
 
-__all__ = ["CaptionedImages", "DatasetError", "load_captioned_images"]
+__all__ = ["CaptionedImages", "DatasetError", "load_captioned_images", "read_caption_ids"]

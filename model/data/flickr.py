@@ -23,6 +23,8 @@ FLICKR8K_SPLITS = {
 }
 CAPTIONS_FILE = "Flickr8k.token.txt"
 IMAGES_DIR = "Images"
+#: Flickr8k's expert judgments of image–caption pairs (optional).
+EXPERT_FILE = "ExpertAnnotations.txt"
 
 
 class DatasetError(ValueError):
@@ -57,6 +59,31 @@ def _read_lines(path: Path) -> list[str]:
         raise DatasetError(f"{path} is not UTF-8 text ({exc.reason})") from None
 
 
+def _read_captions(path: Path) -> list[tuple[str, int, str]]:
+    """(image name, caption number, caption) of each ``<image>#<n><TAB><caption>`` line."""
+    out = []
+    for n, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        key, sep, text = line.partition("\t")
+        name, hash_, number = key.rpartition("#")
+        if not sep or not hash_ or not number.isdigit():
+            raise DatasetError(
+                f"{path}:{n}: expected '<image>#<n><TAB><caption>', got {line[:80]!r}"
+            )
+        out.append((name, int(number), text.strip()))
+    return out
+
+
+def read_caption_ids(root: Path, captions_file: str = CAPTIONS_FILE) -> dict[str, str]:
+    """Every caption of ``root``'s captions file by its id ``<image>#<n>``, whether or
+    not its image file exists (judgment files pair images with others' captions)."""
+    return {
+        f"{name}#{number}": text
+        for name, number, text in _read_captions(Path(root) / captions_file)
+    }
+
+
 def load_captioned_images(
     root: Path,
     split: str | Path | None = None,
@@ -72,17 +99,8 @@ def load_captioned_images(
     if not (root / IMAGES_DIR).is_dir():
         raise DatasetError(f"image folder not found: {root / IMAGES_DIR}")
     by_image: dict[str, list[tuple[int, str]]] = {}
-    for n, line in enumerate(_read_lines(root / captions_file), start=1):
-        if not line.strip():
-            continue
-        key, sep, text = line.partition("\t")
-        name, hash_, number = key.rpartition("#")
-        if not sep or not hash_ or not number.isdigit():
-            raise DatasetError(
-                f"{root / captions_file}:{n}: expected '<image>#<n><TAB><caption>', "
-                f"got {line[:80]!r}"
-            )
-        by_image.setdefault(name, []).append((int(number), text.strip()))
+    for name, number, text in _read_captions(root / captions_file):
+        by_image.setdefault(name, []).append((number, text))
 
     if split is None:
         wanted = sorted(by_image)

@@ -65,6 +65,9 @@ class TreeRNN(nn.Module):
         h = pre.new_zeros(n_nodes, self.hidden)
         acc = pre.new_zeros(n_nodes, self.hidden)
         sizes = batch.sizes.to(pre.dtype)
+        # One view per matrix, taken once: indexing ``self.W[m]`` inside the loop would
+        # make autograd allocate a full-size gradient for every (level, relation) pair.
+        matrices = self.W.unbind(0)
         for level in batch.levels:
             h_level = torch.tanh((pre[level] + acc[level]) / sizes[level, None])
             h = h.index_copy(0, level, h_level)
@@ -77,7 +80,7 @@ class TreeRNN(nn.Module):
             for m in torch.unique(mids).tolist():
                 sel = (mids == m).nonzero(as_tuple=True)[0]
                 hm = h_children[sel]
-                messages.append(hm if m == self.n_matrices else hm @ self.W[m].T)
+                messages.append(hm if m == self.n_matrices else hm @ matrices[m].T)
                 order.append(sel)
             sel = torch.cat(order)
             msg = torch.cat(messages) * sizes[children[sel], None]

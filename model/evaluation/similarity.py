@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from model.data.flickr import DatasetError
+
 
 def _unit(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
@@ -65,14 +67,36 @@ def cosine_pairs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (_unit(x) * _unit(y)).sum(axis=1)
 
 
+def _score(path: Path, n: int, value: str, low: float, high: float) -> float:
+    try:
+        score = float(value)
+    except ValueError:
+        score = float("nan")
+    if not low <= score <= high:
+        raise DatasetError(f"{path}:{n}: expected a score in {low:g}–{high:g}, got {value!r}")
+    return score
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path} is not UTF-8 text ({exc.reason})") from None
+
+
 def read_sts(path: Path) -> tuple[list[str], list[str], np.ndarray]:
     """STS Benchmark pairs: ``genre file year id score s1 s2 [extra…]`` per line."""
     a, b, scores = [], [], []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for n, line in enumerate(_lines(path), start=1):
+        if not line.strip():
+            continue
         cols = line.split("\t")
         if len(cols) < 7:
-            continue
-        scores.append(float(cols[4]))
+            raise DatasetError(
+                f"{path}:{n}: expected 7 tab-separated columns "
+                f"(genre file year id score s1 s2), got {len(cols)}"
+            )
+        scores.append(_score(path, n, cols[4], 0, 5))
         a.append(cols[5])
         b.append(cols[6])
     return a, b, np.array(scores)
@@ -80,20 +104,39 @@ def read_sts(path: Path) -> tuple[list[str], list[str], np.ndarray]:
 
 def read_sick(path: Path, subset: str = "TEST") -> tuple[list[str], list[str], np.ndarray]:
     """SICK pairs of one SemEval subset with their relatedness scores (1–5)."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    head = lines[0].split("\t")
-    ia, ib = head.index("sentence_A"), head.index("sentence_B")
-    ir, iset = head.index("relatedness_score"), head.index("SemEval_set")
-    rows = [ln.split("\t") for ln in lines[1:] if ln.strip()]
-    rows = [r for r in rows if r[iset].strip() == subset]
-    return [r[ia] for r in rows], [r[ib] for r in rows], np.array([float(r[ir]) for r in rows])
+    lines = _lines(path)
+    head = lines[0].split("\t") if lines else []
+    wanted = ("sentence_A", "sentence_B", "relatedness_score", "SemEval_set")
+    missing = [c for c in wanted if c not in head]
+    if missing:
+        raise DatasetError(f"{path}: header lacks the column(s) {missing}")
+    ia, ib, ir, iset = (head.index(c) for c in wanted)
+    a, b, scores = [], [], []
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        row = line.split("\t")
+        if len(row) != len(head):
+            raise DatasetError(f"{path}:{n}: expected {len(head)} columns, got {len(row)}")
+        if row[iset].strip() == subset:
+            scores.append(_score(path, n, row[ir], 1, 5))
+            a.append(row[ia])
+            b.append(row[ib])
+    return a, b, np.array(scores)
 
 
 def read_expert(path: Path) -> list[tuple[str, str, float]]:
     """Flickr8k expert judgments: (image, caption id ``name#n``, mean of three 1–4 scores)."""
     out = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for n, line in enumerate(_lines(path), start=1):
+        if not line.strip():
+            continue
         cols = line.split("\t")
-        if len(cols) >= 5:
-            out.append((cols[0], cols[1], float(np.mean([float(c) for c in cols[2:5]]))))
+        if len(cols) != 5 or "#" not in cols[1]:
+            raise DatasetError(
+                f"{path}:{n}: expected '<image><TAB><image>#<n><TAB><score><TAB><score>"
+                f"<TAB><score>', got {line[:80]!r}"
+            )
+        scores = [_score(path, n, c, 1, 4) for c in cols[2:5]]
+        out.append((cols[0], cols[1], float(np.mean(scores))))
     return out

@@ -1,0 +1,42 @@
+"""Tiny Flickr8k-layout folders built from the real data (photos linked, not copied)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from groundsearch.settings import get_settings
+
+DATA = get_settings().data_dir
+FLICKR = DATA / "flickr8k"
+
+
+def make_tiny_flickr(
+    root: Path, train: int = 12, dev: int = 4, test: int = 4, expert: bool = False
+) -> Path:
+    """The first photos of each official split with their captions; with ``expert``, the
+    expert judgments of the test photos (and the captions they name) too."""
+    (root / "Images").mkdir(parents=True)
+    names: set[str] = set()
+    for split, n in (("train", train), ("dev", dev), ("test", test)):
+        src = f"Flickr_8k.{split}Images.txt"
+        chosen = (FLICKR / src).read_text().split()[:n]
+        (root / src).write_text("\n".join(chosen) + "\n")
+        names.update(chosen)
+    for name in names:
+        (root / "Images" / name).symlink_to(FLICKR / "Images" / name)
+    lines = (FLICKR / "Flickr8k.token.txt").read_text().splitlines()
+    caption_ids: set[str] = set()
+    if expert:
+        test_names = set((root / "Flickr_8k.testImages.txt").read_text().split())
+        judged = [
+            ln
+            for ln in (FLICKR / "ExpertAnnotations.txt").read_text().splitlines()
+            if ln.split("\t", 1)[0] in test_names
+        ]
+        (root / "ExpertAnnotations.txt").write_text("\n".join(judged) + "\n")
+        caption_ids = {ln.split("\t")[1] for ln in judged}
+    kept = [
+        ln for ln in lines if ln.split("#", 1)[0] in names or ln.split("\t", 1)[0] in caption_ids
+    ]
+    (root / "Flickr8k.token.txt").write_text("\n".join(kept) + "\n")
+    return root
