@@ -186,17 +186,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from model.experiment import evaluate_checkpoint
     from model.joint import CheckpointError
     from model.parsing import ParseError
+    from model.text import NoKnownWordError
 
     settings = get_settings()
     try:
         result = evaluate_checkpoint(
-            Path(args.checkpoint),
+            Path(args.checkpoint or settings.default_checkpoint),
             Path(args.data or settings.data_dir / "flickr8k"),
             split=args.split or None,
             progress=True,
             sentence_benchmarks=not args.no_sentence_benchmarks,
         )
-    except (DatasetError, CheckpointError, ParseError) as exc:
+    except (DatasetError, CheckpointError, ParseError, NoKnownWordError) as exc:
         raise CliError(str(exc)) from None
     print(json.dumps(_rounded(result), indent=2))
     return 0
@@ -213,7 +214,14 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         summary = load_summary(src)
         best = summary.get("best_epoch")
         title = f"{summary.get('encoder', 'model')}: {src.stem}"
-        plot_history(summary["history"], out, title, best if isinstance(best, int) else None)
+        ensemble = summary.get("ensemble_dev_rsum")
+        plot_history(
+            summary["history"],
+            out,
+            title,
+            best if isinstance(best, int) else None,
+            ensemble if isinstance(ensemble, int | float) else None,
+        )
     except SummaryError as exc:
         raise CliError(str(exc)) from None
     print(out)
@@ -226,7 +234,7 @@ def _cmd_relations(args: argparse.Namespace) -> int:
 
     # No parser check: nothing is parsed here, only the stored matrices are read.
     try:
-        model = JointModel.load(Path(args.checkpoint))
+        model = JointModel.load(Path(args.checkpoint or get_settings().default_checkpoint))
     except CheckpointError as exc:
         raise CliError(str(exc)) from None
     try:
@@ -339,7 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate",
         help="retrieval, sentence similarity, expert, STS-B and SICK-R scores of a checkpoint",
     )
-    p.add_argument("checkpoint", help="a joint-model or kcca checkpoint (.pt)")
+    p.add_argument(
+        "checkpoint",
+        nargs="?",
+        help="a joint-model or kcca checkpoint (.pt; default: the shipped SDT-RNN)",
+    )
     p.add_argument("--data", help="Flickr8k-layout folder (default: DATA_DIR/flickr8k)")
     p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
     p.add_argument("--no-sentence-benchmarks", action="store_true", help="skip STS-B and SICK-R")
@@ -351,7 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_plot)
 
     p = sub.add_parser("relations", help="SDT-RNN relation matrices by Frobenius norm")
-    p.add_argument("checkpoint", help="an sdt-rnn checkpoint (.pt)")
+    p.add_argument(
+        "checkpoint", nargs="?", help="an sdt-rnn checkpoint (.pt; default: the shipped one)"
+    )
     p.add_argument("--top", type=_positive_int, help="show only the N largest")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.set_defaults(func=_cmd_relations)

@@ -13,7 +13,9 @@ from pathlib import Path
 def atomic_path(path: Path) -> Iterator[str]:
     """Yield a temporary path in ``path``'s folder; on success it replaces ``path``.
 
-    A crash or an exception leaves ``path`` as it was (never half written).
+    A crash or an exception leaves ``path`` as it was (never half written). The file
+    is world-readable (0644), not mkstemp's private 0600, so that a service running
+    as another user can load it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -21,6 +23,7 @@ def atomic_path(path: Path) -> Iterator[str]:
     os.close(fd)
     try:
         yield tmp
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

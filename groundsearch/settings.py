@@ -44,6 +44,11 @@ class Settings(BaseSettings):
         return self.model_dir / "stanza"
 
     @property
+    def default_checkpoint(self) -> Path:
+        """The SDT-RNN the service and ``groundsearch evaluate`` load by default."""
+        return self.model_dir / "sdt-rnn.pt"
+
+    @property
     def ewt_dir(self) -> Path:
         """UD English-EWT, the treebank the parser is trained on."""
         return self.data_dir / "ud-english-ewt"

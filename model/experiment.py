@@ -13,7 +13,7 @@ import torch
 
 from groundsearch.settings import get_settings
 from model.baselines.kcca import KCCAConfig, fit_kcca
-from model.checkpoints import load_checkpoint
+from model.checkpoints import JointEmbedder, load_checkpoint
 from model.corpus import build_split, load_splits
 from model.data import load_captioned_images
 from model.evaluation import protocol
@@ -64,7 +64,8 @@ def run_training(
     }
     model.save(out, extra=summary, half=half)
     Path(out).with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
-    plot_history(summary["history"], Path(out).with_suffix(".png"), joint.encoder, hist.best_epoch)
+    png = Path(out).with_suffix(".png")
+    plot_history(summary["history"], png, joint.encoder, hist.best_epoch, hist.ensemble_dev_rsum)
     return summary
 
 
@@ -86,6 +87,8 @@ def evaluate_checkpoint(
     extractor = FeatureExtractor(name, ten_crop=bool(ten_crop), cache_dir=settings.cache_dir)
     ds = load_captioned_images(data_root, split=split)
     sp = build_split(ds, parser, extractor, progress)
+    if isinstance(model, JointEmbedder):
+        model.model.require_known_words(sp.trees)
 
     def parse(texts: list[str]) -> list[DependencyTree]:
         return parser.parse(texts, workers=os.cpu_count() or 1)

@@ -127,6 +127,12 @@ class JointModel(nn.Module):
     def encode_sentences(self, trees: Sequence[DependencyTree]) -> torch.Tensor:
         return self.encoder(self.prepare(trees))
 
+    def require_known_words(self, trees: Sequence[DependencyTree], what: str = "caption") -> None:
+        """NoKnownWordError for a sentence with no word in the vocabulary (a word-level
+        encoder could only give it the unknown word's vector); characters always count."""
+        if self.config.encoder not in CHAR_ENCODERS:
+            self.vocab.require_known([t.words for t in trees], what)
+
     # --- embeddings for retrieval (snapshot ensembles included) ---------------------------
 
     def members(self) -> list[JointModel]:

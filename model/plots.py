@@ -65,11 +65,18 @@ def load_summary(path: Path) -> dict:
     return summary
 
 
-def plot_history(history: dict, path: Path, title: str, best_epoch: int | None = None) -> None:
+def plot_history(
+    history: dict,
+    path: Path,
+    title: str,
+    best_epoch: int | None = None,
+    ensemble_rsum: float | None = None,
+) -> None:
     """Write a PNG of loss (left axis) and dev rsum (right axis) per epoch to ``path``.
 
     ``history`` is a summary's ``{"loss": [...], "dev_rsum": [...], "lr": [...]}``; the
-    best epoch (1-based; default: highest dev rsum) is marked. Written atomically.
+    best epoch (1-based; default: highest dev rsum) is marked, and the snapshot
+    ensemble's dev rsum drawn as a line when given. Written atomically.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -98,6 +105,14 @@ def plot_history(history: dict, path: Path, title: str, best_epoch: int | None =
             label=f"best: epoch {best_epoch}, rsum {best:.1f}",
         )
         handles.append(l3)
+    if ensemble_rsum is not None:
+        l4 = ax2.axhline(
+            ensemble_rsum,
+            color="tab:green",
+            linestyle=":",
+            label=f"snapshot ensemble: rsum {ensemble_rsum:.1f}",
+        )
+        handles.append(l4)
     ax.set_xlabel("epoch")
     ax.set_ylabel("train loss", color="tab:blue")
     ax2.set_ylabel("dev rsum (R@1+5+10, both directions)", color="tab:orange")

@@ -77,3 +77,19 @@ def test_evaluate_bad_inputs_are_named(cli, kcca, tmp_path):
     res = cli("evaluate", str(kcca[0]), "--data", str(root), "--no-sentence-benchmarks")
     assert res.returncode == 2 and "ExpertAnnotations.txt:1: expected" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_the_shipped_model_evaluates_by_default_and_names_a_caption_it_cannot_read(cli, tmp_path):
+    root = make_tiny_flickr(tmp_path / "two", train=0, dev=0, test=2)
+    res = cli("evaluate", "--data", str(root), "--no-sentence-benchmarks")
+    assert res.returncode == 0, res.stderr
+    m = json.loads(res.stdout)
+    assert m["encoder"] == "sdt-rnn" and m["checkpoint"].endswith("sdt-rnn.pt")
+    assert 0 <= m["rsum"] <= 600
+    captions = root / "Flickr8k.token.txt"
+    first = captions.read_text().splitlines()[0].split("\t")[0]
+    captions.write_text(captions.read_text() + f"{first[:-1]}9\tXyzzyq plughh frobozzic\n")
+    res = cli("evaluate", "--data", str(root), "--no-sentence-benchmarks")
+    assert res.returncode == 2, res.stdout
+    assert "('Xyzzyq plughh frobozzic') has no word the model knows" in res.stderr
+    assert "Traceback" not in res.stderr

@@ -26,3 +26,10 @@ def test_torch_save_is_byte_for_byte_reproducible(tmp_path):
     torch_save(obj, tmp_path / "b.pt")
     assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()
     assert torch.equal(torch.load(tmp_path / "a.pt")["w"], obj["w"])
+
+
+def test_written_files_are_readable_by_other_users(tmp_path):
+    target = tmp_path / "model.bin"
+    with atomic_path(target) as tmp:
+        Path(tmp).write_bytes(b"weights")
+    assert target.stat().st_mode & 0o777 == 0o644

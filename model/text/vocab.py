@@ -48,6 +48,16 @@ class Vocabulary:
         """How many of ``words`` have their own row."""
         return sum(1 for w in words if w.lower() in self._index)
 
+    def require_known(self, sentences: Sequence[Sequence[str]], what: str = "caption") -> None:
+        """Raise NoKnownWordError naming the first sentence none of whose words is known
+        (its vector would be the unknown word's alone: a meaningless match)."""
+        for i, words in enumerate(sentences):
+            if self.known(words) == 0:
+                text = " ".join(words)
+                raise NoKnownWordError(
+                    f"{what} {i + 1} ({text[:80]!r}) has no word the model knows"
+                )
+
     @classmethod
     def build(
         cls,
@@ -75,3 +85,7 @@ class Vocabulary:
     @classmethod
     def from_state_dict(cls, state: dict[str, object]) -> Vocabulary:
         return cls(list(state["words"]), np.asarray(state["vectors"], dtype=np.float32))  # type: ignore[arg-type]
+
+
+class NoKnownWordError(ValueError):
+    """A sentence made only of words outside the vocabulary."""
