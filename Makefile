@@ -59,7 +59,7 @@ RECIPE_chain-rnn ?= $(PAPER)
 # The siblings: 512-d states, as many epochs as fit in ~15 minutes on 2 cores.
 RECIPE_lstm ?= --hidden 512 --rnn-hidden 512 --epochs 6 --cycles 2
 RECIPE_gru ?= --hidden 512 --rnn-hidden 512 --epochs 6 --cycles 2
-RECIPE_tree-lstm ?= --hidden 512 --rnn-hidden 256 --epochs 9 --cycles 3
+RECIPE_tree-lstm ?= --hidden 512 --rnn-hidden 256 --epochs 15 --cycles 5
 RECIPE_char-gru ?= --hidden 512 --rnn-hidden 128 --epochs 4 --cycles 2
 RECIPE_kcca ?= --backbone efficientnet-lite2
 # prefixed to each train/evaluate command, e.g. TRAIN_ENV="OMP_NUM_THREADS=1" with -j2

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from model.evaluation.retrieval import retrieval_metrics
 from model.joint import JointModel
@@ -120,8 +121,9 @@ def train(
     cfg: TrainConfig,
     progress: Callable[[str], None] | None = None,
 ) -> History:
-    """Train in place; leaves ``model`` at its best dev-rsum state (and, with
-    ``cfg.ensemble``, its cycle-end snapshots as ensemble members)."""
+    """Train in place; leaves ``model`` at its best dev-rsum state and, with
+    ``cfg.ensemble``, its cycle-end snapshots as ensemble members when their ensemble
+    beats that state on dev (``hist.ensemble_dev_rsum`` records it either way)."""
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     opt = _optimizer(model, cfg)
@@ -138,7 +140,13 @@ def train(
         model.train()
         order = rng.permutation(n)
         total = 0.0
-        for b in range(steps_per_epoch):
+        batches = tqdm(
+            range(steps_per_epoch),
+            desc=f"epoch {epoch}/{cfg.epochs}",
+            leave=False,
+            disable=progress is None,
+        )
+        for b in batches:
             idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
             if len(idx) < 2:
                 continue
@@ -182,8 +190,12 @@ def train(
     if cfg.ensemble:
         model.snapshots = hist.snapshots
         hist.ensemble_dev_rsum = float(evaluate(model, dev_split, cfg.normalize)["rsum"])
+        if hist.ensemble_dev_rsum < best:  # selected on dev, like everything else
+            model.snapshots = []
         if progress:
+            kept = "kept" if model.snapshots else f"dropped: epoch {hist.best_epoch} is better"
             progress(
-                f"snapshot ensemble of {len(hist.snapshots)}: dev rsum {hist.ensemble_dev_rsum:.1f}"
+                f"snapshot ensemble of {len(hist.snapshots)}: dev rsum "
+                f"{hist.ensemble_dev_rsum:.1f} ({kept})"
             )
     return hist

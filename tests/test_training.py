@@ -75,7 +75,11 @@ def test_snapshot_ensemble_scores_are_the_members_mean(small, tmp_path):
         ensemble=True,
     )
     hist = train(model, split, split, cfg)
-    assert len(model.snapshots) == 2 and hist.ensemble_dev_rsum is not None
+    assert len(hist.snapshots) == 2 and hist.ensemble_dev_rsum is not None
+    # the ensemble is kept only when it beats the best single epoch on dev
+    kept = hist.ensemble_dev_rsum >= max(hist.dev_rsum)
+    assert len(model.snapshots) == (2 if kept else 0)
+    model.snapshots = hist.snapshots
     scores = []
     for state in model.snapshots:
         member = JointModel(config, vocab, None, parser_version, "efficientnet-lite0")
