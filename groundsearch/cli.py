@@ -251,6 +251,39 @@ def _cmd_relations(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_build_index(args: argparse.Namespace) -> int:
+    from index.gallery import build_gallery
+    from index.store import StoreError
+    from model.data import DatasetError
+    from model.joint import CheckpointError
+    from model.parsing import ParseError
+
+    settings = get_settings()
+    out = Path(args.out or settings.gallery_dir)
+    start = time.perf_counter()
+    try:
+        gallery = build_gallery(
+            Path(args.checkpoint or settings.default_checkpoint),
+            Path(args.data or settings.data_dir / "flickr8k"),
+            args.split or None,
+            out,
+            kind=args.kind,
+            cache_dir=settings.cache_dir,
+            progress=True,
+        )
+    except (DatasetError, CheckpointError, ParseError, StoreError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    summary = {
+        "gallery": str(out),
+        "images": len(gallery.images),
+        "captions": len(gallery.captions),
+        "kind": args.kind,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    print(json.dumps(summary))
+    return 0
+
+
 def _rounded(value: object, digits: int = 2) -> object:
     """Floats rounded for printing, inside dicts and lists too."""
     if isinstance(value, float):
@@ -298,6 +331,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gold", help="gold CoNLL-U (default: EWT test)")
     p.add_argument("--output", help="also write the system CoNLL-U here")
     p.set_defaults(func=_cmd_score_parser)
+    p = sub.add_parser("build-index", help="embed a Flickr8k-layout split into a gallery")
+    p.add_argument("checkpoint", nargs="?", help="default: the shipped SDT-RNN")
+    p.add_argument("--data", help="Flickr8k-layout folder (default: DATA_DIR/flickr8k)")
+    p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
+    p.add_argument("--out", help="gallery folder (default: CACHE_DIR/gallery)")
+    p.add_argument("--kind", default="flat", choices=["flat", "hnsw"], help="exact or HNSW")
+    p.set_defaults(func=_cmd_build_index)
+
     p = sub.add_parser("features", help="extract (and cache) image features of a dataset")
     p.add_argument("--data", help="Flickr8k-layout folder (default: DATA_DIR/flickr8k)")
     p.add_argument("--split", help="train, dev, test or a file of image names")

@@ -49,6 +49,11 @@ class Settings(BaseSettings):
         return self.model_dir / "sdt-rnn.pt"
 
     @property
+    def gallery_dir(self) -> Path:
+        """Where ``groundsearch build-index`` writes the gallery by default."""
+        return self.cache_dir / "gallery"
+
+    @property
     def ewt_dir(self) -> Path:
         """UD English-EWT, the treebank the parser is trained on."""
         return self.data_dir / "ud-english-ewt"

@@ -204,6 +204,13 @@ class VectorStore:
                 raise UnknownItemError(f"no item with id {item_id!r} in the store")
             return _json_copy(self._metas[item_id], "metadata")
 
+    def vector(self, item_id: int) -> np.ndarray:
+        """The stored vector of a live item; raises ``UnknownItemError`` if unknown."""
+        with self._lock:
+            if item_id not in self._metas:
+                raise UnknownItemError(f"no item with id {item_id!r} in the store")
+            return self._index.reconstruct(int(item_id))
+
     def search(self, queries: np.ndarray, k: int) -> list[list[SearchHit]]:
         """Top-``k`` items by inner product for each query row: ``(id, score, metadata)``.
 

@@ -240,3 +240,15 @@ def test_bad_inputs():
         store.remove(2)
     with pytest.raises(ValueError, match="kind"):
         VectorStore(DIM, "ivf", IDENTITY)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_vector_returns_what_was_added(kind):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((5, 8)).astype(np.float32)
+    store = VectorStore(8, kind, {"m": 1})
+    ids = store.add(x, [{"i": i} for i in range(5)])
+    np.testing.assert_allclose(store.vector(ids[3]), x[3])
+    store.remove(ids[3])
+    with pytest.raises(UnknownItemError):
+        store.vector(ids[3])
