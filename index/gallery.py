@@ -62,8 +62,7 @@ def build_gallery(
     """Embed a dataset split with ``checkpoint`` and save the gallery to ``out``."""
     parser = Parser()
     model = load_checkpoint(checkpoint, parser=parser.version)
-    name, ten_crop, _ = model.backbone.partition("-10crop")
-    extractor = FeatureExtractor(name, ten_crop=bool(ten_crop), cache_dir=cache_dir)
+    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
     ds = load_captioned_images(data_root, split=split)
     split_data = build_split(ds, parser, extractor, progress=progress)
     if progress:

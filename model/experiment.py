@@ -23,7 +23,7 @@ from model.parsing import Parser
 from model.parsing.tree import DependencyTree
 from model.plots import plot_history
 from model.text.glove import glove_vocabulary
-from model.training import TrainConfig, evaluate, train
+from model.training import Split, TrainConfig, evaluate, train
 
 
 def run_training(
@@ -38,13 +38,8 @@ def run_training(
 ) -> dict[str, object]:
     """Train on ``train``, select on ``dev``; write the best model to ``out``, its
     summary beside it (``.json``) and the training curve (``.png``)."""
-    settings = get_settings()
     torch.manual_seed(cfg.seed)
-    parser = Parser()
-    extractor = FeatureExtractor(backbone, ten_crop=ten_crop, cache_dir=settings.cache_dir)
-    t0 = time.perf_counter()
-    splits = load_splits(data_root, ["train", "dev"], parser, extractor, progress=progress)
-    prep_s = time.perf_counter() - t0
+    splits, parser, extractor, prep_s = _train_and_dev(data_root, backbone, ten_crop, progress)
     tr = splits["train"]
     vocab = glove_vocabulary(t.words for t in tr.trees)
     inventory = build_inventory(joint, tr.trees)
@@ -63,7 +58,7 @@ def run_training(
         "history": {"loss": hist.loss, "dev_rsum": hist.dev_rsum, "lr": hist.lr},
     }
     model.save(out, extra=summary, half=half)
-    Path(out).with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+    _write_summary(out, summary)
     png = Path(out).with_suffix(".png")
     plot_history(summary["history"], png, joint.encoder, hist.best_epoch, hist.ensemble_dev_rsum)
     return summary
@@ -83,8 +78,7 @@ def evaluate_checkpoint(
     settings = get_settings()
     parser = Parser()
     model = load_checkpoint(checkpoint, parser=parser.version)
-    name, ten_crop, _ = model.backbone.partition("-10crop")
-    extractor = FeatureExtractor(name, ten_crop=bool(ten_crop), cache_dir=settings.cache_dir)
+    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=settings.cache_dir)
     ds = load_captioned_images(data_root, split=split)
     sp = build_split(ds, parser, extractor, progress)
     if isinstance(model, JointEmbedder):
@@ -121,12 +115,7 @@ def run_kcca_training(
     """Fit the kCCA baseline on ``train`` (mean GloVe vectors of the caption words vs
     image features), pick its size and regularisation on ``dev`` rsum; write it to
     ``out`` and its summary beside it (``.json``)."""
-    settings = get_settings()
-    parser = Parser()
-    extractor = FeatureExtractor(backbone, ten_crop=ten_crop, cache_dir=settings.cache_dir)
-    t0 = time.perf_counter()
-    splits = load_splits(data_root, ["train", "dev"], parser, extractor, progress=progress)
-    prep_s = time.perf_counter() - t0
+    splits, parser, extractor, prep_s = _train_and_dev(data_root, backbone, ten_crop, progress)
     tr = splits["train"]
     vocab = glove_vocabulary(t.words for t in tr.trees)
     t0 = time.perf_counter()
@@ -150,8 +139,25 @@ def run_kcca_training(
         "grid": grid,
     }
     model.save(out, extra=summary)
-    Path(out).with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+    _write_summary(out, summary)
     return summary
+
+
+def _train_and_dev(
+    data_root: Path, backbone: str, ten_crop: bool, progress: bool
+) -> tuple[dict[str, Split], Parser, FeatureExtractor, float]:
+    """Parsed and embedded train and dev splits, with the tools that made them and the
+    seconds it took."""
+    parser = Parser()
+    extractor = FeatureExtractor(backbone, ten_crop=ten_crop, cache_dir=get_settings().cache_dir)
+    t0 = time.perf_counter()
+    splits = load_splits(data_root, ["train", "dev"], parser, extractor, progress=progress)
+    return splits, parser, extractor, time.perf_counter() - t0
+
+
+def _write_summary(checkpoint: Path, summary: dict[str, object]) -> None:
+    """The run's summary as JSON beside its checkpoint (``.json``)."""
+    Path(checkpoint).with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def _to_stderr(message: str) -> None:

@@ -38,6 +38,23 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used here, with the reason."""
 
 
+def check_origin(
+    path: Path, state: dict, parser: str | None, backbone: str | None, made: str = "trained"
+) -> None:
+    """CheckpointError if ``state`` was made with another parser or backbone than the
+    ones given (its trees or features would not match what the model learned)."""
+    if parser is not None and state["parser"] != parser:
+        raise CheckpointError(
+            f"{path} was {made} with parser {state['parser']}, but this parser is "
+            f"{parser}: its parses would not match what the model learned"
+        )
+    if backbone is not None and state["backbone"] != backbone:
+        raise CheckpointError(
+            f"{path} was {made} on {state['backbone']} image features, but the "
+            f"backbone here is {backbone}"
+        )
+
+
 @dataclass
 class JointConfig:
     """Architecture of a joint model (training options live elsewhere)."""
@@ -226,16 +243,7 @@ class JointModel(nn.Module):
             raise CheckpointError(
                 f"{path} is not a groundsearch checkpoint (format {CHECKPOINT_FORMAT})"
             )
-        if parser is not None and state["parser"] != parser:
-            raise CheckpointError(
-                f"{path} was trained with parser {state['parser']}, but this parser is "
-                f"{parser}: its trees would not match the learned relation matrices"
-            )
-        if backbone is not None and state["backbone"] != backbone:
-            raise CheckpointError(
-                f"{path} was trained on {state['backbone']} image features, but the "
-                f"backbone here is {backbone}"
-            )
+        check_origin(path, state, parser, backbone)
         config = JointConfig(**state["config"])
         vocab = Vocabulary.from_state_dict(state["vocab"])
         inv = state["inventory"]

@@ -21,7 +21,7 @@ import torch
 
 from groundsearch.files import torch_save
 from model.evaluation.retrieval import retrieval_metrics
-from model.joint import CheckpointError
+from model.joint import CheckpointError, check_origin
 from model.text.vocab import Vocabulary
 
 if TYPE_CHECKING:
@@ -321,16 +321,7 @@ class KCCAModel:
                 f"{path} is a kCCA checkpoint of format {state.get('format')}, "
                 f"this version reads format {KCCA_FORMAT}"
             )
-        if parser is not None and state["parser"] != parser:
-            raise CheckpointError(
-                f"{path} was fitted with parser {state['parser']}, but this parser is "
-                f"{parser}: its tokens would not match the fitted sentence features"
-            )
-        if backbone is not None and state["backbone"] != backbone:
-            raise CheckpointError(
-                f"{path} was fitted on {state['backbone']} image features, but the "
-                f"backbone here is {backbone}"
-            )
+        check_origin(path, state, parser, backbone, made="fitted")
         vocab = Vocabulary(list(state["vocab"]["words"]), state["vocab"]["vectors"].numpy())
         model = cls(
             KernelProjection.from_state(state["sentences"]),

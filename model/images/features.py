@@ -101,6 +101,12 @@ class FeatureExtractor:
         self.identity = f"{self.spec.name}{'-10crop' if ten_crop else ''}"
         self.cache = FeatureCache(Path(cache_dir) / "features.sqlite") if cache_dir else None
 
+    @classmethod
+    def for_identity(cls, identity: str, cache_dir: Path | None = None) -> FeatureExtractor:
+        """The extractor whose ``identity`` is ``identity`` (what a checkpoint records)."""
+        name, ten_crop, _ = identity.partition("-10crop")
+        return cls(name, ten_crop=bool(ten_crop), cache_dir=cache_dir)
+
     @property
     def dim(self) -> int:
         return self.spec.dim
