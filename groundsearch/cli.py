@@ -260,17 +260,27 @@ def _cmd_build_index(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     out = Path(args.out or settings.gallery_dir)
+    checkpoint = Path(args.checkpoint or settings.default_checkpoint)
+    if args.sample and args.data:
+        raise CliError("--sample builds the shipped sample gallery; it takes no --data")
     start = time.perf_counter()
     try:
-        gallery = build_gallery(
-            Path(args.checkpoint or settings.default_checkpoint),
-            Path(args.data or settings.data_dir / "flickr8k"),
-            args.split or None,
-            out,
-            kind=args.kind,
-            cache_dir=settings.cache_dir,
-            progress=True,
-        )
+        if args.sample:
+            from index.sample_gallery import build_sample_gallery
+
+            gallery = build_sample_gallery(
+                checkpoint, out, settings.cache_dir, progress=True, kind=args.kind
+            )
+        else:
+            gallery = build_gallery(
+                checkpoint,
+                Path(args.data or settings.data_dir / "flickr8k"),
+                args.split or None,
+                out,
+                kind=args.kind,
+                cache_dir=settings.cache_dir,
+                progress=True,
+            )
     except (DatasetError, CheckpointError, ParseError, StoreError, ValueError) as exc:
         raise CliError(str(exc)) from None
     summary = {
@@ -281,6 +291,27 @@ def _cmd_build_index(args: argparse.Namespace) -> int:
         "seconds": round(time.perf_counter() - start, 1),
     }
     print(json.dumps(summary))
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from index.store import StoreError
+    from model.data import DatasetError
+    from model.joint import CheckpointError
+    from service.app import create_app
+    from service.default_gallery import ensure_gallery
+    from service.settings import ServiceSettings
+
+    overrides = {"checkpoint": args.checkpoint, "index_dir": args.index}
+    try:
+        settings = ServiceSettings(**{k: Path(v) for k, v in overrides.items() if v})
+        served = ensure_gallery(settings, sample=args.sample)
+    except (DatasetError, CheckpointError, StoreError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    print(f"serving {served} on http://{args.host}:{args.port}", file=sys.stderr)
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 
@@ -331,12 +362,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gold", help="gold CoNLL-U (default: EWT test)")
     p.add_argument("--output", help="also write the system CoNLL-U here")
     p.set_defaults(func=_cmd_score_parser)
+    p = sub.add_parser("serve", help="run the web service and its page (default :8000)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=_positive_int, default=8000, help="port to listen on")
+    p.add_argument("--index", help="gallery folder (default: GROUNDSEARCH_INDEX_DIR or cache)")
+    p.add_argument("--checkpoint", help="joint model (default: the shipped SDT-RNN)")
+    p.add_argument(
+        "--sample", action="store_true", help="build the sample gallery even if Flickr8k is there"
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=_cmd_serve)
+
     p = sub.add_parser("build-index", help="embed a Flickr8k-layout split into a gallery")
     p.add_argument("checkpoint", nargs="?", help="default: the shipped SDT-RNN")
     p.add_argument("--data", help="Flickr8k-layout folder (default: DATA_DIR/flickr8k)")
     p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
     p.add_argument("--out", help="gallery folder (default: CACHE_DIR/gallery)")
     p.add_argument("--kind", default="flat", choices=["flat", "hnsw"], help="exact or HNSW")
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="embed the shipped sample photos (scikit-image's, our captions), not Flickr8k",
+    )
     p.set_defaults(func=_cmd_build_index)
 
     p = sub.add_parser("features", help="extract (and cache) image features of a dataset")

@@ -1,0 +1,106 @@
+"""The FastAPI application, made by ``create_app``.
+
+    app = create_app()                      # settings from GROUNDSEARCH_* variables
+    app = create_app(settings, engine)      # an engine loaded elsewhere (tests)
+
+Without an engine, the app loads one in a worker thread at startup: ``/health``
+answers at once, ``/ready`` says 503 until the checkpoint, parser, backbone and gallery
+are loaded, and the other routes answer 503 meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from index.store import StoreError, UnknownItemError
+from service.engine import Engine, QueryError
+from service.metrics import Metrics
+from service.routes import gallery, images, ops, search
+from service.routes.ops import STATIC
+from service.settings import ServiceSettings
+from service.uploads import UploadError
+
+log = logging.getLogger("groundsearch.service")
+#: Routes that take uploads: refused by Content-Length before the body is read.
+UPLOAD_ROUTES = {"/describe", "/arithmetic", "/gallery/images"}
+#: Room for the multipart envelope around the file.
+MULTIPART_SLACK = 64 * 1024
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"detail": message}, status_code=status)
+
+
+def create_app(settings: ServiceSettings | None = None, engine: Engine | None = None) -> FastAPI:
+    """A groundsearch app over ``settings`` (default: from the environment)."""
+    settings = settings or ServiceSettings()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        task = None
+        if app.state.engine is None:
+            task = asyncio.create_task(asyncio.to_thread(_load, app))
+        yield
+        if task is not None and not task.done():
+            task.cancel()
+
+    def _load(app: FastAPI) -> None:
+        try:
+            app.state.engine = Engine(settings, observe=metrics.observe_stage)
+            log.info("ready: %s", app.state.engine.counts())
+        except Exception as exc:  # reported by /ready, logged with its traceback
+            app.state.load_error = str(exc)
+            log.exception("could not load the model or the gallery")
+
+    app = FastAPI(
+        title="groundsearch",
+        summary="Find images from sentences and describe images with sentences (SDT-RNN).",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings, app.state.metrics = settings, metrics
+    app.state.engine, app.state.load_error = engine, None
+
+    @app.middleware("http")
+    async def refuse_large_uploads(request: Request, call_next):
+        length = request.headers.get("content-length", "")
+        if (
+            request.url.path in UPLOAD_ROUTES
+            and length.isdigit()
+            and int(length) > settings.max_upload_bytes + MULTIPART_SLACK
+        ):
+            return _error(413, f"upload is over the {settings.max_upload_bytes:,}-byte limit")
+        return await call_next(request)
+
+    app.middleware("http")(metrics.middleware)
+
+    @app.exception_handler(QueryError)
+    async def _query_error(request: Request, exc: QueryError) -> JSONResponse:
+        return _error(422, str(exc))
+
+    @app.exception_handler(UploadError)
+    async def _upload_error(request: Request, exc: UploadError) -> JSONResponse:
+        return _error(exc.status, str(exc))
+
+    @app.exception_handler(UnknownItemError)
+    async def _unknown(request: Request, exc: UnknownItemError) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(StoreError)
+    async def _store_error(request: Request, exc: StoreError) -> JSONResponse:
+        log.error("gallery store error: %s", exc)
+        return _error(503, f"the gallery could not be read or written: {exc}")
+
+    for router in (search.router, images.router, gallery.router, ops.router):
+        app.include_router(router)
+    if STATIC.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app

@@ -1,0 +1,66 @@
+"""Prometheus metrics: request latency per route, time per stage, gallery sizes.
+
+Each app gets its own registry (apps made by the factory in one process, as in tests,
+never share or collide).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from starlette.requests import Request
+from starlette.responses import Response
+
+BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    """The service's collectors, in a registry of its own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Histogram(
+            "groundsearch_request_seconds",
+            "Request latency by route template, method and status.",
+            ["route", "method", "status"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.stages = Histogram(
+            "groundsearch_stage_seconds",
+            "Time spent in each stage (parse, encode, cnn, search, rerank).",
+            ["stage"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.items = Gauge(
+            "groundsearch_gallery_items",
+            "Items in the gallery's stores.",
+            ["store"],
+            registry=self.registry,
+        )
+
+    def observe_stage(self, stage: str, seconds: float) -> None:
+        self.stages.labels(stage).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    async def middleware(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        """Time every request under its route template (``/images/{image_id}``)."""
+        start = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            route = request.scope.get("route")
+            name = getattr(route, "path", None) or "<unmatched>"
+            self.requests.labels(name, request.method, str(status)).observe(
+                time.perf_counter() - start
+            )

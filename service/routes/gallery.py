@@ -1,0 +1,39 @@
+"""Gallery writes: add an uploaded photo (with captions) or remove one. Token required."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, HTTPException, UploadFile
+from fastapi.concurrency import run_in_threadpool
+
+from service.deps import EngineDep, SettingsDep, WriterDep, read_upload
+from service.schemas import AddedPhoto, RemovedPhoto
+from service.uploads import decode_photo
+
+router = APIRouter(prefix="/gallery", tags=["gallery"])
+
+
+@router.post("/images", status_code=201, response_model=AddedPhoto)
+async def add_photo(
+    _: WriterDep,
+    engine: EngineDep,
+    settings: SettingsDep,
+    image: Annotated[UploadFile, File(description="The photo to add.")],
+    captions: Annotated[list[str], Form(description="Captions of the photo.")] = [],  # noqa: B006
+):
+    """Embed an uploaded photo (and its captions) into the gallery, persisted at once."""
+    captions = [c for c in captions if c.strip()]
+    if len(captions) > settings.max_captions:
+        raise HTTPException(422, f"at most {settings.max_captions} captions per photo")
+    data = await read_upload(image, settings)
+    photo, fmt = await run_in_threadpool(decode_photo, data, settings.max_pixels)
+    image_id, caption_ids = await run_in_threadpool(engine.add_photo, data, fmt, photo, captions)
+    return AddedPhoto(id=image_id, url=f"/images/{image_id}", captions=caption_ids)
+
+
+@router.delete("/images/{image_id}", response_model=RemovedPhoto)
+async def remove_photo(_: WriterDep, engine: EngineDep, image_id: int):
+    """Remove a photo and its captions from the gallery."""
+    removed = await run_in_threadpool(engine.remove_photo, image_id)
+    return RemovedPhoto(id=image_id, removed_captions=removed)

@@ -1,0 +1,55 @@
+"""Service settings: the project's paths plus what only the server needs.
+
+Every field reads an environment variable with the ``GROUNDSEARCH_`` prefix, e.g.
+``GROUNDSEARCH_WRITE_TOKEN=... GROUNDSEARCH_INDEX_DIR=/srv/index groundsearch serve``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+
+from groundsearch.settings import Settings
+
+#: A write token shorter than this is refused at startup (it would be guessable).
+MIN_TOKEN_CHARS = 16
+
+
+class ServiceSettings(Settings):
+    """Model, index and data paths, the write token and the request limits."""
+
+    checkpoint: Path | None = Field(
+        default=None, description="Joint model to serve (default: the shipped SDT-RNN)."
+    )
+    index_dir: Path | None = Field(
+        default=None, description="Gallery folder: FAISS stores and uploaded photos."
+    )
+    write_token: SecretStr | None = Field(
+        default=None, description="Bearer token for gallery writes; unset disables writes."
+    )
+    max_upload_bytes: int = Field(default=10_000_000, ge=1, description="Largest upload.")
+    max_pixels: int = Field(default=40_000_000, ge=1, description="Largest decoded photo.")
+    max_text_chars: int = Field(default=500, ge=1, le=2000, description="Longest query.")
+    max_k: int = Field(default=100, ge=1, description="Most results one request may ask.")
+    max_captions: int = Field(default=20, ge=0, description="Captions per uploaded photo.")
+    query_cache: int = Field(default=4096, ge=0, description="Query vectors kept in memory.")
+
+    @field_validator("write_token")
+    @classmethod
+    def _strong_token(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is None or not token.get_secret_value():
+            return None
+        if len(token.get_secret_value()) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"GROUNDSEARCH_WRITE_TOKEN must be at least {MIN_TOKEN_CHARS} characters"
+            )
+        return token
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.checkpoint or self.default_checkpoint
+
+    @property
+    def index_path(self) -> Path:
+        return self.index_dir or self.gallery_dir

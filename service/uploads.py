@@ -1,0 +1,67 @@
+"""Uploaded photos: bytes → RGB image, or an ``UploadError`` carrying the HTTP status.
+
+Nothing is decoded before the size checks: the byte limit is applied while reading,
+the pixel limit on the header (Pillow reads width and height without decoding), so a
+decompression bomb is refused before it allocates anything.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+from PIL import Image, UnidentifiedImageError
+
+#: Formats an upload may be in, and the content type each is served back with.
+CONTENT_TYPES = {
+    "JPEG": "image/jpeg",
+    "PNG": "image/png",
+    "GIF": "image/gif",
+    "WEBP": "image/webp",
+    "BMP": "image/bmp",
+    "TIFF": "image/tiff",
+}
+
+
+class UploadError(ValueError):
+    """An upload the service refuses, with the HTTP status that says why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def check_size(data: bytes, max_bytes: int) -> bytes:
+    """413 for an upload over ``max_bytes``; 422 for an empty one."""
+    if len(data) > max_bytes:
+        raise UploadError(413, f"upload is over the {max_bytes:,}-byte limit")
+    if not data:
+        raise UploadError(422, "the uploaded file is empty")
+    return data
+
+
+def decode_photo(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
+    """Decode ``data`` to RGB; returns the image and its format name (e.g. ``JPEG``)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as img:
+                fmt = img.format or ""
+                if fmt not in CONTENT_TYPES:
+                    raise UploadError(415, f"unsupported image format {fmt or 'unknown'}")
+                if img.width * img.height > max_pixels:
+                    raise UploadError(
+                        413,
+                        f"image is {img.width}×{img.height} pixels, over the "
+                        f"{max_pixels:,}-pixel limit",
+                    )
+                img.load()
+                return img.convert("RGB"), fmt
+    except UploadError:
+        raise
+    except UnidentifiedImageError:
+        raise UploadError(415, "the upload is not an image (JPEG, PNG, GIF, WebP, BMP, TIFF)")
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise UploadError(413, f"image has too many pixels ({exc})") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise UploadError(422, f"the image is truncated or corrupt ({exc})") from None
