@@ -68,6 +68,8 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
     )
     app.state.settings, app.state.metrics = settings, metrics
     app.state.engine, app.state.load_error = engine, None
+    if engine is not None:  # its stage timings go to this app's metrics
+        engine.observe = metrics.observe_stage
 
     @app.middleware("http")
     async def refuse_large_uploads(request: Request, call_next):

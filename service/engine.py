@@ -41,7 +41,14 @@ from service.uploads import CONTENT_TYPES
 UPLOADS = "uploads"
 UPLOAD_SOURCE = "upload"
 #: Extension an uploaded photo is stored under, by format.
-EXTENSIONS = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tif"}
+EXTENSIONS = {
+    "JPEG": "jpg",
+    "PNG": "png",
+    "GIF": "gif",
+    "WEBP": "webp",
+    "BMP": "bmp",
+    "TIFF": "tif",
+}
 
 Timings = dict[str, float]
 

@@ -27,7 +27,7 @@ def supports_shares(model: JointModel) -> bool:
 def _member_shares(member: JointModel, tree: DependencyTree) -> np.ndarray:
     enc: TreeRNN = member.encoder  # type: ignore[assignment]
     batch = member.prepare([tree])
-    roots, h = enc(batch, return_nodes=True)
+    _, h = enc(batch, return_nodes=True)
     pre = enc.embed(batch.word_ids) @ enc.W_v.T
     sizes = batch.sizes.to(pre.dtype)
     n = pre.shape[0]

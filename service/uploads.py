@@ -60,7 +60,9 @@ def decode_photo(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
     except UploadError:
         raise
     except UnidentifiedImageError:
-        raise UploadError(415, "the upload is not an image (JPEG, PNG, GIF, WebP, BMP, TIFF)")
+        raise UploadError(
+            415, "the upload is not an image (JPEG, PNG, GIF, WebP, BMP, TIFF)"
+        ) from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise UploadError(413, f"image has too many pixels ({exc})") from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:

@@ -69,3 +69,30 @@ def extractor(tmp_path_factory: pytest.TempPathFactory):
 
     torch.set_num_threads(1)
     return FeatureExtractor(cache_dir=tmp_path_factory.mktemp("feature-cache"))
+
+
+@pytest.fixture(scope="session")
+def service_gallery(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A gallery of 8 real Flickr8k test photos (40 captions) built with the shipped
+    checkpoint; tests that write copy it first."""
+    from index.gallery import build_gallery
+    from tests.tiny_data import make_tiny_flickr
+
+    root = make_tiny_flickr(tmp_path_factory.mktemp("service-data"), train=0, dev=0, test=8)
+    out = tmp_path_factory.mktemp("service-gallery") / "gallery"
+    build_gallery(get_settings().default_checkpoint, root, None, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def service_engine(service_gallery: Path, parser, tmp_path_factory: pytest.TempPathFactory):
+    """One loaded engine (checkpoint, parser, backbone, gallery) over a copy of the
+    service gallery, shared by the read-only API tests."""
+    import shutil
+
+    from service.engine import Engine
+    from service.settings import ServiceSettings
+
+    index = tmp_path_factory.mktemp("service-index") / "gallery"
+    shutil.copytree(service_gallery, index)
+    return Engine(ServiceSettings(index_dir=index, cache_dir=parser.cache_dir), parser=parser)
