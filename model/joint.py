@@ -7,6 +7,7 @@ different parser or backbone (their trees or features would not match the weight
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from model.parsing.tree import DependencyTree
 from model.text.vocab import Vocabulary
 
 CHECKPOINT_FORMAT = 1
+#: Guards the lazy rebuild of snapshot-ensemble members.
+_MEMBERS_LOCK = threading.Lock()
 #: Encoders composed along the dependency tree (matrices chosen per edge for the RNNs).
 TREE_ENCODERS = {"sdt-rnn", "dt-rnn", "tree-lstm"}
 #: Encoders over the word sequence.
@@ -157,15 +160,17 @@ class JointModel(nn.Module):
         holds a snapshot ensemble (Merkx & Frank 2019), otherwise this model alone."""
         if not self.snapshots:
             return [self]
-        if len(self._members) != len(self.snapshots):
-            self._members = []
-            for state in self.snapshots:
-                member = JointModel(
-                    self.config, self.vocab, self.inventory, self.parser, self.backbone
-                )
-                member.load_state_dict(state)
-                self._members.append(member.eval())
-        return self._members
+        with _MEMBERS_LOCK:  # threads of a server may ask at once
+            if len(self._members) != len(self.snapshots):
+                members = []
+                for state in self.snapshots:
+                    member = JointModel(
+                        self.config, self.vocab, self.inventory, self.parser, self.backbone
+                    )
+                    member.load_state_dict(state)
+                    members.append(member.eval())
+                self._members = members
+            return list(self._members)
 
     @torch.no_grad()
     def embed_sentences(

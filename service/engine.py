@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from PIL import Image
 
 from groundsearch.files import atomic_path
@@ -34,6 +35,7 @@ from model.parsing import ParseError, Parser
 from model.parsing.parser import clean_text
 from model.parsing.tree import DependencyTree
 from model.text.vocab import NoKnownWordError
+from service.batching import ParseBatcher
 from service.explain import node_shares, supports_shares
 from service.settings import ServiceSettings
 from service.uploads import CONTENT_TYPES
@@ -67,6 +69,7 @@ class Engine:
         parser: Parser | None = None,
     ) -> None:
         self.settings = settings
+        torch.set_num_threads(settings.torch_threads)  # process-wide
         self.observe = observe or (lambda stage, seconds: None)
         self.parser = parser or Parser(cache_dir=settings.cache_dir, use_cache=False)
         checkpoint = settings.checkpoint_path
@@ -75,9 +78,16 @@ class Engine:
         self.extractor = FeatureExtractor.for_identity(self.model.backbone)
         self.index_dir = settings.index_path
         self.gallery: Gallery = load_gallery(self.index_dir, self.identity)
+        self.batcher = ParseBatcher(self.parser)
+        self._warm_up()
         self._queries: OrderedDict[str, tuple[np.ndarray, DependencyTree]] = OrderedDict()
         self._query_lock = threading.Lock()
         self._write_lock = threading.Lock()
+
+    def _warm_up(self) -> None:
+        """Load the stanza pipeline and the ensemble members now, not on a first request."""
+        self.model.embed_sentences(self.parser.parse(["A dog runs on the beach ."]))
+        self.model.embed_images(self.extractor.embed_images([Image.new("RGB", (64, 64))]))
 
     # --- facts ----------------------------------------------------------------------------
 
@@ -110,7 +120,10 @@ class Engine:
         cleaned = [self._check_text(t, what) for t in texts]
         with self._stage("parse", timings):
             try:
-                trees = self.parser.parse(cleaned)
+                if len(cleaned) == 1:  # a query: batched with the queries waiting beside it
+                    trees = [self.batcher.parse(cleaned[0])]
+                else:
+                    trees = self.parser.parse(cleaned)
             except ParseError as exc:
                 raise QueryError(f"{what}: {exc}") from None
         require = getattr(getattr(self.model, "model", None), "require_known_words", None)

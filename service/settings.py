@@ -34,6 +34,12 @@ class ServiceSettings(Settings):
     max_k: int = Field(default=100, ge=1, description="Most results one request may ask.")
     max_captions: int = Field(default=20, ge=0, description="Captions per uploaded photo.")
     query_cache: int = Field(default=4096, ge=0, description="Query vectors kept in memory.")
+    torch_threads: int = Field(
+        default=1,
+        ge=1,
+        description="Threads per torch operation: 1 lets concurrent requests use the cores "
+        "(a short query's small matrix products lose time to thread synchronisation).",
+    )
 
     @field_validator("write_token")
     @classmethod

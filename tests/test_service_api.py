@@ -232,3 +232,17 @@ def test_the_service_is_503_until_loaded_and_says_why(tmp_path):
 def test_a_short_write_token_is_refused():
     with pytest.raises(ValueError, match="at least 16"):
         ServiceSettings(write_token="secret")
+
+
+def test_concurrent_first_queries_get_one_ensemble(parser):
+    """Threads that embed at once on a freshly loaded ensemble all get its real size."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from groundsearch.settings import get_settings
+    from model.checkpoints import load_checkpoint
+
+    model = load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
+    trees = parser.parse(["A dog runs .", "Two children play in the snow ."])
+    with ThreadPoolExecutor(8) as pool:
+        shapes = set(pool.map(lambda i: model.embed_sentences(trees[i % 2 :]).shape[1], range(16)))
+    assert shapes == {len(model.model.snapshots) * model.model.config.hidden}
