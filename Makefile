@@ -1,5 +1,6 @@
 # Two commands a fresh machine needs (see README.md):
-#   make test                 install into .venv (CPU torch) and run the tests
+#   make serve                install into .venv (CPU torch) and run the service on :8000
+#   make test                 install into .venv and run the tests
 #   make parse TEXT="..."     print the dependency tree of a sentence
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
 PYTHON ?= python3.11
@@ -7,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: install test lint parse bench-parse score-parser train-parser results
+.PHONY: install serve test lint parse bench-parse score-parser train-parser results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,11 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+HOST ?= 127.0.0.1
+PORT ?= 8000
+serve: install
+	$(BIN)/groundsearch serve --host $(HOST) --port $(PORT)
 
 parse: install
 	$(BIN)/groundsearch parse "$(TEXT)"

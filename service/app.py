@@ -49,8 +49,11 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
         if app.state.engine is None:
             task = asyncio.create_task(asyncio.to_thread(_load, app))
         yield
-        if task is not None and not task.done():
-            task.cancel()
+        if task is not None:
+            if not task.done():
+                task.cancel()
+            elif app.state.engine is not None:  # the engine this app loaded, not a lent one
+                app.state.engine.close()
 
     def _load(app: FastAPI) -> None:
         try:

@@ -78,7 +78,7 @@ class Engine:
         self.extractor = FeatureExtractor.for_identity(self.model.backbone)
         self.index_dir = settings.index_path
         self.gallery: Gallery = load_gallery(self.index_dir, self.identity)
-        self.batcher = ParseBatcher(self.parser)
+        self.batcher = ParseBatcher(self.parser, workers=settings.parse_workers)
         self._warm_up()
         self._queries: OrderedDict[str, tuple[np.ndarray, DependencyTree]] = OrderedDict()
         self._query_lock = threading.Lock()
@@ -86,8 +86,12 @@ class Engine:
 
     def _warm_up(self) -> None:
         """Load the stanza pipeline and the ensemble members now, not on a first request."""
-        self.model.embed_sentences(self.parser.parse(["A dog runs on the beach ."]))
+        self.model.embed_sentences(self.batcher.parse(["A dog runs on the beach ."]))
         self.model.embed_images(self.extractor.embed_images([Image.new("RGB", (64, 64))]))
+
+    def close(self) -> None:
+        """Stop the parser threads (and processes)."""
+        self.batcher.close()
 
     # --- facts ----------------------------------------------------------------------------
 
@@ -119,11 +123,8 @@ class Engine:
     def _parse(self, texts: Sequence[str], what: str, timings: Timings) -> list[DependencyTree]:
         cleaned = [self._check_text(t, what) for t in texts]
         with self._stage("parse", timings):
-            try:
-                if len(cleaned) == 1:  # a query: batched with the queries waiting beside it
-                    trees = [self.batcher.parse(cleaned[0])]
-                else:
-                    trees = self.parser.parse(cleaned)
+            try:  # batched with the texts of the requests waiting beside it
+                trees = self.batcher.parse(cleaned)
             except ParseError as exc:
                 raise QueryError(f"{what}: {exc}") from None
         require = getattr(getattr(self.model, "model", None), "require_known_words", None)

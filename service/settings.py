@@ -34,6 +34,12 @@ class ServiceSettings(Settings):
     max_k: int = Field(default=100, ge=1, description="Most results one request may ask.")
     max_captions: int = Field(default=20, ge=0, description="Captions per uploaded photo.")
     query_cache: int = Field(default=4096, ge=0, description="Query vectors kept in memory.")
+    parse_workers: int = Field(
+        default=1,
+        ge=0,
+        le=8,
+        description="Parser processes (0: parse in the server process). Each takes ~0.5 GB.",
+    )
     torch_threads: int = Field(
         default=1,
         ge=1,

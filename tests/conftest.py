@@ -95,4 +95,6 @@ def service_engine(service_gallery: Path, parser, tmp_path_factory: pytest.TempP
 
     index = tmp_path_factory.mktemp("service-index") / "gallery"
     shutil.copytree(service_gallery, index)
-    return Engine(ServiceSettings(index_dir=index, cache_dir=parser.cache_dir), parser=parser)
+    # parses go to a parser process, as when serving
+    settings = ServiceSettings(index_dir=index, cache_dir=parser.cache_dir, parse_workers=1)
+    return Engine(settings, parser=parser)

@@ -1,4 +1,5 @@
-"""Dynamic parse batching: concurrent callers get their own trees and their own errors."""
+"""Dynamic parse batching, in this process and in a parser process: concurrent callers
+get their own trees and their own errors."""
 
 from __future__ import annotations
 
@@ -10,25 +11,25 @@ from model.parsing import ParseError
 from service.batching import ParseBatcher
 
 
-@pytest.fixture(scope="module")
-def batcher(parser):
-    b = ParseBatcher(parser, max_batch=4)
+@pytest.fixture(scope="module", params=[0, 1], ids=["in-process", "parser-process"])
+def batcher(parser, request):
+    b = ParseBatcher(parser, max_batch=4, workers=request.param)
     yield b
     b.close()
 
 
-def test_concurrent_callers_get_their_own_trees(batcher):
+def test_concurrent_callers_get_their_own_trees(batcher, parser):
     texts = [f"{n} dogs run on the beach ." for n in ("Two", "Three", "Four", "Five", "Six")] * 4
     with ThreadPoolExecutor(8) as pool:
-        trees = list(pool.map(batcher.parse, texts))
+        trees = list(pool.map(lambda t: batcher.parse([t])[0], texts))
     assert [t.text for t in trees] == texts
-    assert all(t.root.text == "run" for t in trees)
+    assert trees[0] == parser.parse([texts[0]])[0]
 
 
 def test_a_bad_text_fails_alone(batcher):
     def parse(text: str):
         try:
-            return batcher.parse(text).text
+            return batcher.parse([text])[0].text
         except ParseError as exc:
             return exc
 
@@ -40,3 +41,10 @@ def test_a_bad_text_fails_alone(batcher):
             assert isinstance(result, ParseError)
         else:
             assert result == text
+
+
+def test_several_texts_in_one_call_name_the_bad_one(batcher):
+    trees = batcher.parse(["A cat sleeps .", "A bird sings ."])
+    assert [t.root.text for t in trees] == ["sleeps", "sings"]
+    with pytest.raises(ParseError, match="text 1"):
+        batcher.parse(["A cat sleeps .", "\x00"])

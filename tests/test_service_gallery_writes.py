@@ -21,7 +21,9 @@ CAPTIONS = ["A red balloon floats over a green field .", "A balloon in the sky .
 def writable(service_gallery, parser, tmp_path_factory):
     index = tmp_path_factory.mktemp("writes") / "gallery"
     shutil.copytree(service_gallery, index)
-    settings = ServiceSettings(index_dir=index, cache_dir=parser.cache_dir, write_token=TOKEN)
+    settings = ServiceSettings(
+        index_dir=index, cache_dir=parser.cache_dir, write_token=TOKEN, parse_workers=0
+    )
     engine = Engine(settings, parser=parser)
     with TestClient(create_app(settings, engine)) as client:
         yield client, engine, index
