@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from index.gallery import IMAGES, checkpoint_identity, load_gallery
-from model.data.flickr import CAPTIONS_FILE
+from index.gallery import IMAGES, Gallery, checkpoint_identity, load_gallery
+from model.data.flickr import CAPTIONS_FILE, IMAGES_DIR
 from service.settings import ServiceSettings
 
 
@@ -19,6 +19,17 @@ def flickr8k_root(settings: ServiceSettings) -> Path | None:
     """The Flickr8k folder in the data directory, if it is there."""
     root = settings.data_dir / "flickr8k"
     return root if (root / CAPTIONS_FILE).is_file() else None
+
+
+def _restore_sample_photos(gallery: Gallery, settings: ServiceSettings) -> None:
+    """The sample photos live in the (rebuildable) cache: bring them back if it was
+    cleared while the gallery that shows them was kept."""
+    from index.sample_gallery import SAMPLE_DATA, prepare_sample_dataset
+
+    root = settings.cache_dir / SAMPLE_DATA
+    sources = {gallery.images.get(i).get("source") for i in gallery.images.ids}
+    if str(root) in sources and not (root / IMAGES_DIR).is_dir():
+        prepare_sample_dataset(root)
 
 
 def ensure_gallery(settings: ServiceSettings, sample: bool = False) -> str:
@@ -30,6 +41,7 @@ def ensure_gallery(settings: ServiceSettings, sample: bool = False) -> str:
     out, checkpoint = settings.index_path, settings.checkpoint_path
     if (out / IMAGES).exists():
         gallery = load_gallery(out, checkpoint_identity(checkpoint))
+        _restore_sample_photos(gallery, settings)
         return f"the gallery at {out} ({len(gallery.images)} photos)"
     root = None if sample else flickr8k_root(settings)
     if root is not None:

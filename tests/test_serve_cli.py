@@ -16,6 +16,11 @@ def test_without_flickr8k_the_sample_gallery_is_built(tmp_path, parser):
     served = ensure_gallery(settings)
     assert "sample gallery" in served and "15 photos" in served
     assert "the gallery at" in ensure_gallery(settings)  # kept as it is the second time
+    # the photos live in the rebuildable cache: cleared, they come back at the next start
+    photos = parser.cache_dir / "sample-data"
+    shutil.rmtree(photos)
+    ensure_gallery(settings)
+    assert len(list((photos / "Images").iterdir())) == 15
 
 
 def test_serve_refuses_a_gallery_built_by_another_checkpoint(cli, service_gallery, tmp_path):
