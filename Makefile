@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: install serve test lint parse bench-parse score-parser train-parser results
+.PHONY: install serve test lint parse bench-parse bench-service score-parser train-parser results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,9 @@ score-parser: install
 
 bench-parse: install
 	$(BIN)/python bench/parse_throughput.py
+
+bench-service: install
+	$(BIN)/python bench/service_load.py
 
 # The results table: each encoder trained with RECIPE plus its own RECIPE_<encoder>
 # (kcca takes only RECIPE_kcca), scored on test, then tabulated. Each model is its own

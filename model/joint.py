@@ -21,7 +21,7 @@ from model.encoders.recurrent import CharGRUAttention, WordRNN, char_batch
 from model.encoders.sequence import BagOfWords, ChainRNN, word_batch
 from model.encoders.tree_batch import PositionInventory, RelationInventory, make_batch
 from model.encoders.tree_lstm import ChildSumTreeLSTM
-from model.encoders.tree_rnn import TreeRNN
+from model.encoders.tree_rnn import StackedTreeRNN, TreeRNN
 from model.parsing.tree import DependencyTree
 from model.text.vocab import Vocabulary
 
@@ -179,8 +179,16 @@ class JointModel(nn.Module):
         """Caption embeddings for retrieval: each member's vectors (unit length when
         ``normalize``) scaled by 1/√M and concatenated, so that an inner product equals
         the members' mean score."""
+        members = self.members()
+        if len(members) > 1 and all(isinstance(m.encoder, TreeRNN) for m in members):
+            stacked = self._stacked_tree_rnn(members)
+            roots = [
+                stacked(self.prepare(trees[i : i + batch_size]))
+                for i in range(0, len(trees), batch_size)
+            ]
+            return self._combine(list(torch.cat(roots, dim=1).unbind(0)), normalize)
         parts = []
-        for member in self.members():
+        for member in members:
             member.eval()
             y = torch.cat(
                 [
@@ -190,6 +198,14 @@ class JointModel(nn.Module):
             )
             parts.append(y)
         return self._combine(parts, normalize)
+
+    def _stacked_tree_rnn(self, members: list[JointModel]) -> StackedTreeRNN:
+        """The members' tree RNNs as one batched module (built once, under the lock)."""
+        with _MEMBERS_LOCK:
+            if getattr(self, "_stacked", None) is None or self._stacked_of is not members[0]:
+                self._stacked = StackedTreeRNN([m.encoder for m in members])
+                self._stacked_of = members[0]
+            return self._stacked
 
     @torch.no_grad()
     def embed_images(self, features: torch.Tensor | np.ndarray, normalize: bool) -> np.ndarray:

@@ -21,11 +21,11 @@ from fastapi.staticfiles import StaticFiles
 
 from index.store import StoreError, UnknownItemError
 from service.engine import Engine, QueryError
-from service.metrics import Metrics
+from service.metrics import Metrics, MetricsMiddleware
 from service.routes import gallery, images, ops, search
 from service.routes.ops import STATIC
 from service.settings import ServiceSettings
-from service.uploads import UploadError
+from service.uploads import UploadError, UploadLimitMiddleware
 
 log = logging.getLogger("groundsearch.service")
 #: Routes that take uploads: refused by Content-Length before the body is read.
@@ -74,18 +74,13 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
     if engine is not None:  # its stage timings go to this app's metrics
         engine.observe = metrics.observe_stage
 
-    @app.middleware("http")
-    async def refuse_large_uploads(request: Request, call_next):
-        length = request.headers.get("content-length", "")
-        if (
-            request.url.path in UPLOAD_ROUTES
-            and length.isdigit()
-            and int(length) > settings.max_upload_bytes + MULTIPART_SLACK
-        ):
-            return _error(413, f"upload is over the {settings.max_upload_bytes:,}-byte limit")
-        return await call_next(request)
-
-    app.middleware("http")(metrics.middleware)
+    app.add_middleware(
+        UploadLimitMiddleware,
+        paths=UPLOAD_ROUTES,
+        max_bytes=settings.max_upload_bytes,
+        slack=MULTIPART_SLACK,
+    )
+    app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: times everything
 
     @app.exception_handler(QueryError)
     async def _query_error(request: Request, exc: QueryError) -> JSONResponse:

@@ -7,11 +7,9 @@ never share or collide).
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -48,19 +46,32 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    async def middleware(
-        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        """Time every request under its route template (``/images/{image_id}``)."""
+
+
+class MetricsMiddleware:
+    """Pure ASGI middleware timing every request under its route template
+    (``/images/{image_id}``), so that ids do not make a label each."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         start = time.perf_counter()
         status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
         try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
+            await self.app(scope, receive, send_status)
         finally:
-            route = request.scope.get("route")
-            name = getattr(route, "path", None) or "<unmatched>"
-            self.requests.labels(name, request.method, str(status)).observe(
+            name = getattr(scope.get("route"), "path", None) or "<unmatched>"
+            self.metrics.requests.labels(name, scope["method"], str(status)).observe(
                 time.perf_counter() - start
             )

@@ -11,6 +11,8 @@ import io
 import warnings
 
 from PIL import Image, UnidentifiedImageError
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 #: Formats an upload may be in, and the content type each is served back with.
 CONTENT_TYPES = {
@@ -67,3 +69,20 @@ def decode_photo(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
         raise UploadError(413, f"image has too many pixels ({exc})") from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise UploadError(422, f"the image is truncated or corrupt ({exc})") from None
+
+
+class UploadLimitMiddleware:
+    """Refuse (413) an upload whose declared Content-Length is over the limit before its
+    body is read. Bodies without a length are cut by ``check_size`` while reading."""
+
+    def __init__(self, app: ASGIApp, paths: set[str], max_bytes: int, slack: int) -> None:
+        self.app, self.paths, self.max_bytes, self.slack = app, paths, max_bytes, slack
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in self.paths:
+            length = dict(scope["headers"]).get(b"content-length", b"")
+            if length.isdigit() and int(length) > self.max_bytes + self.slack:
+                message = f"upload is over the {self.max_bytes:,}-byte limit"
+                await JSONResponse({"detail": message}, status_code=413)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -36,3 +36,17 @@ def test_the_default_matches_test_photos_with_their_captions(parser, shipped, tm
     # each caption's own photo is in its top 3 of 8 far more often than chance (3/8)
     rank = (scores > scores[links, np.arange(len(links))]).sum(axis=0)
     assert (rank < 3).mean() > 0.6
+
+
+def test_the_stacked_ensemble_equals_its_members_one_by_one(parser, shipped):
+    """Queries are embedded by all snapshots at once (batched products); the result is the
+    members' vectors computed one model at a time, normalised and concatenated."""
+    import torch
+
+    model = shipped
+    trees = parser.parse(["A black dog runs on the beach .", "Two girls sit on a bench ."])
+    with torch.no_grad():
+        parts = [member.encode_sentences(trees) for member in model.members()]
+    one_by_one = model._combine(parts, normalize=True)
+    np.testing.assert_allclose(model.embed_sentences(trees, True), one_by_one, atol=1e-6)
+    np.testing.assert_allclose(model.embed_sentences(trees[1:], True), one_by_one[1:], atol=1e-6)

@@ -87,3 +87,39 @@ class TreeRNN(nn.Module):
             acc = acc.index_add(0, batch.parents[children[sel]], msg)
         roots = h[batch.roots]
         return (roots, h) if return_nodes else roots
+
+
+class StackedTreeRNN(nn.Module):
+    """Several TreeRNNs of the same shape (a snapshot ensemble) run as one: every level
+    is composed for all members at once with batched products, instead of one pass per
+    member. ``forward`` gives the members' root vectors, members × trees × n."""
+
+    def __init__(self, members: list[TreeRNN]) -> None:
+        super().__init__()
+        first = members[0]
+        self.hidden, self.n_matrices = first.hidden, first.n_matrices
+        self.embed = torch.stack([m.embed.weight.detach() for m in members])  # M × V × d
+        self.W_v = torch.stack([m.W_v.detach() for m in members])  # M × n × d
+        self.W = torch.stack([m.W.detach() for m in members])  # M × R × n × n
+
+    @torch.no_grad()
+    def forward(self, batch: TreeBatch) -> torch.Tensor:
+        pre = torch.bmm(self.embed[:, batch.word_ids], self.W_v.transpose(1, 2))  # M×N×n
+        h = torch.zeros_like(pre)
+        acc = torch.zeros_like(pre)
+        sizes = batch.sizes.to(pre.dtype)
+        for level in batch.levels:
+            h_level = torch.tanh((pre[:, level] + acc[:, level]) / sizes[level, None])
+            h[:, level] = h_level
+            keep = batch.parents[level] >= 0
+            if not keep.any():
+                continue
+            children, h_children = level[keep], h_level[:, keep]
+            mids = batch.matrix_ids[children]
+            for m in torch.unique(mids).tolist():
+                sel = (mids == m).nonzero(as_tuple=True)[0]
+                hm = h_children[:, sel]
+                if m != self.n_matrices:
+                    hm = torch.bmm(hm, self.W[:, m].transpose(1, 2))
+                acc.index_add_(1, batch.parents[children[sel]], hm * sizes[children[sel], None])
+        return h[:, batch.roots]
