@@ -47,7 +47,6 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-
 class MetricsMiddleware:
     """Pure ASGI middleware timing every request under its route template
     (``/images/{image_id}``), so that ids do not make a label each."""
