@@ -14,9 +14,12 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
+import fastapi_offline
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from index.store import StoreError, UnknownItemError
@@ -30,6 +33,8 @@ from service.uploads import UploadError, UploadLimitMiddleware
 log = logging.getLogger("groundsearch.service")
 #: Routes that take uploads: refused by Content-Length before the body is read.
 UPLOAD_ROUTES = {"/describe", "/arithmetic", "/gallery/images"}
+#: Swagger UI, from a PyPI package (FastAPI's defaults load them from a CDN).
+DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
 #: Room for the multipart envelope around the file.
 MULTIPART_SLACK = 64 * 1024
 
@@ -68,6 +73,8 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
         summary="Find images from sentences and describe images with sentences (SDT-RNN).",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served below from local files: nothing is fetched from a CDN
+        redoc_url=None,  # ReDoc's bundle fetches its logo from a CDN
     )
     app.state.settings, app.state.metrics = settings, metrics
     app.state.engine, app.state.load_error = engine, None
@@ -101,6 +108,18 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
 
     for router in (search.router, images.router, gallery.router, ops.router):
         app.include_router(router)
+    app.mount("/docs-static", StaticFiles(directory=DOCS_ASSETS), name="docs-static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title="groundsearch — API",
+            swagger_js_url="/docs-static/swagger-ui-bundle.js",
+            swagger_css_url="/docs-static/swagger-ui.css",
+            swagger_favicon_url="/docs-static/favicon.png",
+        )
+
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app

@@ -246,3 +246,15 @@ def test_concurrent_first_queries_get_one_ensemble(parser):
     with ThreadPoolExecutor(8) as pool:
         shapes = set(pool.map(lambda i: model.embed_sentences(trees[i % 2 :]).shape[1], range(16)))
     assert shapes == {len(model.model.snapshots) * model.model.config.hidden}
+
+
+def test_the_api_docs_load_nothing_from_outside(client):
+    page = "/docs"
+    import re
+
+    html = client.get(page).text
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html)
+    assert assets and all(a.startswith("/docs-static/") for a in assets), assets
+    for asset in assets:
+        assert client.get(asset).status_code == 200
+    assert "/openapi.json" in html
