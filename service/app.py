@@ -65,7 +65,7 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
             app.state.engine = Engine(settings, observe=metrics.observe_stage)
             log.info("ready: %s", app.state.engine.counts())
         except Exception as exc:  # reported by /ready, logged with its traceback
-            app.state.load_error = str(exc)
+            app.state.load_error = str(exc) or type(exc).__name__
             log.exception("could not load the model or the gallery")
 
     app = FastAPI(

@@ -139,8 +139,16 @@ class _Worker:
         )
         self.process.start()
         child.close()
-        if self.conn.recv() != "ready":
-            raise RuntimeError("the parser process did not start")
+        try:
+            ready = self.conn.recv()
+        except EOFError:
+            ready = None
+        if ready != "ready":
+            self.process.join(timeout=5)
+            raise RuntimeError(
+                f"the parser process exited before it was ready (exit code "
+                f"{self.process.exitcode}); see the lines above for its error"
+            )
 
     def parse(self, texts: list[str]) -> list[Outcome]:
         try:
