@@ -54,9 +54,8 @@ class Vocabulary:
         for i, words in enumerate(sentences):
             if self.known(words) == 0:
                 text = " ".join(words)
-                raise NoKnownWordError(
-                    f"{what} {i + 1} ({text[:80]!r}) has no word the model knows"
-                )
+                which = f"{what} {i + 1}" if len(sentences) > 1 else what
+                raise NoKnownWordError(f"{which} ({text[:80]!r}) has no word the model knows")
 
     @classmethod
     def build(
