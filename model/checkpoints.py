@@ -37,6 +37,9 @@ class JointEmbedder:
     def embed_images(self, features: np.ndarray) -> np.ndarray:
         return self.model.embed_images(features, self.normalize)
 
+    def require_known_words(self, trees: Sequence[DependencyTree], what: str) -> None:
+        self.model.require_known_words(trees, what)
+
 
 def load_checkpoint(
     path: Path, parser: str | None = None, backbone: str | None = None

@@ -128,7 +128,9 @@ class JointModel(nn.Module):
         else:
             self.encoder = CharGRUAttention(**recurrent)
         self.snapshots: list[dict] = []
-        self._members: list[JointModel] = []
+        # (members, their tree RNNs stacked or None), rebuilt when the snapshots change; a
+        # tuple, so that torch does not register the stacked module as a submodule
+        self._ensemble: tuple[list[JointModel], StackedTreeRNN | None] = ([], None)
         g = torch.Generator().manual_seed(config.seed + 1)
         scale = 1.0 / np.sqrt(config.image_dim)
         self.W_I = nn.Parameter(scale * torch.randn(config.hidden, config.image_dim, generator=g))
@@ -158,10 +160,15 @@ class JointModel(nn.Module):
     def members(self) -> list[JointModel]:
         """The models whose embeddings are combined: the snapshots when the checkpoint
         holds a snapshot ensemble (Merkx & Frank 2019), otherwise this model alone."""
+        return self._built_ensemble()[0]
+
+    def _built_ensemble(self) -> tuple[list[JointModel], StackedTreeRNN | None]:
+        """The snapshot members and, when they are tree RNNs, one module running them
+        all at once (built once, under a lock: threads of a server may ask together)."""
         if not self.snapshots:
-            return [self]
-        with _MEMBERS_LOCK:  # threads of a server may ask at once
-            if len(self._members) != len(self.snapshots):
+            return [self], None
+        with _MEMBERS_LOCK:
+            if len(self._ensemble[0]) != len(self.snapshots):
                 members = []
                 for state in self.snapshots:
                     member = JointModel(
@@ -169,8 +176,14 @@ class JointModel(nn.Module):
                     )
                     member.load_state_dict(state)
                     members.append(member.eval())
-                self._members = members
-            return list(self._members)
+                encoders = [m.encoder for m in members]
+                stacked = (
+                    StackedTreeRNN(encoders)
+                    if len(members) > 1 and all(isinstance(e, TreeRNN) for e in encoders)
+                    else None
+                )
+                self._ensemble = (members, stacked)
+            return list(self._ensemble[0]), self._ensemble[1]
 
     @torch.no_grad()
     def embed_sentences(
@@ -179,9 +192,8 @@ class JointModel(nn.Module):
         """Caption embeddings for retrieval: each member's vectors (unit length when
         ``normalize``) scaled by 1/√M and concatenated, so that an inner product equals
         the members' mean score."""
-        members = self.members()
-        if len(members) > 1 and all(isinstance(m.encoder, TreeRNN) for m in members):
-            stacked = self._stacked_tree_rnn(members)
+        members, stacked = self._built_ensemble()
+        if stacked is not None:
             roots = [
                 stacked(self.prepare(trees[i : i + batch_size]))
                 for i in range(0, len(trees), batch_size)
@@ -198,14 +210,6 @@ class JointModel(nn.Module):
             )
             parts.append(y)
         return self._combine(parts, normalize)
-
-    def _stacked_tree_rnn(self, members: list[JointModel]) -> StackedTreeRNN:
-        """The members' tree RNNs as one batched module (built once, under the lock)."""
-        with _MEMBERS_LOCK:
-            if getattr(self, "_stacked", None) is None or self._stacked_of is not members[0]:
-                self._stacked = StackedTreeRNN([m.encoder for m in members])
-                self._stacked_of = members[0]
-            return self._stacked
 
     @torch.no_grad()
     def embed_images(self, features: torch.Tensor | np.ndarray, normalize: bool) -> np.ndarray:

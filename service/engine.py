@@ -13,6 +13,7 @@ saves the caption store first.
 from __future__ import annotations
 
 import hashlib
+import mimetypes
 import threading
 import time
 from collections import OrderedDict
@@ -38,19 +39,10 @@ from model.text.vocab import NoKnownWordError
 from service.batching import ParseBatcher
 from service.explain import node_shares, supports_shares
 from service.settings import ServiceSettings
-from service.uploads import CONTENT_TYPES
+from service.uploads import EXTENSIONS
 
 UPLOADS = "uploads"
 UPLOAD_SOURCE = "upload"
-#: Extension an uploaded photo is stored under, by format.
-EXTENSIONS = {
-    "JPEG": "jpg",
-    "PNG": "png",
-    "GIF": "gif",
-    "WEBP": "webp",
-    "BMP": "bmp",
-    "TIFF": "tif",
-}
 
 Timings = dict[str, float]
 
@@ -127,7 +119,7 @@ class Engine:
                 trees = self.batcher.parse(cleaned)
             except ParseError as exc:
                 raise QueryError(f"{what}: {exc}") from None
-        require = getattr(getattr(self.model, "model", None), "require_known_words", None)
+        require = getattr(self.model, "require_known_words", None)  # kCCA has none
         if require is not None:
             try:
                 require(trees, what)
@@ -170,10 +162,7 @@ class Engine:
             path = Path(meta["source"]) / IMAGES_DIR / meta["file"]
         if not path.is_file():
             raise UnknownItemError(f"the photo of image {image_id} is no longer on disk")
-        fmt = {"jpg": "JPEG", "jpeg": "JPEG", "tif": "TIFF", "tiff": "TIFF"}.get(
-            path.suffix.lower().lstrip("."), path.suffix.upper().lstrip(".")
-        )
-        return path, CONTENT_TYPES.get(fmt, "application/octet-stream")
+        return path, mimetypes.guess_type(path.name)[0] or "application/octet-stream"
 
     # --- queries --------------------------------------------------------------------------
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -91,7 +90,11 @@ class ExplainResponse(BaseModel):
 
     @classmethod
     def of(
-        cls, tree: DependencyTree, shares: list[float] | None, encoder: str, timings: Any
+        cls,
+        tree: DependencyTree,
+        shares: list[float] | None,
+        encoder: str,
+        timings: dict[str, float],
     ) -> ExplainResponse:
         nodes = [
             TreeNode(

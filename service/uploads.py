@@ -14,14 +14,14 @@ from PIL import Image, UnidentifiedImageError
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-#: Formats an upload may be in, and the content type each is served back with.
-CONTENT_TYPES = {
-    "JPEG": "image/jpeg",
-    "PNG": "image/png",
-    "GIF": "image/gif",
-    "WEBP": "image/webp",
-    "BMP": "image/bmp",
-    "TIFF": "image/tiff",
+#: Formats an upload may be in, and the extension it is stored under.
+EXTENSIONS = {
+    "JPEG": "jpg",
+    "PNG": "png",
+    "GIF": "gif",
+    "WEBP": "webp",
+    "BMP": "bmp",
+    "TIFF": "tif",
 }
 
 
@@ -49,7 +49,7 @@ def decode_photo(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as img:
                 fmt = img.format or ""
-                if fmt not in CONTENT_TYPES:
+                if fmt not in EXTENSIONS:
                     raise UploadError(415, f"unsupported image format {fmt or 'unknown'}")
                 if img.width * img.height > max_pixels:
                     raise UploadError(
