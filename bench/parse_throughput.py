@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
+from groundsearch.model.runtime.parsing import Parser
 from groundsearch.settings import get_settings
-from model.parsing import Parser
 
 
 def flickr_captions(data_dir: Path) -> list[str]:

@@ -19,9 +19,9 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from model.baselines.kcca import KCCAConfig
-from model.joint import JointConfig
-from model.training import TrainConfig
+from groundsearch.model.runtime.joint import JointConfig
+from groundsearch.model.training.kcca import KCCAConfig
+from groundsearch.model.training.loop import TrainConfig
 
 #: Row order; encoders not listed come after, by name.
 ORDER = ["sdt-rnn", "dt-rnn", "bow", "chain-rnn", "kcca", "lstm", "gru", "char-gru", "tree-lstm"]

@@ -2,10 +2,15 @@
 
 Every field can be overridden by an environment variable with the ``GROUNDSEARCH_``
 prefix, e.g. ``GROUNDSEARCH_DATA_DIR=/data groundsearch parse "..."``.
+
+Only the roof reads them — the command line, the service factory and the benchmark
+scripts — and hands paths down: library code under ``model/`` and ``index/`` takes
+its paths and options as arguments.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,6 +28,15 @@ def _default_cache_dir() -> Path:
     return Path.home() / ".cache" / "groundsearch"
 
 
+def _default_model_dir() -> Path:
+    """``artifacts/`` inside the installed ``groundsearch.model`` package (the repository's
+    ``model/artifacts`` in an editable install)."""
+    spec = importlib.util.find_spec("groundsearch.model")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the groundsearch.model package is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "artifacts"
+
+
 class Settings(BaseSettings):
     """Paths the project reads and writes."""
 
@@ -30,7 +44,7 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(default_factory=_default_data_dir, description="Read-only data sets.")
     model_dir: Path = Field(
-        default=REPO_ROOT / "model" / "artifacts",
+        default_factory=_default_model_dir,
         description="Trained artifacts the project loads by default.",
     )
     cache_dir: Path = Field(
@@ -52,6 +66,12 @@ class Settings(BaseSettings):
     def gallery_dir(self) -> Path:
         """Where ``groundsearch build-index`` writes the gallery by default."""
         return self.cache_dir / "gallery"
+
+    @property
+    def flickr8k_dir(self) -> Path:
+        """Flickr8k (Flickr8k layout: captions file, Images/, split lists): the dataset
+        that training, evaluation and the default gallery read."""
+        return self.data_dir / "flickr8k"
 
     @property
     def ewt_dir(self) -> Path:

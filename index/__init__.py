@@ -1,11 +1,13 @@
-"""Vector stores over the embedded gallery (FAISS inner-product indexes).
+"""The gallery: embedded photos and captions, stored, searched and written.
 
-``VectorStore`` holds embedded images/captions with stable ids and metadata; it adds,
-removes, searches and persists them atomically (see ``index.store``). The layout shows
-the data flow ``model/ → index/ → service/``.
+``gallery.Gallery`` owns a gallery folder as a whole (typed image and caption records,
+adding and removing a photo with its captions, photo files); ``store.VectorStore`` is
+one FAISS inner-product index with stable ids, metadata and atomic saves;
+``defaults`` picks the gallery ``groundsearch serve`` starts with. The layout shows the
+data flow ``model/ → index/ → service/``.
 """
 
-from index.store import (
+from groundsearch.index.store import (
     IdentityMismatch,
     SearchHit,
     StoreError,

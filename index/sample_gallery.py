@@ -1,7 +1,7 @@
 """The shipped default gallery: sample photos from the scikit-image wheel, captioned by us.
 
     root = prepare_sample_dataset(cache / "sample-data")      # Images/ + Flickr8k.token.txt
-    gallery = build_sample_gallery(checkpoint, cache / "gallery")
+    gallery = build_sample_gallery(checkpoint, cache / "gallery", parser, cache)
 
 It needs no Flickr8k and downloads nothing: the photos are copied from the ``data``
 folder inside the installed ``skimage`` package (never through its pooch fetchers), and
@@ -32,18 +32,16 @@ Middlebury stereo benchmark image; ``moon.png``; ``page.png``; ``color.png``;
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 from PIL import Image
 
-from groundsearch.settings import get_settings
-from index.gallery import Gallery, build_gallery
-from model.data import DatasetError, read_caption_ids
-from model.data.flickr import CAPTIONS_FILE, IMAGES_DIR
+from groundsearch.files import atomic_path
+from groundsearch.index.gallery import Gallery, build_gallery
+from groundsearch.model.data import DatasetError, read_caption_ids
+from groundsearch.model.data.flickr import CAPTIONS_FILE, IMAGES_DIR
+from groundsearch.model.runtime.parsing import Parser
 
 SAMPLE_CAPTIONS = Path(__file__).with_name("sample_captions.txt")
 SAMPLE_DATA = "sample-data"
@@ -62,22 +60,13 @@ def sample_photos() -> list[str]:
     return sorted({key.rpartition("#")[0] for key in ids})
 
 
-def _atomic_write(dest: Path, write: Callable[[Path], object]) -> None:
-    """Call ``write(tmp_path)`` then rename the result onto ``dest``."""
-    tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex}")
-    try:
-        write(tmp)
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _copy_photo(src: Path, dest: Path) -> None:
     """Copy ``src`` to ``dest``: RGB as is, anything else converted to RGB (alpha on white)."""
     with Image.open(src) as img:
         mode, fmt = img.mode, img.format
         if mode == "RGB":
-            _atomic_write(dest, lambda tmp: shutil.copyfile(src, tmp))
+            with atomic_path(dest) as tmp:
+                shutil.copyfile(src, tmp)
             return
         img.load()
         if mode in ("RGBA", "LA") or (mode == "P" and "transparency" in img.info):
@@ -86,7 +75,8 @@ def _copy_photo(src: Path, dest: Path) -> None:
             rgb.paste(rgba, mask=rgba.getchannel("A"))
         else:
             rgb = img.convert("RGB")
-    _atomic_write(dest, lambda tmp: rgb.save(tmp, format=fmt or "PNG"))
+    with atomic_path(dest) as tmp:
+        rgb.save(tmp, format=fmt or "PNG")
 
 
 def prepare_sample_dataset(root: Path) -> Path:
@@ -110,23 +100,25 @@ def prepare_sample_dataset(root: Path) -> Path:
     text = SAMPLE_CAPTIONS.read_text(encoding="utf-8")
     token = root / CAPTIONS_FILE
     if not token.is_file() or token.read_text(encoding="utf-8") != text:
-        _atomic_write(token, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        with atomic_path(token) as tmp:
+            Path(tmp).write_text(text, encoding="utf-8")
     return root
 
 
 def build_sample_gallery(
     checkpoint: Path,
     out: Path,
-    cache_dir: Path | None = None,
+    parser: Parser,
+    cache_dir: Path,
     progress: bool = False,
     kind: str = "flat",
 ) -> Gallery:
     """Embed every sample photo and caption with ``checkpoint`` into a gallery at ``out``.
 
-    The photos are prepared under ``cache_dir / "sample-data"`` (default: the settings'
-    cache folder), which also holds the feature cache; image items' ``source`` is that
-    folder, so a photo's file is ``Path(source) / "Images" / file``.
+    The photos are prepared under ``cache_dir / "sample-data"``; ``cache_dir`` also
+    holds the feature cache. Image records' ``source`` is that folder, so a photo's
+    file is ``source / "Images" / file``.
     """
-    cache = Path(cache_dir or get_settings().cache_dir)
+    cache = Path(cache_dir)
     root = prepare_sample_dataset(cache / SAMPLE_DATA)
-    return build_gallery(checkpoint, root, None, out, kind=kind, cache_dir=cache, progress=progress)
+    return build_gallery(checkpoint, root, None, out, parser, cache, kind=kind, progress=progress)

@@ -22,13 +22,13 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from index.store import StoreError, UnknownItemError
-from service.engine import Engine, QueryError
-from service.metrics import Metrics, MetricsMiddleware
-from service.routes import gallery, images, ops, search
-from service.routes.ops import STATIC
-from service.settings import ServiceSettings
-from service.uploads import UploadError, UploadLimitMiddleware
+from groundsearch.index.store import StoreError, UnknownItemError
+from groundsearch.service.engine import Engine, QueryError
+from groundsearch.service.metrics import Metrics, MetricsMiddleware
+from groundsearch.service.routes import gallery, images, ops, search
+from groundsearch.service.routes.ops import STATIC
+from groundsearch.service.settings import ServiceSettings
+from groundsearch.service.uploads import UploadError, UploadLimitMiddleware
 
 log = logging.getLogger("groundsearch.service")
 #: Routes that take uploads: refused by Content-Length before the body is read.

@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request, UploadFile
 
-from service.engine import Engine
-from service.settings import ServiceSettings
-from service.uploads import check_size
+from groundsearch.service.engine import Engine
+from groundsearch.service.settings import ServiceSettings
+from groundsearch.service.uploads import check_size
 
 
 def get_settings(request: Request) -> ServiceSettings:

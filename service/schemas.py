@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from index.store import SearchHit
-from model.parsing.tree import DependencyTree
+from groundsearch.index.gallery import CaptionRecord, ImageRecord
+from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 
 class ImageHit(BaseModel):
@@ -21,16 +21,15 @@ class ImageHit(BaseModel):
     source: str = Field(description="Where the photo came from: a dataset's name or 'upload'.")
 
     @classmethod
-    def of(cls, hit: SearchHit) -> ImageHit:
-        item, score, meta = hit
-        source = meta.get("source", "")
+    def of(cls, hit: tuple[ImageRecord, float]) -> ImageHit:
+        record, score = hit
         return cls(
-            id=item,
+            id=record.id,
             score=round(score, 6),
-            url=f"/images/{item}",
-            file=meta.get("file", ""),
-            captions=meta.get("captions", []),
-            source=source if source == "upload" else Path(source).name,
+            url=f"/images/{record.id}",
+            file=record.file,
+            captions=list(record.captions),
+            source=record.source if record.uploaded else Path(record.source).name,
         )
 
 
@@ -44,14 +43,14 @@ class CaptionHit(BaseModel):
     image_url: str
 
     @classmethod
-    def of(cls, hit: SearchHit) -> CaptionHit:
-        item, score, meta = hit
+    def of(cls, hit: tuple[CaptionRecord, float]) -> CaptionHit:
+        record, score = hit
         return cls(
-            id=item,
+            id=record.id,
             score=round(score, 6),
-            text=meta["text"],
-            image_id=meta["image_id"],
-            image_url=f"/images/{meta['image_id']}",
+            text=record.text,
+            image_id=record.image_id,
+            image_url=f"/images/{record.image_id}",
         )
 
 

@@ -1,28 +1,17 @@
 """Uploaded photos: bytes → RGB image, or an ``UploadError`` carrying the HTTP status.
 
 Nothing is decoded before the size checks: the byte limit is applied while reading,
-the pixel limit on the header (Pillow reads width and height without decoding), so a
-decompression bomb is refused before it allocates anything.
+the pixel limit on the header (``model.runtime.images.photos``, the one photo decoder),
+so a decompression bomb is refused before it allocates anything.
 """
 
 from __future__ import annotations
 
-import io
-import warnings
-
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-#: Formats an upload may be in, and the extension it is stored under.
-EXTENSIONS = {
-    "JPEG": "jpg",
-    "PNG": "png",
-    "GIF": "gif",
-    "WEBP": "webp",
-    "BMP": "bmp",
-    "TIFF": "tif",
-}
+from groundsearch.model.runtime.images.photos import EXTENSIONS, PhotoError, decode_photo
 
 
 class UploadError(ValueError):
@@ -42,33 +31,16 @@ def check_size(data: bytes, max_bytes: int) -> bytes:
     return data
 
 
-def decode_photo(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
-    """Decode ``data`` to RGB; returns the image and its format name (e.g. ``JPEG``)."""
+#: The HTTP status of each kind of photo problem.
+PHOTO_STATUS = {"not-an-image": 415, "unsupported": 415, "too-large": 413, "corrupt": 422}
+
+
+def read_photo(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
+    """Decode an upload to RGB (one of ``EXTENSIONS``' formats); UploadError if it fails."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as img:
-                fmt = img.format or ""
-                if fmt not in EXTENSIONS:
-                    raise UploadError(415, f"unsupported image format {fmt or 'unknown'}")
-                if img.width * img.height > max_pixels:
-                    raise UploadError(
-                        413,
-                        f"image is {img.width}×{img.height} pixels, over the "
-                        f"{max_pixels:,}-pixel limit",
-                    )
-                img.load()
-                return img.convert("RGB"), fmt
-    except UploadError:
-        raise
-    except UnidentifiedImageError:
-        raise UploadError(
-            415, "the upload is not an image (JPEG, PNG, GIF, WebP, BMP, TIFF)"
-        ) from None
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise UploadError(413, f"image has too many pixels ({exc})") from None
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:
-        raise UploadError(422, f"the image is truncated or corrupt ({exc})") from None
+        return decode_photo(data, max_pixels, formats=EXTENSIONS)
+    except PhotoError as exc:
+        raise UploadError(PHOTO_STATUS.get(exc.reason, 422), str(exc)) from None
 
 
 class UploadLimitMiddleware:

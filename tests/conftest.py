@@ -1,4 +1,8 @@
-"""Shared fixtures: one parser for the session, with its cache in a temp folder."""
+"""Shared fixtures: one parser for the session, with its cache in a temp folder.
+
+Tests that start servers, browsers or subprocesses are marked ``slow`` (every test that
+uses the ``cli`` fixture is marked here); ``pytest -m "not slow"`` leaves them out.
+"""
 
 from __future__ import annotations
 
@@ -12,19 +16,25 @@ import pytest
 from groundsearch.settings import get_settings
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "cli" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def parser(tmp_path_factory: pytest.TempPathFactory):
-    from model.parsing import Parser
+    from groundsearch.model.runtime.parsing import Parser
 
     settings = get_settings()
     # The GloVe pretrain is shared (rebuilt from the package once); parses are not.
     cache = tmp_path_factory.mktemp("parse-cache")
     (cache / "glove6b50d.pretrain.pt").symlink_to(_pretrain(settings.cache_dir))
-    return Parser(cache_dir=cache)
+    return Parser(settings.parser_dir, cache)
 
 
 def _pretrain(cache_dir: Path) -> Path:
-    from model.parsing.pretrain import ensure_pretrain
+    from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain
 
     return ensure_pretrain(cache_dir)
 
@@ -65,7 +75,7 @@ def extractor(tmp_path_factory: pytest.TempPathFactory):
     """The default image backbone with its feature cache in a temp folder."""
     import torch
 
-    from model.images.features import FeatureExtractor
+    from groundsearch.model.runtime.images.features import FeatureExtractor
 
     torch.set_num_threads(1)
     return FeatureExtractor(cache_dir=tmp_path_factory.mktemp("feature-cache"))
@@ -75,12 +85,15 @@ def extractor(tmp_path_factory: pytest.TempPathFactory):
 def service_gallery(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A gallery of 8 real Flickr8k test photos (40 captions) built with the shipped
     checkpoint; tests that write copy it first."""
-    from index.gallery import build_gallery
+    from groundsearch.index.gallery import build_gallery
+    from groundsearch.model.runtime.parsing import Parser
     from tests.tiny_data import make_tiny_flickr
 
     root = make_tiny_flickr(tmp_path_factory.mktemp("service-data"), train=0, dev=0, test=8)
     out = tmp_path_factory.mktemp("service-gallery") / "gallery"
-    build_gallery(get_settings().default_checkpoint, root, None, out)
+    settings = get_settings()
+    parser = Parser(settings.parser_dir, settings.cache_dir)
+    build_gallery(settings.default_checkpoint, root, None, out, parser)
     return out
 
 
@@ -90,11 +103,11 @@ def service_engine(service_gallery: Path, parser, tmp_path_factory: pytest.TempP
     service gallery, shared by the read-only API tests."""
     import shutil
 
-    from service.engine import Engine
-    from service.settings import ServiceSettings
+    from groundsearch.service.engine import Engine
+    from groundsearch.service.settings import ServiceSettings
 
     index = tmp_path_factory.mktemp("service-index") / "gallery"
     shutil.copytree(service_gallery, index)
-    # parses go to a parser process, as when serving
-    settings = ServiceSettings(index_dir=index, cache_dir=parser.cache_dir, parse_workers=1)
+    # parsed in this process (parser processes: tests/service/test_batching.py, test_page.py)
+    settings = ServiceSettings(index_dir=index, cache_dir=parser.cache_dir, parse_workers=0)
     return Engine(settings, parser=parser)

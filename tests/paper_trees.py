@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.parsing.tree import DependencyTree, build_tree
-from model.text.vocab import Vocabulary
+from groundsearch.model.runtime.parsing.tree import DependencyTree, build_tree
+from groundsearch.model.runtime.text.vocab import Vocabulary
 
 WORDS = ["Students", "ride", "bikes", "at", "night", "."]
 HEADS = [2, 0, 2, 5, 2, 2]

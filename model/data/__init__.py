@@ -1,6 +1,6 @@
 """Datasets laid out like Flickr8k: a captions file, an image folder, split lists."""
 
-from model.data.flickr import (
+from groundsearch.model.data.flickr import (
     CaptionedImages,
     DatasetError,
     load_captioned_images,

@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, HTTPException, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
-from service.deps import EngineDep, SettingsDep, WriterDep, read_upload
-from service.schemas import AddedPhoto, RemovedPhoto
-from service.uploads import decode_photo
+from groundsearch.service.deps import EngineDep, SettingsDep, WriterDep, read_upload
+from groundsearch.service.schemas import AddedPhoto, RemovedPhoto
+from groundsearch.service.uploads import read_photo
 
 router = APIRouter(prefix="/gallery", tags=["gallery"])
 
@@ -27,7 +27,7 @@ async def add_photo(
     if len(captions) > settings.max_captions:
         raise HTTPException(422, f"at most {settings.max_captions} captions per photo")
     data = await read_upload(image, settings)
-    photo, fmt = await run_in_threadpool(decode_photo, data, settings.max_pixels)
+    photo, fmt = await run_in_threadpool(read_photo, data, settings.max_pixels)
     image_id, caption_ids = await run_in_threadpool(engine.add_photo, data, fmt, photo, captions)
     return AddedPhoto(id=image_id, url=f"/images/{image_id}", captions=caption_ids)
 

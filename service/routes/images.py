@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import mimetypes
+
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
-from service.deps import EngineDep, SettingsDep, check_k
-from service.schemas import ImageHit, ImagesResponse
+from groundsearch.service.deps import EngineDep, SettingsDep, check_k
+from groundsearch.service.schemas import ImageHit, ImagesResponse
 
 router = APIRouter(tags=["images"])
 
@@ -15,7 +17,8 @@ router = APIRouter(tags=["images"])
 @router.get("/images/{image_id}", response_class=FileResponse)
 async def photo(engine: EngineDep, image_id: int):
     """The gallery photo's bytes."""
-    path, content_type = engine.photo_path(image_id)
+    path = engine.photo_path(image_id)
+    content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     return FileResponse(path, media_type=content_type, headers={"Cache-Control": "max-age=3600"})
 
 

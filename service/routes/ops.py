@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from service.schemas import Health, Readiness
+from groundsearch.service.schemas import Health, Readiness
 
 router = APIRouter(tags=["operations"])
 STATIC = Path(__file__).resolve().parent.parent / "static"

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, File, HTTPException, Query, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
-from service.deps import EngineDep, SettingsDep, check_k, read_upload
-from service.schemas import (
+from groundsearch.service.deps import EngineDep, SettingsDep, check_k, read_upload
+from groundsearch.service.schemas import (
     CaptionHit,
     DescribeResponse,
     ExplainResponse,
@@ -16,7 +16,7 @@ from service.schemas import (
     ImagesResponse,
     SearchResponse,
 )
-from service.uploads import decode_photo
+from groundsearch.service.uploads import read_photo
 
 router = APIRouter(tags=["search"])
 Text = Annotated[str, Query(description="A sentence, e.g. 'a dog runs on the beach'.")]
@@ -41,7 +41,7 @@ async def describe(
     """The ``k`` gallery captions that best describe an uploaded photo."""
     check_k(k, settings)
     data = await read_upload(image, settings)
-    photo, _ = await run_in_threadpool(decode_photo, data, settings.max_pixels)
+    photo, _ = await run_in_threadpool(read_photo, data, settings.max_pixels)
     hits, timings = await run_in_threadpool(engine.describe, photo, k)
     return DescribeResponse(results=[CaptionHit.of(h) for h in hits], timings_ms=timings)
 
@@ -65,7 +65,7 @@ async def arithmetic(
         raise HTTPException(422, f"at most {MAX_PHRASES} plus and minus phrases")
     if image is not None:
         data = await read_upload(image, settings)
-        base, _ = await run_in_threadpool(decode_photo, data, settings.max_pixels)
+        base, _ = await run_in_threadpool(read_photo, data, settings.max_pixels)
     else:
         base = image_id
     hits, timings = await run_in_threadpool(engine.arithmetic, base, plus, minus, k, rerank)

@@ -1,0 +1,7 @@
+"""``python -m groundsearch.cli``: the ``groundsearch`` command."""
+
+import sys
+
+from groundsearch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,114 @@
+"""What every command group shares: errors, flags made from config dataclasses, paths.
+
+Flags of a config dataclass come from its fields (name, type, default, and ``help``,
+``flag``, ``invert``, ``choices`` in the field's metadata), so each default is written
+once, in the dataclass. The paths a command needs come from the settings, read here
+and handed down as arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from groundsearch.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from groundsearch.model.runtime.parsing import Parser
+
+T = TypeVar("T")
+
+
+class CliError(Exception):
+    """A problem with the command's input, reported without a traceback."""
+
+
+@contextmanager
+def user_errors(*kinds: type[BaseException]) -> Iterator[None]:
+    """Report the listed exceptions as a CliError (their message, no traceback)."""
+    try:
+        yield
+    except kinds as exc:
+        raise CliError(str(exc)) from None
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def rounded(value: object, digits: int = 2) -> object:
+    """Floats rounded for printing, inside dicts and lists too."""
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v, digits) for v in value]
+    return value
+
+
+def add_config_flags(
+    parser: argparse.ArgumentParser, config: type[Any], skip: set[str] = frozenset()
+) -> None:
+    """One flag per field of the dataclass ``config`` whose default is a plain value
+    (fields in ``skip`` and tuple-valued fields are left out)."""
+    for f in dataclasses.fields(config):
+        if f.name in skip or f.default is dataclasses.MISSING or isinstance(f.default, tuple):
+            continue
+        meta = f.metadata
+        flag = meta.get("flag", "--" + f.name.replace("_", "-"))
+        help_text = meta.get("help")
+        if isinstance(f.default, bool):
+            action = "store_false" if meta.get("invert") else "store_true"
+            parser.add_argument(flag, dest=f.name, action=action, help=help_text)
+            continue
+        shown = f"default: {f.default}"
+        parser.add_argument(
+            flag,
+            dest=f.name,
+            type=type(f.default),
+            default=f.default,
+            choices=meta.get("choices"),
+            help=f"{help_text} ({shown})" if help_text else shown,
+        )
+
+
+def config_from(args: argparse.Namespace, config: type[T], **values: Any) -> T:
+    """``config`` built from the parsed flags of its fields, plus ``values``."""
+    names = {f.name for f in dataclasses.fields(config)}  # type: ignore[arg-type]
+    given = {k: v for k, v in vars(args).items() if k in names}
+    return config(**{**given, **values})
+
+
+def settings() -> Settings:
+    return get_settings()
+
+
+def data_option(parser: argparse.ArgumentParser) -> None:
+    """``--data``: a Flickr8k-layout folder, Flickr8k itself by default."""
+    parser.add_argument("--data", type=Path, help="Flickr8k-layout folder (default: Flickr8k)")
+
+
+def data_root(args: argparse.Namespace) -> Path:
+    """The ``--data`` folder, or the one place the settings say Flickr8k lives."""
+    return Path(args.data) if args.data else settings().flickr8k_dir
+
+
+def checkpoint_path(args: argparse.Namespace) -> Path:
+    """The ``checkpoint`` argument, or the shipped SDT-RNN."""
+    return Path(args.checkpoint) if args.checkpoint else settings().default_checkpoint
+
+
+def make_parser(use_cache: bool = True) -> Parser:
+    """The dependency parser from the settings' model and cache folders."""
+    from groundsearch.model.runtime.parsing import Parser
+
+    s = settings()
+    return Parser(s.parser_dir, s.cache_dir, use_cache=use_cache)

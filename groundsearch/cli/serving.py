@@ -1,0 +1,49 @@
+"""``groundsearch serve``: the web service and its page."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from groundsearch.cli.common import positive_int, user_errors
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from groundsearch.index.defaults import ensure_gallery
+    from groundsearch.index.store import StoreError
+    from groundsearch.model.data import DatasetError
+    from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.parsing import Parser
+    from groundsearch.service.app import create_app
+    from groundsearch.service.settings import ServiceSettings
+
+    overrides = {"checkpoint": args.checkpoint, "index_dir": args.index}
+    with user_errors(DatasetError, CheckpointError, StoreError, ValueError):
+        s = ServiceSettings(**{k: Path(v) for k, v in overrides.items() if v})
+        served = ensure_gallery(
+            s.checkpoint_path,
+            s.index_path,
+            Parser(s.parser_dir, s.cache_dir),
+            s.cache_dir,
+            s.flickr8k_dir,
+            sample=args.sample,
+        )
+    print(f"serving {served} on http://{args.host}:{args.port}", file=sys.stderr)
+    uvicorn.run(create_app(s), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("serve", help="run the web service and its page (default :8000)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=positive_int, default=8000, help="port to listen on")
+    p.add_argument("--index", help="gallery folder (default: GROUNDSEARCH_INDEX_DIR or cache)")
+    p.add_argument("--checkpoint", help="joint model (default: the shipped SDT-RNN)")
+    p.add_argument(
+        "--sample", action="store_true", help="build the sample gallery even if Flickr8k is there"
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=cmd_serve)

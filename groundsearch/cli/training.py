@@ -1,0 +1,201 @@
+"""``groundsearch features``, ``train``, ``evaluate``, ``plot`` and ``relations``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from groundsearch.cli.common import (
+    CliError,
+    add_config_flags,
+    checkpoint_path,
+    config_from,
+    data_option,
+    data_root,
+    make_parser,
+    positive_int,
+    rounded,
+    settings,
+    user_errors,
+)
+
+
+def cmd_features(args: argparse.Namespace) -> int:
+    from groundsearch.model.data import DatasetError, load_captioned_images
+    from groundsearch.model.runtime.images.backbones import BackboneError
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.runtime.images.photos import PhotoError
+
+    with user_errors(DatasetError, BackboneError, PhotoError):
+        ds = load_captioned_images(data_root(args), split=args.split)
+        extractor = FeatureExtractor(
+            args.backbone, ten_crop=args.ten_crop, cache_dir=settings().cache_dir
+        )
+        start = time.perf_counter()
+        feats = extractor.embed_files(
+            [ds.image_path(i) for i in range(len(ds.images))], progress=True
+        )
+    summary = {
+        "images": len(feats),
+        "dim": int(feats.shape[1]),
+        "backbone": extractor.identity,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    print(json.dumps(summary))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from groundsearch.model.data import DatasetError
+    from groundsearch.model.runtime.joint import JointConfig
+    from groundsearch.model.training.experiment import run_kcca_training, run_training
+    from groundsearch.model.training.kcca import KCCAConfig
+    from groundsearch.model.training.loop import TrainConfig
+
+    common = {
+        "parser": make_parser(),
+        "cache_dir": settings().cache_dir,
+        "backbone": args.backbone,
+        "ten_crop": args.ten_crop,
+    }
+    with user_errors(DatasetError, ValueError):
+        if args.encoder == "kcca":
+            kcca = config_from(args, KCCAConfig)
+            summary = run_kcca_training(data_root(args), Path(args.out), kcca, **common)
+            keys = ("encoder", "selected", "dev", "train_seconds")
+        else:
+            joint = config_from(args, JointConfig)
+            cfg = config_from(args, TrainConfig)
+            summary = run_training(
+                data_root(args), Path(args.out), joint, cfg, half=args.half, **common
+            )
+            keys = ("encoder", "dev", "best_epoch", "train_seconds")
+    print(json.dumps(rounded({k: summary[k] for k in keys}), indent=2))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from groundsearch.model.data import DatasetError
+    from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.parsing import ParseError
+    from groundsearch.model.runtime.text import NoKnownWordError
+    from groundsearch.model.training.experiment import evaluate_checkpoint
+
+    s = settings()
+    with user_errors(DatasetError, CheckpointError, ParseError, NoKnownWordError):
+        result = evaluate_checkpoint(
+            checkpoint_path(args),
+            data_root(args),
+            make_parser(),
+            s.cache_dir,
+            None if args.no_sentence_benchmarks else s.data_dir,
+            split=args.split or None,
+            progress=True,
+        )
+    print(json.dumps(rounded(result), indent=2))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from groundsearch.model.training.plots import SummaryError, load_summary, plot_history
+
+    src = Path(args.summary)
+    out = Path(args.out) if args.out else src.with_suffix(".png")
+    if out.resolve() == src.resolve():
+        raise CliError(f"--out {out} would overwrite the summary itself")
+    with user_errors(SummaryError):
+        summary = load_summary(src)
+        best = summary.get("best_epoch")
+        ensemble = summary.get("ensemble_dev_rsum")
+        plot_history(
+            summary["history"],
+            out,
+            f"{summary.get('encoder', 'model')}: {src.stem}",
+            best if isinstance(best, int) else None,
+            ensemble if isinstance(ensemble, int | float) else None,
+        )
+    print(out)
+    return 0
+
+
+def cmd_relations(args: argparse.Namespace) -> int:
+    from groundsearch.model.runtime.checkpoints import CheckpointError, load_joint
+    from groundsearch.model.training.analysis import format_ranking, identity_norm, relation_norms
+
+    # No parser check: nothing is parsed here, only the stored matrices are read.
+    path = checkpoint_path(args)
+    with user_errors(CheckpointError):
+        model = load_joint(path)
+    try:
+        ranking = relation_norms(model)
+    except ValueError as exc:
+        raise CliError(f"{path}: {exc}") from None
+    shown = ranking[: args.top] if args.top else ranking
+    if not args.markdown:
+        print(
+            f"# {len(ranking)} relation matrices, largest Frobenius norm first "
+            f"(identity: {identity_norm(model):.3f})"
+        )
+    print(format_ranking(shown, markdown=args.markdown))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from groundsearch.model.runtime.images.backbones import DEFAULT_BACKBONE
+    from groundsearch.model.runtime.joint import ENCODERS, JointConfig
+    from groundsearch.model.training.kcca import KCCAConfig
+    from groundsearch.model.training.loop import TrainConfig
+
+    p = sub.add_parser("features", help="extract (and cache) image features of a dataset")
+    data_option(p)
+    p.add_argument("--split", help="train, dev, test or a file of image names")
+    p.add_argument("--backbone", default=DEFAULT_BACKBONE)
+    p.add_argument("--ten-crop", action="store_true", help="average 10 crops")
+    p.set_defaults(func=cmd_features)
+
+    p = sub.add_parser("train", help="train a joint model (Eq. 5), select on dev rsum")
+    data_option(p)
+    p.add_argument("--out", required=True, help="checkpoint to write (.pt)")
+    p.add_argument(
+        "--encoder",
+        default=JointConfig.encoder,
+        choices=[*ENCODERS, "kcca"],
+        help=f"a joint-model encoder, or kcca (default: {JointConfig.encoder})",
+    )
+    # image_dim is the backbone's; init_noise and adagrad_reset stay at their defaults
+    add_config_flags(p, JointConfig, skip={"encoder", "seed", "image_dim", "init_noise"})
+    add_config_flags(p, TrainConfig, skip={"adagrad_reset"})
+    add_config_flags(p, KCCAConfig, skip={"seed"})
+    p.add_argument("--half", action="store_true", help="store the weights as float16")
+    p.add_argument("--backbone", default=DEFAULT_BACKBONE)
+    p.add_argument("--ten-crop", action="store_true", help="average 10 crops")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser(
+        "evaluate",
+        help="retrieval, sentence similarity, expert, STS-B and SICK-R scores of a checkpoint",
+    )
+    p.add_argument(
+        "checkpoint",
+        nargs="?",
+        help="a joint-model or kcca checkpoint (.pt; default: the shipped SDT-RNN)",
+    )
+    data_option(p)
+    p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
+    p.add_argument("--no-sentence-benchmarks", action="store_true", help="skip STS-B and SICK-R")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("plot", help="PNG of the loss and dev rsum curves of a training run")
+    p.add_argument("summary", help="training summary JSON (the .json beside a checkpoint)")
+    p.add_argument("--out", help="PNG to write (default: the summary's name with .png)")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("relations", help="SDT-RNN relation matrices by Frobenius norm")
+    p.add_argument(
+        "checkpoint", nargs="?", help="an sdt-rnn checkpoint (.pt; default: the shipped one)"
+    )
+    p.add_argument("--top", type=positive_int, help="show only the N largest")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    p.set_defaults(func=cmd_relations)

@@ -1,1 +1,0 @@
-"""Non-neural baselines of the paper's tables."""

@@ -1,0 +1,232 @@
+"""Checkpoint formats, their errors and origin checks: every model file goes through here.
+
+Two formats: a joint model (config, vocabulary, matrix inventory, weights, snapshot
+ensemble) and the kCCA baseline (kernel projections and vocabulary, tensors only, so a
+weights-only load reads it). Both record the parser and the image backbone they were
+made with, and are refused against others: their trees or features would not match
+what the model learned.
+
+    model = load_checkpoint(path, parser=parser.version)     # an ``Embedder``
+    save_joint(joint_model, path, extra=summary, half=True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from groundsearch.files import torch_save
+from groundsearch.model.runtime.encoders.registry import INVENTORIES
+from groundsearch.model.runtime.joint import JointConfig, JointModel, cast_state
+from groundsearch.model.runtime.kcca import KCCAModel, KernelProjection
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.model.runtime.shares import node_shares, supports_shares
+from groundsearch.model.runtime.text.vocab import Vocabulary
+
+JOINT_FORMAT = 1
+KCCA_FORMAT = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used here, with the reason."""
+
+
+class Embedder(Protocol):
+    """A loaded model as the service and evaluation use it: captions and image features
+    into one space, in which the inner product is the model's retrieval score."""
+
+    kind: str
+    parser: str
+    backbone: str
+
+    @property
+    def encoder(self) -> str: ...
+
+    def embed_sentences(self, trees: Sequence[DependencyTree]) -> np.ndarray: ...
+
+    def embed_images(self, features: np.ndarray) -> np.ndarray: ...
+
+    def require_known_words(self, trees: Sequence[DependencyTree], what: str) -> None: ...
+
+    def shares(self, tree: DependencyTree) -> list[float] | None: ...
+
+
+class JointEmbedder:
+    """A JointModel scored as it was trained: cosine when trained with normalised
+    vectors, the inner product otherwise (snapshot ensembles included)."""
+
+    kind = "joint"
+
+    def __init__(self, model: JointModel, normalize: bool) -> None:
+        self.model, self.normalize = model, normalize
+        self.parser, self.backbone = model.parser, model.backbone
+
+    @property
+    def encoder(self) -> str:
+        return self.model.config.encoder
+
+    def embed_sentences(self, trees: Sequence[DependencyTree]) -> np.ndarray:
+        return self.model.embed_sentences(list(trees), self.normalize)
+
+    def embed_images(self, features: np.ndarray) -> np.ndarray:
+        return self.model.embed_images(features, self.normalize)
+
+    def require_known_words(self, trees: Sequence[DependencyTree], what: str = "caption") -> None:
+        self.model.require_known_words(trees, what)
+
+    def shares(self, tree: DependencyTree) -> list[float] | None:
+        """Each node's share of the sentence vector (Eq. 4 encoders; None for others)."""
+        return node_shares(self.model, tree) if supports_shares(self.model) else None
+
+
+def check_origin(
+    path: Path, state: dict[str, Any], parser: str | None, backbone: str | None, made: str
+) -> None:
+    """CheckpointError if ``state`` was made with another parser or backbone than the
+    ones given (None: not checked)."""
+    if parser is not None and state["parser"] != parser:
+        raise CheckpointError(
+            f"{path} was {made} with parser {state['parser']}, but this parser is "
+            f"{parser}: its parses would not match what the model learned"
+        )
+    if backbone is not None and state["backbone"] != backbone:
+        raise CheckpointError(
+            f"{path} was {made} on {state['backbone']} image features, but the "
+            f"backbone here is {backbone}"
+        )
+
+
+def load_checkpoint(
+    path: Path, parser: str | None = None, backbone: str | None = None
+) -> JointEmbedder | KCCAModel:
+    """The model saved at ``path`` (either format), ready to embed."""
+    state = _read_kcca_state(path)
+    if state is not None:
+        return _kcca_from_state(state, path, parser, backbone)
+    model = load_joint(path, parser=parser, backbone=backbone)
+    normalize = bool(model.extra.get("train", {}).get("normalize", False))
+    return JointEmbedder(model, normalize)
+
+
+# --- joint models -------------------------------------------------------------------------
+
+
+def save_joint(
+    model: JointModel, path: Path, extra: dict[str, Any] | None = None, half: bool = False
+) -> None:
+    """Write the checkpoint atomically; ``half`` stores the weights as float16 (half the
+    bytes; they are float32 again once loaded)."""
+    vocab = model.vocab.state_dict()
+    if half:
+        vocab["vectors"] = np.asarray(vocab["vectors"], dtype=np.float16)
+    inventory = model.inventory
+    state = {
+        "format": JOINT_FORMAT,
+        "config": asdict(model.config),
+        "vocab": vocab,
+        "inventory": None
+        if inventory is None
+        else {"kind": type(inventory).__name__, "names": list(inventory.names)},
+        "parser": model.parser,
+        "backbone": model.backbone,
+        "state_dict": cast_state(model.state_dict(), half),
+        "snapshots": [cast_state(snapshot, half) for snapshot in model.snapshots],
+        "extra": extra or {},
+    }
+    torch_save(state, path)
+
+
+def load_joint(path: Path, parser: str | None = None, backbone: str | None = None) -> JointModel:
+    """Rebuild a joint model; refuse it if it was trained with another parser or backbone."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint not found: {path}") from None
+    except Exception as exc:
+        raise CheckpointError(f"{path} is not a groundsearch checkpoint ({exc})") from None
+    if not isinstance(state, dict) or state.get("format") != JOINT_FORMAT:
+        raise CheckpointError(f"{path} is not a groundsearch checkpoint (format {JOINT_FORMAT})")
+    check_origin(path, state, parser, backbone, made="trained")
+    config = JointConfig(**state["config"])
+    vocab = Vocabulary.from_state_dict(state["vocab"])
+    inv = state["inventory"]
+    inventory = None if inv is None else INVENTORIES[inv["kind"]](tuple(inv["names"]))
+    model = JointModel(config, vocab, inventory, state["parser"], state["backbone"])
+    model.load_state_dict(cast_state(state["state_dict"], False))
+    model.snapshots = [cast_state(snapshot, False) for snapshot in state.get("snapshots", [])]
+    if model.spec.uses_words:  # fine-tuned word vectors live in the encoder
+        embed = model.encoder.embed.weight.detach().numpy()  # type: ignore[union-attr,operator]
+        model.vocab = Vocabulary(vocab.words, embed)
+    model.extra = state.get("extra", {})
+    return model
+
+
+# --- kCCA ---------------------------------------------------------------------------------
+
+
+def save_kcca(model: KCCAModel, path: Path, extra: dict[str, Any] | None = None) -> None:
+    """Write a kCCA checkpoint atomically (tensors and plain values only)."""
+    torch_save(
+        {
+            "format": KCCA_FORMAT,
+            "kind": model.kind,
+            "config": model.config,
+            "vocab": {
+                "words": list(model.vocab.words),
+                "vectors": torch.from_numpy(model.vocab.vectors),
+            },
+            "sentences": model.sentences.state(),
+            "images": model.images.state(),
+            "parser": model.parser,
+            "backbone": model.backbone,
+            "extra": extra or {},
+        },
+        path,
+    )
+
+
+def load_kcca(path: Path, parser: str | None = None, backbone: str | None = None) -> KCCAModel:
+    """Read a kCCA checkpoint; refuse it if made with another parser or backbone."""
+    state = _read_kcca_state(path)
+    if state is None:
+        raise CheckpointError(f"{path} is not a groundsearch kCCA checkpoint")
+    return _kcca_from_state(state, path, parser, backbone)
+
+
+def _read_kcca_state(path: Path) -> dict[str, Any] | None:
+    """The contents of a kCCA checkpoint, or None for any other file that exists
+    (a joint checkpoint holds arrays that a weights-only load refuses)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint not found: {path}") from None
+    except Exception:
+        return None
+    return state if isinstance(state, dict) and state.get("kind") == KCCAModel.kind else None
+
+
+def _kcca_from_state(
+    state: dict[str, Any], path: Path, parser: str | None, backbone: str | None
+) -> KCCAModel:
+    if state.get("format") != KCCA_FORMAT:
+        raise CheckpointError(
+            f"{path} is a kCCA checkpoint of format {state.get('format')}, "
+            f"this version reads format {KCCA_FORMAT}"
+        )
+    check_origin(path, state, parser, backbone, made="fitted")
+    vocab = Vocabulary(list(state["vocab"]["words"]), state["vocab"]["vectors"].numpy())
+    model = KCCAModel(
+        KernelProjection.from_state(state["sentences"]),
+        KernelProjection.from_state(state["images"]),
+        vocab,
+        state["parser"],
+        state["backbone"],
+        dict(state["config"]),
+    )
+    model.extra = dict(state.get("extra", {}))
+    return model

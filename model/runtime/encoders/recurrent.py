@@ -1,0 +1,94 @@
+"""Sibling encoders over sequences: word LSTM/GRU (Kiros et al. 2014) and the
+character bi-GRU with self-attention (Merkx & Frank 2019)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
+
+from groundsearch.model.runtime.encoders.words import word_embedding
+
+#: Characters the character encoder knows; everything else maps to index 1.
+CHARS = " abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()&/"
+
+
+def char_batch(texts: Sequence[str], max_chars: int = 300) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded character ids (0 = padding, 1 = unknown) and lengths, lower-cased."""
+    if not texts or any(not t for t in texts):
+        raise ValueError("every text needs at least one character")
+    lookup = {c: i + 2 for i, c in enumerate(CHARS)}
+    seqs = [torch.tensor([lookup.get(c, 1) for c in t.lower()[:max_chars]]) for t in texts]
+    return pad_sequence(seqs, batch_first=True), torch.tensor([len(s) for s in seqs])
+
+
+class WordRNN(nn.Module):
+    """LSTM or GRU over word vectors; the last state, mapped to the joint space."""
+
+    def __init__(
+        self,
+        embeddings: np.ndarray,
+        hidden: int = 50,
+        rnn_hidden: int = 512,
+        cell: str = "lstm",
+        freeze_words: bool = True,
+        seed: int = 0,
+        **_: object,
+    ):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = word_embedding(embeddings, freeze_words)
+        rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
+        self.rnn = rnn(self.embed.embedding_dim, rnn_hidden, batch_first=True)
+        self.out = nn.Linear(rnn_hidden, hidden, bias=False)
+
+    def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        ids, lengths = batch
+        packed = pack_padded_sequence(
+            self.embed(ids), lengths, batch_first=True, enforce_sorted=False
+        )
+        _, state = self.rnn(packed)
+        h = state[0] if isinstance(state, tuple) else state
+        return self.out(h[-1])
+
+
+class CharGRUAttention(nn.Module):
+    """Characters → 1-layer bi-GRU → self-attention pooling → joint space.
+
+    Merkx & Frank (2019): 20-d character embeddings, a bidirectional GRU and an
+    attention layer with 128 hidden units.
+    """
+
+    def __init__(
+        self,
+        hidden: int = 50,
+        rnn_hidden: int = 512,
+        char_dim: int = 20,
+        attention: int = 128,
+        seed: int = 0,
+        **_: object,
+    ) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = nn.Embedding(len(CHARS) + 2, char_dim, padding_idx=0)
+        self.rnn = nn.GRU(char_dim, rnn_hidden, batch_first=True, bidirectional=True)
+        self.att = nn.Sequential(
+            nn.Linear(2 * rnn_hidden, attention), nn.Tanh(), nn.Linear(attention, 1)
+        )
+        self.out = nn.Linear(2 * rnn_hidden, hidden, bias=False)
+
+    def forward(self, batch: tuple[torch.Tensor, torch.Tensor], return_weights: bool = False):
+        ids, lengths = batch
+        packed = pack_padded_sequence(
+            self.embed(ids), lengths, batch_first=True, enforce_sorted=False
+        )
+        states, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True)
+        mask = torch.arange(states.shape[1])[None, :] < lengths[:, None]
+        scores = self.att(states).squeeze(-1).masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(dim=1)
+        pooled = (weights[..., None] * states).sum(dim=1)
+        out = self.out(pooled)
+        return (out, weights) if return_weights else out

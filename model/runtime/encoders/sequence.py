@@ -1,0 +1,77 @@
+"""The paper's sequence baselines: bag of words and the chain RNN.
+
+- bag of words: the mean of the word vectors, mapped to the hidden size.
+- chain RNN: ``h_t = f(W_h h_{t−1} + W_x x_t)``, the last state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
+
+from groundsearch.model.runtime.encoders.tree_rnn import block_identity
+from groundsearch.model.runtime.encoders.words import word_embedding
+
+
+def word_batch(word_ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded ids (batch × longest) and lengths."""
+    if not word_ids or any(len(s) == 0 for s in word_ids):
+        raise ValueError("every sentence needs at least one word")
+    lengths = torch.tensor([len(s) for s in word_ids])
+    padded = pad_sequence([torch.tensor(s) for s in word_ids], batch_first=True)
+    return padded, lengths
+
+
+class BagOfWords(nn.Module):
+    """Mean word vector, then a linear map to the hidden size (identity-initialised)."""
+
+    def __init__(
+        self,
+        embeddings: np.ndarray,
+        hidden: int = 50,
+        freeze_words: bool = True,
+        init_noise: float = 0.01,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.embed = word_embedding(embeddings, freeze_words)
+        g = torch.Generator().manual_seed(seed)
+        self.W = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, init_noise, g))
+
+    def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        ids, lengths = batch
+        mask = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).float()
+        mean = (self.embed(ids) * mask[..., None]).sum(1) / lengths[:, None].float()
+        return mean @ self.W.T
+
+
+class ChainRNN(nn.Module):
+    """``h_t = tanh(W_h h_{t−1} + W_x x_t)``; the sentence vector is the last state."""
+
+    def __init__(
+        self,
+        embeddings: np.ndarray,
+        hidden: int = 50,
+        freeze_words: bool = True,
+        init_noise: float = 0.01,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.embed = word_embedding(embeddings, freeze_words)
+        g = torch.Generator().manual_seed(seed)
+        self.W_x = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, init_noise, g))
+        self.W_h = nn.Parameter(block_identity(hidden, hidden, init_noise, g))
+
+    def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        ids, lengths = batch
+        x = self.embed(ids) @ self.W_x.T
+        h = x.new_zeros(ids.shape[0], self.W_h.shape[0])
+        last = x.new_zeros(ids.shape[0], self.W_h.shape[0])
+        for t in range(ids.shape[1]):
+            h = torch.tanh(h @ self.W_h.T + x[:, t])
+            last = torch.where((lengths - 1 == t)[:, None], h, last)
+        return last

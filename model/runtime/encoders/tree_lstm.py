@@ -1,0 +1,63 @@
+"""Child-sum dependency Tree-LSTM (Tai et al. 2015; as used by Dufour et al.).
+
+    i = σ(W_i x + U_i h̃ + b_i),  o = σ(W_o x + U_o h̃ + b_o),  u = tanh(W_u x + U_u h̃ + b_u)
+    f_k = σ(W_f x + U_f h_k + b_f) for each child k,   h̃ = Σ_k h_k
+    c = i ⊙ u + Σ_k f_k ⊙ c_k,   h = o ⊙ tanh(c)
+
+Composed level by level over a ``TreeBatch`` like the tree RNNs: all nodes of equal
+height in the batch at once, children's sums gathered with ``index_add``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from groundsearch.model.runtime.encoders.tree_batch import TreeBatch
+from groundsearch.model.runtime.encoders.words import word_embedding
+
+
+class ChildSumTreeLSTM(nn.Module):
+    """Root state of each tree, mapped to the joint space."""
+
+    def __init__(
+        self,
+        embeddings: np.ndarray,
+        hidden: int = 50,
+        rnn_hidden: int = 150,
+        freeze_words: bool = True,
+        seed: int = 0,
+        **_: object,
+    ) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = word_embedding(embeddings, freeze_words)
+        self.size = rnn_hidden
+        self.W_iou = nn.Linear(self.embed.embedding_dim, 3 * rnn_hidden)
+        self.U_iou = nn.Linear(rnn_hidden, 3 * rnn_hidden, bias=False)
+        self.W_f = nn.Linear(self.embed.embedding_dim, rnn_hidden)
+        self.U_f = nn.Linear(rnn_hidden, rnn_hidden, bias=False)
+        self.out = nn.Linear(rnn_hidden, hidden, bias=False)
+
+    def forward(self, batch: TreeBatch) -> torch.Tensor:
+        x = self.embed(batch.word_ids)
+        n = x.shape[0]
+        x_iou, x_f = self.W_iou(x), self.W_f(x)
+        h = x.new_zeros(n, self.size)
+        c = x.new_zeros(n, self.size)
+        h_sum = x.new_zeros(n, self.size)  # Σ children h, filled as children finish
+        fc_sum = x.new_zeros(n, self.size)  # Σ children f_k ⊙ c_k
+        for level in batch.levels:
+            iou = x_iou[level] + self.U_iou(h_sum[level])
+            i, o, u = iou.chunk(3, dim=1)
+            c_l = torch.sigmoid(i) * torch.tanh(u) + fc_sum[level]
+            h_l = torch.sigmoid(o) * torch.tanh(c_l)
+            h, c = h.index_copy(0, level, h_l), c.index_copy(0, level, c_l)
+            keep = batch.parents[level] >= 0
+            if keep.any():
+                parents = batch.parents[level[keep]]
+                f = torch.sigmoid(x_f[parents] + self.U_f(h_l[keep]))
+                h_sum = h_sum.index_add(0, parents, h_l[keep])
+                fc_sum = fc_sum.index_add(0, parents, f * c_l[keep])
+        return self.out(h[batch.roots])

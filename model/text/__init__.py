@@ -1,5 +1,0 @@
-"""Words to vectors: the vocabulary over GloVe 6B 50-d."""
-
-from model.text.vocab import UNK, NoKnownWordError, Vocabulary
-
-__all__ = ["UNK", "NoKnownWordError", "Vocabulary"]

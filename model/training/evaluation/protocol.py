@@ -1,0 +1,143 @@
+"""The full evaluation protocol (GUIDE §3) for any model that embeds captions and photos.
+
+- retrieval both ways (R@K, median and mean rank, rsum) on a dataset split;
+- sentence similarity (paper §6.1): the mean rank of the nearest same-image caption;
+- Flickr8k expert judgments: Spearman of image–caption cosine with the mean expert score;
+- STS Benchmark and SICK-R test pairs: Pearson and Spearman of sentence cosine.
+
+Correlations are reported × 100, as in the literature. A benchmark whose files are
+absent gives ``{"skipped": reason}`` instead of numbers; a malformed file is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from groundsearch.model.data.flickr import EXPERT_FILE, IMAGES_DIR, DatasetError, read_caption_ids
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
+from groundsearch.model.training.evaluation.similarity import (
+    cosine_pairs,
+    pearson,
+    read_expert,
+    read_sick,
+    read_sts,
+    same_image_mean_rank,
+    spearman,
+)
+
+#: Texts → trees, in order (a Parser's ``parse``, batched and cached).
+ParseFn = Callable[[list[str]], list[DependencyTree]]
+#: Image files → backbone features, in order (a FeatureExtractor's ``embed_files``).
+ImageFn = Callable[[list[Path]], np.ndarray]
+
+STS_TEST = Path("stsbenchmark") / "sts-test.csv"
+SICK_FILE = Path("sick") / "SICK.txt"
+
+
+class Embedder(Protocol):
+    """A model as evaluation sees it: captions and image features into one space, in
+    which the inner product is the model's retrieval score."""
+
+    parser: str
+    backbone: str
+
+    def embed_sentences(self, trees: Sequence[DependencyTree]) -> np.ndarray: ...
+
+    def embed_images(self, features: np.ndarray) -> np.ndarray: ...
+
+
+def skipped(reason: str) -> dict[str, str]:
+    return {"skipped": reason}
+
+
+def split_metrics(
+    model: Embedder,
+    trees: Sequence[DependencyTree],
+    features: np.ndarray,
+    caption_image: np.ndarray,
+) -> dict[str, object]:
+    """Retrieval metrics and the sentence-similarity mean rank of one split."""
+    y = model.embed_sentences(trees)
+    v = model.embed_images(features)
+    out = retrieval_metrics(v @ y.T, caption_image)
+    try:
+        out["sentence_similarity_mean_rank"] = same_image_mean_rank(y, caption_image)
+    except ValueError as exc:  # an image with a single caption
+        out["sentence_similarity_mean_rank"] = skipped(str(exc))
+    return out
+
+
+def pair_correlation(
+    model: Embedder, parse: ParseFn, a: Sequence[str], b: Sequence[str], gold: np.ndarray
+) -> dict[str, float | int]:
+    """Pearson and Spearman (× 100) of the cosine of sentence pairs with gold scores."""
+    if len(a) != len(b) or len(a) != len(gold) or len(a) < 2:
+        raise ValueError(f"need 2+ scored sentence pairs, got {len(a)}/{len(b)}/{len(gold)}")
+    y = model.embed_sentences(parse([*a, *b]))
+    cos = cosine_pairs(y[: len(a)], y[len(a) :])
+    return {
+        "pearson": 100 * pearson(cos, gold),
+        "spearman": 100 * spearman(cos, gold),
+        "pairs": len(a),
+    }
+
+
+def sentence_benchmarks(
+    model: Embedder, parse: ParseFn, data_dir: Path
+) -> dict[str, dict[str, object]]:
+    """STS-B test and SICK-R test correlations, each skipped when its file is absent."""
+    data_dir = Path(data_dir)
+    out: dict[str, dict[str, object]] = {}
+    sts, sick = data_dir / STS_TEST, data_dir / SICK_FILE
+    out["sts_b"] = (
+        pair_correlation(model, parse, *read_sts(sts))
+        if sts.is_file()
+        else skipped(f"{sts} not found")
+    )
+    out["sick_r"] = (
+        pair_correlation(model, parse, *read_sick(sick, "TEST"))
+        if sick.is_file()
+        else skipped(f"{sick} not found")
+    )
+    return out
+
+
+def expert_correlation(
+    model: Embedder, root: Path, parse: ParseFn, embed_files: ImageFn
+) -> dict[str, object]:
+    """Spearman (× 100) of image–caption cosine with the mean of the three expert
+    scores, over the judgments of ``root/ExpertAnnotations.txt`` whose photo is in
+    ``root/Images`` and whose caption id is in the captions file."""
+    root = Path(root)
+    path = root / EXPERT_FILE
+    if not path.is_file():
+        return skipped(f"no {EXPERT_FILE} in {root}")
+    judgments = read_expert(path)
+    if not judgments:
+        raise DatasetError(f"{path} holds no judgments")
+    captions = read_caption_ids(root)
+    usable = [
+        (image, captions[cid], score)
+        for image, cid, score in judgments
+        if cid in captions and (root / IMAGES_DIR / image).is_file()
+    ]
+    if len(usable) < 2:
+        return skipped(
+            f"{len(usable)} of the {len(judgments)} judgments in {path} have their photo "
+            f"in {root / IMAGES_DIR} and their caption in the captions file; 2 are needed"
+        )
+    images = sorted({image for image, _, _ in usable})
+    row = {image: i for i, image in enumerate(images)}
+    v = model.embed_images(embed_files([root / IMAGES_DIR / image for image in images]))
+    y = model.embed_sentences(parse([text for _, text, _ in usable]))
+    cos = cosine_pairs(v[[row[image] for image, _, _ in usable]], y)
+    return {
+        "spearman": 100 * spearman(cos, np.array([score for _, _, score in usable])),
+        "pairs": len(usable),
+        "pairs_skipped": len(judgments) - len(usable),
+    }

@@ -1,0 +1,207 @@
+"""Fit a joint model with the ranking objective (Eq. 5), selecting on dev rsum.
+
+Two optimisation recipes:
+
+- ``adagrad``: the paper's AdaGrad, with the squared-gradient sums reset every
+  ``adagrad_reset`` epochs.
+- ``adam-cyclic``: Adam with a cosine cyclic learning rate; the model at the end of
+  each cycle is a snapshot. With ``ensemble`` the snapshots become the model's members
+  and retrieval uses their mean score (snapshot ensembling, Merkx & Frank 2019).
+
+Inputs are already parsed trees and already extracted image features, so an epoch
+only runs the encoder: parsing and the CNN are done once, before training.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from groundsearch.model.runtime.joint import JointModel
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
+from groundsearch.model.training.losses import ranking_loss
+
+OPTIMIZERS = ("adagrad", "adam-cyclic")
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings (the model's architecture is in ``JointConfig``)."""
+
+    epochs: int = 20
+    batch_size: int = 100
+    margin: float = field(default=3.0, metadata={"help": "Δ of Eq. 5"})
+    hardest: bool = field(default=False, metadata={"help": "hardest negative only (VSE++)"})
+    warmup: int = field(
+        default=0, metadata={"help": "with --hardest: epochs of all negatives first"}
+    )
+    normalize: bool = field(default=False, metadata={"help": "cosine instead of inner product"})
+    optimizer: str = field(default="adagrad", metadata={"choices": OPTIMIZERS})
+    lr: float = 1e-2
+    weight_decay: float = 0.0
+    adagrad_reset: int = 5
+    cycles: int = field(default=4, metadata={"help": "adam-cyclic: LR cycles"})
+    ensemble: bool = field(
+        default=False, metadata={"help": "adam-cyclic: keep the cycle-end snapshots"}
+    )
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose adagrad or adam-cyclic")
+        if self.epochs < 1 or self.batch_size < 2:
+            raise ValueError("epochs must be ≥ 1 and batch_size ≥ 2")
+        if self.ensemble and (self.optimizer != "adam-cyclic" or self.cycles < 2):
+            raise ValueError("a snapshot ensemble needs --optimizer adam-cyclic and ≥ 2 cycles")
+
+
+@dataclass
+class Split:
+    """Parsed captions and image features of one split.
+
+    ``caption_image[j]`` is the row of ``features`` that caption ``j`` describes.
+    """
+
+    trees: Sequence[DependencyTree]
+    features: np.ndarray
+    caption_image: np.ndarray
+
+    def __post_init__(self) -> None:
+        if len(self.trees) == 0 or len(self.features) == 0:
+            raise ValueError("a split needs at least one caption and one image")
+        if len(self.trees) != len(self.caption_image):
+            raise ValueError(
+                f"{len(self.trees)} captions but {len(self.caption_image)} caption→image links"
+            )
+
+
+@dataclass
+class History:
+    """What happened in training, epoch by epoch."""
+
+    loss: list[float] = field(default_factory=list)
+    dev_rsum: list[float] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    best_epoch: int = 0
+    ensemble_dev_rsum: float | None = None
+    seconds: float = 0.0
+    snapshots: list[dict] = field(default_factory=list, repr=False)
+
+
+@torch.no_grad()
+def embed_split(
+    model: JointModel, split: Split, normalize: bool, batch_size: int = 1000
+) -> tuple[np.ndarray, np.ndarray]:
+    """Image and caption embeddings of a split (numpy)."""
+    return (
+        model.embed_images(split.features, normalize),
+        model.embed_sentences(split.trees, normalize, batch_size),
+    )
+
+
+def evaluate(model: JointModel, split: Split, normalize: bool) -> dict[str, object]:
+    """Retrieval metrics of a model on a split."""
+    v, y = embed_split(model, split, normalize)
+    return retrieval_metrics(v @ y.T, split.caption_image)
+
+
+def _optimizer(model: JointModel, cfg: TrainConfig) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.optimizer == "adagrad":
+        return torch.optim.Adagrad(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def train(
+    model: JointModel,
+    train_split: Split,
+    dev_split: Split,
+    cfg: TrainConfig,
+    progress: Callable[[str], None] | None = None,
+) -> History:
+    """Train in place; leaves ``model`` at its best dev-rsum state and, with
+    ``cfg.ensemble``, its cycle-end snapshots as ensemble members when their ensemble
+    beats that state on dev (``hist.ensemble_dev_rsum`` records it either way)."""
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    opt = _optimizer(model, cfg)
+    n = len(train_split.trees)
+    steps_per_epoch = math.ceil(n / cfg.batch_size)
+    cycle_len = max(1, cfg.epochs // max(1, cfg.cycles)) * steps_per_epoch
+    feats = torch.as_tensor(train_split.features, dtype=torch.float32)
+    links = torch.as_tensor(train_split.caption_image)
+    hist, best, best_state, step = History(), -1.0, None, 0
+    start = time.perf_counter()
+    for epoch in range(1, cfg.epochs + 1):
+        if cfg.optimizer == "adagrad" and epoch > 1 and (epoch - 1) % cfg.adagrad_reset == 0:
+            opt = _optimizer(model, cfg)  # reset the squared-gradient sums
+        model.train()
+        order = rng.permutation(n)
+        total = 0.0
+        batches = tqdm(
+            range(steps_per_epoch),
+            desc=f"epoch {epoch}/{cfg.epochs}",
+            leave=False,
+            disable=progress is None,
+        )
+        for b in batches:
+            idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
+            if len(idx) < 2:
+                continue
+            if cfg.optimizer == "adam-cyclic":
+                phase = (step % cycle_len) / cycle_len
+                for group in opt.param_groups:
+                    group["lr"] = 0.5 * cfg.lr * (1 + math.cos(math.pi * phase))
+            y = model.encode_sentences([train_split.trees[i] for i in idx])
+            image_rows = links[idx]
+            v = model.encode_images(feats[image_rows])
+            if cfg.normalize:
+                y = torch.nn.functional.normalize(y, dim=1)
+                v = torch.nn.functional.normalize(v, dim=1)
+            hardest = cfg.hardest and epoch > cfg.warmup
+            loss = ranking_loss(v, y, cfg.margin, hardest, image_ids=image_rows) / len(idx)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(idx)
+            step += 1
+        metrics = evaluate(model, dev_split, cfg.normalize)
+        hist.loss.append(total / n)
+        hist.dev_rsum.append(float(metrics["rsum"]))
+        hist.lr.append(opt.param_groups[0]["lr"])
+        if cfg.optimizer == "adam-cyclic" and step % cycle_len == 0:
+            hist.snapshots.append(copy.deepcopy(model.state_dict()))
+        if metrics["rsum"] > best:
+            best, best_state, hist.best_epoch = (
+                float(metrics["rsum"]),
+                copy.deepcopy(model.state_dict()),
+                epoch,
+            )
+        if progress:
+            progress(
+                f"epoch {epoch}/{cfg.epochs} loss {hist.loss[-1]:.4f} "
+                f"dev rsum {metrics['rsum']:.1f}"
+            )
+    hist.seconds = time.perf_counter() - start
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    if cfg.ensemble:
+        model.snapshots = hist.snapshots
+        hist.ensemble_dev_rsum = float(evaluate(model, dev_split, cfg.normalize)["rsum"])
+        if hist.ensemble_dev_rsum < best:  # selected on dev, like everything else
+            model.snapshots = []
+        if progress:
+            kept = "kept" if model.snapshots else f"dropped: epoch {hist.best_epoch} is better"
+            progress(
+                f"snapshot ensemble of {len(hist.snapshots)}: dev rsum "
+                f"{hist.ensemble_dev_rsum:.1f} ({kept})"
+            )
+    return hist

@@ -1,0 +1,137 @@
+"""bench/results_table.py: rows, order, rebuilt train commands, published rows."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "results_table.py"
+
+
+@pytest.fixture(scope="module")
+def table() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("results_table", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _side(r1: float, med: float) -> dict[str, float]:
+    return {"R@1": r1, "R@5": 30.0, "R@10": 40.0, "median_rank": med, "mean_rank": 50.0}
+
+
+GRU = {
+    "encoder": "gru",
+    "backbone": "efficientnet-lite2-10crop",
+    "half": False,
+    "joint": {
+        "encoder": "gru",
+        "hidden": 1024,
+        "rnn_hidden": 512,
+        "image_dim": 1408,
+        "freeze_words": False,
+        "relation_min_count": 5,
+        "sqrt_features": True,
+        "init_noise": 0.05,
+        "seed": 0,
+    },
+    "train": {
+        "epochs": 15,
+        "batch_size": 128,
+        "margin": 0.2,
+        "hardest": False,
+        "warmup": 0,
+        "normalize": True,
+        "optimizer": "adam-cyclic",
+        "lr": 0.002,
+        "weight_decay": 0.0,
+        "adagrad_reset": 5,
+        "cycles": 5,
+        "ensemble": True,
+        "seed": 0,
+    },
+    "dev": {},
+    "train_seconds": 1234.0,
+}
+GRU_TEST = {
+    "checkpoint": "x/gru.pt",
+    "encoder": "gru",
+    "split": "test",
+    "i2t": _side(20.04, 6.0),
+    "t2i": _side(14.0, 8.5),
+    "rsum": 174.0,
+    "sentence_similarity_mean_rank": 12.34,
+    "expert_spearman": {"spearman": 60.0, "pairs": 10},
+    "sts_b": {"skipped": "no file"},
+    "sick_r": {"pearson": 70.0, "spearman": 65.0, "pairs": 10},
+}
+KCCA = {
+    "encoder": "kcca",
+    "kcca": {"n_landmarks": 500, "dims": [50, 100, 200, 400], "regs": [0.01, 0.1, 1.0], "seed": 3},
+    "backbone": "efficientnet-lite2",
+    "dev": {},
+    "train_seconds": 60.0,
+}
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    for name, data in {"gru": GRU, "gru.test": GRU_TEST, "kcca": KCCA}.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+def _rows(text: str) -> list[list[str]]:
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("| ") and not line.startswith("| model")
+    ]
+
+
+def test_rows_in_encoder_order_then_published(table: ModuleType, runs: Path) -> None:
+    rows = _rows(table.render(runs))
+    assert [r[0] for r in rows[:3]] == [
+        "kcca",
+        "gru",
+        "*SDT-RNN, as reported by Karpathy et al. 2014* (published)",
+    ]
+    kcca, gru = rows[0], rows[1]
+    assert kcca[1:3] == ["not evaluated", "–"] and kcca[14] == "1.0"
+    assert gru[1:5] == ["20.0", "30.0", "40.0", "6"] and gru[8] == "8.5"
+    assert gru[9:] == ["174.0", "12.3", "60.0", "–", "70.0", "20.6"]
+
+
+def test_train_commands(table: ModuleType, runs: Path) -> None:
+    gru = table.train_command(GRU, runs / "gru.pt")
+    assert gru == (
+        f"groundsearch train --out {runs / 'gru.pt'} --encoder gru --hidden 1024 "
+        "--rnn-hidden 512 --relation-min-count 5 --sqrt-features --tune-words --epochs 15 "
+        "--batch-size 128 --margin 0.2 --warmup 0 --normalize --optimizer adam-cyclic "
+        "--lr 0.002 --weight-decay 0.0 --cycles 5 --ensemble --backbone efficientnet-lite2 "
+        "--ten-crop --seed 0  # no flag sets joint.init_noise=0.05"
+    )
+    kcca = table.train_command(KCCA, runs / "kcca.pt")
+    assert kcca == (
+        f"groundsearch train --out {runs / 'kcca.pt'} --encoder kcca --landmarks 500 "
+        "--backbone efficientnet-lite2 --seed 3  # unknown: model.half"
+    )
+    old = {**GRU, "train": {k: v for k, v in GRU["train"].items() if k != "ensemble"}}
+    assert table.train_command(old, runs / "gru.pt").endswith(
+        "# unknown: train.ensemble; no flag sets joint.init_noise=0.05"
+    )
+    assert f"`{kcca}`" in table.render(runs)
+
+
+def test_published_rsum(table: ModuleType) -> None:
+    rsum = {r[0]: r[9] for r in table.published_rows()}
+    # GUIDE §3 states 124.6 for the first, but its six figures sum to 122.6
+    assert rsum["*SDT-RNN, as reported by Karpathy et al. 2014* (published)"] == "122.6"
+    assert rsum["*Kiros et al. 2014, LSTM, VGG features* (published)"] == "214.9"
+    assert rsum["*Karpathy & Fei-Fei 2015, BRNN* (published)"] == "199.9"
+    assert all(len(r) == len(table.HEADER) for r in table.published_rows())

@@ -1,0 +1,44 @@
+"""``groundsearch serve``: which gallery it starts with, and what it refuses."""
+
+from __future__ import annotations
+
+import shutil
+
+from groundsearch.index.defaults import ensure_gallery
+from groundsearch.index.store import VectorStore
+from groundsearch.settings import get_settings
+
+
+def test_without_flickr8k_the_sample_gallery_is_built(tmp_path, parser):
+    checkpoint = get_settings().default_checkpoint
+
+    def start() -> str:
+        return ensure_gallery(
+            checkpoint, tmp_path / "index", parser, parser.cache_dir, tmp_path / "no-flickr8k"
+        )
+
+    served = start()
+    assert "sample gallery" in served and "15 photos" in served
+    assert "the gallery at" in start()  # kept as it is the second time
+    # the photos live in the rebuildable cache: cleared, they come back at the next start
+    photos = parser.cache_dir / "sample-data"
+    shutil.rmtree(photos)
+    start()
+    assert len(list((photos / "Images").iterdir())) == 15
+
+
+def test_serve_refuses_a_gallery_built_by_another_checkpoint(cli, service_gallery, tmp_path):
+    index = tmp_path / "gallery"
+    shutil.copytree(service_gallery, index)
+    for part in ("images", "captions"):
+        store = VectorStore.load(index / part)
+        store.identity = {"checkpoint_sha256": "0" * 64}
+        store.save(index / part)
+    res = cli("serve", "--index", str(index), "--port", "8999")
+    assert res.returncode == 2
+    assert "was built by" in res.stderr and "rebuild" in res.stderr
+
+
+def test_serve_refuses_a_short_write_token(cli, tmp_path):
+    res = cli("serve", "--index", str(tmp_path), env_extra={"GROUNDSEARCH_WRITE_TOKEN": "abc"})
+    assert res.returncode == 2 and "at least 16 characters" in res.stderr

@@ -1,0 +1,121 @@
+"""The shipped sample gallery: scikit-image's photos with our captions, embedded by the
+shipped SDT-RNN, answer plain queries without Flickr8k."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from groundsearch.index.gallery import Gallery, checkpoint_identity
+from groundsearch.index.sample_gallery import (
+    SAMPLE_CAPTIONS,
+    build_sample_gallery,
+    prepare_sample_dataset,
+    sample_photos,
+    skimage_data_dir,
+)
+from groundsearch.model.data import load_captioned_images
+from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.images.photos import decode_photo
+from groundsearch.model.runtime.parsing import Parser
+from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain
+from groundsearch.settings import get_settings
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Gallery, Path]:
+    """The sample gallery built from cold parse and feature caches in a temp folder."""
+    cache = tmp_path_factory.mktemp("sample-cache")
+    (cache / "glove6b50d.pretrain.pt").symlink_to(ensure_pretrain(get_settings().cache_dir))
+    out = tmp_path_factory.mktemp("sample-gallery") / "g"
+    settings = get_settings()
+    parser = Parser(settings.parser_dir, cache)
+    gallery = build_sample_gallery(settings.default_checkpoint, out, parser, cache)
+    return gallery, out
+
+
+@pytest.fixture(scope="module")
+def model(parser):
+    return load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
+
+
+def test_captions_parse_and_name_photos_in_the_wheel(tmp_path):
+    lines = SAMPLE_CAPTIONS.read_text(encoding="utf-8").splitlines()
+    photos = sample_photos()
+    assert 15 <= len(photos) <= 20
+    assert all((skimage_data_dir() / name).is_file() for name in photos)
+    root = prepare_sample_dataset(tmp_path / "sample")
+    ds = load_captioned_images(root)
+    assert sorted(ds.images) == photos and len(ds.captions) == len(lines)
+    for i in range(len(ds.images)):
+        assert 3 <= len(ds.captions_of(i)) <= 5
+        assert decode_photo(ds.image_path(i))[0].mode == "RGB"
+
+
+def test_prepare_is_idempotent_and_converts_to_rgb(tmp_path):
+    root = prepare_sample_dataset(tmp_path / "sample")
+    stamps = {p.name: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+    assert prepare_sample_dataset(tmp_path / "sample") == root
+    assert {p.name: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()} == stamps
+    from PIL import Image
+
+    for name in ("horse.png", "camera.png", "chelsea.png"):  # RGBA, L and RGB originals
+        with Image.open(root / "Images" / name) as img:
+            assert img.mode == "RGB"
+    assert (root / "Images" / "chelsea.png").read_bytes() == (
+        skimage_data_dir() / "chelsea.png"
+    ).read_bytes()
+
+
+def test_gallery_holds_every_photo_and_caption(built):
+    gallery, out = built
+    lines = SAMPLE_CAPTIONS.read_text(encoding="utf-8").splitlines()
+    assert len(gallery.images) == len(sample_photos())
+    assert len(gallery.captions) == len(lines)
+    reloaded = Gallery.open(out, checkpoint_identity(get_settings().default_checkpoint))
+    assert len(reloaded.images) == len(gallery.images)
+    for i in reloaded.images.ids:
+        meta = reloaded.images.get(i)
+        assert (Path(meta["source"]) / "Images" / meta["file"]).is_file()
+
+
+def test_captions_find_their_own_photo_above_chance(built):
+    gallery, _ = built
+    hits = []
+    for cid in gallery.captions.ids:
+        vector = gallery.captions.vector(cid)[None, :]
+        best = gallery.images.search(vector, k=1)[0][0]
+        hits.append(best[0] == gallery.captions.get(cid)["image_id"])
+    assert np.mean(hits) >= 2 / len(gallery.images)  # twice chance (measured: 11/50)
+
+
+@pytest.mark.parametrize(
+    ("query", "photo", "k"),
+    [
+        ("A cup of coffee on a table .", "coffee.png", 1),
+        ("a man filming with a camera on a tripod", "camera.png", 1),
+        ("a brick wall", "brick.png", 1),
+        ("A cat .", "chelsea.png", 3),  # measured: 2nd, after the coins
+        ("A rocket on a launch pad .", "rocket.jpg", 3),  # measured: 2nd, after Hubble
+    ],
+)
+def test_plain_queries_find_the_right_photo(built, model, parser, query, photo, k):
+    gallery, _ = built
+    y = model.embed_sentences(parser.parse([query]))
+    hits = gallery.images.search(np.asarray(y, dtype=np.float32), k=k)[0]
+    assert photo in [meta["file"] for _, _, meta in hits]
+
+
+def test_build_index_sample_cli(cli, tmp_path):
+    out = tmp_path / "g"
+    res = cli("build-index", "--sample", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["images"] == len(sample_photos()) and summary["gallery"] == str(out)
+    assert os.path.isdir(out / "images") and os.path.isdir(out / "captions")
+    res = cli("build-index", "--sample", "--data", str(tmp_path), "--out", str(out))
+    assert res.returncode == 2 and "no --data" in res.stderr

@@ -1,0 +1,51 @@
+"""The shipped SDT-RNN: loads against the shipped parser and ranks real photos sensibly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from groundsearch.model.data import load_captioned_images
+from groundsearch.model.runtime.checkpoints import load_checkpoint, load_joint
+from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.settings import get_settings
+
+
+@pytest.fixture(scope="module")
+def shipped(parser):
+    return load_joint(get_settings().default_checkpoint, parser=parser.version)
+
+
+def test_the_default_is_an_sdt_rnn_snapshot_ensemble(shipped):
+    assert shipped.config.encoder == "sdt-rnn"
+    assert shipped.backbone == "efficientnet-lite2"
+    assert len(shipped.snapshots) >= 2
+    assert shipped.extra["ensemble_dev_rsum"] >= 240
+
+
+def test_the_default_matches_test_photos_with_their_captions(parser, shipped, tmp_path):
+    ds = load_captioned_images(get_settings().data_dir / "flickr8k", split="test")
+    n = 8
+    files = [ds.image_path(i) for i in range(n)]
+    captions = [c for c, i in zip(ds.captions, ds.caption_image, strict=True) if i < n]
+    links = np.array([i for i in ds.caption_image if i < n])
+    model = load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
+    feats = FeatureExtractor(shipped.backbone, cache_dir=tmp_path).embed_files(files)
+    scores = model.embed_images(feats) @ model.embed_sentences(parser.parse(captions)).T
+    # each caption's own photo is in its top 3 of 8 far more often than chance (3/8)
+    rank = (scores > scores[links, np.arange(len(links))]).sum(axis=0)
+    assert (rank < 3).mean() > 0.6
+
+
+def test_the_stacked_ensemble_equals_its_members_one_by_one(parser, shipped):
+    """Queries are embedded by all snapshots at once (batched products); the result is the
+    members' vectors computed one model at a time, normalised and concatenated."""
+    import torch
+
+    model = shipped
+    trees = parser.parse(["A black dog runs on the beach .", "Two girls sit on a bench ."])
+    with torch.no_grad():
+        parts = [member.encode_sentences(trees) for member in model.members()]
+    one_by_one = model._combine(parts, normalize=True)
+    np.testing.assert_allclose(model.embed_sentences(trees, True), one_by_one, atol=1e-6)
+    np.testing.assert_allclose(model.embed_sentences(trees[1:], True), one_by_one[1:], atol=1e-6)

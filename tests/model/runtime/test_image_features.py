@@ -1,0 +1,99 @@
+"""Image features from the EfficientNet-Lite0 ImageNet weights, on real Flickr8k photos."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from groundsearch.model.data import load_captioned_images
+from groundsearch.model.runtime.images.backbones import (
+    BackboneError,
+    classifier,
+    get_spec,
+    preprocess,
+)
+from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
+from groundsearch.settings import get_settings
+
+FLICKR = get_settings().data_dir / "flickr8k"
+
+
+@pytest.fixture(scope="module")
+def photos():
+    ds = load_captioned_images(FLICKR, split="test")
+    return ds, [ds.image_path(i) for i in range(6)]
+
+
+@pytest.fixture(scope="module")
+def extractor(tmp_path_factory):
+    torch.set_num_threads(1)
+    return FeatureExtractor(cache_dir=tmp_path_factory.mktemp("features"))
+
+
+def test_classifier_sees_a_dog_in_a_dog_photo(photos):
+    ds, paths = photos
+    assert "dog" in ds.captions[0].lower()
+    x = preprocess(get_spec("efficientnet-lite0"))(decode_photo(paths[0])[0])[None]
+    with torch.no_grad():
+        top5 = classifier()(x).topk(5).indices[0].tolist()
+    assert any(151 <= c <= 268 for c in top5), top5  # ImageNet's dog classes
+
+
+def test_features_are_cached_and_identical(photos, tmp_path):
+    _, paths = photos
+    first = FeatureExtractor(cache_dir=tmp_path).embed_files(paths[:3])
+    assert first.shape == (3, 1280) and first.dtype == np.float32
+    again = FeatureExtractor(cache_dir=tmp_path)
+    again.net = None  # a cache hit must not run the network
+    np.testing.assert_array_equal(again.embed_files(paths[:3]), first)
+
+
+def test_different_photos_have_different_features(extractor, photos):
+    _, paths = photos
+    z = extractor.embed_files(paths)
+    z = z / np.linalg.norm(z, axis=1, keepdims=True)
+    sim = z @ z.T
+    np.fill_diagonal(sim, -1)
+    assert sim.max() < 0.999  # different photos, different features
+
+
+def test_ten_crop_is_close_to_centre_crop(photos):
+    _, paths = photos
+    img, _ = decode_photo(paths[0])
+    one = FeatureExtractor().embed_images([img])[0]
+    ten = FeatureExtractor(ten_crop=True).embed_images([img])[0]
+    cos = one @ ten / np.linalg.norm(one) / np.linalg.norm(ten)
+    assert 0.8 < cos < 1.0
+
+
+def test_unreadable_files_are_named(tmp_path):
+    text = tmp_path / "notes.jpg"
+    text.write_text("not an image")
+    with pytest.raises(PhotoError, match=r"notes\.jpg: not an image") as err:
+        decode_photo(text)
+    assert err.value.reason == "not-an-image"
+    src = (FLICKR / "Images").iterdir().__next__().read_bytes()
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(src[: len(src) // 3])
+    with pytest.raises(PhotoError, match=r"cut\.jpg: the image is truncated"):
+        decode_photo(cut)
+    with pytest.raises(PhotoError, match="file not found"):
+        decode_photo(tmp_path / "missing.jpg")
+
+
+def test_decompression_bomb_is_refused(tmp_path):
+    path = tmp_path / "big.png"
+    Image.new("RGB", (20, 20)).save(path)
+    with pytest.raises(PhotoError, match="over the 100-pixel limit") as err:
+        decode_photo(path, max_pixels=100)
+    assert err.value.reason == "too-large"
+    with pytest.raises(PhotoError, match="unsupported image format PNG"):
+        decode_photo(path.read_bytes(), formats={"JPEG"})
+
+
+def test_unknown_backbone_is_named():
+    with pytest.raises(BackboneError, match="unknown backbone 'resnet9000'"):
+        get_spec("resnet9000")

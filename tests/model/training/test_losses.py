@@ -1,0 +1,50 @@
+"""Eq. 5 on a three-pair example computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from groundsearch.model.training.losses import ranking_loss
+
+# v_i (images) and y_i (sentences), two dimensions, three pairs.
+V = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+Y = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+# scores S[i, c] = v_i·y_c:
+#   [[2, 0, 1],
+#    [0, 1, 0],
+#    [2, 1, 1]]   diagonal 2, 1, 1; margin Δ = 1.
+# describing (image i, sentence c≠i): max(0, 1 − S_ii + S_ic)
+#   i=0: c=1 → 1−2+0 = −1 → 0, c=2 → 1−2+1 = 0        → 0
+#   i=1: c=0 → 1−1+0 = 0,     c=2 → 1−1+0 = 0        → 0
+#   i=2: c=0 → 1−1+2 = 2,     c=1 → 1−1+1 = 1        → 3
+# search (sentence j, image c≠j): max(0, 1 − S_jj + S_cj)
+#   j=0: c=1 → 1−2+0 = −1 → 0, c=2 → 1−2+2 = 1        → 1
+#   j=1: c=0 → 1−1+0 = 0,     c=2 → 1−1+1 = 1        → 1
+#   j=2: c=0 → 1−1+1 = 1,     c=1 → 1−1+0 = 0        → 1
+# total 3 + 3 = 6; hardest: describing 0+0+2, search 1+1+1 → 5
+
+
+def test_eq5_by_hand():
+    assert ranking_loss(V, Y, margin=1.0).item() == pytest.approx(6.0)
+
+
+def test_hardest_negative_by_hand():
+    assert ranking_loss(V, Y, margin=1.0, hardest=True).item() == pytest.approx(5.0)
+
+
+def test_captions_of_the_same_image_are_not_negatives():
+    ids = torch.tensor([0, 1, 0])  # rows 0 and 2 show the same image
+    # removes (i=0,c=2)=0, (i=2,c=0)=2, (j=0,c=2)=1, (j=2,c=0)=1 → 6 − 4 = 2
+    assert ranking_loss(V, Y, margin=1.0, image_ids=ids).item() == pytest.approx(2.0)
+
+
+def test_gradient_flows_to_both_sides():
+    v, y = V.clone().requires_grad_(), Y.clone().requires_grad_()
+    ranking_loss(v, y, margin=1.0).backward()
+    assert v.grad.abs().sum() > 0 and y.grad.abs().sum() > 0
+
+
+def test_shape_mismatch_is_named():
+    with pytest.raises(ValueError, match="same"):
+        ranking_loss(V, Y[:2])

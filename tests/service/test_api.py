@@ -1,0 +1,260 @@
+"""The HTTP API on a real gallery of 8 Flickr8k test photos: answers and bad input."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from groundsearch.service.app import create_app
+from groundsearch.service.settings import ServiceSettings
+
+
+@pytest.fixture(scope="module")
+def client(service_engine):
+    with TestClient(create_app(service_engine.settings, service_engine)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def gallery_photo(service_engine) -> tuple[int, bytes, list[str]]:
+    image_id = service_engine.gallery.images.ids[0]
+    path = service_engine.photo_path(image_id)
+    return image_id, path.read_bytes(), service_engine.gallery.images.get(image_id)["captions"]
+
+
+def png_bytes(width: int = 64, height: int = 48) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 30, 30)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+# --- answers ---------------------------------------------------------------------------
+
+
+def test_search_ranks_a_photo_first_for_its_own_caption(client, gallery_photo):
+    image_id, _, captions = gallery_photo
+    res = client.post("/search", params={"text": captions[0], "k": 3})
+    assert res.status_code == 200, res.text
+    body = res.json()
+    assert body["query"] == captions[0] and len(body["results"]) == 3
+    scores = [r["score"] for r in body["results"]]
+    assert scores == sorted(scores, reverse=True)
+    assert image_id in [r["id"] for r in body["results"]]
+    first = body["results"][0]
+    assert first["url"] == f"/images/{first['id']}" and len(first["captions"]) == 5
+    assert {"parse", "encode", "search"} <= set(body["timings_ms"])
+
+
+def test_describe_finds_the_captions_of_an_uploaded_gallery_photo(client, gallery_photo):
+    image_id, data, captions = gallery_photo
+    res = client.post("/describe", params={"k": 5}, files={"image": ("p.jpg", data, "image/jpeg")})
+    assert res.status_code == 200, res.text
+    hits = res.json()["results"]
+    assert len(hits) == 5
+    assert hits[0]["image_id"] == image_id and hits[0]["text"] in captions
+    assert hits[0]["image_url"] == f"/images/{image_id}"
+
+
+def test_photo_and_similar(client, gallery_photo):
+    image_id, data, _ = gallery_photo
+    res = client.get(f"/images/{image_id}")
+    assert res.status_code == 200 and res.content == data
+    assert res.headers["content-type"] == "image/jpeg"
+    similar = client.get(f"/images/{image_id}/similar", params={"k": 3}).json()["results"]
+    assert len(similar) == 3 and image_id not in [r["id"] for r in similar]
+
+
+def test_arithmetic_moves_the_query_and_excludes_the_start(client, gallery_photo, service_engine):
+    image_id, _, _ = gallery_photo
+    plain = client.post("/arithmetic", params={"image_id": image_id, "k": 7}).json()["results"]
+    assert image_id not in [r["id"] for r in plain] and len(plain) == 7
+    moved = client.post(
+        "/arithmetic",
+        params={"image_id": image_id, "plus": ["snow"], "minus": ["grass"], "k": 7},
+    )
+    assert moved.status_code == 200, moved.text
+    reranked = client.post(
+        "/arithmetic", params={"image_id": image_id, "plus": "snow", "k": 7, "rerank": "true"}
+    )
+    assert reranked.status_code == 200 and len(reranked.json()["results"]) == 7
+    # "+ snow" must raise the similarity to the snow query of what it returns, on average
+    snow = service_engine.embed_text("snow", {})
+    images = service_engine.gallery.images
+
+    def mean_snow(hits: list[dict]) -> float:
+        return sum(float(images.vector(h["id"]) @ snow) for h in hits[:3]) / 3
+
+    assert mean_snow(moved.json()["results"]) >= mean_snow(plain)
+
+
+def test_arithmetic_from_an_uploaded_photo(client, gallery_photo):
+    _, data, _ = gallery_photo
+    res = client.post(
+        "/arithmetic", params={"plus": "dog", "k": 2}, files={"image": ("p.jpg", data)}
+    )
+    assert res.status_code == 200 and len(res.json()["results"]) == 2
+
+
+def test_explain_gives_the_tree_and_shares_that_sum_to_one(client):
+    res = client.get("/explain", params={"text": "A black dog runs on the beach."})
+    assert res.status_code == 200, res.text
+    body = res.json()
+    words = [n["word"] for n in body["nodes"]]
+    assert words == ["A", "black", "dog", "runs", "on", "the", "beach", "."]
+    root = next(n for n in body["nodes"] if n["head"] == 0)
+    assert body["root"] == root["index"] and root["word"] == "runs" and root["size"] == 8
+    assert {n["deprel"] for n in body["nodes"]} >= {"nsubj", "det", "obl:on"}
+    assert sum(n["share"] for n in body["nodes"]) == pytest.approx(1.0, abs=1e-3)
+    beach = next(n for n in body["nodes"] if n["word"] == "beach")
+    the = next(n for n in body["nodes"] if n["word"] == "the")
+    assert beach["share"] > the["share"]
+
+
+def test_health_ready_metrics_and_openapi(client):
+    assert client.get("/health").json() == {"status": "ok"}
+    ready = client.get("/ready").json()
+    assert ready["ready"] and ready["images"] == 8 and ready["captions"] == 40
+    assert ready["encoder"] == "sdt-rnn" and len(ready["checkpoint"]) == 64
+    client.post("/search", params={"text": "a dog"})
+    text = client.get("/metrics").text
+    assert 'groundsearch_request_seconds_count{method="POST",route="/search",status="200"}' in text
+    for stage in ("parse", "encode", "search"):
+        assert f'groundsearch_stage_seconds_count{{stage="{stage}"}}' in text
+    assert 'groundsearch_gallery_items{store="images"} 8.0' in text
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/search", "/describe", "/arithmetic", "/explain", "/gallery/images"} <= set(paths)
+
+
+# --- bad input -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"text": ""}, "empty"),
+        ({"text": "   \t "}, "empty"),
+        ({"text": "dog " * 200}, "limit"),
+        ({"text": "zqxv wpqk"}, "no word"),
+        ({"text": "a dog", "k": 0}, "k must be"),
+        ({"text": "a dog", "k": 101}, "k must be"),
+        ({"text": "a dog", "k": "many"}, "integer"),
+        ({}, "text"),
+    ],
+)
+def test_bad_search_text_or_k_is_422(client, params, needle):
+    res = client.post("/search", params=params)
+    assert res.status_code == 422, res.text
+    assert needle in res.text
+
+
+def test_a_non_image_upload_is_415(client):
+    res = client.post("/describe", files={"image": ("a.jpg", b"hello, not a photo", "image/jpeg")})
+    assert res.status_code == 415 and "not an image" in res.json()["detail"]
+
+
+def test_a_truncated_upload_is_422(client, gallery_photo):
+    _, data, _ = gallery_photo
+    res = client.post("/describe", files={"image": ("cut.jpg", data[: len(data) // 2])})
+    assert res.status_code == 422 and "truncated" in res.json()["detail"]
+
+
+def test_an_empty_upload_is_422(client):
+    res = client.post("/describe", files={"image": ("empty.jpg", b"")})
+    assert res.status_code == 422
+
+
+def test_a_decompression_bomb_is_413(client):
+    buf = io.BytesIO()
+    Image.new("1", (10_000, 10_000)).save(buf, format="PNG")  # 100 MP in a few kB
+    assert len(buf.getvalue()) < 100_000
+    res = client.post("/describe", files={"image": ("bomb.png", buf.getvalue())})
+    assert res.status_code == 413 and "pixel" in res.json()["detail"]
+
+
+def test_an_upload_over_the_byte_limit_is_413(service_engine):
+    settings = service_engine.settings.model_copy(update={"max_upload_bytes": 1000})
+    with TestClient(create_app(settings, service_engine)) as small:
+        body = png_bytes(400, 400) + b"\0" * 2000
+        res = small.post("/describe", files={"image": ("big.png", body)})
+        assert res.status_code == 413 and "limit" in res.json()["detail"]
+        # declared too large: refused before the body is read
+        res = small.post(
+            "/describe", content=b"x" * 80_000, headers={"content-type": "multipart/form-data"}
+        )
+        assert res.status_code == 413
+
+
+def test_missing_upload_and_bad_arithmetic_are_422(client, gallery_photo):
+    image_id, data, _ = gallery_photo
+    assert client.post("/describe").status_code == 422
+    assert client.post("/arithmetic", params={"plus": "red"}).status_code == 422
+    both = client.post("/arithmetic", params={"image_id": image_id}, files={"image": ("a", data)})
+    assert both.status_code == 422 and "exactly one" in both.json()["detail"]
+    unknown_phrase = client.post("/arithmetic", params={"image_id": image_id, "plus": "zqxv"})
+    assert unknown_phrase.status_code == 422 and "zqxv" in unknown_phrase.text
+
+
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [
+        ("get", "/images/999"),
+        ("get", "/images/999/similar"),
+        ("post", "/arithmetic?image_id=999"),
+    ],
+)
+def test_unknown_image_ids_are_404(client, method, url):
+    res = getattr(client, method)(url)
+    assert res.status_code == 404 and "999" in res.json()["detail"]
+
+
+def test_a_non_numeric_id_is_422(client):
+    assert client.get("/images/abc").status_code == 422
+
+
+def test_the_service_is_503_until_loaded_and_says_why(tmp_path):
+    settings = ServiceSettings(index_dir=tmp_path / "nothing-here")
+    with TestClient(create_app(settings)) as c:
+        assert c.get("/health").status_code == 200
+        for _ in range(200):  # the load runs in a thread and fails quickly
+            res = c.get("/ready")
+            if "no gallery" in res.text:
+                break
+            import time
+
+            time.sleep(0.05)
+        assert res.status_code == 503 and "no gallery" in res.json()["detail"]
+        assert c.post("/search", params={"text": "a dog"}).status_code == 503
+
+
+def test_a_short_write_token_is_refused():
+    with pytest.raises(ValueError, match="at least 16"):
+        ServiceSettings(write_token="secret")
+
+
+def test_concurrent_first_queries_get_one_ensemble(parser):
+    """Threads that embed at once on a freshly loaded ensemble all get its real size."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from groundsearch.model.runtime.checkpoints import load_checkpoint
+    from groundsearch.settings import get_settings
+
+    model = load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
+    trees = parser.parse(["A dog runs .", "Two children play in the snow ."])
+    with ThreadPoolExecutor(8) as pool:
+        shapes = set(pool.map(lambda i: model.embed_sentences(trees[i % 2 :]).shape[1], range(16)))
+    assert shapes == {len(model.model.snapshots) * model.model.config.hidden}
+
+
+def test_the_api_docs_load_nothing_from_outside(client):
+    page = "/docs"
+    import re
+
+    html = client.get(page).text
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html)
+    assert assets and all(a.startswith("/docs-static/") for a in assets), assets
+    for asset in assets:
+        assert client.get(asset).status_code == 200
+    assert "/openapi.json" in html

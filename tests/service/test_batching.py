@@ -1,0 +1,54 @@
+"""Dynamic parse batching, in this process and in a parser process: concurrent callers
+get their own trees and their own errors."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from groundsearch.model.runtime.parsing import ParseError
+from groundsearch.service.batching import ParseBatcher
+
+
+@pytest.fixture(
+    scope="module",
+    params=[0, pytest.param(1, marks=pytest.mark.slow)],
+    ids=["in-process", "parser-process"],
+)
+def batcher(parser, request):
+    b = ParseBatcher(parser, max_batch=4, workers=request.param)
+    yield b
+    b.close()
+
+
+def test_concurrent_callers_get_their_own_trees(batcher, parser):
+    texts = [f"{n} dogs run on the beach ." for n in ("Two", "Three", "Four", "Five", "Six")] * 4
+    with ThreadPoolExecutor(8) as pool:
+        trees = list(pool.map(lambda t: batcher.parse([t])[0], texts))
+    assert [t.text for t in trees] == texts
+    assert trees[0] == parser.parse([texts[0]])[0]
+
+
+def test_a_bad_text_fails_alone(batcher):
+    def parse(text: str):
+        try:
+            return batcher.parse([text])[0].text
+        except ParseError as exc:
+            return exc
+
+    texts = ["A cat sleeps .", "\x00", "A bird sings ."] * 3  # NUL alone: no text left
+    with ThreadPoolExecutor(6) as pool:
+        out = list(pool.map(parse, texts))
+    for text, result in zip(texts, out, strict=True):
+        if text == "\x00":
+            assert isinstance(result, ParseError)
+        else:
+            assert result == text
+
+
+def test_several_texts_in_one_call_name_the_bad_one(batcher):
+    trees = batcher.parse(["A cat sleeps .", "A bird sings ."])
+    assert [t.root.text for t in trees] == ["sleeps", "sings"]
+    with pytest.raises(ParseError, match="text 1"):
+        batcher.parse(["A cat sleeps .", "\x00"])

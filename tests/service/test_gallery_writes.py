@@ -1,0 +1,115 @@
+"""Gallery writes over HTTP: the token, persistence, and bad input that changes nothing."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from fastapi.testclient import TestClient
+
+from groundsearch.index.gallery import Gallery, checkpoint_identity
+from groundsearch.service.app import create_app
+from groundsearch.service.engine import Engine
+from groundsearch.service.settings import ServiceSettings
+
+TOKEN = "a-long-enough-write-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+CAPTIONS = ["A red balloon floats over a green field .", "A balloon in the sky ."]
+
+
+@pytest.fixture(scope="module")
+def writable(service_gallery, parser, tmp_path_factory):
+    index = tmp_path_factory.mktemp("writes") / "gallery"
+    shutil.copytree(service_gallery, index)
+    settings = ServiceSettings(
+        index_dir=index, cache_dir=parser.cache_dir, write_token=TOKEN, parse_workers=0
+    )
+    engine = Engine(settings, parser=parser)
+    with TestClient(create_app(settings, engine)) as client:
+        yield client, engine, index
+
+
+@pytest.fixture(scope="module")
+def photo(service_engine) -> bytes:
+    path = service_engine.photo_path(service_engine.gallery.images.ids[-1])
+    return path.read_bytes()
+
+
+def disk_counts(engine: Engine, index) -> tuple[int, int]:
+    g = Gallery.open(index, checkpoint_identity(engine.settings.checkpoint_path))
+    return len(g.images), len(g.captions)
+
+
+def test_writes_need_the_token(writable, photo):
+    client, _, _ = writable
+    files = {"image": ("p.jpg", photo)}
+    assert client.post("/gallery/images", files=files).status_code == 401
+    wrong = {"Authorization": "Bearer not-the-token-at-all"}
+    assert client.post("/gallery/images", files=files, headers=wrong).status_code == 403
+    assert client.delete("/gallery/images/0").status_code == 401
+    assert client.delete("/gallery/images/0", headers=wrong).status_code == 403
+    basic = {"Authorization": f"Basic {TOKEN}"}
+    assert client.delete("/gallery/images/0", headers=basic).status_code == 401
+
+
+def test_writes_are_forbidden_without_a_configured_token(service_engine, photo):
+    with TestClient(create_app(service_engine.settings, service_engine)) as client:
+        res = client.post("/gallery/images", files={"image": ("p.jpg", photo)}, headers=AUTH)
+        assert res.status_code == 403 and "disabled" in res.json()["detail"]
+
+
+def test_add_search_serve_and_remove_a_photo(writable, photo):
+    client, engine, index = writable
+    before = disk_counts(engine, index)
+    res = client.post(
+        "/gallery/images",
+        files={"image": ("mine.jpg", photo, "image/jpeg")},
+        data={"captions": CAPTIONS},
+        headers=AUTH,
+    )
+    assert res.status_code == 201, res.text
+    added = res.json()
+    assert len(added["captions"]) == 2
+    assert disk_counts(engine, index) == (before[0] + 1, before[1] + 2)  # persisted at once
+    served = client.get(added["url"])
+    assert served.status_code == 200 and served.content == photo
+    hits = client.post("/search", params={"text": CAPTIONS[0], "k": 9}).json()["results"]
+    mine = next(h for h in hits if h["id"] == added["id"])
+    assert mine["source"] == "upload" and mine["captions"] == CAPTIONS
+    for cid, text in zip(added["captions"], CAPTIONS, strict=True):
+        assert engine.gallery.captions.get(cid) == {
+            "text": text,
+            "image": mine["file"],
+            "image_id": added["id"],
+        }
+
+    res = client.delete(f"/gallery/images/{added['id']}", headers=AUTH)
+    assert res.status_code == 200 and res.json() == {"id": added["id"], "removed_captions": 2}
+    assert disk_counts(engine, index) == before
+    assert client.get(added["url"]).status_code == 404
+    assert client.delete(f"/gallery/images/{added['id']}", headers=AUTH).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("files", "data", "status"),
+    [
+        ({"image": ("a.jpg", b"not a photo")}, {}, 415),
+        ("truncated", {}, 422),
+        ("photo", {"captions": ["zqxv wpqk"]}, 422),
+        ("photo", {"captions": ["x" * 3000]}, 422),
+        ("photo", {"captions": ["A dog ."] * 21}, 422),
+    ],
+)
+def test_a_bad_write_changes_nothing(writable, photo, files, data, status):
+    client, engine, index = writable
+    before = disk_counts(engine, index), engine.counts()
+    uploads = sorted((index / "uploads").glob("*")) if (index / "uploads").exists() else []
+    if files == "photo":
+        files = {"image": ("p.jpg", photo)}
+    elif files == "truncated":
+        files = {"image": ("p.jpg", photo[: len(photo) // 3])}
+    res = client.post("/gallery/images", files=files, data=data, headers=AUTH)
+    assert res.status_code == status, res.text
+    assert (disk_counts(engine, index), engine.counts()) == before
+    now = sorted((index / "uploads").glob("*")) if (index / "uploads").exists() else []
+    assert now == uploads
