@@ -1,14 +1,17 @@
 # Two commands a fresh machine needs (see README.md):
 #   make serve                install into .venv (CPU torch) and run the service on :8000
-#   make test                 install into .venv and run the tests
+#   make test                 install into .venv and run lint, types and every test
+#   make test-fast            the tests that start no server, browser or subprocess (~1 min)
+#   make lint                 ruff (lint and format) and mypy
 #   make parse TEXT="..."     print the dependency tree of a sentence
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
+SHELL := bash
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: install serve test lint parse bench-parse bench-service score-parser train-parser results
+.PHONY: install serve test test-fast lint typecheck parse bench-parse bench-service score-parser train-parser results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +25,28 @@ install: $(BIN)/groundsearch
 
 test: install
 	$(BIN)/ruff check .
+	$(MAKE) --no-print-directory typecheck
 	$(BIN)/pytest -q
+
+test-fast: install
+	$(BIN)/pytest -q -m "not slow"
 
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(MAKE) --no-print-directory typecheck
+
+# mypy cannot follow setuptools' editable import hook, so it checks a tree of links that
+# lays the folders out as installed (model/ as groundsearch/model, …); paths in its
+# messages are mapped back to the repository's.
+TYPECHECK_TREE := .cache/typecheck
+typecheck: install
+	@rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/groundsearch
+	@for f in groundsearch/*; do ln -s "$(CURDIR)/$$f" $(TYPECHECK_TREE)/groundsearch/; done
+	@for d in model index service; do ln -s "$(CURDIR)/$$d" $(TYPECHECK_TREE)/groundsearch/$$d; done
+	@cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+		--python-executable $(CURDIR)/$(BIN)/python -p groundsearch 2>&1 \
+		| sed -E 's#^groundsearch/(model|index|service)/#\1/#'; exit $${PIPESTATUS[0]}
 
 HOST ?= 127.0.0.1
 PORT ?= 8000

@@ -46,10 +46,11 @@ def main() -> None:
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-    captions = flickr_captions(get_settings().data_dir)
+    settings = get_settings()
+    captions = flickr_captions(settings.data_dir)
     if args.limit:
         captions = captions[: args.limit]
-    parser = Parser(use_cache=False)
+    parser = Parser(settings.parser_dir, settings.cache_dir, use_cache=False)
     start = time.perf_counter()
     parser.pipeline  # noqa: B018 - load the models before timing
     load_s = time.perf_counter() - start

@@ -30,6 +30,12 @@ def atomic_path(path: Path) -> Iterator[str]:
             os.unlink(tmp)
 
 
+def write_text(path: Path, text: str) -> None:
+    """Write a UTF-8 text file atomically (readers see the old or the new file, whole)."""
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
+
+
 def torch_save(obj: object, path: Path) -> None:
     """``torch.save`` atomically and byte-for-byte reproducibly.
 

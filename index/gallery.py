@@ -198,7 +198,7 @@ class Gallery:
                     CaptionRecord(0, text, image_ids[row], records[row].file).meta()
                     for row, text in captions
                 ]
-                caption_ids = self.captions.add(caption_vectors, metas)
+                caption_ids = self.captions.add(_required(caption_vectors), metas)
                 for cid, meta in zip(caption_ids, metas, strict=True):
                     self._captions_of.setdefault(meta["image_id"], []).append(cid)
         return image_ids, caption_ids
@@ -228,7 +228,7 @@ class Gallery:
             caption_ids: list[int] = []
             if captions:
                 metas = [CaptionRecord(0, t, image_id, file).meta() for t in captions]
-                caption_ids = self.captions.add(caption_vectors, metas)
+                caption_ids = self.captions.add(_required(caption_vectors), metas)
                 self._captions_of[image_id] = list(caption_ids)
                 self.captions.save(self.folder / CAPTIONS)
         return image_id, caption_ids
@@ -248,6 +248,12 @@ class Gallery:
             if record.uploaded and not any(r.file == record.file for r in self.image_records()):
                 (self.folder / record.file).unlink(missing_ok=True)
         return len(doomed)
+
+
+def _required(vectors: np.ndarray | None) -> np.ndarray:
+    if vectors is None:
+        raise ValueError("captions were given without their vectors")
+    return vectors
 
 
 def build_gallery(

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from groundsearch.files import atomic_path
+from groundsearch.files import atomic_path, write_text
 from groundsearch.index.gallery import Gallery, build_gallery
 from groundsearch.model.data import DatasetError, read_caption_ids
 from groundsearch.model.data.flickr import CAPTIONS_FILE, IMAGES_DIR
@@ -100,8 +100,7 @@ def prepare_sample_dataset(root: Path) -> Path:
     text = SAMPLE_CAPTIONS.read_text(encoding="utf-8")
     token = root / CAPTIONS_FILE
     if not token.is_file() or token.read_text(encoding="utf-8") != text:
-        with atomic_path(token) as tmp:
-            Path(tmp).write_text(text, encoding="utf-8")
+        write_text(token, text)
     return root
 
 

@@ -70,6 +70,7 @@ def _json_copy(value: Any, what: str) -> Any:
 
 
 def _new_index(dim: int, kind: str) -> faiss.IndexIDMap2:
+    inner: faiss.Index
     if kind == "flat":
         inner = faiss.IndexFlatIP(dim)
     else:
@@ -190,7 +191,8 @@ class VectorStore:
             if item_id not in self._metas:
                 raise UnknownItemError(f"no item with id {item_id!r} in the store")
             if self.kind == "flat":
-                removed = self._index.remove_ids(np.asarray([item_id], dtype=np.int64))
+                ids = np.asarray([item_id], dtype=np.int64)
+                removed = self._index.remove_ids(ids)  # type: ignore[arg-type]  # faiss takes ids
                 if removed != 1:
                     raise StoreError(f"FAISS removed {removed} vectors for id {item_id}")
             else:
@@ -209,7 +211,7 @@ class VectorStore:
         with self._lock:
             if item_id not in self._metas:
                 raise UnknownItemError(f"no item with id {item_id!r} in the store")
-            return self._index.reconstruct(int(item_id))
+            return np.asarray(self._index.reconstruct(int(item_id)))
 
     def search(self, queries: np.ndarray, k: int) -> list[list[SearchHit]]:
         """Top-``k`` items by inner product for each query row: ``(id, score, metadata)``.

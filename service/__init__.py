@@ -1,4 +1,5 @@
 """The FastAPI application that serves search, description and arithmetic.
 
-Built in a later issue on top of ``model/`` (encoders) and ``index/`` (vector stores).
+A thin layer over ``model/runtime`` (the query's parse and encoders) and ``index/`` (the
+gallery): ``app.create_app`` builds it, ``engine.Engine`` runs the query pipeline.
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -23,14 +24,9 @@ class ImageHit(BaseModel):
     @classmethod
     def of(cls, hit: tuple[ImageRecord, float]) -> ImageHit:
         record, score = hit
-        return cls(
-            id=record.id,
-            score=round(score, 6),
-            url=f"/images/{record.id}",
-            file=record.file,
-            captions=list(record.captions),
-            source=record.source if record.uploaded else Path(record.source).name,
-        )
+        source = record.source if record.uploaded else Path(record.source).name
+        fields = {**asdict(record), "source": source, "url": f"/images/{record.id}"}
+        return cls(**fields, score=round(score, 6))
 
 
 class CaptionHit(BaseModel):
@@ -45,13 +41,8 @@ class CaptionHit(BaseModel):
     @classmethod
     def of(cls, hit: tuple[CaptionRecord, float]) -> CaptionHit:
         record, score = hit
-        return cls(
-            id=record.id,
-            score=round(score, 6),
-            text=record.text,
-            image_id=record.image_id,
-            image_url=f"/images/{record.image_id}",
-        )
+        url = f"/images/{record.image_id}"
+        return cls(**asdict(record), image_url=url, score=round(score, 6))
 
 
 class SearchResponse(BaseModel):

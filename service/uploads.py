@@ -1,8 +1,8 @@
 """Uploaded photos: bytes → RGB image, or an ``UploadError`` carrying the HTTP status.
 
 Nothing is decoded before the size checks: the byte limit is applied while reading,
-the pixel limit on the header (``model.runtime.images.photos``, the one photo decoder),
-so a decompression bomb is refused before it allocates anything.
+the pixel limit on the header (``groundsearch.model.runtime.images.photos``, the one
+photo decoder), so a decompression bomb is refused before it allocates anything.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from groundsearch.files import atomic_path, torch_save
+from groundsearch.files import atomic_path, torch_save, write_text
 
 
 def test_failed_write_leaves_the_old_file(tmp_path):
@@ -33,3 +33,11 @@ def test_written_files_are_readable_by_other_users(tmp_path):
     with atomic_path(target) as tmp:
         Path(tmp).write_bytes(b"weights")
     assert target.stat().st_mode & 0o777 == 0o644
+
+
+def test_write_text_replaces_the_whole_file(tmp_path):
+    target = tmp_path / "sub" / "summary.json"
+    write_text(target, "a long first version\n")
+    write_text(target, "short\n")
+    assert target.read_text(encoding="utf-8") == "short\n"
+    assert [p.name for p in target.parent.iterdir()] == ["summary.json"]  # no temp file left

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -36,6 +36,23 @@ def user_errors(*kinds: type[BaseException]) -> Iterator[None]:
         raise CliError(str(exc)) from None
 
 
+def command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    func: Callable[[argparse.Namespace], int],
+    help_text: str,
+) -> argparse.ArgumentParser:
+    """A subcommand that runs ``func`` with the parsed arguments."""
+    p = sub.add_parser(name, help=help_text)
+    p.set_defaults(func=func)
+    return p
+
+
+def checkpoint_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """An optional ``checkpoint`` argument (the shipped SDT-RNN when left out)."""
+    parser.add_argument("checkpoint", nargs="?", help=f"{what} (default: the shipped SDT-RNN)")
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -55,7 +72,7 @@ def rounded(value: object, digits: int = 2) -> object:
 
 
 def add_config_flags(
-    parser: argparse.ArgumentParser, config: type[Any], skip: set[str] = frozenset()
+    parser: argparse.ArgumentParser, config: type[Any], skip: Collection[str] = ()
 ) -> None:
     """One flag per field of the dataclass ``config`` whose default is a plain value
     (fields in ``skip`` and tuple-valued fields are left out)."""

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from groundsearch.cli.common import (
     CliError,
+    checkpoint_argument,
     checkpoint_path,
+    command,
     data_option,
     data_root,
     make_parser,
@@ -61,8 +63,8 @@ def cmd_build_index(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from groundsearch.index.store import KINDS
 
-    p = sub.add_parser("build-index", help="embed a Flickr8k-layout split into a gallery")
-    p.add_argument("checkpoint", nargs="?", help="default: the shipped SDT-RNN")
+    p = command(sub, "build-index", cmd_build_index, "embed a Flickr8k-layout split into a gallery")
+    checkpoint_argument(p, "the joint model that embeds it")
     data_option(p)
     p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
     p.add_argument("--out", help="gallery folder (default: CACHE_DIR/gallery)")
@@ -72,4 +74,3 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="embed the shipped sample photos (scikit-image's, our captions), not Flickr8k",
     )
-    p.set_defaults(func=cmd_build_index)

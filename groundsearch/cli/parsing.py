@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from groundsearch.cli.common import CliError, make_parser, settings, user_errors
+from groundsearch.cli.common import CliError, command, make_parser, settings, user_errors
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
@@ -68,28 +68,28 @@ def cmd_score_parser(args: argparse.Namespace) -> int:
     return 0
 
 
+def _folders(p: argparse.ArgumentParser, work_dir: str | None, work_help: str) -> None:
+    """``--out`` (the stanza models' folder) and ``--work-dir``."""
+    p.add_argument("--out", help="model folder (default: the settings' parser dir)")
+    p.add_argument("--work-dir", default=work_dir, help=work_help)
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("parse", help="print the dependency tree of texts")
+    p = command(sub, "parse", cmd_parse, "print the dependency tree of texts")
     p.add_argument("text", nargs="*", help="texts to parse (default: lines of stdin)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--conllu", action="store_true", help="print CoNLL-U")
     fmt.add_argument("--json", action="store_true", help="print one JSON tree per line")
     p.add_argument("--no-cache", action="store_true", help="do not use the parse cache")
-    p.set_defaults(func=cmd_parse)
 
-    p = sub.add_parser("train-parser", help="train the stanza English models from UD EWT")
+    p = command(sub, "train-parser", cmd_train_parser, "train the stanza models from UD EWT")
     p.add_argument("--stages", help="comma-separated subset of tokenize,mwt,lemma,pos,depparse")
-    p.add_argument("--out", help="where the models go (default: the settings' parser dir)")
-    p.add_argument("--work-dir", default="work/parser", help="prepared data and logs")
+    _folders(p, "work/parser", "prepared data and logs")
     p.add_argument("--no-compact", action="store_true", help="keep optimizer state")
-    p.set_defaults(func=cmd_train_parser)
 
-    p = sub.add_parser("compact-parser", help="strip training state from the stanza models")
-    p.add_argument("--out", help="model folder (default: the settings' parser dir)")
-    p.add_argument("--work-dir", help="training work dir whose logs/times.jsonl to record")
-    p.set_defaults(func=cmd_compact_parser)
+    p = command(sub, "compact-parser", cmd_compact_parser, "strip training state from models")
+    _folders(p, None, "training work dir whose logs/times.jsonl to record")
 
-    p = sub.add_parser("score-parser", help="CoNLL 2018 scores from raw text (EWT test)")
+    p = command(sub, "score-parser", cmd_score_parser, "CoNLL 2018 scores on EWT test, raw text")
     p.add_argument("--gold", help="gold CoNLL-U (default: EWT test)")
     p.add_argument("--output", help="also write the system CoNLL-U here")
-    p.set_defaults(func=cmd_score_parser)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from groundsearch.cli.common import positive_int, user_errors
+from groundsearch.cli.common import command, positive_int, user_errors
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -20,9 +21,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from groundsearch.service.app import create_app
     from groundsearch.service.settings import ServiceSettings
 
-    overrides = {"checkpoint": args.checkpoint, "index_dir": args.index}
+    given = {"checkpoint": args.checkpoint, "index_dir": args.index}
+    overrides: dict[str, Any] = {k: Path(v) for k, v in given.items() if v}
     with user_errors(DatasetError, CheckpointError, StoreError, ValueError):
-        s = ServiceSettings(**{k: Path(v) for k, v in overrides.items() if v})
+        s = ServiceSettings(**overrides)
         served = ensure_gallery(
             s.checkpoint_path,
             s.index_path,
@@ -37,7 +39,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("serve", help="run the web service and its page (default :8000)")
+    p = command(sub, "serve", cmd_serve, "run the web service and its page (default :8000)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=positive_int, default=8000, help="port to listen on")
     p.add_argument("--index", help="gallery folder (default: GROUNDSEARCH_INDEX_DIR or cache)")
@@ -46,4 +48,3 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--sample", action="store_true", help="build the sample gallery even if Flickr8k is there"
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.set_defaults(func=cmd_serve)

@@ -10,7 +10,9 @@ from pathlib import Path
 from groundsearch.cli.common import (
     CliError,
     add_config_flags,
+    checkpoint_argument,
     checkpoint_path,
+    command,
     config_from,
     data_option,
     data_root,
@@ -148,14 +150,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from groundsearch.model.training.kcca import KCCAConfig
     from groundsearch.model.training.loop import TrainConfig
 
-    p = sub.add_parser("features", help="extract (and cache) image features of a dataset")
+    p = command(sub, "features", cmd_features, "extract (and cache) image features of a dataset")
     data_option(p)
     p.add_argument("--split", help="train, dev, test or a file of image names")
-    p.add_argument("--backbone", default=DEFAULT_BACKBONE)
-    p.add_argument("--ten-crop", action="store_true", help="average 10 crops")
-    p.set_defaults(func=cmd_features)
+    _image_options(p, DEFAULT_BACKBONE)
 
-    p = sub.add_parser("train", help="train a joint model (Eq. 5), select on dev rsum")
+    p = command(sub, "train", cmd_train, "train a joint model (Eq. 5), select on dev rsum")
     data_option(p)
     p.add_argument("--out", required=True, help="checkpoint to write (.pt)")
     p.add_argument(
@@ -169,33 +169,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_config_flags(p, TrainConfig, skip={"adagrad_reset"})
     add_config_flags(p, KCCAConfig, skip={"seed"})
     p.add_argument("--half", action="store_true", help="store the weights as float16")
-    p.add_argument("--backbone", default=DEFAULT_BACKBONE)
-    p.add_argument("--ten-crop", action="store_true", help="average 10 crops")
-    p.set_defaults(func=cmd_train)
+    _image_options(p, DEFAULT_BACKBONE)
 
-    p = sub.add_parser(
+    p = command(
+        sub,
         "evaluate",
-        help="retrieval, sentence similarity, expert, STS-B and SICK-R scores of a checkpoint",
+        cmd_evaluate,
+        "retrieval, sentence similarity, expert, STS-B and SICK-R scores of a checkpoint",
     )
-    p.add_argument(
-        "checkpoint",
-        nargs="?",
-        help="a joint-model or kcca checkpoint (.pt; default: the shipped SDT-RNN)",
-    )
+    checkpoint_argument(p, "a joint-model or kcca checkpoint (.pt)")
     data_option(p)
     p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
     p.add_argument("--no-sentence-benchmarks", action="store_true", help="skip STS-B and SICK-R")
-    p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("plot", help="PNG of the loss and dev rsum curves of a training run")
+    p = command(sub, "plot", cmd_plot, "PNG of the loss and dev rsum curves of a training run")
     p.add_argument("summary", help="training summary JSON (the .json beside a checkpoint)")
     p.add_argument("--out", help="PNG to write (default: the summary's name with .png)")
-    p.set_defaults(func=cmd_plot)
 
-    p = sub.add_parser("relations", help="SDT-RNN relation matrices by Frobenius norm")
-    p.add_argument(
-        "checkpoint", nargs="?", help="an sdt-rnn checkpoint (.pt; default: the shipped one)"
-    )
+    p = command(sub, "relations", cmd_relations, "SDT-RNN relation matrices by Frobenius norm")
+    checkpoint_argument(p, "an sdt-rnn checkpoint (.pt)")
     p.add_argument("--top", type=positive_int, help="show only the N largest")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    p.set_defaults(func=cmd_relations)
+
+
+def _image_options(p: argparse.ArgumentParser, default_backbone: str) -> None:
+    """``--backbone`` and ``--ten-crop``: how photos become features."""
+    p.add_argument("--backbone", default=default_backbone, help="an ImageNet CNN")
+    p.add_argument("--ten-crop", action="store_true", help="average 10 crops")

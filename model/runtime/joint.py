@@ -126,10 +126,10 @@ class JointModel(nn.Module):
                     )
                     member.load_state_dict(state)
                     members.append(member.eval())
-                encoders = [m.encoder for m in members]
+                trees = [m.encoder for m in members if isinstance(m.encoder, TreeRNN)]
                 stacked = (
-                    StackedTreeRNN(encoders)
-                    if len(members) > 1 and all(isinstance(e, TreeRNN) for e in encoders)
+                    StackedTreeRNN(trees)
+                    if len(members) > 1 and len(trees) == len(members)
                     else None
                 )
                 self._ensemble = (members, stacked)

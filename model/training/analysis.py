@@ -15,6 +15,7 @@ import math
 import torch
 
 from groundsearch.model.runtime.encoders.tree_batch import RelationInventory
+from groundsearch.model.runtime.encoders.tree_rnn import TreeRNN
 from groundsearch.model.runtime.joint import JointModel
 
 
@@ -24,11 +25,16 @@ def relation_norms(model: JointModel) -> list[tuple[str, float]]:
     Ties are broken by name. Raises ValueError for a model that is not an SDT-RNN.
     """
     encoder = model.config.encoder
-    if encoder != "sdt-rnn" or not isinstance(model.inventory, RelationInventory):
+    rnn = model.encoder
+    if (
+        encoder != "sdt-rnn"
+        or not isinstance(model.inventory, RelationInventory)
+        or not isinstance(rnn, TreeRNN)
+    ):
         raise ValueError(
             f"only an sdt-rnn model has one matrix per dependency relation; this is {encoder}"
         )
-    weights = model.encoder.W.detach()
+    weights = rnn.W.detach()
     names = model.inventory.names
     if weights.shape[0] != len(names):
         raise ValueError(f"{weights.shape[0]} relation matrices but {len(names)} relation names")

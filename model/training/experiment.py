@@ -12,9 +12,11 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from groundsearch.files import write_text
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import (
     JointEmbedder,
@@ -46,7 +48,7 @@ def run_training(
     ten_crop: bool = False,
     progress: bool = True,
     half: bool = False,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Train on ``train``, select on ``dev``; write the best model to ``out``, its
     summary beside it (``.json``) and the training curve (``.png``)."""
     torch.manual_seed(cfg.seed)
@@ -59,7 +61,7 @@ def run_training(
     model = JointModel(joint, vocab, inventory, parser.version, extractor.identity)
     hist = train(model, tr, splits["dev"], cfg, progress=print if progress else None)
     dev = evaluate(model, splits["dev"], cfg.normalize)
-    summary = {
+    summary: dict[str, Any] = {
         "encoder": joint.encoder,
         "joint": asdict(joint),
         "train": asdict(cfg),
@@ -85,7 +87,7 @@ def evaluate_checkpoint(
     benchmarks_dir: Path | None,
     split: str | None = "test",
     progress: bool = False,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The evaluation protocol (GUIDE §3) for a saved JointModel or kCCA on a
     Flickr8k-layout split: retrieval and sentence similarity on the split, the expert
     judgments of ``data_root`` when it has them, and STS-B / SICK-R test pairs from
@@ -126,7 +128,7 @@ def run_kcca_training(
     backbone: str = DEFAULT_BACKBONE,
     ten_crop: bool = False,
     progress: bool = True,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Fit the kCCA baseline on ``train`` (mean GloVe vectors of the caption words vs
     image features), pick its size and regularisation on ``dev`` rsum; write it to
     ``out`` and its summary beside it (``.json``)."""
@@ -145,7 +147,7 @@ def run_kcca_training(
         cfg,
         progress=_to_stderr if progress else None,
     )
-    summary = {
+    summary: dict[str, Any] = {
         "encoder": "kcca",
         "kcca": asdict(cfg),
         "backbone": extractor.identity,
@@ -171,9 +173,9 @@ def _train_and_dev(
     return splits, extractor, time.perf_counter() - t0
 
 
-def _write_summary(checkpoint: Path, summary: dict[str, object]) -> None:
+def _write_summary(checkpoint: Path, summary: dict[str, Any]) -> None:
     """The run's summary as JSON beside its checkpoint (``.json``)."""
-    Path(checkpoint).with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_text(Path(checkpoint).with_suffix(".json"), json.dumps(summary, indent=2) + "\n")
 
 
 def _to_stderr(message: str) -> None:

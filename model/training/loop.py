@@ -19,6 +19,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -107,7 +108,7 @@ def embed_split(
     )
 
 
-def evaluate(model: JointModel, split: Split, normalize: bool) -> dict[str, object]:
+def evaluate(model: JointModel, split: Split, normalize: bool) -> dict[str, Any]:
     """Retrieval metrics of a model on a split."""
     v, y = embed_split(model, split, normalize)
     return retrieval_metrics(v @ y.T, split.caption_image)

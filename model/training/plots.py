@@ -118,7 +118,7 @@ def plot_history(
     ax2.set_ylabel("dev rsum (R@1+5+10, both directions)", color="tab:orange")
     ax.tick_params(axis="y", colors="tab:blue")
     ax2.tick_params(axis="y", colors="tab:orange")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
     ax.grid(alpha=0.3)
     ax.legend(handles=handles, loc="center right", fontsize="small")
     ax.set_title(title)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, HTTPException, Query, UploadFile
 from fastapi.concurrency import run_in_threadpool
+from PIL import Image
 
 from groundsearch.service.deps import EngineDep, SettingsDep, check_k, read_upload
 from groundsearch.service.schemas import (
@@ -63,10 +64,12 @@ async def arithmetic(
         raise HTTPException(422, "give exactly one of image_id (a gallery photo) or image")
     if len(plus) + len(minus) > MAX_PHRASES:
         raise HTTPException(422, f"at most {MAX_PHRASES} plus and minus phrases")
+    base: int | Image.Image
     if image is not None:
         data = await read_upload(image, settings)
         base, _ = await run_in_threadpool(read_photo, data, settings.max_pixels)
     else:
+        assert image_id is not None  # exactly one was given
         base = image_id
     hits, timings = await run_in_threadpool(engine.arithmetic, base, plus, minus, k, rerank)
     return ImagesResponse(results=[ImageHit.of(h) for h in hits], timings_ms=timings)

@@ -61,4 +61,4 @@ def test_evaluate_errors_are_named(cli, tiny, tmp_path):
     res = cli("evaluate", str(tmp_path / "none.pt"), "--data", str(tiny))
     assert res.returncode == 2 and "checkpoint not found" in res.stderr
     res = cli("train", "--data", str(tiny), "--out", str(tmp_path / "x.pt"), "--encoder", "nope")
-    assert res.returncode == 2 and "unknown encoder 'nope'" in res.stderr
+    assert res.returncode == 2 and "invalid choice: 'nope'" in res.stderr

@@ -54,22 +54,19 @@ def _tree_rnn(config: JointConfig, vocab: Vocabulary, inventory: Inventory | Non
     return TreeRNN(vocab.vectors, n_matrices=len(inventory), **_common(config))
 
 
+def _options(config: JointConfig, *names: str) -> dict[str, Any]:
+    """The config fields every encoder takes, plus ``names``."""
+    return {n: getattr(config, n) for n in ("hidden", "freeze_words", "seed", *names)}
+
+
 def _common(config: JointConfig) -> dict[str, Any]:
-    return {
-        "hidden": config.hidden,
-        "freeze_words": config.freeze_words,
-        "init_noise": config.init_noise,
-        "seed": config.seed,
-    }
+    """Options of the paper's encoders (identity-initialised matrices)."""
+    return _options(config, "init_noise")
 
 
 def _recurrent(config: JointConfig) -> dict[str, Any]:
-    return {
-        "hidden": config.hidden,
-        "rnn_hidden": config.rnn_hidden,
-        "freeze_words": config.freeze_words,
-        "seed": config.seed,
-    }
+    """Options of the gated recurrent encoders."""
+    return _options(config, "rnn_hidden")
 
 
 def _word_rnn(cell: str, config: JointConfig, vocab: Vocabulary) -> nn.Module:

@@ -26,8 +26,9 @@ def word_batch(word_ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.T
     return padded, lengths
 
 
-class BagOfWords(nn.Module):
-    """Mean word vector, then a linear map to the hidden size (identity-initialised)."""
+class _WordBaseline(nn.Module):
+    """Word vectors, then matrices initialised as block identities plus noise (the
+    paper's baselines); ``init_matrices`` makes each encoder's own."""
 
     def __init__(
         self,
@@ -39,8 +40,17 @@ class BagOfWords(nn.Module):
     ) -> None:
         super().__init__()
         self.embed = word_embedding(embeddings, freeze_words)
-        g = torch.Generator().manual_seed(seed)
-        self.W = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, init_noise, g))
+        self.init_matrices(hidden, init_noise, torch.Generator().manual_seed(seed))
+
+    def init_matrices(self, hidden: int, noise: float, g: torch.Generator) -> None:
+        raise NotImplementedError
+
+
+class BagOfWords(_WordBaseline):
+    """Mean word vector, then a linear map to the hidden size (identity-initialised)."""
+
+    def init_matrices(self, hidden: int, noise: float, g: torch.Generator) -> None:
+        self.W = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, noise, g))
 
     def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         ids, lengths = batch
@@ -49,22 +59,12 @@ class BagOfWords(nn.Module):
         return mean @ self.W.T
 
 
-class ChainRNN(nn.Module):
+class ChainRNN(_WordBaseline):
     """``h_t = tanh(W_h h_{t−1} + W_x x_t)``; the sentence vector is the last state."""
 
-    def __init__(
-        self,
-        embeddings: np.ndarray,
-        hidden: int = 50,
-        freeze_words: bool = True,
-        init_noise: float = 0.01,
-        seed: int = 0,
-    ) -> None:
-        super().__init__()
-        self.embed = word_embedding(embeddings, freeze_words)
-        g = torch.Generator().manual_seed(seed)
-        self.W_x = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, init_noise, g))
-        self.W_h = nn.Parameter(block_identity(hidden, hidden, init_noise, g))
+    def init_matrices(self, hidden: int, noise: float, g: torch.Generator) -> None:
+        self.W_x = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, noise, g))
+        self.W_h = nn.Parameter(block_identity(hidden, hidden, noise, g))
 
     def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         ids, lengths = batch

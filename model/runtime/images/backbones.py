@@ -15,6 +15,7 @@ import contextlib
 import importlib
 import io
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -87,7 +88,7 @@ class PooledFeatures(nn.Module):
 
     def __init__(self, net: nn.Module) -> None:
         super().__init__()
-        self.net = net
+        self.net: Any = net  # an EfficientNet (untyped package)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.net.extract_features(images).mean(dim=(2, 3))
@@ -102,7 +103,9 @@ def build_backbone(name: str = DEFAULT_BACKBONE) -> tuple[nn.Module, BackboneSpe
     with contextlib.redirect_stdout(io.StringIO()):  # the package prints on load
         net = EfficientNet.from_pretrained(spec.arch, weights_path=path)
     net.eval()
-    return PooledFeatures(net).to(memory_format=torch.channels_last).eval(), spec
+    pooled = PooledFeatures(net)
+    pooled.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch accepts it
+    return pooled.eval(), spec
 
 
 def classifier(name: str = DEFAULT_BACKBONE) -> nn.Module:

@@ -120,7 +120,10 @@ class FeatureExtractor:
             for i, v in zip(idx, vecs, strict=True):
                 feats[i] = v
             if self.cache:
-                self.cache.put_many(self.identity, [(keys[i], feats[i]) for i in idx])
+                self.cache.put_many(
+                    self.identity, [(keys[i], v) for i, v in zip(idx, vecs, strict=True)]
+                )
             bar.update(len(idx))
         bar.close()
-        return np.stack(feats) if feats else np.zeros((0, self.dim), np.float32)
+        done = [f for f in feats if f is not None]
+        return np.stack(done) if done else np.zeros((0, self.dim), np.float32)

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from groundsearch.files import write_text
 from groundsearch.model.runtime.parsing.cache import ParseCache
 from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain, file_digest
 from groundsearch.model.runtime.parsing.tree import DependencyTree, build_tree
@@ -100,7 +101,8 @@ def load_pipeline(parser_dir: Path, cache_dir: Path):  # -> stanza.Pipeline
     pretrain = ensure_pretrain(cache_dir)
     resources = cache_dir / "stanza-resources"
     resources.mkdir(parents=True, exist_ok=True)
-    (resources / "resources.json").write_text("{}")
+    if not (resources / "resources.json").is_file():  # parser processes start side by side
+        write_text(resources / "resources.json", "{}")
     logging.getLogger("stanza").setLevel(logging.ERROR)
     return stanza.Pipeline(
         lang="en",
@@ -123,7 +125,9 @@ def load_pipeline(parser_dir: Path, cache_dir: Path):  # -> stanza.Pipeline
 
 def doc_to_tree(text: str, doc) -> DependencyTree:  # doc: stanza.Document
     """One tree for a stanza document; later sentences hang off the first root."""
-    words, lemmas, upos, xpos, feats, heads, deprels = [], [], [], [], [], [], []
+    heads: list[int] = []
+    columns: list[list[str]] = [[] for _ in range(6)]
+    words, lemmas, upos, xpos, feats, deprels = columns
     first_root = 0
     for sentence in doc.sentences:
         offset = len(words)

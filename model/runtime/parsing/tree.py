@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 #: Relations whose dependents carry a preposition or subordinator worth folding in:
 #: an ``obl`` child with ``case`` word "on" becomes ``obl:on`` (≈ Stanford's prep_on).
@@ -108,9 +109,9 @@ class DependencyTree:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, object]) -> DependencyTree:
-        nodes = tuple(Node(**n) for n in data["nodes"])  # type: ignore[union-attr]
-        return cls(text=str(data["text"]), nodes=nodes, sentences=int(data["sentences"]))  # type: ignore[arg-type]
+    def from_dict(cls, data: dict[str, Any]) -> DependencyTree:
+        nodes = tuple(Node(**n) for n in data["nodes"])
+        return cls(text=str(data["text"]), nodes=nodes, sentences=int(data["sentences"]))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))

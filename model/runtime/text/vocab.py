@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -78,12 +79,12 @@ class Vocabulary:
         ).astype(np.float32)
         return cls([UNK, *kept], vectors)
 
-    def state_dict(self) -> dict[str, object]:
+    def state_dict(self) -> dict[str, Any]:
         return {"words": list(self.words), "vectors": self.vectors}
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, object]) -> Vocabulary:
-        return cls(list(state["words"]), np.asarray(state["vectors"], dtype=np.float32))  # type: ignore[arg-type]
+    def from_state_dict(cls, state: dict[str, Any]) -> Vocabulary:
+        return cls(list(state["words"]), np.asarray(state["vectors"], dtype=np.float32))
 
 
 class NoKnownWordError(ValueError):

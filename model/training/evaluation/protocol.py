@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -51,7 +51,7 @@ class Embedder(Protocol):
     def embed_images(self, features: np.ndarray) -> np.ndarray: ...
 
 
-def skipped(reason: str) -> dict[str, str]:
+def skipped(reason: str) -> dict[str, Any]:
     return {"skipped": reason}
 
 
@@ -60,7 +60,7 @@ def split_metrics(
     trees: Sequence[DependencyTree],
     features: np.ndarray,
     caption_image: np.ndarray,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Retrieval metrics and the sentence-similarity mean rank of one split."""
     y = model.embed_sentences(trees)
     v = model.embed_images(features)
@@ -74,7 +74,7 @@ def split_metrics(
 
 def pair_correlation(
     model: Embedder, parse: ParseFn, a: Sequence[str], b: Sequence[str], gold: np.ndarray
-) -> dict[str, float | int]:
+) -> dict[str, Any]:
     """Pearson and Spearman (× 100) of the cosine of sentence pairs with gold scores."""
     if len(a) != len(b) or len(a) != len(gold) or len(a) < 2:
         raise ValueError(f"need 2+ scored sentence pairs, got {len(a)}/{len(b)}/{len(gold)}")
@@ -89,10 +89,10 @@ def pair_correlation(
 
 def sentence_benchmarks(
     model: Embedder, parse: ParseFn, data_dir: Path
-) -> dict[str, dict[str, object]]:
+) -> dict[str, dict[str, Any]]:
     """STS-B test and SICK-R test correlations, each skipped when its file is absent."""
     data_dir = Path(data_dir)
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, dict[str, Any]] = {}
     sts, sick = data_dir / STS_TEST, data_dir / SICK_FILE
     out["sts_b"] = (
         pair_correlation(model, parse, *read_sts(sts))
@@ -109,7 +109,7 @@ def sentence_benchmarks(
 
 def expert_correlation(
     model: Embedder, root: Path, parse: ParseFn, embed_files: ImageFn
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Spearman (× 100) of image–caption cosine with the mean of the three expert
     scores, over the judgments of ``root/ExpertAnnotations.txt`` whose photo is in
     ``root/Images`` and whose caption id is in the captions file."""

@@ -10,6 +10,8 @@ is the image caption ``j`` belongs to. Ranks are 1-based.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 RECALL_AT = (1, 5, 10)
@@ -39,7 +41,7 @@ def summarize(ranks: np.ndarray) -> dict[str, float]:
     return out
 
 
-def retrieval_metrics(scores: np.ndarray, caption_image: np.ndarray) -> dict[str, object]:
+def retrieval_metrics(scores: np.ndarray, caption_image: np.ndarray) -> dict[str, Any]:
     """Both directions and rsum (the six R@K summed)."""
     scores = np.asarray(scores, dtype=np.float64)
     caption_image = np.asarray(caption_image, dtype=np.int64)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from groundsearch.files import torch_save
+from groundsearch.files import torch_save, write_text
 from groundsearch.model.runtime.parsing.parser import MODEL_FILES
 from groundsearch.model.runtime.parsing.pretrain import PRETRAIN_NAME, file_digest
 from groundsearch.model.runtime.text.glove import GLOVE_PACKAGE
@@ -65,5 +65,5 @@ def write_manifest(parser_dir: Path, times_log: Path | None = None) -> Path:
             rec = json.loads(line)
             times[rec["stage"]] = rec["seconds"]
     manifest["train_seconds"] = times
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    write_text(path, json.dumps(manifest, indent=2) + "\n")
     return path

@@ -11,7 +11,7 @@ Stages read only the EWT train/dev files and the GloVe pretrain, so the lane
 ``tokenize → mwt → pos → lemma`` and the lane ``depparse`` run side by side, one core
 each. Each trainer keeps its best-on-dev model in ``out_dir``; a stage has a step
 budget (the reproducible part) and a wall-clock cap (a safety net). The models are
-then compacted to float16 (``model.parsing.compact``).
+then compacted to float16 (``groundsearch.model.training.parser.compact``).
 """
 
 from __future__ import annotations
