@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from collections.abc import Container
+from collections.abc import Collection
 from pathlib import Path
 from typing import Literal
 
@@ -42,15 +42,15 @@ class PhotoError(ValueError):
 def decode_photo(
     source: Path | str | bytes,
     max_pixels: int = MAX_PIXELS,
-    formats: Container[str] | None = None,
+    formats: Collection[str] | None = None,
     name: str | None = None,
 ) -> tuple[Image.Image, str]:
     """Decode a file or bytes to RGB; returns the image and its format (e.g. ``JPEG``).
 
     ``formats`` limits the accepted formats (Pillow's names); ``name`` labels the photo
-    in messages (default: its path, or "upload" for bytes).
+    in messages (default: its path, or "the upload" for bytes).
     """
-    label = name or (str(source) if not isinstance(source, bytes) else "upload")
+    label = name or (str(source) if not isinstance(source, bytes) else "the upload")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -73,11 +73,8 @@ def decode_photo(
     except FileNotFoundError:
         raise PhotoError("missing", f"{label}: file not found") from None
     except UnidentifiedImageError:
-        raise PhotoError(
-            "not-an-image",
-            f"{label}: not an image (JPEG, PNG, GIF, WebP, BMP, TIFF or another format "
-            "Pillow reads)",
-        ) from None
+        kinds = f"({', '.join(formats)})" if formats is not None else "file Pillow can read"
+        raise PhotoError("not-an-image", f"{label}: not an image {kinds}") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise PhotoError("too-large", f"{label}: image has too many pixels ({exc})") from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
