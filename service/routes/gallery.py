@@ -21,7 +21,7 @@ async def add_photo(
     settings: SettingsDep,
     image: Annotated[UploadFile, File(description="The photo to add.")],
     captions: Annotated[list[str], Form(description="Captions of the photo.")] = [],  # noqa: B006
-):
+) -> AddedPhoto:
     """Embed an uploaded photo (and its captions) into the gallery, persisted at once."""
     captions = [c for c in captions if c.strip()]
     if len(captions) > settings.max_captions:
@@ -33,7 +33,7 @@ async def add_photo(
 
 
 @router.delete("/images/{image_id}", response_model=RemovedPhoto)
-async def remove_photo(_: WriterDep, engine: EngineDep, image_id: int):
+async def remove_photo(_: WriterDep, engine: EngineDep, image_id: int) -> RemovedPhoto:
     """Remove a photo and its captions from the gallery."""
     removed = await run_in_threadpool(engine.remove_photo, image_id)
     return RemovedPhoto(id=image_id, removed_captions=removed)

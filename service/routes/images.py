@@ -15,7 +15,7 @@ router = APIRouter(tags=["images"])
 
 
 @router.get("/images/{image_id}", response_class=FileResponse)
-async def photo(engine: EngineDep, image_id: int):
+async def photo(engine: EngineDep, image_id: int) -> FileResponse:
     """The gallery photo's bytes."""
     path = engine.photo_path(image_id)
     content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
@@ -23,7 +23,9 @@ async def photo(engine: EngineDep, image_id: int):
 
 
 @router.get("/images/{image_id}/similar", response_model=ImagesResponse)
-async def similar(engine: EngineDep, settings: SettingsDep, image_id: int, k: int = 10):
+async def similar(
+    engine: EngineDep, settings: SettingsDep, image_id: int, k: int = 10
+) -> ImagesResponse:
     """The ``k`` gallery photos closest to this one (itself excluded)."""
     check_k(k, settings)
     hits = await run_in_threadpool(engine.similar, image_id, k)

@@ -14,13 +14,13 @@ STATIC = Path(__file__).resolve().parent.parent / "static"
 
 
 @router.get("/health", response_model=Health)
-async def health():
+async def health() -> Health:
     """The process answers (the model may still be loading: see ``/ready``)."""
     return Health(status="ok")
 
 
 @router.get("/ready", response_model=Readiness, responses={503: {"description": "not ready"}})
-async def ready(request: Request):
+async def ready(request: Request) -> Readiness | JSONResponse:
     """Model and gallery loaded, with the gallery's item counts."""
     engine = request.app.state.engine
     if engine is None:
@@ -38,7 +38,7 @@ async def ready(request: Request):
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(request: Request):
+async def metrics(request: Request) -> Response:
     """Prometheus text format."""
     m = request.app.state.metrics
     engine = request.app.state.engine
@@ -49,7 +49,7 @@ async def metrics(request: Request):
 
 
 @router.get("/", include_in_schema=False)
-async def page():
+async def page() -> FileResponse:
     """The web page: search, describe, arithmetic and the query's tree."""
     index = STATIC / "index.html"
     if not index.is_file():

@@ -25,7 +25,9 @@ MAX_PHRASES = 10
 
 
 @router.post("/search", response_model=SearchResponse)
-async def search(engine: EngineDep, settings: SettingsDep, text: Text, k: int = 10):
+async def search(
+    engine: EngineDep, settings: SettingsDep, text: Text, k: int = 10
+) -> SearchResponse:
     """The ``k`` gallery photos that best match ``text``."""
     check_k(k, settings)
     hits, timings = await run_in_threadpool(engine.search, text, k)
@@ -38,7 +40,7 @@ async def describe(
     settings: SettingsDep,
     image: Annotated[UploadFile, File(description="A photo (JPEG, PNG, …).")],
     k: int = 5,
-):
+) -> DescribeResponse:
     """The ``k`` gallery captions that best describe an uploaded photo."""
     check_k(k, settings)
     data = await read_upload(image, settings)
@@ -57,7 +59,7 @@ async def arithmetic(
     minus: Annotated[list[str], Query(description="Phrases to take away.")] = [],  # noqa: B006
     k: int = 10,
     rerank: Annotated[bool, Query(description="Re-sort by the mean of the top photos.")] = False,
-):
+) -> ImagesResponse:
     """Photos near ``image − Σ minus + Σ plus``, as in Kiros et al. (2014)."""
     check_k(k, settings)
     if (image_id is None) == (image is None):
@@ -76,7 +78,7 @@ async def arithmetic(
 
 
 @router.get("/explain", response_model=ExplainResponse)
-async def explain(engine: EngineDep, text: Text):
+async def explain(engine: EngineDep, text: Text) -> ExplainResponse:
     """The query's dependency tree and each word's share of its sentence vector."""
     tree, shares, timings = await run_in_threadpool(engine.explain, text)
     return ExplainResponse.of(tree, shares, engine.encoder, timings)

@@ -80,7 +80,9 @@ class CharGRUAttention(nn.Module):
         )
         self.out = nn.Linear(2 * rnn_hidden, hidden, bias=False)
 
-    def forward(self, batch: tuple[torch.Tensor, torch.Tensor], return_weights: bool = False):
+    def forward(
+        self, batch: tuple[torch.Tensor, torch.Tensor], return_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         ids, lengths = batch
         packed = pack_padded_sequence(
             self.embed(ids), lengths, batch_first=True, enforce_sorted=False

@@ -17,7 +17,9 @@ from groundsearch.model.runtime.encoders.tree_batch import TreeBatch
 from groundsearch.model.runtime.encoders.words import word_embedding
 
 
-def block_identity(rows: int, cols: int, noise: float, generator: torch.Generator | None = None):
+def block_identity(
+    rows: int, cols: int, noise: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Identity blocks plus Gaussian noise (the paper's initialisation)."""
     eye = torch.zeros(rows, cols)
     for start in range(0, max(rows, cols), min(rows, cols)):
@@ -58,7 +60,9 @@ class TreeRNN(nn.Module):
             torch.stack([block_identity(hidden, hidden, init_noise, g) for _ in range(n_matrices)])
         )
 
-    def forward(self, batch: TreeBatch, return_nodes: bool = False):
+    def forward(
+        self, batch: TreeBatch, return_nodes: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Root vectors (trees × n); with ``return_nodes`` also every node's vector."""
         pre = self.embed(batch.word_ids) @ self.W_v.T
         n_nodes = pre.shape[0]

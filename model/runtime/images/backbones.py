@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,7 +118,7 @@ def classifier(name: str = DEFAULT_BACKBONE) -> nn.Module:
         return EfficientNet.from_pretrained(spec.arch, weights_path=weights_path(spec)).eval()
 
 
-def preprocess(spec: BackboneSpec, ten_crop: bool = False):
+def preprocess(spec: BackboneSpec, ten_crop: bool = False) -> Callable[[Any], torch.Tensor]:
     """Pillow image → tensor (3×S×S), or (10×3×S×S) with ``ten_crop``."""
     T = transforms()
     normalize = T.Normalize(mean=[0.5, 0.5, 0.5], std=[0.5, 0.5, 0.5])

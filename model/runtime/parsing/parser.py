@@ -19,6 +19,7 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from groundsearch.files import write_text
 from groundsearch.model.runtime.parsing.cache import ParseCache
@@ -93,7 +94,7 @@ def parser_version(parser_dir: Path) -> str:
     return "stanza-ewt-" + hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def load_pipeline(parser_dir: Path, cache_dir: Path):  # -> stanza.Pipeline
+def load_pipeline(parser_dir: Path, cache_dir: Path) -> Any:  # a stanza.Pipeline
     """A stanza pipeline that reads only the local model files."""
     import stanza
 
@@ -123,7 +124,7 @@ def load_pipeline(parser_dir: Path, cache_dir: Path):  # -> stanza.Pipeline
     )
 
 
-def doc_to_tree(text: str, doc) -> DependencyTree:  # doc: stanza.Document
+def doc_to_tree(text: str, doc: Any) -> DependencyTree:  # doc: a stanza.Document
     """One tree for a stanza document; later sentences hang off the first root."""
     heads: list[int] = []
     columns: list[list[str]] = [[] for _ in range(6)]
@@ -175,7 +176,7 @@ class Parser:
         self._lock = threading.Lock()  # a stanza pipeline is not safe to share between threads
 
     @property
-    def pipeline(self):
+    def pipeline(self) -> Any:  # a stanza.Pipeline
         with self._lock:
             if self._pipeline is None:
                 self._pipeline = load_pipeline(self.parser_dir, self.cache_dir)

@@ -11,6 +11,7 @@ built from the given arguments, e.g. a lower learning rate) instead of at random
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 
 def main(argv: list[str]) -> None:
@@ -23,7 +24,7 @@ def main(argv: list[str]) -> None:
     argv = argv[:i] + argv[i + 2 :]
     original = tagger.Trainer
 
-    def trainer(*args, **kwargs):
+    def trainer(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("model_file") is None:
             kwargs["model_file"] = init
         return original(*args, **kwargs)
