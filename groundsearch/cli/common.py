@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from groundsearch.settings import Settings, get_settings
+from groundsearch.settings import get_settings
 
 if TYPE_CHECKING:
     from groundsearch.model.runtime.parsing import Parser
@@ -104,10 +104,6 @@ def config_from(args: argparse.Namespace, config: type[T], **values: Any) -> T:
     return config(**{**given, **values})
 
 
-def settings() -> Settings:
-    return get_settings()
-
-
 def data_option(parser: argparse.ArgumentParser) -> None:
     """``--data``: a Flickr8k-layout folder, Flickr8k itself by default."""
     parser.add_argument("--data", type=Path, help="Flickr8k-layout folder (default: Flickr8k)")
@@ -115,17 +111,17 @@ def data_option(parser: argparse.ArgumentParser) -> None:
 
 def data_root(args: argparse.Namespace) -> Path:
     """The ``--data`` folder, or the one place the settings say Flickr8k lives."""
-    return Path(args.data) if args.data else settings().flickr8k_dir
+    return Path(args.data) if args.data else get_settings().flickr8k_dir
 
 
 def checkpoint_path(args: argparse.Namespace) -> Path:
     """The ``checkpoint`` argument, or the shipped SDT-RNN."""
-    return Path(args.checkpoint) if args.checkpoint else settings().default_checkpoint
+    return Path(args.checkpoint) if args.checkpoint else get_settings().default_checkpoint
 
 
 def make_parser(use_cache: bool = True) -> Parser:
     """The dependency parser from the settings' model and cache folders."""
     from groundsearch.model.runtime.parsing import Parser
 
-    s = settings()
+    s = get_settings()
     return Parser(s.parser_dir, s.cache_dir, use_cache=use_cache)

@@ -15,9 +15,9 @@ from groundsearch.cli.common import (
     data_option,
     data_root,
     make_parser,
-    settings,
     user_errors,
 )
+from groundsearch.settings import get_settings
 
 
 def cmd_build_index(args: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def cmd_build_index(args: argparse.Namespace) -> int:
     from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.parsing import ParseError
 
-    s = settings()
+    s = get_settings()
     out = Path(args.out or s.gallery_dir)
     if args.sample and args.data:
         raise CliError("--sample builds the shipped sample gallery; it takes no --data")

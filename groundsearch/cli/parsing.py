@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from groundsearch.cli.common import CliError, command, make_parser, settings, user_errors
+from groundsearch.cli.common import CliError, command, make_parser, user_errors
+from groundsearch.settings import get_settings
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
@@ -35,7 +36,7 @@ def cmd_train_parser(args: argparse.Namespace) -> int:
     from groundsearch.model.training.parser.compact import compact_models, write_manifest
     from groundsearch.model.training.parser.stages import STAGE_ORDER, train
 
-    s = settings()
+    s = get_settings()
     stages = args.stages.split(",") if args.stages else list(STAGE_ORDER)
     out = Path(args.out or s.parser_dir)
     with user_errors(FileNotFoundError, ValueError, RuntimeError):
@@ -49,7 +50,7 @@ def cmd_train_parser(args: argparse.Namespace) -> int:
 def cmd_compact_parser(args: argparse.Namespace) -> int:
     from groundsearch.model.training.parser.compact import compact_models, write_manifest
 
-    out = Path(args.out or settings().parser_dir)
+    out = Path(args.out or get_settings().parser_dir)
     for name, (before, after) in compact_models(out).items():
         print(f"{name}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     write_manifest(out, Path(args.work_dir) / "logs" / "times.jsonl" if args.work_dir else None)
@@ -59,7 +60,7 @@ def cmd_compact_parser(args: argparse.Namespace) -> int:
 def cmd_score_parser(args: argparse.Namespace) -> int:
     from groundsearch.model.training.parser.scoring import score_raw_text
 
-    s = settings()
+    s = get_settings()
     gold = Path(args.gold or s.ewt_dir / "en_ewt-ud-test.conllu")
     if not gold.exists():
         raise CliError(f"gold CoNLL-U file not found: {gold}")

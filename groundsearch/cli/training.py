@@ -19,9 +19,9 @@ from groundsearch.cli.common import (
     make_parser,
     positive_int,
     rounded,
-    settings,
     user_errors,
 )
+from groundsearch.settings import get_settings
 
 
 def cmd_features(args: argparse.Namespace) -> int:
@@ -33,7 +33,7 @@ def cmd_features(args: argparse.Namespace) -> int:
     with user_errors(DatasetError, BackboneError, PhotoError):
         ds = load_captioned_images(data_root(args), split=args.split)
         extractor = FeatureExtractor(
-            args.backbone, ten_crop=args.ten_crop, cache_dir=settings().cache_dir
+            args.backbone, ten_crop=args.ten_crop, cache_dir=get_settings().cache_dir
         )
         start = time.perf_counter()
         feats = extractor.embed_files(
@@ -58,7 +58,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     common = {
         "parser": make_parser(),
-        "cache_dir": settings().cache_dir,
+        "cache_dir": get_settings().cache_dir,
         "backbone": args.backbone,
         "ten_crop": args.ten_crop,
     }
@@ -85,7 +85,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from groundsearch.model.runtime.text import NoKnownWordError
     from groundsearch.model.training.experiment import evaluate_checkpoint
 
-    s = settings()
+    s = get_settings()
     with user_errors(DatasetError, CheckpointError, ParseError, NoKnownWordError):
         result = evaluate_checkpoint(
             checkpoint_path(args),

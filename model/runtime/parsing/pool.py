@@ -121,6 +121,8 @@ def parse_in_processes(
     Raises ParseError naming the first text that cannot be parsed.
     """
     chunks = [list(texts[i : i + chunk]) for i in range(0, len(texts), chunk)]
+    if not chunks:
+        return []
     idle: queue.Queue[ParserProcess] = queue.Queue()
 
     def run(part: list[str]) -> list[Outcome]:
@@ -130,16 +132,20 @@ def parse_in_processes(
         finally:
             idle.put(proc)
 
-    procs: list[ParserProcess] = []
-    try:
-        for _ in range(max(1, min(workers, len(chunks)))):
-            procs.append(ParserProcess(parser_dir, cache_dir))
-            idle.put(procs[-1])
-        with ThreadPoolExecutor(len(procs)) as pool:
+    n = max(1, min(workers, len(chunks)))
+    with ThreadPoolExecutor(n) as pool:  # the processes load their models side by side
+        starts = [pool.submit(ParserProcess, parser_dir, cache_dir) for _ in range(n)]
+        procs = [s.result() for s in starts if s.exception() is None]
+        try:
+            failed = [e for s in starts if (e := s.exception()) is not None]
+            if failed:
+                raise failed[0]
+            for proc in procs:
+                idle.put(proc)
             outcomes = [o for part in pool.map(run, chunks) for o in part]
-    finally:
-        for proc in procs:
-            proc.close()
+        finally:
+            for proc in procs:
+                proc.close()
     trees: list[DependencyTree] = []
     for i, outcome in enumerate(outcomes):
         if isinstance(outcome, BaseException):

@@ -17,6 +17,7 @@ from groundsearch.model.runtime.checkpoints import (
 )
 from groundsearch.model.runtime.joint import JointConfig, JointModel
 from groundsearch.model.runtime.kcca import KCCAModel
+from groundsearch.model.runtime.text import NoKnownWordError
 from groundsearch.model.runtime.text.glove import glove_vocabulary
 from groundsearch.model.training.corpus import build_split
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
@@ -126,3 +127,12 @@ def test_load_checkpoint_dispatches_on_kind(fitted, tmp_path, parser):
         load_kcca(tmp_path / "j.pt")
     with pytest.raises(CheckpointError, match="checkpoint not found"):
         load_checkpoint(tmp_path / "none.pt")
+
+
+def test_a_sentence_of_unknown_words_is_refused_and_has_no_shares(fitted, parser):
+    model = fitted[0]
+    known, unknown = parser.parse(["A dog runs on the grass .", "zqxv wpqk"])
+    model.require_known_words([known], "query")
+    with pytest.raises(NoKnownWordError, match=r"query .*has no word the model knows"):
+        model.require_known_words([unknown], "query")
+    assert model.shares(known) is None
