@@ -1,23 +1,33 @@
-"""The gallery ``groundsearch serve`` starts with when its index folder is empty.
+"""The gallery ``groundsearch serve`` starts with when its index folder is empty, and
+the presets of ``groundsearch index`` (Flickr8k's test split, the sample photos).
 
-The Flickr8k test split (1,000 photos, 5,000 captions) when the data folder holds
-Flickr8k, otherwise the shipped sample gallery (scikit-image's public-domain photos
-with captions we wrote, ``index/sample_gallery.py``). An existing gallery is kept as it
-is, and refused if another checkpoint built it.
+Both presets go through ``index_photos`` like any user folder: Flickr8k's ``Images/``
+with its captions file as the captions and the split's list as ``only``; the sample
+gallery is scikit-image's public-domain photos with captions we wrote
+(``index/sample_gallery.py``). An existing gallery is kept as it is, and refused if
+another checkpoint built it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from groundsearch.index.gallery import IMAGES, Gallery, build_gallery, checkpoint_identity
-from groundsearch.index.sample_gallery import (
-    SAMPLE_DATA,
-    build_sample_gallery,
-    prepare_sample_dataset,
-)
-from groundsearch.model.data.flickr import CAPTIONS_FILE, IMAGES_DIR
+from groundsearch.index.gallery import Gallery, checkpoint_identity, is_gallery
+from groundsearch.index.indexer import IndexReport, index_photos
+from groundsearch.index.sample_gallery import SAMPLE_DATA, prepare_sample_dataset
+from groundsearch.model.data.flickr import CAPTIONS_FILE, FLICKR8K_SPLITS, IMAGES_DIR
 from groundsearch.model.runtime.parsing import Parser
+
+
+@dataclass(frozen=True)
+class Preset:
+    """What ``groundsearch index`` indexes for a named collection."""
+
+    paths: list[Path]
+    captions: Path | None
+    only: set[str] | None
+    what: str
 
 
 def has_flickr8k(root: Path) -> bool:
@@ -25,13 +35,32 @@ def has_flickr8k(root: Path) -> bool:
     return (Path(root) / CAPTIONS_FILE).is_file()
 
 
-def _restore_sample_photos(gallery: Gallery, cache_dir: Path) -> None:
-    """The sample photos live in the (rebuildable) cache: bring them back if it was
-    cleared while the gallery that shows them was kept."""
-    root = cache_dir / SAMPLE_DATA
-    sources = {record.source for record in gallery.image_records()}
-    if str(root) in sources and not (root / IMAGES_DIR).is_dir():
-        prepare_sample_dataset(root)
+def read_list(path: Path) -> set[str]:
+    """A list of photo names, one a line (e.g. a Flickr8k split file)."""
+    return {line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line}
+
+
+def flickr8k_preset(root: Path, split: str | None = "test") -> Preset:
+    """Flickr8k (or a folder in its layout): its photos, captions file and split list."""
+    only = None
+    if split:
+        only = read_list(root / FLICKR8K_SPLITS.get(split, split))
+    what = f"the Flickr8k {split} split" if split else "Flickr8k"
+    return Preset([root / IMAGES_DIR], root / CAPTIONS_FILE, only, what)
+
+
+def sample_preset(cache_dir: Path) -> Preset:
+    """The shipped sample photos, prepared under ``cache_dir`` (nothing downloaded)."""
+    root = prepare_sample_dataset(cache_dir / SAMPLE_DATA)
+    return Preset([root / IMAGES_DIR], root / CAPTIONS_FILE, None, "the shipped sample gallery")
+
+
+def index_preset(
+    preset: Preset, folder: Path, checkpoint: Path, parser: Parser, progress: bool = False
+) -> IndexReport:
+    return index_photos(
+        preset.paths, folder, checkpoint, parser, preset.captions, preset.only, progress=progress
+    )
 
 
 def ensure_gallery(
@@ -42,22 +71,22 @@ def ensure_gallery(
     flickr8k: Path | None,
     sample: bool = False,
 ) -> str:
-    """Build the default gallery in ``folder`` if it has none; say what is served.
-
-    ``flickr8k``: the Flickr8k folder to build from when it is there (``sample`` builds
-    the sample gallery anyway). Raises ``StoreError`` (``IdentityMismatch``) for a
+    """Index the default collection into ``folder`` if it has no gallery; say what is
+    served. ``flickr8k``: the Flickr8k folder to index when it is there (``sample``
+    takes the sample photos anyway). Raises ``StoreError`` (``IdentityMismatch``) for a
     gallery built by another checkpoint.
     """
-    if (folder / IMAGES).exists():
+    if is_gallery(folder):
         gallery = Gallery.open(folder, checkpoint_identity(checkpoint))
-        _restore_sample_photos(gallery, cache_dir)
-        return f"the gallery at {folder} ({len(gallery.images)} photos)"
+        try:
+            if gallery.has_files_under(cache_dir / SAMPLE_DATA):  # a cleared cache
+                prepare_sample_dataset(cache_dir / SAMPLE_DATA)
+            return f"the gallery at {folder} ({gallery.counts()['images']} photos)"
+        finally:
+            gallery.close()
     if not sample and flickr8k is not None and has_flickr8k(flickr8k):
-        gallery = build_gallery(
-            checkpoint, flickr8k, "test", folder, parser, cache_dir=cache_dir, progress=True
-        )
-        what = "the Flickr8k test split"
+        preset = flickr8k_preset(flickr8k)
     else:
-        gallery = build_sample_gallery(checkpoint, folder, parser, cache_dir, progress=True)
-        what = "the shipped sample gallery"
-    return f"{what}, built into {folder} ({len(gallery.images)} photos)"
+        preset = sample_preset(cache_dir)
+    report = index_preset(preset, folder, checkpoint, parser, progress=True)
+    return f"{preset.what}, indexed into {folder} ({report.photos} photos)"

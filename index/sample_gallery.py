@@ -1,7 +1,7 @@
 """The shipped default gallery: sample photos from the scikit-image wheel, captioned by us.
 
     root = prepare_sample_dataset(cache / "sample-data")      # Images/ + Flickr8k.token.txt
-    gallery = build_sample_gallery(checkpoint, cache / "gallery", parser, cache)
+    groundsearch index --sample                                  # indexes root's photos
 
 It needs no Flickr8k and downloads nothing: the photos are copied from the ``data``
 folder inside the installed ``skimage`` package (never through its pooch fetchers), and
@@ -38,10 +38,8 @@ from pathlib import Path
 from PIL import Image
 
 from groundsearch.files import atomic_path, write_text
-from groundsearch.index.gallery import Gallery, build_gallery
 from groundsearch.model.data import DatasetError, read_caption_ids
 from groundsearch.model.data.flickr import CAPTIONS_FILE, IMAGES_DIR
-from groundsearch.model.runtime.parsing import Parser
 
 SAMPLE_CAPTIONS = Path(__file__).with_name("sample_captions.txt")
 SAMPLE_DATA = "sample-data"
@@ -102,22 +100,3 @@ def prepare_sample_dataset(root: Path) -> Path:
     if not token.is_file() or token.read_text(encoding="utf-8") != text:
         write_text(token, text)
     return root
-
-
-def build_sample_gallery(
-    checkpoint: Path,
-    out: Path,
-    parser: Parser,
-    cache_dir: Path,
-    progress: bool = False,
-    kind: str = "flat",
-) -> Gallery:
-    """Embed every sample photo and caption with ``checkpoint`` into a gallery at ``out``.
-
-    The photos are prepared under ``cache_dir / "sample-data"``; ``cache_dir`` also
-    holds the feature cache. Image records' ``source`` is that folder, so a photo's
-    file is ``source / "Images" / file``.
-    """
-    cache = Path(cache_dir)
-    root = prepare_sample_dataset(cache / SAMPLE_DATA)
-    return build_gallery(checkpoint, root, None, out, parser, cache, kind=kind, progress=progress)

@@ -22,7 +22,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from groundsearch.index.store import StoreError, UnknownItemError
+from groundsearch.index.errors import StoreError, UnknownItemError
 from groundsearch.service.engine import Engine, QueryError
 from groundsearch.service.metrics import Metrics, MetricsMiddleware
 from groundsearch.service.routes import gallery, images, ops, search

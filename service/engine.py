@@ -3,24 +3,29 @@
 One ``Engine`` holds what is loaded once at startup — the checkpoint, the parser, the
 image backbone and the gallery — and does the blocking work (the routes call it from
 worker threads). Every stage is timed (``timings`` in answers, ``observe`` for metrics);
-query vectors are kept in an LRU cache. Gallery writes go to ``Gallery``, which orders
-and persists them.
+query vectors are kept in an LRU cache. Gallery writes go to ``Gallery``, which commits
+each as one transaction; the gallery follows other processes' writes every second.
+``/describe`` also draws from a caption bank (``CaptionBank``), loaded in the background.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
 
-from groundsearch.index.gallery import CaptionRecord, Gallery, ImageRecord, checkpoint_identity
+from groundsearch.index.caption_bank import CaptionBank, captions_from, training_captions
+from groundsearch.index.gallery import Gallery, ImageRecord, checkpoint_identity
+from groundsearch.index.sample_gallery import SAMPLE_CAPTIONS
 from groundsearch.model.runtime.checkpoints import Embedder, load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import EXTENSIONS
@@ -31,6 +36,22 @@ from groundsearch.service.settings import ServiceSettings
 
 Timings = dict[str, float]
 ImageHits = list[tuple[ImageRecord, float]]
+#: How often the gallery reads writes other processes committed (seconds).
+FOLLOW_EVERY = 1.0
+
+
+@dataclass(frozen=True)
+class Description:
+    """A caption that describes a photo: from the gallery (with its photo) or the bank."""
+
+    text: str
+    score: float
+    source: str
+    id: int | None = None
+    image_id: int | None = None
+
+
+log = logging.getLogger("groundsearch.service")
 
 
 class QueryError(ValueError):
@@ -55,10 +76,33 @@ class Engine:
         self.identity = checkpoint_identity(checkpoint)
         self.extractor = FeatureExtractor.for_identity(self.model.backbone)
         self.gallery = Gallery.open(settings.index_path, self.identity)
+        self.gallery.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
         self.batcher = ParseBatcher(self.parser, workers=settings.parse_workers)
         self._warm_up()
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
+        self.bank: CaptionBank | None = None
+        self.bank_status = "none" if settings.caption_bank == "none" else "loading"
+        if settings.caption_bank != "none":
+            threading.Thread(target=self._load_bank, name="caption-bank", daemon=True).start()
+
+    def _load_bank(self) -> None:
+        """Load (or embed once and cache) the caption bank ``/describe`` draws from."""
+        s = self.settings
+        try:
+            if s.caption_bank == "training":
+                texts, name = training_captions(s.flickr8k_dir, SAMPLE_CAPTIONS)
+            else:
+                texts, name = captions_from(Path(s.caption_bank))
+            self.bank_status = f"embedding {name} ({len(texts)} captions)"
+            parser = Parser(s.parser_dir, s.cache_dir, use_cache=True)
+            self.bank = CaptionBank.load_or_build(
+                name, texts, self.model, parser, self.identity, s.cache_dir, s.bank_parse_workers
+            )
+            self.bank_status = f"{name} ({len(self.bank)} captions)"
+        except Exception as exc:  # the gallery's captions still answer /describe
+            self.bank_status = f"failed: {exc}"
+            log.exception("could not load the caption bank")
 
     def _warm_up(self) -> None:
         """Load the stanza pipeline and the ensemble members now, not on a first request."""
@@ -66,8 +110,9 @@ class Engine:
         self.model.embed_images(self.extractor.embed_images([Image.new("RGB", (64, 64))]))
 
     def close(self) -> None:
-        """Stop the parser threads (and processes)."""
+        """Stop the parser threads (and processes) and close the gallery."""
         self.batcher.close()
+        self.gallery.close()
 
     # --- facts ----------------------------------------------------------------------------
 
@@ -150,14 +195,23 @@ class Engine:
         vec = self.embed_text(text, timings, "text")
         return self._search_images(vec, k, timings), timings
 
-    def describe(
-        self, image: Image.Image, k: int
-    ) -> tuple[list[tuple[CaptionRecord, float]], Timings]:
+    def describe(self, image: Image.Image, k: int) -> tuple[list[Description], Timings]:
+        """The ``k`` best captions for a photo among the gallery's and the bank's (one
+        text once, the gallery's first)."""
         timings: Timings = {}
         vec = self.embed_photo(image, timings)
         with self._stage("search", timings):
-            hits = self.gallery.search_captions(vec, k)
-        return hits, timings
+            found = [
+                Description(r.text, score, "gallery", r.id, r.image_id)
+                for r, score in self.gallery.search_captions(vec, k)
+            ]
+            if self.bank is not None:
+                found += [Description(t, score, "bank") for t, score in self.bank.search(vec, k)]
+        found.sort(key=lambda d: (-d.score, d.source != "gallery"))
+        unique: dict[str, Description] = {}
+        for d in found:
+            unique.setdefault(d.text, d)
+        return list(unique.values())[:k], timings
 
     def similar(self, image_id: int, k: int) -> ImageHits:
         return self.gallery.similar_images(image_id, k)
@@ -209,9 +263,10 @@ class Engine:
 
     def add_photo(
         self, data: bytes, fmt: str, image: Image.Image, captions: Sequence[str]
-    ) -> tuple[int, list[int]]:
+    ) -> tuple[int, list[int], bool]:
         """Embed an uploaded photo (and its captions) and add it to the gallery; every
-        caption is checked before anything changes."""
+        caption is checked before anything changes. Returns the image id, the new
+        caption ids and whether the photo was new (same bytes: stored once)."""
         timings: Timings = {}
         trees = self._parse(list(captions), "caption", timings) if captions else []
         image_vec = self.embed_photo(image, timings)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from groundsearch.index.gallery import CaptionRecord, ImageRecord
+from groundsearch.index.gallery import ImageRecord
 from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.service.engine import Description
 
 
 class ImageHit(BaseModel):
@@ -17,32 +17,47 @@ class ImageHit(BaseModel):
     id: int
     score: float
     url: str = Field(description="Where the photo itself is served.")
-    file: str
+    file: str = Field(description="The photo's file name.")
     captions: list[str]
-    source: str = Field(description="Where the photo came from: a dataset's name or 'upload'.")
+    source: Literal["upload", "folder"] = Field(
+        description="'upload': added through the API; 'folder': indexed where it lies."
+    )
 
     @classmethod
     def of(cls, hit: tuple[ImageRecord, float]) -> ImageHit:
         record, score = hit
-        source = record.source if record.uploaded else Path(record.source).name
-        fields = {**asdict(record), "source": source, "url": f"/images/{record.id}"}
-        return cls(**fields, score=round(score, 6))
+        return cls(
+            id=record.id,
+            score=round(score, 6),
+            url=f"/images/{record.id}",
+            file=record.file,
+            captions=list(record.captions),
+            source="upload" if record.uploaded else "folder",
+        )
 
 
 class CaptionHit(BaseModel):
-    """A gallery caption with its score and the photo it describes."""
+    """A caption with its score: a gallery caption (with the photo it describes) or one
+    from the caption bank (no photo)."""
 
-    id: int
+    id: int | None = Field(description="The gallery caption's id; null for the bank's.")
     score: float
     text: str
-    image_id: int
-    image_url: str
+    source: Literal["gallery", "bank"]
+    image_id: int | None
+    image_url: str | None
 
     @classmethod
-    def of(cls, hit: tuple[CaptionRecord, float]) -> CaptionHit:
-        record, score = hit
-        url = f"/images/{record.image_id}"
-        return cls(**asdict(record), image_url=url, score=round(score, 6))
+    def of(cls, hit: Description) -> CaptionHit:
+        url = f"/images/{hit.image_id}" if hit.image_id is not None else None
+        return cls(
+            id=hit.id,
+            score=round(hit.score, 6),
+            text=hit.text,
+            source="gallery" if hit.source == "gallery" else "bank",
+            image_id=hit.image_id,
+            image_url=url,
+        )
 
 
 class SearchResponse(BaseModel):
@@ -107,6 +122,10 @@ class AddedPhoto(BaseModel):
     id: int
     url: str
     captions: list[int] = Field(description="Ids of the captions added with the photo.")
+    new: bool = Field(
+        description="False when the same photo was already in the gallery (stored once; "
+        "the new captions were added to it)."
+    )
 
 
 class RemovedPhoto(BaseModel):
@@ -124,3 +143,4 @@ class Readiness(BaseModel):
     checkpoint: str = Field(description="SHA-256 of the served checkpoint.")
     images: int
     captions: int
+    caption_bank: str = Field(description="The caption bank /describe draws from, or its state.")

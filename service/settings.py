@@ -33,6 +33,14 @@ class ServiceSettings(Settings):
     max_text_chars: int = Field(default=500, ge=1, le=2000, description="Longest query.")
     max_k: int = Field(default=100, ge=1, description="Most results one request may ask.")
     max_captions: int = Field(default=20, ge=0, description="Captions per uploaded photo.")
+    caption_bank: str = Field(
+        default="training",
+        description="Captions /describe draws from besides the gallery's: 'training' (Flickr8k "
+        "train+dev when there, else the sample captions), 'none', or a TSV/JSONL captions file.",
+    )
+    bank_parse_workers: int = Field(
+        default=2, ge=1, le=8, description="Parser processes while embedding the bank once."
+    )
     query_cache: int = Field(default=4096, ge=0, description="Query vectors kept in memory.")
     parse_workers: int = Field(
         default=1,

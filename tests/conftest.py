@@ -82,18 +82,15 @@ def extractor(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
-def service_gallery(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A gallery of 8 real Flickr8k test photos (40 captions) built with the shipped
-    checkpoint; tests that write copy it first."""
-    from groundsearch.index.gallery import build_gallery
-    from groundsearch.model.runtime.parsing import Parser
+def service_gallery(tmp_path_factory: pytest.TempPathFactory, parser) -> Path:
+    """A gallery of 8 real Flickr8k test photos (40 captions) indexed with the shipped
+    checkpoint by ``groundsearch index``'s own path; tests that write copy it first."""
+    from groundsearch.index.defaults import flickr8k_preset, index_preset
     from tests.tiny_data import make_tiny_flickr
 
     root = make_tiny_flickr(tmp_path_factory.mktemp("service-data"), train=0, dev=0, test=8)
     out = tmp_path_factory.mktemp("service-gallery") / "gallery"
-    settings = get_settings()
-    parser = Parser(settings.parser_dir, settings.cache_dir)
-    build_gallery(settings.default_checkpoint, root, None, out, parser)
+    index_preset(flickr8k_preset(root, None), out, get_settings().default_checkpoint, parser)
     return out
 
 
@@ -109,5 +106,7 @@ def service_engine(service_gallery: Path, parser, tmp_path_factory: pytest.TempP
     index = tmp_path_factory.mktemp("service-index") / "gallery"
     shutil.copytree(service_gallery, index)
     # parsed in this process (parser processes: tests/service/test_batching.py, test_page.py)
-    settings = ServiceSettings(index_dir=index, cache_dir=parser.cache_dir, parse_workers=0)
+    settings = ServiceSettings(
+        index_dir=index, cache_dir=parser.cache_dir, parse_workers=0, caption_bank="none"
+    )
     return Engine(settings, parser=parser)

@@ -1,76 +1,102 @@
-"""``groundsearch build-index``: a dataset split or the sample photos into a gallery."""
+"""``groundsearch index``: photo folders (and optional captions) into a gallery."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
+import sys
 from pathlib import Path
 
 from groundsearch.cli.common import (
     CliError,
-    checkpoint_argument,
     checkpoint_path,
     command,
-    data_option,
-    data_root,
     make_parser,
     user_errors,
 )
 from groundsearch.settings import get_settings
 
+EPILOG = """\
+examples:
+  groundsearch index ~/Photos                       # then: groundsearch serve
+  groundsearch index ~/Photos --captions captions.tsv --index ~/galleries/photos
+  groundsearch index --flickr8k --split test        # the Flickr8k test split, its captions
+  groundsearch index --sample                       # the shipped sample photos
 
-def cmd_build_index(args: argparse.Namespace) -> int:
-    from groundsearch.index.gallery import build_gallery
-    from groundsearch.index.sample_gallery import build_sample_gallery
-    from groundsearch.index.store import StoreError
-    from groundsearch.model.data import DatasetError
+A captions file is TSV (photo<TAB>caption; Flickr8k's "name.jpg#0" keys work) or JSONL
+({"photo": ..., "caption": ...} or "captions": [...]); photos are matched by their path
+relative to the captions file or to a folder being indexed, or by their file name.
+A second run embeds only new or changed files; files gone from the folders are
+forgotten. Every file that cannot be used is listed with its reason.
+"""
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from groundsearch.index.caption_files import CaptionFileError
+    from groundsearch.index.defaults import Preset, flickr8k_preset, read_list, sample_preset
+    from groundsearch.index.errors import StoreError
+    from groundsearch.index.indexer import IndexingError, index_photos
     from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.parsing import ParseError
 
     s = get_settings()
-    out = Path(args.out or s.gallery_dir)
-    if args.sample and args.data:
-        raise CliError("--sample builds the shipped sample gallery; it takes no --data")
-    start = time.perf_counter()
-    with user_errors(DatasetError, CheckpointError, ParseError, StoreError, ValueError):
-        checkpoint, parser = checkpoint_path(args), make_parser()
-        if args.sample:
-            gallery = build_sample_gallery(
-                checkpoint, out, parser, s.cache_dir, progress=True, kind=args.kind
-            )
+    gallery = Path(args.index or s.gallery_dir)
+    presets = [bool(args.flickr8k), bool(args.sample)]
+    if sum(presets) > 1 or (any(presets) and args.paths):
+        raise CliError("give photo folders, or one of --flickr8k and --sample, not both")
+    if not args.paths and not any(presets):
+        raise CliError("name the photo folders or files to index (or --flickr8k / --sample)")
+    with user_errors(
+        CaptionFileError, CheckpointError, IndexingError, ParseError, StoreError, OSError
+    ):
+        if args.flickr8k:
+            preset = flickr8k_preset(Path(args.data or s.flickr8k_dir), args.split or None)
+        elif args.sample:
+            preset = sample_preset(s.cache_dir)
         else:
-            gallery = build_gallery(
-                checkpoint,
-                data_root(args),
-                args.split or None,
-                out,
-                parser,
-                cache_dir=s.cache_dir,
-                kind=args.kind,
-                progress=True,
-            )
-    summary = {
-        "gallery": str(out),
-        **gallery.counts(),
-        "kind": args.kind,
-        "seconds": round(time.perf_counter() - start, 1),
-    }
-    print(json.dumps(summary))
+            only = read_list(Path(args.only)) if args.only else None
+            captions = Path(args.captions) if args.captions else None
+            preset = Preset([Path(p) for p in args.paths], captions, only, "photos")
+        report = index_photos(
+            preset.paths,
+            gallery,
+            checkpoint_path(args),
+            make_parser(),
+            captions=preset.captions,
+            only=preset.only,
+            workers=args.workers,
+            kind=args.kind,
+            progress=not args.quiet,
+        )
+    for line in report.lines():
+        print(line, file=sys.stderr)
+    if report.found == 0:
+        print("no photo files found in " + ", ".join(map(str, preset.paths)), file=sys.stderr)
+    print(json.dumps(report.summary()))
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from groundsearch.index.store import KINDS
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
-    p = command(sub, "build-index", cmd_build_index, "embed a Flickr8k-layout split into a gallery")
-    checkpoint_argument(p, "the joint model that embeds it")
-    data_option(p)
-    p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
-    p.add_argument("--out", help="gallery folder (default: CACHE_DIR/gallery)")
-    p.add_argument("--kind", default=KINDS[0], choices=KINDS, help="exact (flat) or HNSW")
-    p.add_argument(
-        "--sample",
-        action="store_true",
-        help="embed the shipped sample photos (scikit-image's, our captions), not Flickr8k",
-    )
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from groundsearch.index.vectors import KINDS
+
+    p = command(sub, "index", cmd_index, "index photo folders (and captions) into a gallery")
+    p.epilog, p.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
+    p.add_argument("paths", nargs="*", metavar="PATH", help="photo folders (recursive) or files")
+    p.add_argument("--index", help="gallery folder (default: GROUNDSEARCH_INDEX_DIR or cache)")
+    p.add_argument("--captions", help="TSV or JSONL file of captions for the photos")
+    p.add_argument("--only", help="a list of photo names to index (one a line), e.g. a split")
+    p.add_argument("--checkpoint", help="joint model to embed with (default: shipped SDT-RNN)")
+    p.add_argument("--workers", type=non_negative_int, help="CNN processes (default: one per core)")
+    p.add_argument("--kind", default=KINDS[0], choices=KINDS, help="exact (flat) or HNSW index")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--flickr8k", action="store_true", help="Flickr8k's photos and captions")
+    p.add_argument("--data", type=Path, help="with --flickr8k: a Flickr8k-layout folder")
+    p.add_argument("--split", default="test", help="with --flickr8k: train/dev/test, a list, ''")
+    p.add_argument("--sample", action="store_true", help="the shipped sample photos and captions")

@@ -14,7 +14,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from groundsearch.index.defaults import ensure_gallery
-    from groundsearch.index.store import StoreError
+    from groundsearch.index.errors import StoreError
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.parsing import Parser

@@ -28,8 +28,10 @@ async def add_photo(
         raise HTTPException(422, f"at most {settings.max_captions} captions per photo")
     data = await read_upload(image, settings)
     photo, fmt = await run_in_threadpool(read_photo, data, settings.max_pixels)
-    image_id, caption_ids = await run_in_threadpool(engine.add_photo, data, fmt, photo, captions)
-    return AddedPhoto(id=image_id, url=f"/images/{image_id}", captions=caption_ids)
+    image_id, caption_ids, new = await run_in_threadpool(
+        engine.add_photo, data, fmt, photo, captions
+    )
+    return AddedPhoto(id=image_id, url=f"/images/{image_id}", captions=caption_ids, new=new)
 
 
 @router.delete("/images/{image_id}", response_model=RemovedPhoto)

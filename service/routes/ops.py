@@ -34,6 +34,7 @@ async def ready(request: Request) -> Readiness | JSONResponse:
         checkpoint=engine.identity["checkpoint_sha256"],
         images=counts["images"],
         captions=counts["captions"],
+        caption_bank=engine.bank_status,
     )
 
 

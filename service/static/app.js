@@ -236,8 +236,10 @@ async function describe(file) {
   form.append("image", file, file.name);
   try {
     const data = await api("POST", "/describe", { k: 5 }, form);
-    const items = data.results.map((c) => el("li", { class: "caption", dataset: { id: c.id, imageId: c.image_id } },
-      el("img", { src: c.image_url, alt: c.text, class: "caption-thumb", title: `gallery image #${c.image_id}` }),
+    const items = data.results.map((c) => el("li", { class: "caption", dataset: { id: c.id ?? "", imageId: c.image_id ?? "", source: c.source } },
+      c.image_url
+        ? el("img", { src: c.image_url, alt: c.text, class: "caption-thumb", title: `gallery image #${c.image_id}` })
+        : el("span", { class: "caption-thumb caption-bank", title: "from the caption bank (no gallery photo)" }, "bank"),
       el("div", { class: "caption-body" },
         el("p", { class: "caption-text" }, c.text),
         scoreBar(c.score))));

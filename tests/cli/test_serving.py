@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import sqlite3
 
 from groundsearch.index.defaults import ensure_gallery
-from groundsearch.index.store import VectorStore
 from groundsearch.settings import get_settings
 
 
@@ -30,13 +31,14 @@ def test_without_flickr8k_the_sample_gallery_is_built(tmp_path, parser):
 def test_serve_refuses_a_gallery_built_by_another_checkpoint(cli, service_gallery, tmp_path):
     index = tmp_path / "gallery"
     shutil.copytree(service_gallery, index)
-    for part in ("images", "captions"):
-        store = VectorStore.load(index / part)
-        store.identity = {"checkpoint_sha256": "0" * 64}
-        store.save(index / part)
+    db = sqlite3.connect(index / "gallery.db")
+    other = json.dumps({"checkpoint_sha256": "0" * 64})
+    db.execute("UPDATE meta SET value = ? WHERE key = 'identity'", (other,))
+    db.commit()
+    db.close()
     res = cli("serve", "--index", str(index), "--port", "8999")
     assert res.returncode == 2
-    assert "was built by" in res.stderr and "rebuild" in res.stderr
+    assert "was built by" in res.stderr and "index the photos again" in res.stderr
 
 
 def test_serve_refuses_a_short_write_token(cli, tmp_path):

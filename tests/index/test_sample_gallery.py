@@ -4,16 +4,15 @@ shipped SDT-RNN, answer plain queries without Flickr8k."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from groundsearch.index.defaults import index_preset, sample_preset
 from groundsearch.index.gallery import Gallery, checkpoint_identity
 from groundsearch.index.sample_gallery import (
     SAMPLE_CAPTIONS,
-    build_sample_gallery,
     prepare_sample_dataset,
     sample_photos,
     skimage_data_dir,
@@ -28,14 +27,15 @@ from groundsearch.settings import get_settings
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Gallery, Path]:
-    """The sample gallery built from cold parse and feature caches in a temp folder."""
+    """The sample gallery indexed (``groundsearch index --sample``'s path) from a cold
+    parse cache in a temp folder."""
     cache = tmp_path_factory.mktemp("sample-cache")
     (cache / "glove6b50d.pretrain.pt").symlink_to(ensure_pretrain(get_settings().cache_dir))
     out = tmp_path_factory.mktemp("sample-gallery") / "g"
     settings = get_settings()
     parser = Parser(settings.parser_dir, cache)
-    gallery = build_sample_gallery(settings.default_checkpoint, out, parser, cache)
-    return gallery, out
+    index_preset(sample_preset(cache), out, settings.default_checkpoint, parser)
+    return Gallery.open(out, checkpoint_identity(settings.default_checkpoint)), out
 
 
 @pytest.fixture(scope="module")
@@ -74,23 +74,23 @@ def test_prepare_is_idempotent_and_converts_to_rgb(tmp_path):
 def test_gallery_holds_every_photo_and_caption(built):
     gallery, out = built
     lines = SAMPLE_CAPTIONS.read_text(encoding="utf-8").splitlines()
-    assert len(gallery.images) == len(sample_photos())
-    assert len(gallery.captions) == len(lines)
+    assert gallery.counts() == {"images": len(sample_photos()), "captions": len(lines)}
     reloaded = Gallery.open(out, checkpoint_identity(get_settings().default_checkpoint))
-    assert len(reloaded.images) == len(gallery.images)
-    for i in reloaded.images.ids:
-        meta = reloaded.images.get(i)
-        assert (Path(meta["source"]) / "Images" / meta["file"]).is_file()
+    assert reloaded.counts() == gallery.counts()
+    for i in reloaded.image_ids():
+        assert reloaded.photo_path(i).is_file()
+    reloaded.close(snapshot=False)
 
 
 def test_captions_find_their_own_photo_above_chance(built):
     gallery, _ = built
     hits = []
-    for cid in gallery.captions.ids:
-        vector = gallery.captions.vector(cid)[None, :]
-        best = gallery.images.search(vector, k=1)[0][0]
-        hits.append(best[0] == gallery.captions.get(cid)["image_id"])
-    assert np.mean(hits) >= 2 / len(gallery.images)  # twice chance (measured: 11/50)
+    for image_id in gallery.image_ids():
+        for caption in gallery.captions_of(image_id):
+            vector = gallery.records.vector("captions", caption.id)
+            best = gallery.search_images(vector, k=1)[0][0]
+            hits.append(best.id == image_id)
+    assert np.mean(hits) >= 2 / len(gallery.image_ids())  # twice chance (measured: 11/50)
 
 
 @pytest.mark.parametrize(
@@ -106,16 +106,16 @@ def test_captions_find_their_own_photo_above_chance(built):
 def test_plain_queries_find_the_right_photo(built, model, parser, query, photo, k):
     gallery, _ = built
     y = model.embed_sentences(parser.parse([query]))
-    hits = gallery.images.search(np.asarray(y, dtype=np.float32), k=k)[0]
-    assert photo in [meta["file"] for _, _, meta in hits]
+    hits = gallery.search_images(np.asarray(y, dtype=np.float32)[0], k=k)
+    assert photo in [record.file for record, _ in hits]
 
 
-def test_build_index_sample_cli(cli, tmp_path):
+def test_index_sample_cli(cli, tmp_path):
     out = tmp_path / "g"
-    res = cli("build-index", "--sample", "--out", str(out))
+    res = cli("index", "--sample", "--index", str(out), "--quiet")
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout)
-    assert summary["images"] == len(sample_photos()) and summary["gallery"] == str(out)
-    assert os.path.isdir(out / "images") and os.path.isdir(out / "captions")
-    res = cli("build-index", "--sample", "--data", str(tmp_path), "--out", str(out))
-    assert res.returncode == 2 and "no --data" in res.stderr
+    assert summary["gallery_photos"] == len(sample_photos()) and summary["gallery"] == str(out)
+    assert (out / "gallery.db").is_file() and (out / "index" / "images.json").is_file()
+    res = cli("index", "--sample", str(tmp_path), "--index", str(out))
+    assert res.returncode == 2 and "not both" in res.stderr

@@ -20,9 +20,9 @@ def client(service_engine):
 
 @pytest.fixture(scope="module")
 def gallery_photo(service_engine) -> tuple[int, bytes, list[str]]:
-    image_id = service_engine.gallery.images.ids[0]
+    image_id = service_engine.gallery.image_ids()[0]
     path = service_engine.photo_path(image_id)
-    return image_id, path.read_bytes(), service_engine.gallery.images.get(image_id)["captions"]
+    return image_id, path.read_bytes(), list(service_engine.gallery.image(image_id).captions)
 
 
 def png_bytes(width: int = 64, height: int = 48) -> bytes:
@@ -82,10 +82,10 @@ def test_arithmetic_moves_the_query_and_excludes_the_start(client, gallery_photo
     assert reranked.status_code == 200 and len(reranked.json()["results"]) == 7
     # "+ snow" must raise the similarity to the snow query of what it returns, on average
     snow = service_engine.embed_text("snow", {})
-    images = service_engine.gallery.images
+    gallery = service_engine.gallery
 
     def mean_snow(hits: list[dict]) -> float:
-        return sum(float(images.vector(h["id"]) @ snow) for h in hits[:3]) / 3
+        return sum(float(gallery.image_vector(h["id"]) @ snow) for h in hits[:3]) / 3
 
     assert mean_snow(moved.json()["results"]) >= mean_snow(plain)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 
 import pytest
 from fastapi.testclient import TestClient
+from PIL import Image
 
-from groundsearch.index.gallery import Gallery, checkpoint_identity
+from groundsearch.index.gallery import CaptionRecord, Gallery, checkpoint_identity
 from groundsearch.service.app import create_app
 from groundsearch.service.engine import Engine
 from groundsearch.service.settings import ServiceSettings
@@ -22,7 +24,11 @@ def writable(service_gallery, parser, tmp_path_factory):
     index = tmp_path_factory.mktemp("writes") / "gallery"
     shutil.copytree(service_gallery, index)
     settings = ServiceSettings(
-        index_dir=index, cache_dir=parser.cache_dir, write_token=TOKEN, parse_workers=0
+        index_dir=index,
+        cache_dir=parser.cache_dir,
+        write_token=TOKEN,
+        parse_workers=0,
+        caption_bank="none",
     )
     engine = Engine(settings, parser=parser)
     with TestClient(create_app(settings, engine)) as client:
@@ -30,14 +36,26 @@ def writable(service_gallery, parser, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def photo(service_engine) -> bytes:
-    path = service_engine.photo_path(service_engine.gallery.images.ids[-1])
-    return path.read_bytes()
+def gallery_photo(service_engine) -> bytes:
+    """The bytes of a photo the gallery holds."""
+    return service_engine.photo_path(service_engine.gallery.image_ids()[-1]).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def photo(gallery_photo) -> bytes:
+    """A photo the gallery does not hold yet (a gallery photo, re-encoded)."""
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(gallery_photo)).save(buf, format="JPEG", quality=80)
+    return buf.getvalue()
 
 
 def disk_counts(engine: Engine, index) -> tuple[int, int]:
+    """The counts a fresh open of the gallery folder sees (what survives a restart)."""
     g = Gallery.open(index, checkpoint_identity(engine.settings.checkpoint_path))
-    return len(g.images), len(g.captions)
+    try:
+        return g.counts()["images"], g.counts()["captions"]
+    finally:
+        g.close(snapshot=False)
 
 
 def test_writes_need_the_token(writable, photo):
@@ -76,18 +94,33 @@ def test_add_search_serve_and_remove_a_photo(writable, photo):
     hits = client.post("/search", params={"text": CAPTIONS[0], "k": 9}).json()["results"]
     mine = next(h for h in hits if h["id"] == added["id"])
     assert mine["source"] == "upload" and mine["captions"] == CAPTIONS
+    assert added["new"] is True
     for cid, text in zip(added["captions"], CAPTIONS, strict=True):
-        assert engine.gallery.captions.get(cid) == {
-            "text": text,
-            "image": mine["file"],
-            "image_id": added["id"],
-        }
+        assert engine.gallery.caption(cid) == CaptionRecord(cid, text, added["id"])
 
     res = client.delete(f"/gallery/images/{added['id']}", headers=AUTH)
     assert res.status_code == 200 and res.json() == {"id": added["id"], "removed_captions": 2}
     assert disk_counts(engine, index) == before
     assert client.get(added["url"]).status_code == 404
     assert client.delete(f"/gallery/images/{added['id']}", headers=AUTH).status_code == 404
+
+
+def test_a_photo_already_in_the_gallery_is_stored_once(writable, gallery_photo):
+    client, engine, index = writable
+    before = disk_counts(engine, index)
+    res = client.post(
+        "/gallery/images",
+        files={"image": ("again.jpg", gallery_photo, "image/jpeg")},
+        data={"captions": ["A photo we had already ."]},
+        headers=AUTH,
+    )
+    assert res.status_code == 201, res.text
+    added = res.json()
+    assert added["new"] is False and len(added["captions"]) == 1
+    assert disk_counts(engine, index) == (before[0], before[1] + 1)
+    assert not (index / "uploads").exists() or not list((index / "uploads").iterdir())
+    hits = client.post("/search", params={"text": "A photo we had already .", "k": 9}).json()
+    assert len({h["id"] for h in hits["results"]}) == len(hits["results"])
 
 
 @pytest.mark.parametrize(

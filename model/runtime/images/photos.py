@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from PIL import Image, UnidentifiedImageError
+from PIL.JpegImagePlugin import JpegImageFile
 
 #: Refuse photos larger than this many pixels unless told otherwise.
 MAX_PIXELS = 40_000_000
@@ -44,11 +45,16 @@ def decode_photo(
     max_pixels: int = MAX_PIXELS,
     formats: Collection[str] | None = None,
     name: str | None = None,
+    *,
+    min_side: int | None = None,
 ) -> tuple[Image.Image, str]:
     """Decode a file or bytes to RGB; returns the image and its format (e.g. ``JPEG``).
 
     ``formats`` limits the accepted formats (Pillow's names); ``name`` labels the photo
-    in messages (default: its path, or "the upload" for bytes).
+    in messages (default: its path, or "the upload" for bytes). With ``min_side``, a JPEG
+    is decoded at reduced scale (Pillow's DCT scaling: 1/2, 1/4 or 1/8) while both sides
+    stay at least ``min_side`` pixels; the pixel limit applies to the full size. An animated
+    image gives its first frame.
     """
     label = name or (str(source) if not isinstance(source, bytes) else "the upload")
     try:
@@ -66,6 +72,8 @@ def decode_photo(
                         f"{label}: image is {img.width}×{img.height} pixels, over the "
                         f"{max_pixels:,}-pixel limit",
                     )
+                if min_side is not None and isinstance(img, JpegImageFile):
+                    img.draft("RGB", (min_side, min_side))
                 img.load()
                 return img.convert("RGB"), fmt
     except PhotoError:

@@ -97,3 +97,40 @@ def test_decompression_bomb_is_refused(tmp_path):
 def test_unknown_backbone_is_named():
     with pytest.raises(BackboneError, match="unknown backbone 'resnet9000'"):
         get_spec("resnet9000")
+
+
+def test_large_jpegs_decode_at_reduced_scale(tmp_path):
+    src = next((FLICKR / "Images").iterdir())
+    big = tmp_path / "big.jpg"
+    Image.open(src).convert("RGB").resize((2000, 1600)).save(big, quality=90)
+    assert decode_photo(big)[0].size == (2000, 1600)
+    small, fmt = decode_photo(big, min_side=256)
+    assert (small.size, small.mode, fmt) == ((500, 400), "RGB", "JPEG")  # 1/4: both ≥ 256
+    assert decode_photo(big, min_side=450)[0].size == (1000, 800)  # 1/4 is 400 < 450
+    assert decode_photo(big, min_side=1600)[0].size == (2000, 1600)
+    with pytest.raises(PhotoError, match="2000×1600 pixels") as err:  # the full size counts
+        decode_photo(big, max_pixels=2000 * 1600 - 1, min_side=256)
+    assert err.value.reason == "too-large"
+    png = tmp_path / "big.png"
+    Image.open(big).save(png)
+    assert decode_photo(png, min_side=256)[0].size == (2000, 1600)  # only JPEG scales
+
+
+def test_other_formats_decode_and_an_animation_gives_its_first_frame(tmp_path):
+    src = next((FLICKR / "Images").iterdir())
+    photo = decode_photo(src)[0]
+    pixels = np.asarray(photo, np.float32)
+    for fmt, ext, tolerance in [("TIFF", "tif", 0), ("BMP", "bmp", 0), ("WEBP", "webp", 8)]:
+        path = tmp_path / f"photo.{ext}"
+        photo.save(path, fmt)
+        img, got = decode_photo(path, min_side=256)
+        assert (got, img.mode, img.size) == (fmt, "RGB", photo.size)
+        assert np.abs(np.asarray(img, np.float32) - pixels).mean() <= tolerance
+    first = photo.quantize(256)
+    black = Image.new("RGB", photo.size).quantize(256)
+    gif = tmp_path / "moving.gif"
+    first.save(gif, save_all=True, append_images=[black], duration=100, loop=0)
+    assert Image.open(gif).n_frames == 2
+    img, fmt = decode_photo(gif)
+    assert (fmt, img.mode) == ("GIF", "RGB")
+    np.testing.assert_array_equal(np.asarray(img), np.asarray(first.convert("RGB")))

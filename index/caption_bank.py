@@ -1,0 +1,117 @@
+"""Captions ``/describe`` may answer with when the gallery has few or none of its own.
+
+    texts, name = training_captions(flickr8k_dir, sample_captions)   # or captions_from(file)
+    bank = CaptionBank.load_or_build(name, texts, model, parser, identity, cache_dir)
+    bank.search(vector, k)                                  # [(text, score), …]
+
+A user's gallery usually has photos and no captions. The default bank is the captions
+the model was trained on (Flickr8k train and dev, 30,000 sentences) when Flickr8k is
+there, otherwise the shipped sample captions; any captions file can be named instead.
+Its vectors depend on the checkpoint and the texts, so the cache file's name carries
+both digests: built once (parsed in processes, with the parse cache), then loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from groundsearch.files import atomic_path
+from groundsearch.index.caption_files import read_caption_file
+from groundsearch.index.vectors import VectorIndex
+from groundsearch.model.data import load_captioned_images
+from groundsearch.model.runtime.checkpoints import Embedder
+from groundsearch.model.runtime.parsing import ParseError, Parser, clean_text
+from groundsearch.model.runtime.text.vocab import NoKnownWordError
+
+BANK_DIR = "caption-banks"
+
+
+def training_captions(flickr8k: Path | None, sample_captions: Path) -> tuple[list[str], str]:
+    """Flickr8k train + dev captions when ``flickr8k`` holds them, else the sample's."""
+    if flickr8k is not None and (Path(flickr8k) / "Flickr8k.token.txt").is_file():
+        texts = [c for s in ("train", "dev") for c in load_captioned_images(flickr8k, s).captions]
+        return texts, "flickr8k train+dev"
+    return captions_from(sample_captions)[0], "sample captions"
+
+
+def captions_from(path: Path) -> tuple[list[str], str]:
+    """Every caption of a TSV or JSONL captions file (CaptionFileError if unusable)."""
+    found = read_caption_file(Path(path)).captions
+    return sorted({t for texts in found.values() for t in texts}), Path(path).name
+
+
+class CaptionBank:
+    """Caption texts and their vectors, searched exactly by inner product."""
+
+    def __init__(self, name: str, texts: Sequence[str], vectors: np.ndarray) -> None:
+        self.name, self.texts = name, list(texts)
+        self.index = VectorIndex(int(vectors.shape[1]) if vectors.size else 1)
+        if self.texts:
+            self.index.add(range(1, len(self.texts) + 1), vectors)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def search(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+        if not self.texts:
+            return []
+        hits = self.index.search(query, k)[0]
+        return [(self.texts[i - 1], score) for i, score in hits]
+
+    @classmethod
+    def load_or_build(
+        cls,
+        name: str,
+        texts: Sequence[str],
+        model: Embedder,
+        parser: Parser,
+        identity: dict[str, str],
+        cache_dir: Path,
+        workers: int = 1,
+    ) -> CaptionBank:
+        """The bank from its cache file, or embedded now and cached."""
+        texts = sorted(set(texts))
+        digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
+        path = cache_dir / BANK_DIR / f"{identity['checkpoint_sha256'][:12]}-{digest}.npz"
+        try:
+            with np.load(path) as saved:
+                return cls(name, [str(t) for t in saved["texts"]], saved["vectors"])
+        except (OSError, KeyError, ValueError):
+            pass
+        kept, vectors = embed_captions(texts, model, parser, workers)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, texts=np.asarray(kept, dtype=str), vectors=vectors)
+        return cls(name, kept, vectors)
+
+
+def embed_captions(
+    texts: Sequence[str], model: Embedder, parser: Parser, workers: int = 1, chunk: int = 2048
+) -> tuple[list[str], np.ndarray]:
+    """Vectors of the texts the model can embed (the others are left out), in order."""
+    kept: list[str] = []
+    parts: list[np.ndarray] = []
+    usable = []
+    for text in texts:
+        try:
+            usable.append(clean_text(text))
+        except ParseError:
+            continue
+    for start in range(0, len(usable), chunk):
+        part = usable[start : start + chunk]
+        trees = parser.parse(part, workers=workers)
+        good = []
+        for tree in trees:
+            try:
+                model.require_known_words([tree], "caption")
+            except NoKnownWordError:
+                continue
+            good.append(tree)
+        if good:
+            parts.append(model.embed_sentences(good))
+            kept += [t.text for t in good]
+    dim = parts[0].shape[1] if parts else 1
+    return kept, np.concatenate(parts) if parts else np.zeros((0, dim), np.float32)

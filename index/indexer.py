@@ -1,0 +1,369 @@
+"""``groundsearch index``: photo folders (and optional captions) into a gallery.
+
+    report = index_photos([Path("~/Photos")], gallery_dir, checkpoint, parser)
+
+The one way a gallery is filled: a user's folders, Flickr8k (its captions file as the
+captions) and the shipped sample photos all come through here. It streams: files are
+found by walking (``photo_files``), each new or changed file is hashed, photos whose
+content the gallery already holds are recorded as another file of that photo (stored
+once), and the rest go through the CNN in worker processes (``FeaturePool``, one per
+core, a bounded number of batches in flight). Results are committed in batches, each
+photo with its captions in the same transaction, so a run killed half way keeps what it
+committed and a re-run skips files whose size and mtime are unchanged. Every file that
+cannot be used is skipped with its reason (``IndexReport.skipped``); files under the
+indexed folders that have disappeared since the last run are forgotten at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from groundsearch.index.caption_files import CaptionFile, read_caption_file
+from groundsearch.index.gallery import Gallery, IndexedFile, checkpoint_identity
+from groundsearch.index.photo_files import PhotoFile, Skipped, walk_photos
+from groundsearch.model.runtime.checkpoints import Embedder, load_checkpoint
+from groundsearch.model.runtime.images.backbones import get_spec
+from groundsearch.model.runtime.images.photos import MAX_PIXELS, PhotoError
+from groundsearch.model.runtime.images.pool import FeaturePool
+from groundsearch.model.runtime.parsing import DependencyTree, ParseError, Parser, clean_text
+from groundsearch.model.runtime.text.vocab import NoKnownWordError
+
+#: Photos per commit (each commit is one transaction: photos with their captions).
+COMMIT_EVERY = 64
+
+
+class IndexingError(ValueError):
+    """A run that cannot start (the message names the problem)."""
+
+
+@dataclass
+class IndexReport:
+    """What a run did, for the closing summary."""
+
+    gallery: str
+    found: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    duplicates: int = 0
+    captions: int = 0
+    forgotten: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    caption_problems: list[str] = field(default_factory=list)
+    unused_captions: int = 0
+    photos: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, object]:
+        reasons = Counter(s.reason for s in self.skipped)
+        return {
+            "gallery": self.gallery,
+            "files_found": self.found,
+            "photos_embedded": self.embedded,
+            "unchanged": self.unchanged,
+            "duplicates": self.duplicates,
+            "captions_added": self.captions,
+            "photos_gone_from_disk": self.forgotten,
+            "skipped": dict(sorted(reasons.items())),
+            "caption_problems": len(self.caption_problems),
+            "captions_for_photos_not_found": self.unused_captions,
+            "gallery_photos": self.photos,
+            "seconds": round(self.seconds, 1),
+        }
+
+    def lines(self, limit: int = 50) -> list[str]:
+        """Human lines: every skipped file and caption problem (up to ``limit`` each)."""
+        out = []
+        for what, items in (
+            ("skipped", [f"({s.reason}) {s.message}" for s in self.skipped]),
+            ("caption problem", self.caption_problems),
+        ):
+            out += [f"{what}: {line}" for line in items[:limit]]
+            if len(items) > limit:
+                out.append(f"… and {len(items) - limit} more {what} lines")
+        return out
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class _Pending:
+    """A file on its way into the gallery."""
+
+    file: PhotoFile
+    sha256: str
+    captions: list[str]
+
+
+class _Run:
+    """One indexing run's state (see ``index_photos``)."""
+
+    def __init__(
+        self,
+        gallery: Gallery,
+        model: Embedder,
+        roots: Sequence[Path],
+        captions: CaptionFile | None,
+        trees: dict[str, DependencyTree],
+        report: IndexReport,
+        only: set[str] | None,
+        tick: Callable[[int], None],
+    ) -> None:
+        self.gallery, self.model, self.roots = gallery, model, list(roots)
+        self.caption_file, self.trees, self.report = captions, trees, report
+        self.only, self.tick = only, tick
+        self.run = gallery.next_run()
+        self.batch: list[tuple[_Pending, np.ndarray | None]] = []
+        self.seen: list[str] = []
+        self.in_flight: dict[str, list[_Pending]] = {}  # sha → duplicates waiting for it
+
+    def wanted(self, file: PhotoFile) -> bool:
+        if self.only is None:
+            return True
+        if file.path.name in self.only:
+            return True
+        return any(_relative(file.path, r) in self.only for r in self.roots)
+
+    def captions_of(self, path: Path) -> list[str]:
+        if self.caption_file is None:
+            return []
+        return [t for t in self.caption_file.for_photo(path, self.roots) if t in self.trees]
+
+    def to_embed(self, found: Iterator[PhotoFile | Skipped]) -> Iterator[_Pending]:
+        """The files whose content needs the CNN; everything else is settled here."""
+        for item in found:
+            if isinstance(item, Skipped):
+                self.report.skipped.append(item)
+                continue
+            if not self.wanted(item):
+                continue
+            self.report.found += 1
+            pending = self._examine(item)
+            if pending is not None:
+                yield pending
+
+    def _examine(self, file: PhotoFile) -> _Pending | None:
+        path = str(file.path)
+        state = self.gallery.records.file_state(path)
+        texts = self.captions_of(file.path)
+        if state is not None and state[:2] == (file.size, file.mtime_ns):
+            self.report.unchanged += 1
+            if texts and self._missing_captions(state[2], texts):
+                self._queue(_Pending(file, state[3], texts), None)
+            else:
+                self.seen.append(path)
+            self.tick(1)
+            return None
+        try:
+            sha = file_sha256(file.path)
+        except OSError as exc:
+            self._skip(file.path, "unreadable", f"cannot read it: {exc.strerror or exc}")
+            return None
+        pending = _Pending(file, sha, texts)
+        if sha in self.in_flight:  # the same content is already on its way
+            self.in_flight[sha].append(pending)
+            self.report.duplicates += 1
+            return None
+        if self.gallery.records.photo_of_sha(sha) is not None:
+            self.report.duplicates += 1
+            self._queue(pending, None)
+            self.tick(1)
+            return None
+        self.in_flight[sha] = []
+        return pending
+
+    def _missing_captions(self, photo_id: int, texts: list[str]) -> bool:
+        have = {c.text for c in self.gallery.captions_of(photo_id)}
+        return any(t not in have for t in texts)
+
+    def _skip(self, path: Path, reason: str, message: str) -> None:
+        self.report.skipped.append(Skipped(path, reason, message))
+        self.tick(1)
+
+    def embedded(self, pending: _Pending, result: np.ndarray | PhotoError) -> None:
+        """A CNN result: queue the photo (and the duplicates that waited for it)."""
+        waiting = self.in_flight.pop(pending.sha256, [])
+        if isinstance(result, PhotoError):
+            for p in [pending, *waiting]:
+                self._skip(p.file.path, result.reason, str(result))
+            self.report.duplicates -= len(waiting)
+            return
+        self.report.embedded += 1
+        self._queue(pending, result)
+        self.tick(1)
+        for dup in waiting:
+            self._queue(dup, None)
+            self.tick(1)
+
+    def _queue(self, pending: _Pending, features: np.ndarray | None) -> None:
+        self.batch.append((pending, features))
+        if len(self.batch) >= COMMIT_EVERY:
+            self.commit()
+
+    def commit(self) -> None:
+        """Embed the batch's photos and captions and record them in one transaction."""
+        if self.seen:
+            self.gallery.mark_seen(self.seen, self.run)
+            self.seen = []
+        if not self.batch:
+            return
+        batch, self.batch = self.batch, []
+        rows = [i for i, (_, f) in enumerate(batch) if f is not None]
+        vectors: dict[int, np.ndarray] = {}
+        if rows:
+            projected = self.model.embed_images(np.stack([batch[i][1] for i in rows]))  # type: ignore[misc]
+            vectors = dict(zip(rows, projected, strict=True))
+        texts = [t for p, _ in batch for t in p.captions]
+        caption_vectors = iter(
+            self.model.embed_sentences([self.trees[t] for t in texts]) if texts else []
+        )
+        files = []
+        for i, (p, _) in enumerate(batch):
+            cvecs = [next(caption_vectors) for _ in p.captions]
+            files.append(
+                IndexedFile(
+                    str(p.file.path),
+                    p.file.size,
+                    p.file.mtime_ns,
+                    p.sha256,
+                    vectors.get(i),
+                    p.captions,
+                    np.stack(cvecs) if cvecs else None,
+                )
+            )
+        added = self.gallery.add_files(files, self.run)
+        self.report.captions += added.captions
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return ""
+
+
+def parse_captions(
+    captions: CaptionFile, parser: Parser, model: Embedder, workers: int, report: IndexReport
+) -> dict[str, DependencyTree]:
+    """Trees of every usable caption in the file, keyed by the caption's text; captions
+    that cannot be cleaned, parsed or embedded are reported and left out."""
+    good: list[str] = []
+    for text in sorted({t for texts in captions.captions.values() for t in texts}):
+        try:
+            good.append(clean_text(text))
+        except ParseError as exc:
+            report.caption_problems.append(f"{captions.path}: {text[:60]!r}: {exc}")
+    try:
+        trees = parser.parse(good, workers=workers)
+    except ParseError:
+        trees = []
+        for text in good:
+            try:
+                trees.append(parser.parse([text])[0])
+            except ParseError as exc:
+                report.caption_problems.append(f"{captions.path}: {text[:60]!r}: {exc}")
+        good = [t.text for t in trees]
+    out = {}
+    for text, tree in zip(good, trees, strict=True):
+        try:
+            model.require_known_words([tree], "caption")
+        except NoKnownWordError as exc:
+            report.caption_problems.append(f"{captions.path}: {exc}")
+            continue
+        out[text] = tree
+    return out
+
+
+def count_files(
+    paths: Sequence[Path], exclude: Sequence[Path], wanted: Callable[[PhotoFile], bool]
+) -> int:
+    """How many files a run will look at (a quick walk, for the progress bar's ETA)."""
+    return sum(1 for f in walk_photos(paths, exclude) if isinstance(f, PhotoFile) and wanted(f))
+
+
+def index_photos(
+    paths: Sequence[Path],
+    gallery_dir: Path,
+    checkpoint: Path,
+    parser: Parser,
+    captions: Path | None = None,
+    only: set[str] | None = None,
+    workers: int | None = None,
+    kind: str = "flat",
+    max_pixels: int = MAX_PIXELS,
+    progress: bool = False,
+) -> IndexReport:
+    """Index ``paths`` (folders, recursively, and files) into the gallery at
+    ``gallery_dir`` (created if missing) with ``checkpoint``'s model.
+
+    ``captions``: a TSV or JSONL captions file; ``only``: index only files with these
+    names (or paths relative to a folder in ``paths``), e.g. a dataset split;
+    ``workers``: CNN processes (default: one per core; 0 runs it in this process).
+    Raises ``IndexingError`` for a path that does not exist; everything wrong with a
+    single file is reported, not raised.
+    """
+    start = time.perf_counter()
+    roots = [Path(os.path.abspath(p)) for p in paths]
+    for root in roots:
+        if not root.exists() and not root.is_symlink():
+            raise IndexingError(f"{root}: no such file or folder")
+    workers = os.cpu_count() or 1 if workers is None else workers
+    gallery_dir = Path(os.path.abspath(gallery_dir))
+    caption_file = read_caption_file(captions) if captions is not None else None
+    model = load_checkpoint(checkpoint, parser=parser.version)
+    report = IndexReport(str(gallery_dir))
+    trees: dict[str, DependencyTree] = {}
+    if caption_file is not None:
+        report.caption_problems += caption_file.problems
+        trees = parse_captions(caption_file, parser, model, max(workers, 1), report)
+    features = np.zeros((1, get_spec(_backbone(model)).dim), np.float32)
+    dim = int(model.embed_images(features).shape[1])
+    gallery = Gallery.open_or_create(gallery_dir, dim, checkpoint_identity(checkpoint), kind)
+    bar = _progress_bar(progress)
+    try:
+        run = _Run(gallery, model, roots, caption_file, trees, report, only, bar.update)
+        if progress:
+            bar.total = count_files(roots, [gallery_dir], run.wanted)
+            bar.refresh()
+        with FeaturePool(model.backbone, workers, max_pixels=max_pixels) as pool:
+            pending = run.to_embed(walk_photos(roots, [gallery_dir]))
+            for item, result in pool.map(pending, lambda p: p.file.path):
+                run.embedded(item, result)
+        run.commit()
+        report.forgotten = gallery.forget_unseen([str(r) for r in roots if r.is_dir()], run.run)
+        if caption_file is not None:
+            unused = caption_file.unused()
+            if only is not None:
+                unused = [k for k in unused if Path(k).name in only or k in only]
+            report.unused_captions = len(unused)
+        report.photos = gallery.counts()["images"]
+    finally:
+        bar.close()
+        gallery.close()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _backbone(model: Embedder) -> str:
+    return model.backbone.partition("-10crop")[0]
+
+
+def _progress_bar(enabled: bool) -> Any:  # a tqdm bar: photos/s and ETA
+    from tqdm import tqdm
+
+    return tqdm(unit="photo", desc="indexing", disable=not enabled, file=sys.stderr, smoothing=0.1)

@@ -1,0 +1,299 @@
+"""The gallery's system of record: one SQLite database in WAL mode.
+
+Tables (``gallery.db``):
+
+* ``photos``: one row per distinct photo content (``sha256`` is unique, so identical
+  photos are stored once), its image vector, its file (an absolute path for an indexed
+  photo, ``uploads/…`` inside the gallery for an uploaded one).
+* ``files``: every indexed file that holds a photo's content (path → photo, with its
+  size and mtime, so a re-run skips unchanged files without reading them, and the run
+  that last saw it, so files gone from disk are noticed).
+* ``captions``: caption text and vector, ``photo_id`` indexed (a photo's captions are
+  an index lookup), ``UNIQUE (photo_id, text)``.
+* ``removals``: an append-only log of removed photo and caption ids, filled by
+  triggers (cascaded caption deletes included), from which the FAISS indexes of every
+  process follow deletes.
+* ``meta``: format version, dimension, index kind, the checkpoint identity.
+
+Ids come from ``AUTOINCREMENT``: never reused, increasing in commit order (SQLite has
+one writer at a time), so "everything after id N" is how a search index catches up.
+Every write is one transaction with ``synchronous=FULL``: acknowledged means on disk,
+and a crash leaves it whole or absent.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from groundsearch.index.errors import IdentityMismatch, StoreError
+
+DB_FILE = "gallery.db"
+FORMAT = 2
+#: How long a write waits for another process's write transaction.
+BUSY_SECONDS = 30.0
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS photos (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    sha256 TEXT NOT NULL UNIQUE,
+    path TEXT NOT NULL,
+    uploaded INTEGER NOT NULL DEFAULT 0,
+    vector BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY,
+    photo_id INTEGER NOT NULL REFERENCES photos(id) ON DELETE CASCADE,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    seen_run INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS files_photo ON files(photo_id);
+CREATE TABLE IF NOT EXISTS captions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    photo_id INTEGER NOT NULL REFERENCES photos(id) ON DELETE CASCADE,
+    text TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    UNIQUE (photo_id, text)
+);
+CREATE TABLE IF NOT EXISTS removals (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    item INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS photo_removed AFTER DELETE ON photos
+BEGIN INSERT INTO removals (kind, item) VALUES ('images', OLD.id); END;
+CREATE TRIGGER IF NOT EXISTS caption_removed AFTER DELETE ON captions
+BEGIN INSERT INTO removals (kind, item) VALUES ('captions', OLD.id); END;
+"""
+#: The vector tables, by the name the search indexes use.
+TABLES = {"images": "photos", "captions": "captions"}
+
+
+def blob(vector: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+
+def unblob(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.float32)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("PRAGMA foreign_keys = ON")
+        db.execute("PRAGMA synchronous = FULL")
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise StoreError(f"{path} is not a gallery database ({exc})") from None
+    return db
+
+
+class Records:
+    """Typed access to ``gallery.db``: one write connection (serialised by a lock) and
+    one read connection per thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._writer = _connect(self.path)
+        try:
+            mode = self._writer.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            self._writer.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self._writer.close()
+            raise StoreError(f"{self.path} is not a gallery database ({exc})") from None
+        if mode != "wal":
+            raise StoreError(f"{self.path}: SQLite could not switch to WAL mode ({mode})")
+
+    # --- creation and identity --------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: Path, dim: int, kind: str, identity: dict[str, str]) -> Records:
+        """A new, empty database (StoreError if one is there)."""
+        if path.exists():
+            raise StoreError(f"a gallery database already exists at {path}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        records = cls(path)
+        meta = {"format": FORMAT, "dim": dim, "kind": kind, "identity": identity}
+        with records.transaction() as db:
+            db.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                [(k, json.dumps(v)) for k, v in meta.items()],
+            )
+        return records
+
+    @classmethod
+    def open(cls, path: Path, identity: dict[str, str] | None = None) -> Records:
+        """An existing database; IdentityMismatch if another model's vectors are in it."""
+        if not path.is_file():
+            raise StoreError(f"no gallery database at {path}")
+        records = cls(path)
+        meta = records.meta
+        if meta.get("format") != FORMAT:
+            raise StoreError(f"{path}: unsupported gallery format {meta.get('format')!r}")
+        if identity is not None and meta.get("identity") != identity:
+            raise IdentityMismatch(
+                f"the gallery at {path.parent} was built by {meta.get('identity')!r}, not by "
+                f"{identity!r}; index the photos again into a new gallery folder"
+            )
+        return records
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        rows = self.reader().execute("SELECT key, value FROM meta").fetchall()
+        return {k: json.loads(v) for k, v in rows}
+
+    def close(self) -> None:
+        self._writer.close()
+
+    # --- connections ------------------------------------------------------------------------
+
+    def reader(self) -> sqlite3.Connection:
+        """This thread's read connection."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = _connect(self.path)
+        return db
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error)."""
+        with self._write_lock:
+            db = self._writer
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"the gallery database is busy or read-only: {exc}") from None
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            try:
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                db.execute("ROLLBACK")
+                raise StoreError(f"could not commit to the gallery database: {exc}") from None
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees the same committed state."""
+        db = self.reader()
+        db.execute("BEGIN")
+        try:
+            yield db
+        finally:
+            db.execute("COMMIT")
+
+    # --- following changes ------------------------------------------------------------------
+
+    @staticmethod
+    def vectors_after(
+        db: sqlite3.Connection, kind: str, after: int, limit: int | None = None
+    ) -> tuple[list[int], list[bytes]]:
+        """Ids and vector blobs of ``kind`` with id > ``after``, in id order."""
+        sql = f"SELECT id, vector FROM {TABLES[kind]} WHERE id > ? ORDER BY id"
+        rows = db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), (after,)).fetchall()
+        return [r[0] for r in rows], [r[1] for r in rows]
+
+    @staticmethod
+    def removals_after(db: sqlite3.Connection, after: int) -> list[tuple[int, str, int]]:
+        """(seq, kind, id) of removals after ``after``."""
+        return db.execute(
+            "SELECT seq, kind, item FROM removals WHERE seq > ? ORDER BY seq", (after,)
+        ).fetchall()
+
+    @staticmethod
+    def last_removal(db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT max(seq) FROM removals").fetchone()
+        return int(row[0] or 0)
+
+    @staticmethod
+    def last_id(db: sqlite3.Connection, kind: str) -> int:
+        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (TABLES[kind],))
+        found = row.fetchone()
+        return int(found[0]) if found else 0
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def photos(self, ids: Sequence[int]) -> dict[int, tuple[str, str, bool]]:
+        """id → (path, sha256, uploaded) of the live photos among ``ids``."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.reader().execute(
+            f"SELECT id, path, sha256, uploaded FROM photos WHERE id IN ({marks})", list(ids)
+        )
+        return {r[0]: (r[1], r[2], bool(r[3])) for r in rows}
+
+    def caption_texts(self, photo_ids: Sequence[int]) -> dict[int, list[tuple[int, str]]]:
+        """photo id → [(caption id, text)], in caption order."""
+        if not photo_ids:
+            return {}
+        marks = ",".join("?" * len(photo_ids))
+        out: dict[int, list[tuple[int, str]]] = {}
+        rows = self.reader().execute(
+            f"SELECT photo_id, id, text FROM captions WHERE photo_id IN ({marks}) ORDER BY id",
+            list(photo_ids),
+        )
+        for photo_id, caption_id, text in rows:
+            out.setdefault(photo_id, []).append((caption_id, text))
+        return out
+
+    def captions(self, ids: Sequence[int]) -> dict[int, tuple[str, int]]:
+        """caption id → (text, photo id) of the live captions among ``ids``."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.reader().execute(
+            f"SELECT id, text, photo_id FROM captions WHERE id IN ({marks})", list(ids)
+        )
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def vector(self, kind: str, item: int) -> np.ndarray | None:
+        row = (
+            self.reader()
+            .execute(f"SELECT vector FROM {TABLES[kind]} WHERE id = ?", (item,))
+            .fetchone()
+        )
+        return None if row is None else unblob(row[0]).copy()
+
+    def other_files(self, photo_id: int) -> list[str]:
+        rows = self.reader().execute(
+            "SELECT path FROM files WHERE photo_id = ? ORDER BY rowid", (photo_id,)
+        )
+        return [r[0] for r in rows]
+
+    def photo_of_sha(self, sha256: str) -> int | None:
+        row = self.reader().execute("SELECT id FROM photos WHERE sha256 = ?", (sha256,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def file_state(self, path: str) -> tuple[int, int, int, str] | None:
+        """(size, mtime_ns, photo id, content hash) recorded for an indexed file."""
+        row = (
+            self.reader()
+            .execute(
+                "SELECT f.size, f.mtime_ns, f.photo_id, p.sha256 FROM files f "
+                "JOIN photos p ON p.id = f.photo_id WHERE f.path = ?",
+                (path,),
+            )
+            .fetchone()
+        )
+        return None if row is None else (int(row[0]), int(row[1]), int(row[2]), str(row[3]))
+
+    def uploaded_paths(self) -> set[str]:
+        rows = self.reader().execute("SELECT path FROM photos WHERE uploaded = 1")
+        return {r[0] for r in rows}
+
+    def count(self, kind: str) -> int:
+        return int(self.reader().execute(f"SELECT count(*) FROM {TABLES[kind]}").fetchone()[0])

@@ -1,0 +1,153 @@
+"""``groundsearch index``: a user's messy folder into a gallery, resumable, deduplicated,
+every bad file named; the CLI's errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from groundsearch.index import indexer
+from groundsearch.index.gallery import Gallery
+from groundsearch.index.indexer import IndexingError, index_photos
+from groundsearch.settings import get_settings
+
+FLICKR = get_settings().flickr8k_dir
+CHECKPOINT = get_settings().default_checkpoint
+
+
+def real_photos(n: int) -> list[Path]:
+    names = sorted((FLICKR / "Flickr_8k.testImages.txt").read_text().split())[:n]
+    return [FLICKR / "Images" / name for name in names]
+
+
+@pytest.fixture
+def messy(tmp_path) -> Path:
+    """Six real photos in five formats, a duplicate, a truncated JPEG, a text file, a
+    hidden file and a symlink loop, in nested folders."""
+    root = tmp_path / "photos"
+    (root / "trip" / "day2").mkdir(parents=True)
+    photos = real_photos(6)
+    shutil.copy(photos[0], root / "a.jpg")
+    shutil.copy(photos[1], root / "trip" / "b.jpg")
+    Image.open(photos[2]).save(root / "trip" / "c.png")
+    Image.open(photos[3]).save(root / "trip" / "day2" / "d.webp")
+    Image.open(photos[4]).convert("P").save(root / "e.gif")
+    Image.open(photos[5]).save(root / "trip" / "f.tiff")
+    shutil.copy(photos[0], root / "trip" / "day2" / "a-copy.jpg")
+    (root / "broken.jpg").write_bytes(photos[1].read_bytes()[:2000])
+    (root / "notes.txt").write_text("not a photo")
+    (root / ".DS_Store").write_bytes(b"\0\0")
+    (root / "trip" / "loop").symlink_to(root)
+    return root
+
+
+def run(paths, gallery, parser, **kwargs) -> indexer.IndexReport:
+    return index_photos(paths, gallery, CHECKPOINT, parser, workers=0, **kwargs)
+
+
+def test_a_messy_folder_is_indexed_once_and_every_bad_file_named(messy, tmp_path, parser):
+    captions = tmp_path / "captions.tsv"
+    captions.write_text(
+        "a.jpg\tA dog runs through the snow .\n"
+        "trip/c.png\tA child plays in the water .\n"
+        "this line has no tab\n"
+        "missing.jpg\tA photo nobody has .\n"
+    )
+    gallery_dir = tmp_path / "gallery"
+    report = run([messy], gallery_dir, parser, captions=captions)
+    assert report.embedded == 6 and report.duplicates == 1 and report.photos == 6
+    assert {s.reason for s in report.skipped} == {"corrupt", "not-an-image", "symlink-loop"}
+    assert {s.path.name for s in report.skipped} == {"broken.jpg", "notes.txt", "loop"}
+    assert report.captions == 2 and report.unused_captions == 1
+    assert any("no tab" in p for p in report.caption_problems)
+    gallery = Gallery.open(gallery_dir)
+    files = sorted(gallery.image(i).file for i in gallery.image_ids())
+    assert files == ["a.jpg", "b.jpg", "c.png", "d.webp", "e.gif", "f.tiff"]
+    a = next(i for i in gallery.image_ids() if gallery.image(i).file == "a.jpg")
+    assert gallery.image(a).captions == ("A dog runs through the snow .",)
+    gallery.close()
+
+    # a second run reads nothing new; a changed, a new and a deleted file are noticed
+    again = run([messy], gallery_dir, parser, captions=captions)
+    assert (again.embedded, again.unchanged, again.captions) == (0, 7, 0)
+    Image.open(messy / "trip" / "c.png").rotate(90).save(messy / "trip" / "c.png")
+    shutil.copy(real_photos(7)[6], messy / "g.jpg")
+    os.unlink(messy / "trip" / "b.jpg")
+    third = run([messy], gallery_dir, parser, captions=captions)
+    assert (third.embedded, third.forgotten, third.photos) == (2, 1, 6)  # c changed, g new
+    gallery = Gallery.open(gallery_dir)
+    assert sorted(gallery.image(i).file for i in gallery.image_ids()) == [
+        "a.jpg",
+        "c.png",
+        "d.webp",
+        "e.gif",
+        "f.tiff",
+        "g.jpg",
+    ]
+    gallery.close()
+
+
+def test_a_photo_deleted_while_indexing_is_skipped(messy, tmp_path, parser, monkeypatch):
+    walk = indexer.walk_photos
+
+    def walk_and_delete(paths, exclude):  # each photo vanishes right after it is found
+        for item in walk(paths, exclude):
+            if isinstance(item, indexer.PhotoFile) and item.path.name == "b.jpg":
+                os.unlink(item.path)
+            yield item
+
+    monkeypatch.setattr(indexer, "walk_photos", walk_and_delete)
+    report = run([messy], tmp_path / "g", parser)
+    gone = [s for s in report.skipped if s.path.name == "b.jpg"]
+    assert len(gone) == 1 and gone[0].reason in {"unreadable", "missing"}
+    assert report.photos == 5
+
+
+def test_nothing_to_index_leaves_a_usable_gallery(tmp_path, parser):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    report = run([empty], tmp_path / "g", parser)
+    assert (report.found, report.photos, report.skipped) == (0, 0, [])
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    for i in range(3):
+        (texts / f"{i}.jpg").write_text("not really a jpeg")
+    report = run([texts], tmp_path / "g", parser)
+    assert [s.reason for s in report.skipped] == ["not-an-image"] * 3
+    gallery = Gallery.open(tmp_path / "g")
+    assert gallery.counts() == {"images": 0, "captions": 0}
+    gallery.close()
+    with pytest.raises(IndexingError, match="no such file or folder"):
+        run([tmp_path / "nowhere"], tmp_path / "g", parser)
+
+
+def test_index_cli_reports_and_refuses_clearly(cli, messy, tmp_path):
+    gallery = tmp_path / "gallery"
+    res = cli("index", str(messy), "--index", str(gallery), "--quiet", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["photos_embedded"] == 6 and summary["skipped"] == {
+        "corrupt": 1,
+        "not-an-image": 1,
+        "symlink-loop": 1,
+    }
+    assert "broken.jpg" in res.stderr and "Traceback" not in res.stderr
+    for args, message in [
+        ([str(tmp_path / "nowhere")], "no such file or folder"),
+        ([], "name the photo folders"),
+        ([str(messy), "--captions", str(tmp_path / "none.tsv")], "none.tsv"),
+        ([str(messy), "--workers", "-1"], "must be 0 or more"),
+        ([str(messy), "--checkpoint", str(tmp_path / "x.pt")], "x.pt"),
+    ]:
+        res = cli("index", *args, "--index", str(gallery), "--quiet")
+        assert res.returncode == 2, (args, res.stderr)
+        assert message in res.stderr and "Traceback" not in res.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = cli("index", str(empty), "--index", str(tmp_path / "g2"), "--quiet")
+    assert res.returncode == 0 and "no photo files found" in res.stderr

@@ -1,0 +1,88 @@
+"""The FAISS index derived from a gallery's records: exact search, tombstones, snapshots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from groundsearch.index.vectors import VectorIndex
+
+
+def unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_flat_search_equals_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    x, q = unit(rng, 300, 16), unit(rng, 5, 16)
+    index = VectorIndex(16)
+    index.add(range(1, 301), x)
+    for row, hits in zip(q, index.search(q, 7), strict=True):
+        expected = np.argsort(-(x @ row), kind="stable")[:7] + 1
+        assert [i for i, _ in hits] == expected.tolist()
+        assert np.allclose([s for _, s in hits], np.sort(x @ row)[::-1][:7], atol=1e-5)
+
+
+def test_hnsw_search_is_near_exact():
+    rng = np.random.default_rng(2)
+    x, q = unit(rng, 2000, 32), unit(rng, 20, 32)
+    index = VectorIndex(32, "hnsw")
+    index.add(range(1, 2001), x)
+    recall = np.mean(
+        [
+            len({i for i, _ in hits} & set((np.argsort(-(x @ row))[:10] + 1).tolist())) / 10
+            for row, hits in zip(q, index.search(q, 10), strict=True)
+        ]
+    )
+    assert recall > 0.9
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_removed_ids_never_come_back_and_k_is_clipped(kind):
+    rng = np.random.default_rng(3)
+    x = unit(rng, 50, 8)
+    index = VectorIndex(8, kind)
+    assert index.search(x[:1], 5) == [[]]
+    index.add(range(1, 51), x)
+    index.remove([5, 6, 7, 999])  # 999 was never added: ignored
+    assert len(index) == 47 and index.tombstones == 3 and index.total == 50
+    hits = index.search(x[4:7], 100)
+    assert all(len(h) == 47 and not {5, 6, 7} & {i for i, _ in h} for h in hits)
+
+
+def test_ids_must_increase_and_vectors_must_be_finite():
+    index = VectorIndex(4)
+    index.add([3, 4], np.eye(4, dtype=np.float32)[:2])
+    with pytest.raises(ValueError, match="increase"):
+        index.add([2], np.ones((1, 4)))
+    with pytest.raises(ValueError, match="NaN"):
+        index.add([9], np.full((1, 4), np.nan))
+    with pytest.raises(ValueError, match="shape"):
+        index.add([9], np.ones((1, 5)))
+    with pytest.raises(ValueError, match="k must be"):
+        index.search(np.ones(4), 0)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_snapshot_round_trip_and_header_check(kind, tmp_path):
+    rng = np.random.default_rng(4)
+    x = unit(rng, 40, 8)
+    index = VectorIndex(8, kind)
+    index.add(range(1, 41), x)
+    index.remove([2])
+    index.last_removal = 1
+    header = {"identity": {"checkpoint_sha256": "a"}}
+    index.save(tmp_path / "images", header)
+    index.add([41], x[:1])
+    index.save(tmp_path / "images", header)  # the first file is replaced, not kept
+    assert len(list(tmp_path.glob("images-*.faiss"))) == 1
+    loaded = VectorIndex.load(tmp_path / "images", header)
+    assert loaded is not None and loaded.kind == kind
+    assert (loaded.last_id, loaded.last_removal, len(loaded)) == (41, 1, 40)
+    assert loaded.search(x[:3], 5) == index.search(x[:3], 5)
+    assert VectorIndex.load(tmp_path / "images", {"identity": {"checkpoint_sha256": "b"}}) is None
+    assert VectorIndex.load(tmp_path / "nothing", header) is None
+    (tmp_path / "images.json").write_text("{not json")
+    assert VectorIndex.load(tmp_path / "images", header) is None
