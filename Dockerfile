@@ -5,7 +5,7 @@
 #   docker run -p 8000:8000 -e GROUNDSEARCH_WRITE_TOKEN=... groundsearch   (token: 16+ chars,
 #                                                 enables gallery writes; unset = read-only)
 #
-# Volumes: GROUNDSEARCH_INDEX_DIR (the gallery: FAISS stores + uploaded photos, keep it) and
+# Volumes: GROUNDSEARCH_INDEX_DIR (the gallery: its database, FAISS snapshots and uploaded photos) and
 # GROUNDSEARCH_CACHE_DIR (rebuildable: GloVe pretrain, parse and feature caches). Optional
 # read-only data at GROUNDSEARCH_DATA_DIR=/data: with /data/flickr8k the service serves the
 # Flickr8k test gallery, without it the shipped sample gallery (15 photos); either is built
@@ -60,13 +60,13 @@ USER groundsearch
 WORKDIR /home/groundsearch
 
 # 5. Warm the caches as that user, so a container starts fast: the stanza GloVe pretrain
-#    (~15 s to build), then the sample gallery's photos, CNN features and caption parses.
-#    The gallery itself is built into a scratch folder and dropped: the index folder stays
+#    (~15 s to build), then the sample gallery's photos and caption parses (`groundsearch
+#    index --sample`). The gallery itself is built into a scratch folder and dropped: the index folder stays
 #    empty, so the first start builds the gallery from the warm caches in a few seconds,
 #    and builds the Flickr8k test gallery instead when /data/flickr8k is mounted. (An empty
 #    named volume starts as a copy of these folders, the warm cache included.)
 RUN groundsearch parse "A dog runs on the beach." > /dev/null \
- && groundsearch build-index --sample --out /tmp/sample-gallery \
+ && groundsearch index --sample --index /tmp/sample-gallery --quiet > /dev/null \
  && rm -rf /tmp/sample-gallery
 
 VOLUME ["/var/cache/groundsearch", "/var/lib/groundsearch/index"]

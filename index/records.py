@@ -105,6 +105,7 @@ class Records:
         self.path = Path(path)
         self._write_lock = threading.Lock()
         self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
         self._writer = _connect(self.path)
         try:
             mode = self._writer.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -154,7 +155,12 @@ class Records:
         return {k: json.loads(v) for k, v in rows}
 
     def close(self) -> None:
-        self._writer.close()
+        """Close every connection (readers of all threads too)."""
+        with self._write_lock:
+            for db in self._readers:
+                db.close()
+            self._readers.clear()
+            self._writer.close()
 
     # --- connections ------------------------------------------------------------------------
 
@@ -163,6 +169,8 @@ class Records:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
             db = self._local.db = _connect(self.path)
+            with self._write_lock:
+                self._readers.append(db)
         return db
 
     @contextmanager

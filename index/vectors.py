@@ -108,7 +108,7 @@ class VectorIndex:
         with self._lock:
             if id_arr.min() <= self.last_id or np.any(np.diff(id_arr) <= 0):
                 raise ValueError("ids must increase and be larger than every id added")
-            self._index.add_with_ids(arr, id_arr)  # type: ignore[call-arg]  # faiss SWIG
+            self._index.add_with_ids(arr, id_arr)
             self.last_id = int(id_arr[-1])
 
     def remove(self, ids: Iterable[int]) -> None:
@@ -125,8 +125,10 @@ class VectorIndex:
         if self._selector is None:
             batch = faiss.IDSelectorBatch(np.fromiter(self._tombstones, dtype=np.int64))
             self._selector = (faiss.IDSelectorNot(batch), batch)  # keep batch alive
-        cls = faiss.SearchParametersHNSW if self.kind == "hnsw" else faiss.SearchParameters
-        return cls(sel=self._selector[0])
+        params: Any = getattr(
+            faiss, "SearchParametersHNSW" if self.kind == "hnsw" else "SearchParameters"
+        )
+        return params(sel=self._selector[0])  # the stubs do not know these keywords
 
     def search(self, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
         """The ``k`` nearest live ids of each query row, best first, as (id, score)."""
@@ -138,7 +140,7 @@ class VectorIndex:
             if k_live == 0:
                 return [[] for _ in range(arr.shape[0])]
             params = self._params()
-            scores, labels = self._index.search(arr, k_live, params=params)  # type: ignore[call-arg]
+            scores, labels = self._index.search(arr, k_live, params=params)
         return [
             [(int(i), float(s)) for s, i in zip(row_s, row_i, strict=True) if i >= 0]
             for row_s, row_i in zip(scores, labels, strict=True)

@@ -41,6 +41,16 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     s = get_settings()
     gallery = Path(args.index or s.gallery_dir)
+    if args.migrate:
+        from groundsearch.index.errors import StoreError
+        from groundsearch.index.migrate import migrate_legacy
+
+        if args.paths or args.flickr8k or args.sample:
+            raise CliError("--migrate only moves the gallery named by --index into a database")
+        with user_errors(StoreError):
+            moved = migrate_legacy(gallery)
+        print(json.dumps({"gallery": str(gallery), "migrated": moved}))
+        return 0
     presets = [bool(args.flickr8k), bool(args.sample)]
     if sum(presets) > 1 or (any(presets) and args.paths):
         raise CliError("give photo folders, or one of --flickr8k and --sample, not both")
@@ -96,6 +106,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--workers", type=non_negative_int, help="CNN processes (default: one per core)")
     p.add_argument("--kind", default=KINDS[0], choices=KINDS, help="exact (flat) or HNSW index")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--migrate", action="store_true", help="move an old-format gallery into a database"
+    )
     p.add_argument("--flickr8k", action="store_true", help="Flickr8k's photos and captions")
     p.add_argument("--data", type=Path, help="with --flickr8k: a Flickr8k-layout folder")
     p.add_argument("--split", default="test", help="with --flickr8k: train/dev/test, a list, ''")
