@@ -23,12 +23,14 @@ its removal's; files no record names are cleared when a writer opens the gallery
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +54,7 @@ __all__ = [
 
 log = logging.getLogger("groundsearch.index")
 INDEX_DIR, UPLOADS = "index", "uploads"
+UPLOADS_LOCK = "uploads.lock"
 #: The search indexes, by the name the records use.
 VECTOR_KINDS = ("images", "captions")
 #: Compact (rebuild) a search index once removed vectors are this share of it…
@@ -218,16 +221,28 @@ class Gallery:
                 after = ids[-1]
         return index
 
+    @contextlib.contextmanager
+    def _uploads_lock(self, mode: int) -> Iterator[None]:
+        """Uploads hold it shared from their file to their commit; clearing leftovers
+        holds it exclusively, so it never takes a file whose record is on its way."""
+        with open(self.folder / UPLOADS_LOCK, "a") as fh:
+            fcntl.flock(fh, mode)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
     def clear_leftovers(self) -> None:
         """Delete uploaded files no photo names and temp files of interrupted writes."""
         clear_leftovers(self.folder / INDEX_DIR, VECTOR_KINDS)
         uploads = self.folder / UPLOADS
         if uploads.is_dir():
-            named = self.records.uploaded_paths()
-            for path in uploads.iterdir():
-                if f"{UPLOADS}/{path.name}" not in named:
-                    log.info("removing %s: no photo names it (an interrupted write)", path)
-                    path.unlink(missing_ok=True)
+            with self._uploads_lock(fcntl.LOCK_EX):
+                named = self.records.uploaded_paths()
+                for path in uploads.iterdir():
+                    if f"{UPLOADS}/{path.name}" not in named:
+                        log.info("removing %s: no photo names it (an interrupted write)", path)
+                        path.unlink(missing_ok=True)
 
     # --- following the records ------------------------------------------------------------------
 
@@ -392,12 +407,12 @@ class Gallery:
         rows = _caption_rows(captions, caption_vectors, self.dim)
         existing = self.records.photo_of_sha(sha)
         path = self.folder / file
-        if existing is None and not path.exists():
-            with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        with self.records.transaction() as db:
+        with self._uploads_lock(fcntl.LOCK_SH), self.records.transaction() as db:
+            if existing is None and not path.exists():  # the file before its record
+                with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
             found = db.execute("SELECT id FROM photos WHERE sha256 = ?", (sha,)).fetchone()
             if found is None:
                 cur = db.execute(

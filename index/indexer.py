@@ -40,6 +40,8 @@ from groundsearch.model.runtime.text.vocab import NoKnownWordError
 
 #: Photos per commit (each commit is one transaction: photos with their captions).
 COMMIT_EVERY = 64
+#: Unchanged files marked as seen per transaction.
+SEEN_EVERY = 5000
 
 
 class IndexingError(ValueError):
@@ -167,6 +169,9 @@ class _Run:
                 self._queue(_Pending(file, state[3], texts), None)
             else:
                 self.seen.append(path)
+                if len(self.seen) >= SEEN_EVERY:  # bounded memory on a re-run of millions
+                    self.gallery.mark_seen(self.seen, self.run)
+                    self.seen = []
             self.tick(1)
             return None
         try:
