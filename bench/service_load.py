@@ -260,7 +260,9 @@ class Server:
         return cmd + (["--index", str(self.index)] if self.index else [])
 
     def start(self) -> None:
-        env = os.environ | {"GROUNDSEARCH_CACHE_DIR": str(self.cache_dir)}
+        # no caption bank: embedding it on a cold cache would run beside the load
+        env = {"GROUNDSEARCH_CAPTION_BANK": "none"} | os.environ
+        env |= {"GROUNDSEARCH_CACHE_DIR": str(self.cache_dir)}
         env["GROUNDSEARCH_QUERY_CACHE"] = str(self.args.query_cache)
         cmd = self.command()
         print(
