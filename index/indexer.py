@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from groundsearch.index.caption_files import CaptionFile, read_caption_file
 from groundsearch.index.gallery import Gallery, IndexedFile, checkpoint_identity
@@ -323,6 +324,7 @@ def index_photos(
     single file is reported, not raised.
     """
     start = time.perf_counter()
+    torch.set_num_threads(1)  # this process only projects and writes: the cores are the CNN's
     roots = [Path(os.path.abspath(p)) for p in paths]
     for root in roots:
         if not root.exists() and not root.is_symlink():

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -80,14 +83,29 @@ _worker: _Worker | None = None
 _worker_error: Exception | None = None
 
 
-def _init_worker(identity: str, max_pixels: int) -> None:
+def _init_worker(identity: str, max_pixels: int, parent: int | None = None) -> None:
     """Process initializer; a failure is kept and raised by the first task."""
     global _worker, _worker_error
+    if parent is not None:
+        _exit_with_parent(parent)
     torch.set_num_threads(1)
     try:
         _worker = _Worker(identity, max_pixels)
     except Exception as exc:
         _worker_error = exc
+
+
+def _exit_with_parent(parent: int, every: float = 1.0) -> None:
+    """End this worker once ``parent`` is gone. A parent killed by SIGKILL runs no
+    shutdown, and its workers would otherwise wait forever (blocked writing a result
+    to a pipe no one reads), each holding its model in memory."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _run_batch(paths: list[str]) -> list[Outcome]:
@@ -210,10 +228,12 @@ class FeaturePool:
             self.workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_init_worker,
-            initargs=(self.identity, self.max_pixels),
+            initargs=(self.identity, self.max_pixels, os.getpid()),
         )
-        try:
-            executor.submit(_ping).result()
+        try:  # one ping per worker: the executor starts a process per task submitted,
+            # so every worker loads its model now, side by side, not on its first batch
+            for ping in [executor.submit(_ping) for _ in range(self.workers)]:
+                ping.result()
         except BrokenProcessPool as exc:
             executor.shutdown(cancel_futures=True)
             raise RuntimeError(f"feature workers ({self.identity}) failed to start") from exc
