@@ -18,8 +18,9 @@ spread of inner products look like a real gallery's.
 
 ``indexing``: ``groundsearch index``'s path (``index_photos``) over the Flickr8k photo
 folder as a user folder without captions, into an empty gallery, with one CNN worker
-per core; reference in the same run: one process, one torch thread, decode + CNN over
-the first 256 photos (batch 16) — the target is ≥ 90% of that × cores.
+per core; reference in the same run: one process, one torch thread, decode + the
+checkpoint's CNN (EfficientNet-Lite2 for the shipped SDT-RNN) over the first 256 photos
+(batch 16) — the target is ≥ 90% of that × cores.
 """
 
 from __future__ import annotations
@@ -231,15 +232,16 @@ def bench_writes(
     return {"machine": machine(), "writes_per_size": n, "rows": rows}
 
 
-def cnn_reference(paths: list[Path]) -> float:
-    """Photos per second: one process, one torch thread, decode + CNN, batch 16."""
+def cnn_reference(paths: list[Path], identity: str) -> float:
+    """Photos per second: one process, one torch thread, decode + CNN (the checkpoint's
+    backbone, as the workers run it), batch 16."""
     import torch
 
     from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.images.photos import decode_photo
 
     torch.set_num_threads(1)
-    fx = FeatureExtractor()
+    fx = FeatureExtractor.for_identity(identity)
     fx.embed_images([decode_photo(paths[0])[0]])  # warm
     start = time.perf_counter()
     for i in range(0, len(paths), 16):
@@ -249,6 +251,7 @@ def cnn_reference(paths: list[Path]) -> float:
 
 def bench_indexing(work: Path, limit: int, cache: Path) -> dict[str, object]:
     from groundsearch.index.indexer import index_photos
+    from groundsearch.model.runtime.checkpoints import load_checkpoint
     from groundsearch.model.runtime.parsing import Parser
     from groundsearch.settings import get_settings
 
@@ -261,8 +264,9 @@ def bench_indexing(work: Path, limit: int, cache: Path) -> dict[str, object]:
         folder.mkdir()
         for p in photos[:limit]:
             (folder / p.name).symlink_to(p)
-    reference = cnn_reference(photos[:256])
     parser = Parser(s.parser_dir, s.cache_dir)
+    backbone = load_checkpoint(s.default_checkpoint, parser=parser.version).backbone
+    reference = cnn_reference(photos[:256], backbone)
     start = time.perf_counter()
     report = index_photos([folder], work / "gallery", s.default_checkpoint, parser, progress=True)
     seconds = time.perf_counter() - start
@@ -275,6 +279,7 @@ def bench_indexing(work: Path, limit: int, cache: Path) -> dict[str, object]:
         "photos": report.embedded,
         "seconds": round(seconds, 1),
         "photos_per_s": round(rate, 2),
+        "backbone": backbone,
         "reference_one_process_photos_per_s": round(reference, 2),
         "share_of_reference_x_cores": round(rate / (reference * cores), 3),
         "summary": report.summary(),
