@@ -207,7 +207,10 @@ class FeaturePool:
 
     def _submit(self, job: _Job[T]) -> _Job[T]:
         if self.workers and not job.alone:
-            job.future = self._pool().submit(type(self).task, job.paths)
+            try:
+                job.future = self._pool().submit(type(self).task, job.paths)
+            except BrokenProcessPool:  # a job in flight broke it: ``map`` recovers when
+                job.future = None  # it reaches that job, or this one (``_result``)
         return job
 
     def _result(self, job: _Job[T]) -> list[Outcome]:
