@@ -405,16 +405,15 @@ class Gallery:
         file = f"{UPLOADS}/{sha}.{extension}"
         vec = as_matrix(vector, self.dim, "vector")
         rows = _caption_rows(captions, caption_vectors, self.dim)
-        existing = self.records.photo_of_sha(sha)
         path = self.folder / file
         with self._uploads_lock(fcntl.LOCK_SH), self.records.transaction() as db:
-            if existing is None and not path.exists():  # the file before its record
-                with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
             found = db.execute("SELECT id FROM photos WHERE sha256 = ?", (sha,)).fetchone()
             if found is None:
+                if not path.exists():  # the file before its record
+                    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+                        fh.write(data)
+                        fh.flush()
+                        os.fsync(fh.fileno())
                 cur = db.execute(
                     "INSERT INTO photos (sha256, path, uploaded, vector) VALUES (?, ?, 1, ?)",
                     (sha, file, blob(vec[0])),
@@ -439,8 +438,10 @@ class Gallery:
                 "SELECT count(*) FROM captions WHERE photo_id = ?", (image_id,)
             ).fetchone()[0]
             db.execute("DELETE FROM photos WHERE id = ?", (image_id,))
-        if row[1]:
-            (self.folder / row[0]).unlink(missing_ok=True)
+        if row[1]:  # unless the same bytes were uploaded again since the commit
+            with self._uploads_lock(fcntl.LOCK_EX):
+                if not self.records.holds_upload(row[0]):
+                    (self.folder / row[0]).unlink(missing_ok=True)
         self.refresh()
         return int(count)
 

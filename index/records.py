@@ -299,6 +299,11 @@ class Records:
         )
         return None if row is None else (int(row[0]), int(row[1]), int(row[2]), str(row[3]))
 
+    def holds_upload(self, path: str) -> bool:
+        """Whether an uploaded photo is stored at ``path`` (``uploads/…``)."""
+        sql = "SELECT 1 FROM photos WHERE uploaded = 1 AND path = ? LIMIT 1"
+        return self.reader().execute(sql, (path,)).fetchone() is not None
+
     def uploaded_paths(self) -> set[str]:
         rows = self.reader().execute("SELECT path FROM photos WHERE uploaded = 1")
         return {r[0] for r in rows}

@@ -169,3 +169,14 @@ def test_other_models_old_formats_and_missing_galleries_are_refused(tmp_path):
     (tmp_path / "bad" / "gallery.db").write_bytes(b"not a database at all" * 100)
     with pytest.raises(StoreError, match="not a gallery database"):
         Gallery.open(tmp_path / "bad")
+
+
+def test_the_same_bytes_uploaded_again_after_a_delete_keep_their_file(tmp_path):
+    g = Gallery.create(tmp_path / "g", DIM, ID)
+    v = vecs(1)
+    first, _, _ = g.add_photo(b"same bytes", "jpg", v[0])
+    g.remove_photo(first)
+    again, _, new = g.add_photo(b"same bytes", "jpg", v[0])
+    assert new and again != first
+    assert g.photo_path(again).read_bytes() == b"same bytes"
+    g.close()
