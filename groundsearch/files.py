@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -28,6 +29,15 @@ def atomic_path(path: Path) -> Iterator[str]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def sha256_file(path: Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in 1 MB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_text(path: Path, text: str) -> None:

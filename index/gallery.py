@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from groundsearch.files import atomic_path
+from groundsearch.files import atomic_path, sha256_file
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
 from groundsearch.index.records import DB_FILE, Records, blob
 from groundsearch.index.vectors import KINDS, VectorIndex, as_matrix, clear_leftovers
@@ -119,14 +119,10 @@ class Added:
 
 def checkpoint_identity(checkpoint: Path) -> dict[str, str]:
     """What a gallery's vectors depend on: the checkpoint's bytes."""
-    digest = hashlib.sha256()
     try:
-        with open(checkpoint, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
+        return {"checkpoint_sha256": sha256_file(checkpoint)}
     except OSError as exc:
         raise StoreError(f"cannot read checkpoint {checkpoint}: {exc.strerror}") from None
-    return {"checkpoint_sha256": digest.hexdigest()}
 
 
 def is_gallery(folder: Path) -> bool:

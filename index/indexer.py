@@ -16,7 +16,6 @@ indexed folders that have disappeared since the last run are forgotten at the en
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from groundsearch.files import sha256_file
 from groundsearch.index.caption_files import CaptionFile, read_caption_file
 from groundsearch.index.gallery import Gallery, IndexedFile, checkpoint_identity
 from groundsearch.index.photo_files import PhotoFile, Skipped, walk_photos
@@ -94,14 +94,6 @@ class IndexReport:
             if len(items) > limit:
                 out.append(f"… and {len(items) - limit} more {what} lines")
         return out
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass
@@ -176,7 +168,7 @@ class _Run:
             self.tick(1)
             return None
         try:
-            sha = file_sha256(file.path)
+            sha = sha256_file(file.path)
         except OSError as exc:
             self._skip(file.path, "unreadable", f"cannot read it: {exc.strerror or exc}")
             return None
@@ -263,29 +255,46 @@ def _relative(path: Path, root: Path) -> str:
         return ""
 
 
+def _named(key: str, only: set[str] | None) -> bool:
+    """Whether a captions-file key can name a photo of a run restricted to ``only``."""
+    return only is None or key in only or Path(key).name in only
+
+
 def parse_captions(
-    captions: CaptionFile, parser: Parser, model: Embedder, workers: int, report: IndexReport
+    captions: CaptionFile,
+    parser: Parser,
+    model: Embedder,
+    workers: int,
+    report: IndexReport,
+    only: set[str] | None = None,
 ) -> dict[str, DependencyTree]:
-    """Trees of every usable caption in the file, keyed by the caption's text; captions
-    that cannot be cleaned, parsed or embedded are reported and left out."""
-    good: list[str] = []
-    for text in sorted({t for texts in captions.captions.values() for t in texts}):
+    """Trees of the usable captions of the file (of the photos ``only`` names, if
+    given), keyed by the caption's text as written there; captions that cannot be
+    cleaned, parsed or embedded are reported and left out."""
+    raw: list[str] = []
+    cleaned: list[str] = []
+    wanted = {t for key, texts in captions.captions.items() if _named(key, only) for t in texts}
+    for text in sorted(wanted):
         try:
-            good.append(clean_text(text))
+            cleaned.append(clean_text(text))
+            raw.append(text)
         except ParseError as exc:
             report.caption_problems.append(f"{captions.path}: {text[:60]!r}: {exc}")
+    parsed: list[DependencyTree | None]
     try:
-        trees = parser.parse(good, workers=workers)
-    except ParseError:
-        trees = []
-        for text in good:
+        parsed = list(parser.parse(cleaned, workers=workers))
+    except ParseError:  # one text spoils the batch: each alone, so only that one fails
+        parsed = []
+        for text in cleaned:
             try:
-                trees.append(parser.parse([text])[0])
+                parsed.append(parser.parse([text])[0])
             except ParseError as exc:
+                parsed.append(None)
                 report.caption_problems.append(f"{captions.path}: {text[:60]!r}: {exc}")
-        good = [t.text for t in trees]
     out = {}
-    for text, tree in zip(good, trees, strict=True):
+    for text, tree in zip(raw, parsed, strict=True):
+        if tree is None:
+            continue
         try:
             model.require_known_words([tree], "caption")
         except NoKnownWordError as exc:
@@ -337,7 +346,7 @@ def index_photos(
     trees: dict[str, DependencyTree] = {}
     if caption_file is not None:
         report.caption_problems += caption_file.problems
-        trees = parse_captions(caption_file, parser, model, max(workers, 1), report)
+        trees = parse_captions(caption_file, parser, model, max(workers, 1), report, only)
     features = np.zeros((1, get_spec(_backbone(model)).dim), np.float32)
     dim = int(model.embed_images(features).shape[1])
     gallery = Gallery.open_or_create(gallery_dir, dim, checkpoint_identity(checkpoint), kind)
@@ -355,8 +364,7 @@ def index_photos(
         report.forgotten = gallery.forget_unseen([str(r) for r in roots if r.is_dir()], run.run)
         if caption_file is not None:
             unused = caption_file.unused()
-            if only is not None:
-                unused = [k for k in unused if Path(k).name in only or k in only]
+            unused = [k for k in unused if _named(k, only)]
             report.unused_captions = len(unused)
         report.photos = gallery.counts()["images"]
     finally:

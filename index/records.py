@@ -307,6 +307,3 @@ class Records:
     def uploaded_paths(self) -> set[str]:
         rows = self.reader().execute("SELECT path FROM photos WHERE uploaded = 1")
         return {r[0] for r in rows}
-
-    def count(self, kind: str) -> int:
-        return int(self.reader().execute(f"SELECT count(*) FROM {TABLES[kind]}").fetchone()[0])

@@ -54,7 +54,7 @@ def test_a_messy_folder_is_indexed_once_and_every_bad_file_named(messy, tmp_path
     captions = tmp_path / "captions.tsv"
     captions.write_text(
         "a.jpg\tA dog runs through the snow .\n"
-        "trip/c.png\tA child plays in the water .\n"
+        "trip/c.png\tA child  plays in the  water .\n"  # kept: spaces are normalised
         "this line has no tab\n"
         "missing.jpg\tA photo nobody has .\n"
     )
@@ -143,6 +143,9 @@ def test_index_cli_reports_and_refuses_clearly(cli, messy, tmp_path):
         ([str(messy), "--captions", str(tmp_path / "none.tsv")], "none.tsv"),
         ([str(messy), "--workers", "-1"], "must be 0 or more"),
         ([str(messy), "--checkpoint", str(tmp_path / "x.pt")], "x.pt"),
+        ([str(messy), "--only", str(tmp_path / "split.txt")], "split.txt"),
+        ([str(messy), "--migrate"], "--migrate only moves"),
+        (["--migrate"], "no gallery in the old format"),
     ]:
         res = cli("index", *args, "--index", str(gallery), "--quiet")
         assert res.returncode == 2, (args, res.stderr)

@@ -7,7 +7,6 @@ again. The cache is a SQLite file in the cache directory.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -17,12 +16,13 @@ import numpy as np
 import torch
 from PIL import Image
 
+from groundsearch.files import sha256_file
 from groundsearch.model.runtime.images.backbones import DEFAULT_BACKBONE, build_backbone, preprocess
 from groundsearch.model.runtime.images.photos import decode_photo
 
 
 def file_key(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:32]
+    return sha256_file(Path(path))[:32]
 
 
 class FeatureCache:

@@ -6,12 +6,11 @@ The pretrain is not committed: it is written deterministically from the
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
 
-from groundsearch.files import torch_save
+from groundsearch.files import sha256_file, torch_save
 from groundsearch.model.runtime.text.glove import load_glove
 
 PRETRAIN_NAME = "glove6b50d.pretrain.pt"
@@ -42,8 +41,4 @@ def ensure_pretrain(cache_dir: Path) -> Path:
 
 def file_digest(path: Path) -> str:
     """Short SHA-256 of a file, used to record which pretrain a model was trained with."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
+    return sha256_file(path)[:16]
