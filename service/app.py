@@ -23,30 +23,33 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from groundsearch.index.errors import StoreError, UnknownItemError
-from groundsearch.service.engine import Engine, QueryError
+from groundsearch.service import openapi, problems
+from groundsearch.service.admission import Admission, Gate
+from groundsearch.service.engine import Engine, QueryError, UnusableText
+from groundsearch.service.memory import return_freed_memory
 from groundsearch.service.metrics import Metrics, MetricsMiddleware
+from groundsearch.service.problems import problem
 from groundsearch.service.routes import gallery, images, ops, search
 from groundsearch.service.routes.ops import STATIC
 from groundsearch.service.settings import ServiceSettings
-from groundsearch.service.uploads import UploadError, UploadLimitMiddleware
+from groundsearch.service.uploads import UploadLimitMiddleware
 
 log = logging.getLogger("groundsearch.service")
 #: Routes that take uploads: refused by Content-Length before the body is read.
-UPLOAD_ROUTES = {"/describe", "/arithmetic", "/gallery/images"}
+UPLOAD_ROUTES = {"/describe", "/arithmetic/upload", "/gallery/images"}
 #: Swagger UI, from a PyPI package (FastAPI's defaults load them from a CDN).
 DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
 #: Room for the multipart envelope around the file.
 MULTIPART_SLACK = 64 * 1024
-
-
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"detail": message}, status_code=status)
+#: Typical seconds one request holds a slot of each kind (for ``Retry-After``).
+SECONDS_PER_REQUEST = {"parse": 0.03, "cnn": 0.15}
 
 
 def create_app(settings: ServiceSettings | None = None, engine: Engine | None = None) -> FastAPI:
     """A groundsearch app over ``settings`` (default: from the environment)."""
     settings = settings or ServiceSettings()
     metrics = Metrics()
+    return_freed_memory()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -78,6 +81,15 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
     )
     app.state.settings, app.state.metrics = settings, metrics
     app.state.engine, app.state.load_error = engine, None
+    app.state.admission = Admission(
+        [
+            Gate(kind, concurrency, queue, SECONDS_PER_REQUEST[kind], metrics.observe_gate)
+            for kind, concurrency, queue in (
+                ("parse", settings.parse_concurrency, settings.parse_queue),
+                ("cnn", settings.cnn_concurrency, settings.cnn_queue),
+            )
+        ]
+    )
     if engine is not None:  # its stage timings go to this app's metrics
         engine.observe = metrics.observe_stage
 
@@ -89,25 +101,29 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
     )
     app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: times everything
 
+    problems.install(app)
+
+    @app.exception_handler(UnusableText)
+    async def _unusable(request: Request, exc: UnusableText) -> JSONResponse:
+        return problem(request, 404, str(exc), "unusable-text")
+
     @app.exception_handler(QueryError)
     async def _query_error(request: Request, exc: QueryError) -> JSONResponse:
-        return _error(422, str(exc))
-
-    @app.exception_handler(UploadError)
-    async def _upload_error(request: Request, exc: UploadError) -> JSONResponse:
-        return _error(exc.status, str(exc))
+        return problem(request, 422, str(exc), "invalid-text")
 
     @app.exception_handler(UnknownItemError)
     async def _unknown(request: Request, exc: UnknownItemError) -> JSONResponse:
-        return _error(404, str(exc))
+        return problem(request, 404, str(exc), "unknown-image")
 
     @app.exception_handler(StoreError)
     async def _store_error(request: Request, exc: StoreError) -> JSONResponse:
         log.error("gallery store error: %s", exc)
-        return _error(503, f"the gallery could not be read or written: {exc}")
+        detail = f"the gallery could not be read or written: {exc}"
+        return problem(request, 503, detail, "store-unavailable", {"Retry-After": "5"})
 
     for router in (search.router, images.router, gallery.router, ops.router):
         app.include_router(router)
+    openapi.install(app, settings)
     app.mount("/docs-static", StaticFiles(directory=DOCS_ASSETS), name="docs-static")
 
     @app.get("/docs", include_in_schema=False)

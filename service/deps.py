@@ -1,13 +1,16 @@
-"""Typed dependencies of the routes: the engine, the settings, limits and the writer check."""
+"""Typed dependencies of the routes: engine, settings, admission, limits, the writer check."""
 
 from __future__ import annotations
 
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Request, UploadFile
+from fastapi import Depends, Request, Security, UploadFile
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from groundsearch.service.admission import Admission
 from groundsearch.service.engine import Engine
+from groundsearch.service.problems import ServiceError
 from groundsearch.service.settings import ServiceSettings
 from groundsearch.service.uploads import check_size
 
@@ -20,18 +23,24 @@ def get_engine(request: Request) -> Engine:
     engine = request.app.state.engine
     if engine is None:
         error = request.app.state.load_error
-        raise HTTPException(503, f"not ready: {error}" if error else "the model is still loading")
+        detail = f"not ready: {error}" if error else "the model is still loading"
+        raise ServiceError(503, detail, "not-ready", {"Retry-After": "5"})
     return engine
+
+
+def get_admission(request: Request) -> Admission:
+    return request.app.state.admission
 
 
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
+AdmissionDep = Annotated[Admission, Depends(get_admission)]
 
 
 def check_k(k: int, settings: ServiceSettings) -> int:
     """422 unless 1 ≤ k ≤ max_k."""
     if not 1 <= k <= settings.max_k:
-        raise HTTPException(422, f"k must be between 1 and {settings.max_k}, got {k}")
+        raise ServiceError(422, f"k must be between 1 and {settings.max_k}, got {k}")
     return k
 
 
@@ -41,23 +50,30 @@ async def read_upload(file: UploadFile, settings: ServiceSettings) -> bytes:
     return check_size(data, settings.max_upload_bytes)
 
 
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="writeToken",
+    description="The server's write token (GROUNDSEARCH_WRITE_TOKEN), for gallery writes.",
+)
+
+
 def require_writer(
     settings: SettingsDep,
-    authorization: Annotated[str | None, Header(description="Bearer <write token>")] = None,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
 ) -> None:
     """401 without a bearer token, 403 with a wrong one or when writes are disabled."""
     if settings.write_token is None:
-        raise HTTPException(403, "gallery writes are disabled: the server has no write token")
-    scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise HTTPException(
+        raise ServiceError(403, "gallery writes are disabled: the server has no write token")
+    token = credentials.credentials.strip() if credentials is not None else ""
+    if not token:
+        raise ServiceError(
             401,
             "a gallery write needs the header 'Authorization: Bearer <token>'",
             headers={"WWW-Authenticate": "Bearer"},
         )
     expected = settings.write_token.get_secret_value().encode()
-    if not secrets.compare_digest(token.strip().encode(), expected):
-        raise HTTPException(403, "wrong write token")
+    if not secrets.compare_digest(token.encode(), expected):
+        raise ServiceError(403, "wrong write token")
 
 
 WriterDep = Annotated[None, Depends(require_writer)]

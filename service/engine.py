@@ -55,7 +55,18 @@ log = logging.getLogger("groundsearch.service")
 
 
 class QueryError(ValueError):
-    """A text the model cannot embed (empty, too long, no known word): HTTP 422."""
+    """A text the service refuses (e.g. over the length limit): HTTP 422."""
+
+
+class UnusableText(QueryError):
+    """A text the model cannot use — empty, whitespace, control characters or punctuation
+    only, or no word the model knows — refused with one message whatever the reason."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what} has no word the model knows: write a phrase or sentence in English "
+            "with at least one common word, e.g. 'a dog runs on the beach'"
+        )
 
 
 class Engine:
@@ -136,23 +147,45 @@ class Engine:
     # --- text -----------------------------------------------------------------------------
 
     def _check_text(self, text: str, what: str) -> str:
+        """The cleaned text; UnusableText when it has no letter or digit (nothing to parse)."""
+        if len(text) > self.settings.max_text_chars:
+            raise QueryError(
+                f"{what} is {len(text)} characters long; the limit is "
+                f"{self.settings.max_text_chars}"
+            )
         try:
-            return clean_text(text, self.settings.max_text_chars)
-        except ParseError as exc:
-            raise QueryError(f"{what}: {exc}") from None
+            cleaned = clean_text(text, self.settings.max_text_chars)
+        except ParseError:
+            raise UnusableText(what) from None
+        if not any(c.isalnum() for c in cleaned):
+            raise UnusableText(what)
+        return cleaned
 
-    def _parse(self, texts: Sequence[str], what: str, timings: Timings) -> list[DependencyTree]:
-        cleaned = [self._check_text(t, what) for t in texts]
+    def _parse(
+        self, texts: Sequence[str], whats: Sequence[str], timings: Timings
+    ) -> list[DependencyTree]:
+        """Trees of ``texts`` (each labelled by ``whats`` in errors), each with a known word."""
+        cleaned = [self._check_text(t, w) for t, w in zip(texts, whats, strict=True)]
         with self._stage("parse", timings):
             try:  # batched with the texts of the requests waiting beside it
                 trees = self.batcher.parse(cleaned)
             except ParseError as exc:
-                raise QueryError(f"{what}: {exc}") from None
-        try:
-            self.model.require_known_words(trees, what)
-        except NoKnownWordError as exc:
-            raise QueryError(str(exc)) from None
+                raise QueryError(f"{whats[0] if len(whats) == 1 else 'text'}: {exc}") from None
+        for tree, what in zip(trees, whats, strict=True):
+            try:
+                self.model.require_known_words([tree], what)
+            except NoKnownWordError:
+                raise UnusableText(what) from None
         return trees
+
+    def is_cached(self, text: str) -> bool:
+        """Whether the vector of ``text`` is in the query cache (no parse needed)."""
+        try:
+            key = clean_text(text, self.settings.max_text_chars)
+        except ParseError:
+            return False
+        with self._query_lock:
+            return key in self._queries
 
     def embed_text(self, text: str, timings: Timings, what: str = "text") -> np.ndarray:
         """The unit query vector of ``text`` (cached by its cleaned form)."""
@@ -162,7 +195,7 @@ class Engine:
             if cached is not None:
                 self._queries.move_to_end(key)
                 return cached
-        tree = self._parse([key], what, timings)[0]
+        tree = self._parse([key], [what], timings)[0]
         with self._stage("encode", timings):
             vec = self.model.embed_sentences([tree])[0]
         if self.settings.query_cache:
@@ -173,6 +206,11 @@ class Engine:
         return vec
 
     # --- images ---------------------------------------------------------------------------
+
+    @property
+    def min_side(self) -> int:
+        """The shorter side photos are resized to for the backbone (decode no larger)."""
+        return self.extractor.spec.resize
 
     def embed_photo(self, image: Image.Image, timings: Timings) -> np.ndarray:
         with self._stage("cnn", timings):
@@ -233,10 +271,10 @@ class Engine:
             query = self.gallery.image_vector(base).copy()
         else:
             query = self.embed_photo(base, timings)
-        for phrase in plus:
-            query = query + self.embed_text(phrase, timings, f"plus phrase {phrase!r}")
-        for phrase in minus:
-            query = query - self.embed_text(phrase, timings, f"minus phrase {phrase!r}")
+        for i, phrase in enumerate(plus):
+            query = query + self.embed_text(phrase, timings, f"plus phrase {i + 1}")
+        for i, phrase in enumerate(minus):
+            query = query - self.embed_text(phrase, timings, f"minus phrase {i + 1}")
         query = query / max(float(np.linalg.norm(query)), 1e-12)
         exclude = {base} if isinstance(base, int) else set()
         fetch = k + len(exclude) + (max(4 * k, 50) if rerank else 0)
@@ -254,7 +292,7 @@ class Engine:
         """The query's tree and each node's share of its vector (None if the encoder
         has no such decomposition)."""
         timings: Timings = {}
-        tree = self._parse([text], "text", timings)[0]
+        tree = self._parse([text], ["text"], timings)[0]
         with self._stage("encode", timings):
             shares = self.model.shares(tree)
         return tree, shares, timings
@@ -268,7 +306,10 @@ class Engine:
         caption is checked before anything changes. Returns the image id, the new
         caption ids and whether the photo was new (same bytes: stored once)."""
         timings: Timings = {}
-        trees = self._parse(list(captions), "caption", timings) if captions else []
+        whats = [
+            f"caption {i + 1}" if len(captions) > 1 else "caption" for i in range(len(captions))
+        ]
+        trees = self._parse(list(captions), whats, timings) if captions else []
         image_vec = self.embed_photo(image, timings)
         caption_vecs = self.model.embed_sentences(trees) if trees else None
         return self.gallery.add_photo(

@@ -1,4 +1,5 @@
-"""Prometheus metrics: request latency per route, time per stage, gallery sizes.
+"""Prometheus metrics: request latency per route, time per stage, admission (refusals,
+queue depths, work in flight) per kind of work, gallery sizes.
 
 Each app gets its own registry (apps made by the factory in one process, as in tests,
 never share or collide).
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from groundsearch.service.admission import Gate
 
 BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -39,6 +42,35 @@ class Metrics:
             ["store"],
             registry=self.registry,
         )
+
+        self.refused = Counter(
+            "groundsearch_refused",
+            "Requests refused (429) because the waiting line of their kind of work was full.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "groundsearch_queue_depth",
+            "Requests waiting for a slot, by kind of work.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "groundsearch_in_flight",
+            "Requests holding a slot, by kind of work.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self._refused_seen: dict[str, int] = {}
+
+    def observe_gate(self, gate: Gate) -> None:
+        """A gate's counters changed (its ``on_change``)."""
+        self.queue_depth.labels(gate.kind).set(gate.waiting)
+        self.in_flight.labels(gate.kind).set(gate.active)
+        new = gate.refused - self._refused_seen.get(gate.kind, 0)
+        if new:
+            self.refused.labels(gate.kind).inc(new)
+            self._refused_seen[gate.kind] = gate.refused
 
     def observe_stage(self, stage: str, seconds: float) -> None:
         self.stages.labels(stage).observe(seconds)

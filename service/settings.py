@@ -55,6 +55,26 @@ class ServiceSettings(Settings):
         "(a short query's small matrix products lose time to thread synchronisation).",
     )
 
+    parse_concurrency: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Requests parsing and encoding sentences at once (they are batched).",
+    )
+    parse_queue: int = Field(
+        default=4, ge=0, description="Requests waiting to parse; more are refused (429)."
+    )
+    cnn_concurrency: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="Photos decoded and run through the backbone at once (each decode of a "
+        "40-megapixel PNG holds ~160 MB while it lasts).",
+    )
+    cnn_queue: int = Field(
+        default=2, ge=0, description="Photo requests waiting for the backbone; more: 429."
+    )
+
     @field_validator("write_token")
     @classmethod
     def _strong_token(cls, token: SecretStr | None) -> SecretStr | None:

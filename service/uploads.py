@@ -8,39 +8,42 @@ photo decoder), so a decompression bomb is refused before it allocates anything.
 from __future__ import annotations
 
 from PIL import Image
-from starlette.responses import JSONResponse
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from groundsearch.model.runtime.images.photos import EXTENSIONS, PhotoError, decode_photo
+from groundsearch.service.problems import ServiceError, problem
+
+#: The problem type of each kind of photo problem.
+PHOTO_PROBLEMS = {
+    "not-an-image": (415, "not-an-image"),
+    "unsupported": (415, "unsupported-image-format"),
+    "too-large": (413, "image-too-large"),
+    "corrupt": (422, "corrupt-image"),
+}
 
 
-class UploadError(ValueError):
+class UploadError(ServiceError):
     """An upload the service refuses, with the HTTP status that says why."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def check_size(data: bytes, max_bytes: int) -> bytes:
     """413 for an upload over ``max_bytes``; 422 for an empty one."""
     if len(data) > max_bytes:
-        raise UploadError(413, f"upload is over the {max_bytes:,}-byte limit")
+        raise UploadError(413, f"upload is over the {max_bytes:,}-byte limit", "upload-too-large")
     if not data:
-        raise UploadError(422, "the uploaded file is empty")
+        raise UploadError(422, "the uploaded file is empty", "empty-upload")
     return data
 
 
-#: The HTTP status of each kind of photo problem.
-PHOTO_STATUS = {"not-an-image": 415, "unsupported": 415, "too-large": 413, "corrupt": 422}
-
-
-def read_photo(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
-    """Decode an upload to RGB (one of ``EXTENSIONS``' formats); UploadError if it fails."""
+def read_photo(data: bytes, max_pixels: int, min_side: int) -> tuple[Image.Image, str]:
+    """Decode an upload to RGB (one of ``EXTENSIONS``' formats), no larger than a model
+    resizing it to ``min_side`` needs; UploadError if it fails."""
     try:
-        return decode_photo(data, max_pixels, formats=EXTENSIONS)
+        return decode_photo(data, max_pixels, formats=EXTENSIONS, min_side=min_side)
     except PhotoError as exc:
-        raise UploadError(PHOTO_STATUS.get(exc.reason, 422), str(exc)) from None
+        status, slug = PHOTO_PROBLEMS.get(exc.reason, (422, "corrupt-image"))
+        raise UploadError(status, str(exc), slug) from None
 
 
 class UploadLimitMiddleware:
@@ -55,6 +58,7 @@ class UploadLimitMiddleware:
             length = dict(scope["headers"]).get(b"content-length", b"")
             if length.isdigit() and int(length) > self.max_bytes + self.slack:
                 message = f"upload is over the {self.max_bytes:,}-byte limit"
-                await JSONResponse({"detail": message}, status_code=413)(scope, receive, send)
+                answer = problem(Request(scope), 413, message, "upload-too-large")
+                await answer(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -4,38 +4,56 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, HTTPException, UploadFile
+from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
-from groundsearch.service.deps import EngineDep, SettingsDep, WriterDep, read_upload
+from groundsearch.service.deps import (
+    AdmissionDep,
+    EngineDep,
+    SettingsDep,
+    WriterDep,
+    read_upload,
+)
+from groundsearch.service.problems import ServiceError, responses
+from groundsearch.service.routes.params import ImageId
 from groundsearch.service.schemas import AddedPhoto, RemovedPhoto
 from groundsearch.service.uploads import read_photo
 
 router = APIRouter(prefix="/gallery", tags=["gallery"])
 
 
-@router.post("/images", status_code=201, response_model=AddedPhoto)
+@router.post(
+    "/images",
+    status_code=201,
+    response_model=AddedPhoto,
+    responses=responses(400, 401, 403, 404, 413, 415, 422, 429, 503),
+)
 async def add_photo(
     _: WriterDep,
     engine: EngineDep,
     settings: SettingsDep,
+    admission: AdmissionDep,
     image: Annotated[UploadFile, File(description="The photo to add.")],
     captions: Annotated[list[str], Form(description="Captions of the photo.")] = [],  # noqa: B006
 ) -> AddedPhoto:
-    """Embed an uploaded photo (and its captions) into the gallery, persisted at once."""
-    captions = [c for c in captions if c.strip()]
+    """Embed an uploaded photo (and its captions) into the gallery, persisted at once.
+    Blank captions are left out; a caption with no word the model knows is refused (404)."""
     if len(captions) > settings.max_captions:
-        raise HTTPException(422, f"at most {settings.max_captions} captions per photo")
+        raise ServiceError(422, f"at most {settings.max_captions} captions per photo")
+    captions = [c for c in captions if c.strip()]
     data = await read_upload(image, settings)
-    photo, fmt = await run_in_threadpool(read_photo, data, settings.max_pixels)
-    image_id, caption_ids, new = await run_in_threadpool(
-        engine.add_photo, data, fmt, photo, captions
-    )
+    async with admission.slots("cnn", *(("parse",) if captions else ())):
+        photo, fmt = await run_in_threadpool(read_photo, data, settings.max_pixels, engine.min_side)
+        image_id, caption_ids, new = await run_in_threadpool(
+            engine.add_photo, data, fmt, photo, captions
+        )
     return AddedPhoto(id=image_id, url=f"/images/{image_id}", captions=caption_ids, new=new)
 
 
-@router.delete("/images/{image_id}", response_model=RemovedPhoto)
-async def remove_photo(_: WriterDep, engine: EngineDep, image_id: int) -> RemovedPhoto:
+@router.delete(
+    "/images/{image_id}", response_model=RemovedPhoto, responses=responses(401, 403, 404, 422, 503)
+)
+async def remove_photo(_: WriterDep, engine: EngineDep, image_id: ImageId) -> RemovedPhoto:
     """Remove a photo and its captions from the gallery."""
     removed = await run_in_threadpool(engine.remove_photo, image_id)
     return RemovedPhoto(id=image_id, removed_captions=removed)

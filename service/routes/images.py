@@ -2,29 +2,49 @@
 
 from __future__ import annotations
 
-import mimetypes
-
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
+from groundsearch.model.runtime.images.photos import EXTENSIONS
 from groundsearch.service.deps import EngineDep, SettingsDep, check_k
+from groundsearch.service.problems import responses
+from groundsearch.service.routes.params import ImageId, K
 from groundsearch.service.schemas import ImageHit, ImagesResponse
 
 router = APIRouter(tags=["images"])
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+#: The content type a gallery photo is served with, by its file's suffix.
+MEDIA_TYPES = {f".{ext}": f"image/{fmt.lower()}" for fmt, ext in EXTENSIONS.items()} | {
+    ".jpeg": "image/jpeg",
+    ".tiff": "image/tiff",
+}
+OTHER = "application/octet-stream"
+PHOTO_TYPES = sorted({*MEDIA_TYPES.values(), OTHER})
 
 
-@router.get("/images/{image_id}", response_class=FileResponse)
-async def photo(engine: EngineDep, image_id: int) -> FileResponse:
+@router.get(
+    "/images/{image_id}",
+    response_class=FileResponse,
+    responses={
+        200: {"description": "The photo.", "content": {t: BINARY for t in PHOTO_TYPES}},
+        **responses(404, 422, 503),
+    },
+)
+async def photo(engine: EngineDep, image_id: ImageId) -> FileResponse:
     """The gallery photo's bytes."""
     path = engine.photo_path(image_id)
-    content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    content_type = MEDIA_TYPES.get(path.suffix.lower(), OTHER)
     return FileResponse(path, media_type=content_type, headers={"Cache-Control": "max-age=3600"})
 
 
-@router.get("/images/{image_id}/similar", response_model=ImagesResponse)
+@router.get(
+    "/images/{image_id}/similar",
+    response_model=ImagesResponse,
+    responses=responses(404, 422, 503),
+)
 async def similar(
-    engine: EngineDep, settings: SettingsDep, image_id: int, k: int = 10
+    engine: EngineDep, settings: SettingsDep, image_id: ImageId, k: K = 10
 ) -> ImagesResponse:
     """The ``k`` gallery photos closest to this one (itself excluded)."""
     check_k(k, settings)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, Response
 
+from groundsearch.service.problems import ServiceError, responses
 from groundsearch.service.schemas import Health, Readiness
 
 router = APIRouter(tags=["operations"])
@@ -19,14 +20,14 @@ async def health() -> Health:
     return Health(status="ok")
 
 
-@router.get("/ready", response_model=Readiness, responses={503: {"description": "not ready"}})
-async def ready(request: Request) -> Readiness | JSONResponse:
-    """Model and gallery loaded, with the gallery's item counts."""
+@router.get("/ready", response_model=Readiness, responses=responses(503))
+async def ready(request: Request) -> Readiness:
+    """Model and gallery loaded, with the gallery's item counts (503 until then)."""
     engine = request.app.state.engine
     if engine is None:
         error = request.app.state.load_error
         detail = f"failed to load: {error}" if error else "the model is still loading"
-        return JSONResponse({"ready": False, "detail": detail}, status_code=503)
+        raise ServiceError(503, detail, "not-ready", {"Retry-After": "5"})
     counts = engine.counts()
     return Readiness(
         ready=True,
@@ -38,9 +39,14 @@ async def ready(request: Request) -> Readiness | JSONResponse:
     )
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"description": "Prometheus text format.", "content": {"text/plain": {}}}},
+)
 async def metrics(request: Request) -> Response:
-    """Prometheus text format."""
+    """Prometheus text format: latency per route and stage, refusals and queue depths per
+    kind of work, gallery sizes."""
     m = request.app.state.metrics
     engine = request.app.state.engine
     if engine is not None:
@@ -54,5 +60,5 @@ async def page() -> FileResponse:
     """The web page: search, describe, arithmetic and the query's tree."""
     index = STATIC / "index.html"
     if not index.is_file():
-        raise HTTPException(404, "the web page is not installed")
+        raise ServiceError(404, "the web page is not installed")
     return FileResponse(index, media_type="text/html")

@@ -1,14 +1,26 @@
-"""Text → images, photo → captions, embedding arithmetic and the query's tree."""
+"""Text → images, photo → captions, embedding arithmetic and the query's tree.
+
+Each route holds an admission slot (``service.admission``) for the work it does: ``parse``
+for sentences (a cached query needs none), ``cnn`` for decoding a photo and running the
+backbone; a full waiting line is answered 429 at once.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, HTTPException, Query, UploadFile
+from fastapi import APIRouter, File, Query, UploadFile
 from fastapi.concurrency import run_in_threadpool
-from PIL import Image
 
-from groundsearch.service.deps import EngineDep, SettingsDep, check_k, read_upload
+from groundsearch.service.deps import (
+    AdmissionDep,
+    EngineDep,
+    SettingsDep,
+    check_k,
+    read_upload,
+)
+from groundsearch.service.problems import responses
+from groundsearch.service.routes.params import MAX_ID, K, Phrases, Text
 from groundsearch.service.schemas import (
     CaptionHit,
     DescribeResponse,
@@ -20,65 +32,82 @@ from groundsearch.service.schemas import (
 from groundsearch.service.uploads import read_photo
 
 router = APIRouter(tags=["search"])
-Text = Annotated[str, Query(description="A sentence, e.g. 'a dog runs on the beach'.")]
-MAX_PHRASES = 10
+TEXT_ERRORS = responses(404, 422, 429, 503)
+PHOTO_STATUSES = (400, 413, 415, 422, 429, 503)
+PHOTO_ERRORS = responses(*PHOTO_STATUSES)
+Photo = Annotated[UploadFile, File(description="A photo (JPEG, PNG, GIF, WebP, BMP, TIFF).")]
+Rerank = Annotated[bool, Query(description="Re-sort by the mean of the top photos.")]
 
 
-@router.post("/search", response_model=SearchResponse)
+@router.post("/search", response_model=SearchResponse, responses=TEXT_ERRORS)
 async def search(
-    engine: EngineDep, settings: SettingsDep, text: Text, k: int = 10
+    engine: EngineDep, settings: SettingsDep, admission: AdmissionDep, text: Text, k: K = 10
 ) -> SearchResponse:
     """The ``k`` gallery photos that best match ``text``."""
     check_k(k, settings)
-    hits, timings = await run_in_threadpool(engine.search, text, k)
+    async with admission.slots(*(() if engine.is_cached(text) else ("parse",))):
+        hits, timings = await run_in_threadpool(engine.search, text, k)
     return SearchResponse(query=text, results=[ImageHit.of(h) for h in hits], timings_ms=timings)
 
 
-@router.post("/describe", response_model=DescribeResponse)
+@router.post("/describe", response_model=DescribeResponse, responses=PHOTO_ERRORS)
 async def describe(
-    engine: EngineDep,
-    settings: SettingsDep,
-    image: Annotated[UploadFile, File(description="A photo (JPEG, PNG, …).")],
-    k: int = 5,
+    engine: EngineDep, settings: SettingsDep, admission: AdmissionDep, image: Photo, k: K = 5
 ) -> DescribeResponse:
-    """The ``k`` gallery captions that best describe an uploaded photo."""
+    """The ``k`` captions (the gallery's and the caption bank's) that best describe a photo."""
     check_k(k, settings)
     data = await read_upload(image, settings)
-    photo, _ = await run_in_threadpool(read_photo, data, settings.max_pixels)
-    hits, timings = await run_in_threadpool(engine.describe, photo, k)
+    async with admission.slots("cnn"):
+        photo, _ = await run_in_threadpool(read_photo, data, settings.max_pixels, engine.min_side)
+        hits, timings = await run_in_threadpool(engine.describe, photo, k)
     return DescribeResponse(results=[CaptionHit.of(h) for h in hits], timings_ms=timings)
 
 
-@router.post("/arithmetic", response_model=ImagesResponse)
+@router.post("/arithmetic", response_model=ImagesResponse, responses=TEXT_ERRORS)
 async def arithmetic(
     engine: EngineDep,
     settings: SettingsDep,
-    image_id: Annotated[int | None, Query(description="A gallery photo to start from.")] = None,
-    image: Annotated[UploadFile | None, File(description="Or an uploaded photo.")] = None,
-    plus: Annotated[list[str], Query(description="Phrases to add, e.g. 'red'.")] = [],  # noqa: B006
-    minus: Annotated[list[str], Query(description="Phrases to take away.")] = [],  # noqa: B006
-    k: int = 10,
-    rerank: Annotated[bool, Query(description="Re-sort by the mean of the top photos.")] = False,
+    admission: AdmissionDep,
+    image_id: Annotated[
+        int, Query(ge=1, le=MAX_ID, description="The gallery photo to start from.")
+    ],
+    plus: Annotated[Phrases, Query(description="Phrases to add, e.g. 'red'.")] = [],  # noqa: B006
+    minus: Annotated[Phrases, Query(description="Phrases to take away.")] = [],  # noqa: B006
+    k: K = 10,
+    rerank: Rerank = False,
 ) -> ImagesResponse:
-    """Photos near ``image − Σ minus + Σ plus``, as in Kiros et al. (2014)."""
+    """Photos near ``photo − Σ minus + Σ plus`` (Kiros et al. 2014), from a gallery photo."""
     check_k(k, settings)
-    if (image_id is None) == (image is None):
-        raise HTTPException(422, "give exactly one of image_id (a gallery photo) or image")
-    if len(plus) + len(minus) > MAX_PHRASES:
-        raise HTTPException(422, f"at most {MAX_PHRASES} plus and minus phrases")
-    base: int | Image.Image
-    if image is not None:
-        data = await read_upload(image, settings)
-        base, _ = await run_in_threadpool(read_photo, data, settings.max_pixels)
-    else:
-        assert image_id is not None  # exactly one was given
-        base = image_id
-    hits, timings = await run_in_threadpool(engine.arithmetic, base, plus, minus, k, rerank)
+    async with admission.slots(*(("parse",) if plus or minus else ())):
+        hits, timings = await run_in_threadpool(engine.arithmetic, image_id, plus, minus, k, rerank)
     return ImagesResponse(results=[ImageHit.of(h) for h in hits], timings_ms=timings)
 
 
-@router.get("/explain", response_model=ExplainResponse)
-async def explain(engine: EngineDep, text: Text) -> ExplainResponse:
+@router.post(
+    "/arithmetic/upload", response_model=ImagesResponse, responses=responses(404, *PHOTO_STATUSES)
+)
+async def arithmetic_upload(
+    engine: EngineDep,
+    settings: SettingsDep,
+    admission: AdmissionDep,
+    image: Photo,
+    plus: Annotated[Phrases, Query(description="Phrases to add, e.g. 'red'.")] = [],  # noqa: B006
+    minus: Annotated[Phrases, Query(description="Phrases to take away.")] = [],  # noqa: B006
+    k: K = 10,
+    rerank: Rerank = False,
+) -> ImagesResponse:
+    """Photos near ``photo − Σ minus + Σ plus`` (Kiros et al. 2014), from an uploaded photo."""
+    check_k(k, settings)
+    data = await read_upload(image, settings)
+    async with admission.slots("cnn", *(("parse",) if plus or minus else ())):
+        photo, _ = await run_in_threadpool(read_photo, data, settings.max_pixels, engine.min_side)
+        hits, timings = await run_in_threadpool(engine.arithmetic, photo, plus, minus, k, rerank)
+    return ImagesResponse(results=[ImageHit.of(h) for h in hits], timings_ms=timings)
+
+
+@router.get("/explain", response_model=ExplainResponse, responses=TEXT_ERRORS)
+async def explain(engine: EngineDep, admission: AdmissionDep, text: Text) -> ExplainResponse:
     """The query's dependency tree and each word's share of its sentence vector."""
-    tree, shares, timings = await run_in_threadpool(engine.explain, text)
+    async with admission.slots("parse"):
+        tree, shares, timings = await run_in_threadpool(engine.explain, text)
     return ExplainResponse.of(tree, shares, engine.encoder, timings)

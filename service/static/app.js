@@ -319,7 +319,7 @@ async function arithmetic(event) {
   }
   await busy($("#arith-btn"), "Computing…", async () => {
     try {
-      const data = await api("POST", "/arithmetic", params, body);
+      const data = await api("POST", id ? "/arithmetic" : "/arithmetic/upload", params, body);
       renderGrid($("#arith-results"), data.results);
       const expr = [id ? `#${id}` : file.name, ...params.minus.map((m) => `− ${m}`), ...params.plus.map((p) => `+ ${p}`)].join(" ");
       $("#arith-status").textContent = `${expr} — ${data.results.length} photos — ${timings(data.timings_ms)}`;

@@ -93,7 +93,7 @@ def test_arithmetic_moves_the_query_and_excludes_the_start(client, gallery_photo
 def test_arithmetic_from_an_uploaded_photo(client, gallery_photo):
     _, data, _ = gallery_photo
     res = client.post(
-        "/arithmetic", params={"plus": "dog", "k": 2}, files={"image": ("p.jpg", data)}
+        "/arithmetic/upload", params={"plus": "dog", "k": 2}, files={"image": ("p.jpg", data)}
     )
     assert res.status_code == 200 and len(res.json()["results"]) == 2
 
@@ -126,28 +126,80 @@ def test_health_ready_metrics_and_openapi(client):
     assert 'groundsearch_gallery_items{store="images"} 8.0' in text
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/search", "/describe", "/arithmetic", "/explain", "/gallery/images"} <= set(paths)
+    assert 'groundsearch_queue_depth{kind="parse"} 0.0' in text
+    assert 'groundsearch_in_flight{kind="cnn"} 0.0' in text
 
 
 # --- bad input -------------------------------------------------------------------------
 
 
+UNUSABLE = ["", "   \t ", "\x01\x02", "!!!", "?", ".", "... ?!", "zqxv wpqk"]
+
+
+@pytest.mark.parametrize("text", UNUSABLE)
+def test_every_unusable_text_is_refused_the_same_way(client, text):
+    """Empty, whitespace, control characters, punctuation or no known word: one answer."""
+    answers = [
+        client.post("/search", params={"text": text}),
+        client.get("/explain", params={"text": text}),
+    ]
+    for res in answers:
+        assert res.status_code == 404, res.text
+        assert res.headers["content-type"] == "application/problem+json"
+        body = res.json()
+        assert body["type"] == "/problems/unusable-text"
+        assert body["detail"].startswith("text has no word the model knows")
+    reference = client.post("/search", params={"text": "zqxv wpqk"}).json()["detail"]
+    assert answers[0].json()["detail"] == reference
+
+
 @pytest.mark.parametrize(
     ("params", "needle"),
     [
-        ({"text": ""}, "empty"),
-        ({"text": "   \t "}, "empty"),
         ({"text": "dog " * 200}, "limit"),
-        ({"text": "zqxv wpqk"}, "no word"),
-        ({"text": "a dog", "k": 0}, "k must be"),
+        ({"text": "a dog", "k": 0}, "greater than or equal to 1"),
         ({"text": "a dog", "k": 101}, "k must be"),
         ({"text": "a dog", "k": "many"}, "integer"),
         ({}, "text"),
     ],
 )
-def test_bad_search_text_or_k_is_422(client, params, needle):
+def test_bad_search_length_or_k_is_a_422_problem(client, params, needle):
     res = client.post("/search", params=params)
     assert res.status_code == 422, res.text
-    assert needle in res.text
+    assert res.headers["content-type"] == "application/problem+json"
+    body = res.json()
+    assert set(body) >= {"type", "title", "status", "detail", "instance"} and needle in res.text
+    assert body["status"] == 422 and body["instance"] == "/search"
+
+
+def test_unknown_routes_and_methods_are_problems(client):
+    res = client.put("/search")
+    assert res.status_code == 405 and res.headers["allow"] == "POST"
+    assert res.json()["type"] == "/problems/method-not-allowed"
+    res = client.get("/no-such-route")
+    assert res.status_code == 404 and res.json()["type"] == "/problems/not-found"
+
+
+def test_the_schema_states_the_limits_errors_and_security(client, service_engine):
+    doc = client.get("/openapi.json").json()
+    settings = service_engine.settings
+    search = doc["paths"]["/search"]["post"]
+    params = {p["name"]: p["schema"] for p in search["parameters"]}
+    assert params["k"]["maximum"] == settings.max_k and params["k"]["minimum"] == 1
+    assert params["text"]["maxLength"] == settings.max_text_chars
+    assert set(search["responses"]) == {"200", "404", "422", "429", "503"}
+    problem = search["responses"]["422"]["content"]["application/problem+json"]["schema"]
+    assert problem == {"$ref": "#/components/schemas/Problem"}
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    add = doc["paths"]["/gallery/images"]["post"]
+    assert add["security"] == [{"writeToken": []}]
+    assert doc["components"]["securitySchemes"]["writeToken"]["scheme"] == "bearer"
+    assert {"401", "403", "413", "415"} <= set(add["responses"])
+    form = add["requestBody"]["content"]["multipart/form-data"]
+    assert "image/jpeg" in form["encoding"]["image"]["contentType"]
+    body = doc["components"]["schemas"][form["schema"]["$ref"].rsplit("/", 1)[1]]
+    assert body["properties"]["captions"]["maxItems"] == settings.max_captions
+    assert "Retry-After" in add["responses"]["429"]["headers"]
 
 
 def test_a_non_image_upload_is_415(client):
@@ -171,7 +223,9 @@ def test_a_decompression_bomb_is_413(client):
     Image.new("1", (10_000, 10_000)).save(buf, format="PNG")  # 100 MP in a few kB
     assert len(buf.getvalue()) < 100_000
     res = client.post("/describe", files={"image": ("bomb.png", buf.getvalue())})
-    assert res.status_code == 413 and "pixel" in res.json()["detail"]
+    detail = res.json()["detail"]
+    assert res.status_code == 413 and "pixel limit" in detail
+    assert "bomb" not in detail and "DOS" not in detail  # our words, not Pillow's
 
 
 def test_an_upload_over_the_byte_limit_is_413(service_engine):
@@ -187,14 +241,16 @@ def test_an_upload_over_the_byte_limit_is_413(service_engine):
         assert res.status_code == 413
 
 
-def test_missing_upload_and_bad_arithmetic_are_422(client, gallery_photo):
-    image_id, data, _ = gallery_photo
+def test_missing_upload_and_bad_arithmetic(client, gallery_photo):
+    image_id, _, _ = gallery_photo
     assert client.post("/describe").status_code == 422
+    assert client.post("/arithmetic/upload").status_code == 422
     assert client.post("/arithmetic", params={"plus": "red"}).status_code == 422
-    both = client.post("/arithmetic", params={"image_id": image_id}, files={"image": ("a", data)})
-    assert both.status_code == 422 and "exactly one" in both.json()["detail"]
     unknown_phrase = client.post("/arithmetic", params={"image_id": image_id, "plus": "zqxv"})
-    assert unknown_phrase.status_code == 422 and "zqxv" in unknown_phrase.text
+    assert unknown_phrase.status_code == 404
+    assert unknown_phrase.json()["detail"].startswith("plus phrase 1 has no word the model knows")
+    many = client.post("/arithmetic", params={"image_id": image_id, "plus": ["red"] * 11})
+    assert many.status_code == 422
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -39,7 +38,7 @@ import httpx
 import pytest
 from PIL import Image, ImageDraw
 
-from groundsearch.settings import get_settings
+from tests.service.real_server import Server, server_env, stop
 from tests.tiny_data import FLICKR
 
 pytestmark = pytest.mark.slow  # real servers and indexing runs in subprocesses
@@ -47,7 +46,6 @@ pytestmark = pytest.mark.slow  # real servers and indexing runs in subprocesses
 SEED = 20240611
 TOKEN = "crash-safety-write-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-READY_TIMEOUT_S = 180
 #: Kills of the server while clients write (cycles 0…4), and one more of a server that
 #: is starting up (cycle 2's first start).
 KILLS = 5
@@ -71,95 +69,10 @@ CAPTIONS = [
 # --- processes --------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def proc_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The environment of the subprocesses: a temp cache (the GloVe pretrain linked),
-    no caption bank, parsing in the server process, the write token."""
-    from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain
-
-    cache = tmp_path_factory.mktemp("crash-cache")
-    (cache / "glove6b50d.pretrain.pt").symlink_to(ensure_pretrain(get_settings().cache_dir))
-    return {
-        **os.environ,
-        "GROUNDSEARCH_CACHE_DIR": str(cache),
-        "GROUNDSEARCH_CAPTION_BANK": "none",
-        "GROUNDSEARCH_PARSE_WORKERS": "0",
-        "GROUNDSEARCH_WRITE_TOKEN": TOKEN,
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-    }
-
-
-def _stop(proc: subprocess.Popen, sig: int = signal.SIGKILL, timeout: float = 30) -> None:
-    """Signal the process; then make sure nothing of its process group is left."""
-    if proc.poll() is None:
-        os.kill(proc.pid, sig)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-    # helpers it started (its own session: nothing else is in the group)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-class Server:
-    """``groundsearch serve --index GALLERY`` in a subprocess, started again and again."""
-
-    def __init__(self, gallery: Path, env: dict[str, str], log: Path) -> None:
-        self.gallery, self.env, self.log = gallery, env, log
-        self.proc: subprocess.Popen | None = None
-        self.base = ""
-        self.starts = 0
-
-    def start(self) -> None:
-        port = _free_port()
-        cmd = [sys.executable, "-m", "groundsearch.cli", "serve", "--port", str(port)]
-        cmd += ["--index", str(self.gallery), "--log-level", "warning"]
-        self.starts += 1
-        with open(self.log, "a") as out:
-            out.write(f"\n=== start {self.starts} ===\n")
-            out.flush()
-            self.proc = subprocess.Popen(
-                cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        self.base = f"http://127.0.0.1:{port}"
-
-    def ready(self) -> dict:
-        """Wait for ``/ready``; its answer."""
-        assert self.proc is not None
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"the server exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                res = httpx.get(self.base + "/ready", timeout=5)
-                if res.status_code == 200:
-                    return res.json()
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        pytest.fail(f"the server was not ready in {READY_TIMEOUT_S} s:\n{self.tail()}")
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown code runs."""
-        if self.proc is not None:
-            _stop(self.proc, signal.SIGKILL)
-
-    def terminate(self) -> int:
-        """SIGTERM: a clean shutdown (the search indexes are snapshotted); exit status."""
-        assert self.proc is not None
-        _stop(self.proc, signal.SIGTERM, timeout=60)
-        return self.proc.returncode
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
+    """The environment of the subprocesses (see ``server_env``)."""
+    return server_env(tmp_path_factory.mktemp("crash-cache"), TOKEN)
 
 
 # --- gallery checks ------------------------------------------------------------------------------
@@ -647,7 +560,7 @@ def test_index_killed_mid_run_keeps_its_batches_and_a_rerun_completes(
         # its CNN worker notices and exits too (it would wait forever on its pipe)
         assert _group_gone(proc.pid, 20), "processes of the killed run are still running"
     finally:
-        _stop(proc)
+        stop(proc)
     committed = _count(gallery, "files")
     assert committed == _count(gallery, "photos")
     assert 0 < committed < n and committed % COMMIT_EVERY == 0, committed  # whole batches
@@ -750,5 +663,5 @@ def test_a_running_server_sees_photos_another_process_indexed(
             assert httpx.get(f"{server.base}/images/{image_id}", timeout=30).status_code == 200
     finally:
         if indexer is not None:
-            _stop(indexer)
+            stop(indexer)
         server.kill()

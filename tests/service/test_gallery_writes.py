@@ -128,7 +128,8 @@ def test_a_photo_already_in_the_gallery_is_stored_once(writable, gallery_photo):
     [
         ({"image": ("a.jpg", b"not a photo")}, {}, 415),
         ("truncated", {}, 422),
-        ("photo", {"captions": ["zqxv wpqk"]}, 422),
+        ("photo", {"captions": ["zqxv wpqk"]}, 404),
+        ("photo", {"captions": ["A dog .", "!!!"]}, 404),
         ("photo", {"captions": ["x" * 3000]}, 422),
         ("photo", {"captions": ["A dog ."] * 21}, 422),
     ],

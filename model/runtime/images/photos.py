@@ -51,10 +51,12 @@ def decode_photo(
     """Decode a file or bytes to RGB; returns the image and its format (e.g. ``JPEG``).
 
     ``formats`` limits the accepted formats (Pillow's names); ``name`` labels the photo
-    in messages (default: its path, or "the upload" for bytes). With ``min_side``, a JPEG
-    is decoded at reduced scale (Pillow's DCT scaling: 1/2, 1/4 or 1/8) while both sides
-    stay at least ``min_side`` pixels; the pixel limit applies to the full size. An animated
-    image gives its first frame.
+    in messages (default: its path, or "the upload" for bytes). With ``min_side``, the
+    photo is kept only as large as a model that resizes it to ``min_side`` needs: a JPEG is
+    decoded at reduced scale (Pillow's DCT scaling: 1/2, 1/4 or 1/8), another format is
+    box-reduced by a whole factor right after decoding, both sides staying at least
+    ``min_side`` pixels; the pixel limit applies to the full size. An animated image gives
+    its first frame.
     """
     label = name or (str(source) if not isinstance(source, bytes) else "the upload")
     try:
@@ -75,7 +77,7 @@ def decode_photo(
                 if min_side is not None and isinstance(img, JpegImageFile):
                     img.draft("RGB", (min_side, min_side))
                 img.load()
-                return img.convert("RGB"), fmt
+                return _reduced(img, min_side).convert("RGB"), fmt
     except PhotoError:
         raise
     except FileNotFoundError:
@@ -83,7 +85,20 @@ def decode_photo(
     except UnidentifiedImageError:
         kinds = f"({', '.join(formats)})" if formats is not None else "file Pillow can read"
         raise PhotoError("not-an-image", f"{label}: not an image {kinds}") from None
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise PhotoError("too-large", f"{label}: image has too many pixels ({exc})") from None
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise PhotoError(
+            "too-large", f"{label}: image has more pixels than the {max_pixels:,}-pixel limit"
+        ) from None
+    except (OSError, SyntaxError, ValueError, EOFError, MemoryError) as exc:
         raise PhotoError("corrupt", f"{label}: the image is truncated or corrupt ({exc})") from None
+
+
+def _reduced(img: Image.Image, min_side: int | None) -> Image.Image:
+    """``img`` box-reduced by the largest whole factor keeping both sides ≥ ``min_side``."""
+    factor = min(img.size) // min_side if min_side else 1
+    if factor < 2:
+        return img
+    try:
+        return img.reduce(factor)
+    except ValueError:  # a mode reduce() does not take (palette, 1-bit, …)
+        return img.convert("RGB").reduce(factor)

@@ -50,10 +50,11 @@ class Vocabulary:
         return sum(1 for w in words if w.lower() in self._index)
 
     def require_known(self, sentences: Sequence[Sequence[str]], what: str = "caption") -> None:
-        """Raise NoKnownWordError naming the first sentence none of whose words is known
-        (its vector would be the unknown word's alone: a meaningless match)."""
+        """Raise NoKnownWordError naming the first sentence none of whose words (with a
+        letter or digit: punctuation alone says nothing) is known (its vector would be the
+        unknown word's alone: a meaningless match)."""
         for i, words in enumerate(sentences):
-            if self.known(words) == 0:
+            if self.known([w for w in words if any(c.isalnum() for c in w)]) == 0:
                 text = " ".join(words)
                 which = f"{what} {i + 1}" if len(sentences) > 1 else what
                 raise NoKnownWordError(f"{which} ({text[:80]!r}) has no word the model knows")

@@ -1,0 +1,109 @@
+"""Admission control: a bounded amount of work of each kind, and a quick "no" beyond it.
+
+Each kind of work (``parse``: parsing and encoding sentences; ``cnn``: decoding photos and
+running the backbone) has a ``Gate`` of ``concurrency`` slots and a waiting line of
+``queue`` places. A request takes a slot, or a place in line while the slots are busy; when
+the line is full too it is refused at once (429 with ``Retry-After``) instead of waiting
+seconds behind work the machine cannot finish sooner. The gates live on the event loop's
+thread (no locks); their counters feed ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+
+from groundsearch.service.problems import ServiceError
+
+
+class Overloaded(ServiceError):
+    """The waiting line of a kind of work is full: HTTP 429 with ``Retry-After``."""
+
+    def __init__(self, kind: str, retry_after: int) -> None:
+        super().__init__(
+            429,
+            f"the server is busy ({kind} work queue full): retry in {retry_after} s",
+            "overloaded",
+            {"Retry-After": str(retry_after)},
+        )
+        self.kind = kind
+
+
+@dataclass
+class Gate:
+    """At most ``concurrency`` holders, ``queue`` waiters; more are refused (Overloaded)."""
+
+    kind: str
+    concurrency: int
+    queue: int
+    #: Typical seconds one request of this kind holds its slot (for ``Retry-After``).
+    seconds_per_request: float = 0.05
+    on_change: Callable[[Gate], None] = lambda gate: None
+    active: int = 0
+    refused: int = 0
+    _waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def retry_after(self) -> int:
+        """Whole seconds until the line ahead would have drained (at least 1)."""
+        ahead = self.waiting + self.active
+        return max(1, math.ceil(ahead * self.seconds_per_request / max(self.concurrency, 1)))
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold one slot for the block (waiting in line for it if need be)."""
+        if self.active < self.concurrency and not self._waiters:
+            self.active += 1
+        elif self.waiting >= self.queue:
+            self.refused += 1
+            self.on_change(self)
+            raise Overloaded(self.kind, self.retry_after())
+        else:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            self.on_change(self)
+            try:
+                await waiter  # a finishing holder hands its slot over (``active`` unchanged)
+            except asyncio.CancelledError:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif not waiter.cancelled():  # handed a slot as it was cancelled
+                    self._release()
+                raise
+        self.on_change(self)
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                self.on_change(self)
+                return
+        self.active -= 1
+        self.on_change(self)
+
+
+class Admission:
+    """The gates of a server, by kind of work."""
+
+    def __init__(self, gates: list[Gate]) -> None:
+        self.gates = {g.kind: g for g in gates}
+
+    @asynccontextmanager
+    async def slots(self, *kinds: str) -> AsyncIterator[None]:
+        """Hold a slot of each kind (taken in one fixed order, so holders never deadlock)."""
+        async with AsyncExitStack() as stack:
+            for kind in sorted(set(kinds)):
+                await stack.enter_async_context(self.gates[kind].slot())
+            yield

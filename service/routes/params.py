@@ -1,0 +1,28 @@
+"""Parameters shared by the routes, with the limits the OpenAPI document declares.
+
+The limits that are settings (``max_k``, ``max_text_chars``, ``max_captions``,
+``max_upload_bytes``) are written into the document by ``service.openapi`` from the
+server's settings and enforced by the routes with the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Path, Query
+
+#: Photo ids are SQLite row ids.
+MAX_ID = 2**63 - 1
+#: Phrases ``/arithmetic`` adds (and, as many again, takes away).
+MAX_PHRASES = 10
+
+Text = Annotated[
+    str,
+    Query(
+        description="A sentence or phrase in English, e.g. 'a dog runs on the beach'. A text "
+        "with no word the model knows is refused (404, /problems/unusable-text).",
+    ),
+]
+K = Annotated[int, Query(ge=1, description="How many results.")]
+ImageId = Annotated[int, Path(ge=1, le=MAX_ID, description="A gallery photo's id.")]
+Phrases = Annotated[list[str], Query(max_length=MAX_PHRASES)]

@@ -1,0 +1,118 @@
+"""Admission control: slots, a bounded waiting line, an immediate 429 beyond it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from fastapi.testclient import TestClient
+
+from groundsearch.service.admission import Admission, Gate, Overloaded
+from groundsearch.service.app import create_app
+
+
+def test_a_gate_admits_queues_and_refuses_at_once():
+    async def scenario() -> tuple[list[str], Gate]:
+        gate = Gate("parse", concurrency=1, queue=1, seconds_per_request=0.5)
+        release = asyncio.Event()
+        order: list[str] = []
+
+        async def hold(name: str) -> None:
+            async with gate.slot():
+                order.append(name)
+                await release.wait()
+
+        first = asyncio.create_task(hold("first"))
+        await asyncio.sleep(0)
+        second = asyncio.create_task(hold("second"))  # waits in line
+        await asyncio.sleep(0)
+        assert (gate.active, gate.waiting) == (1, 1)
+        with pytest.raises(Overloaded) as refused:
+            async with gate.slot():
+                pass
+        assert refused.value.status == 429 and refused.value.headers["Retry-After"] == "1"
+        release.set()
+        await asyncio.gather(first, second)
+        return order, gate
+
+    order, gate = asyncio.run(scenario())
+    assert order == ["first", "second"]
+    assert (gate.active, gate.waiting, gate.refused) == (0, 0, 1)
+
+
+def test_a_cancelled_waiter_leaves_its_place():
+    async def scenario() -> Gate:
+        gate = Gate("cnn", concurrency=1, queue=2)
+        release = asyncio.Event()
+
+        async def hold() -> None:
+            async with gate.slot():
+                await release.wait()
+
+        holder = asyncio.create_task(hold())
+        await asyncio.sleep(0)
+        waiter = asyncio.create_task(hold())
+        await asyncio.sleep(0)
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+        assert gate.waiting == 0
+        release.set()
+        await holder
+        return gate
+
+    gate = asyncio.run(scenario())
+    assert (gate.active, gate.waiting) == (0, 0)
+
+
+def test_slots_of_several_kinds_are_all_released():
+    async def scenario() -> Admission:
+        admission = Admission([Gate("parse", 1, 0), Gate("cnn", 1, 0)])
+        async with admission.slots("parse", "cnn"):
+            assert admission.gates["parse"].active == admission.gates["cnn"].active == 1
+        return admission
+
+    admission = asyncio.run(scenario())
+    assert all(g.active == 0 for g in admission.gates.values())
+
+
+def test_a_full_server_answers_429_with_retry_after(service_engine):
+    """One photo in the backbone, none waiting: a second photo is refused at once, with
+    the refusal counted in /metrics; the first is answered."""
+    data = service_engine.photo_path(service_engine.gallery.image_ids()[0]).read_bytes()
+    settings = service_engine.settings.model_copy(update={"cnn_concurrency": 1, "cnn_queue": 0})
+    entered, leave = threading.Event(), threading.Event()
+    describe = service_engine.describe
+
+    def slow_describe(*args, **kwargs):
+        entered.set()
+        leave.wait(30)
+        return describe(*args, **kwargs)
+
+    with TestClient(create_app(settings, service_engine)) as client:
+        service_engine.describe = slow_describe  # type: ignore[method-assign]
+        try:
+            results: list[int] = []
+            first = threading.Thread(
+                target=lambda: results.append(
+                    client.post("/describe", files={"image": ("a.jpg", data)}).status_code
+                )
+            )
+            first.start()
+            assert entered.wait(30)
+            refused = client.post("/describe", files={"image": ("b.jpg", data)})
+            assert refused.status_code == 429, refused.text
+            assert int(refused.headers["retry-after"]) >= 1
+            assert refused.json()["type"] == "/problems/overloaded"
+            assert 'groundsearch_in_flight{kind="cnn"} 1.0' in client.get("/metrics").text
+            # text work has its own gate: a search still goes through
+            assert client.post("/search", params={"text": "a dog"}).status_code == 200
+            leave.set()
+            first.join(30)
+            assert results == [200]
+            metrics = client.get("/metrics").text
+            assert 'groundsearch_refused_total{kind="cnn"} 1.0' in metrics
+            assert 'groundsearch_in_flight{kind="cnn"} 0.0' in metrics
+        finally:
+            leave.set()
+            del service_engine.describe
