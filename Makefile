@@ -4,6 +4,7 @@
 #   make test-fast            the tests that start no server, browser or subprocess (~1 min)
 #   make lint                 ruff (lint and format) and mypy
 #   make parse TEXT="..."     print the dependency tree of a sentence
+#   make reliability          schema fuzzing, bad inputs, overload, memory, soak, crash (~45 min)
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
 SHELL := bash
 PYTHON ?= python3.11
@@ -11,7 +12,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: install serve test test-fast lint typecheck parse bench-parse bench-service score-parser train-parser results
+.PHONY: install serve test test-fast lint typecheck parse bench-parse bench-service reliability score-parser train-parser results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +68,9 @@ bench-parse: install
 
 bench-service: install
 	$(BIN)/python bench/service_load.py
+
+reliability: install
+	$(BIN)/python bench/reliability.py
 
 # The results table: each encoder trained with RECIPE plus its own RECIPE_<encoder>
 # (kcca takes only RECIPE_kcca), scored on test, then tabulated. Each model is its own

@@ -6,6 +6,11 @@ running the backbone) has a ``Gate`` of ``concurrency`` slots and a waiting line
 the line is full too it is refused at once (429 with ``Retry-After``) instead of waiting
 seconds behind work the machine cannot finish sooner. The gates live on the event loop's
 thread (no locks); their counters feed ``/metrics``.
+
+``EarlyRefusal`` answers the 429 before routing, dependencies or reading an upload's
+body, when a request's kind of work is already full: under overload most requests are
+refusals, and they must cost next to nothing. The routes still take their slots (a line
+may fill between the two).
 """
 
 from __future__ import annotations
@@ -16,8 +21,21 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from urllib.parse import parse_qs
 
-from groundsearch.service.problems import ServiceError
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from groundsearch.service.problems import ServiceError, problem
+
+#: The kinds of work of each route that takes any (the routes take the same slots).
+ROUTE_WORK: dict[tuple[str, str], tuple[str, ...]] = {
+    ("POST", "/search"): ("parse",),
+    ("GET", "/explain"): ("parse",),
+    ("POST", "/describe"): ("cnn",),
+    ("POST", "/arithmetic/upload"): ("cnn",),
+    ("POST", "/gallery/images"): ("cnn",),
+}
 
 
 class Overloaded(ServiceError):
@@ -51,6 +69,17 @@ class Gate:
     def waiting(self) -> int:
         return len(self._waiters)
 
+    @property
+    def full(self) -> bool:
+        """No free slot and no place in line: the next request would be refused."""
+        return self.active >= self.concurrency and self.waiting >= self.queue
+
+    def refuse(self) -> Overloaded:
+        """Count a refusal; the error to answer it with."""
+        self.refused += 1
+        self.on_change(self)
+        return Overloaded(self.kind, self.retry_after())
+
     def retry_after(self) -> int:
         """Whole seconds until the line ahead would have drained (at least 1)."""
         ahead = self.waiting + self.active
@@ -62,9 +91,7 @@ class Gate:
         if self.active < self.concurrency and not self._waiters:
             self.active += 1
         elif self.waiting >= self.queue:
-            self.refused += 1
-            self.on_change(self)
-            raise Overloaded(self.kind, self.retry_after())
+            raise self.refuse()
         else:
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
@@ -107,3 +134,35 @@ class Admission:
             for kind in sorted(set(kinds)):
                 await stack.enter_async_context(self.gates[kind].slot())
             yield
+
+
+class EarlyRefusal:
+    """ASGI middleware: 429 at once for a request whose kind of work is full (a cached
+    ``/search`` query needs no parse; ``/arithmetic`` parses only with phrases)."""
+
+    def __init__(self, app: ASGIApp, admission: Admission) -> None:
+        self.app, self.admission = app, admission
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for kind in self._work(scope):
+                gate = self.admission.gates[kind]
+                if gate.full:
+                    exc = gate.refuse()
+                    answer = problem(Request(scope), 429, exc.detail, exc.slug, exc.headers)
+                    await answer(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+    def _work(self, scope: Scope) -> tuple[str, ...]:
+        method, path = scope["method"], scope["path"]
+        if (method, path) == ("POST", "/arithmetic"):
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            return ("parse",) if query.get("plus") or query.get("minus") else ()
+        kinds = ROUTE_WORK.get((method, path), ())
+        if path == "/search" and kinds:
+            engine = scope["app"].state.engine
+            texts = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("text")
+            if engine is not None and texts and engine.is_cached(texts[0]):
+                return ()
+        return kinds

@@ -11,7 +11,9 @@ are loaded, and the other routes answer 503 meanwhile.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,10 +26,11 @@ from fastapi.staticfiles import StaticFiles
 
 from groundsearch.index.errors import StoreError, UnknownItemError
 from groundsearch.service import openapi, problems
-from groundsearch.service.admission import Admission, Gate
+from groundsearch.service.admission import Admission, EarlyRefusal, Gate
 from groundsearch.service.engine import Engine, QueryError, UnusableText
 from groundsearch.service.memory import return_freed_memory
 from groundsearch.service.metrics import Metrics, MetricsMiddleware
+from groundsearch.service.photo_workers import PhotoWorkers
 from groundsearch.service.problems import problem
 from groundsearch.service.routes import gallery, images, ops, search
 from groundsearch.service.routes.ops import STATIC
@@ -41,6 +44,7 @@ UPLOAD_ROUTES = {"/describe", "/arithmetic/upload", "/gallery/images"}
 DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
 #: Room for the multipart envelope around the file.
 MULTIPART_SLACK = 64 * 1024
+SWITCH_INTERVAL_S = 0.001
 #: Typical seconds one request holds a slot of each kind (for ``Retry-After``).
 SECONDS_PER_REQUEST = {"parse": 0.03, "cnn": 0.15}
 
@@ -66,6 +70,12 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
     def _load(app: FastAPI) -> None:
         try:
             app.state.engine = Engine(settings, observe=metrics.observe_stage)
+            # What is loaded stays for the process's life: out of the collector's way, so a
+            # full collection does not stall every request for a scan of the model.
+            gc.freeze()
+            # The event loop waits for the GIL behind the model threads at most this long
+            # (default 5 ms): requests, refusals above all, are read and answered sooner.
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
             log.info("ready: %s", app.state.engine.counts())
         except Exception as exc:  # reported by /ready, logged with its traceback
             app.state.load_error = str(exc) or type(exc).__name__
@@ -81,6 +91,7 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
     )
     app.state.settings, app.state.metrics = settings, metrics
     app.state.engine, app.state.load_error = engine, None
+    app.state.photo_workers = PhotoWorkers(settings.cnn_concurrency)
     app.state.admission = Admission(
         [
             Gate(kind, concurrency, queue, SECONDS_PER_REQUEST[kind], metrics.observe_gate)
@@ -99,6 +110,7 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
         max_bytes=settings.max_upload_bytes,
         slack=MULTIPART_SLACK,
     )
+    app.add_middleware(EarlyRefusal, admission=app.state.admission)
     app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: times everything
 
     problems.install(app)

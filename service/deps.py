@@ -1,4 +1,8 @@
-"""Typed dependencies of the routes: engine, settings, admission, limits, the writer check."""
+"""Typed dependencies of the routes: engine, settings, admission, limits, the writer check.
+
+They are ``async``: FastAPI runs a plain ``def`` dependency in the thread pool, a hop that
+waits behind the model work under load; these only read app state.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +14,17 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from groundsearch.service.admission import Admission
 from groundsearch.service.engine import Engine
+from groundsearch.service.photo_workers import PhotoWorkers
 from groundsearch.service.problems import ServiceError
 from groundsearch.service.settings import ServiceSettings
 from groundsearch.service.uploads import check_size
 
 
-def get_settings(request: Request) -> ServiceSettings:
+async def get_settings(request: Request) -> ServiceSettings:
     return request.app.state.settings
 
 
-def get_engine(request: Request) -> Engine:
+async def get_engine(request: Request) -> Engine:
     engine = request.app.state.engine
     if engine is None:
         error = request.app.state.load_error
@@ -28,13 +33,18 @@ def get_engine(request: Request) -> Engine:
     return engine
 
 
-def get_admission(request: Request) -> Admission:
+async def get_admission(request: Request) -> Admission:
     return request.app.state.admission
+
+
+async def get_photo_workers(request: Request) -> PhotoWorkers:
+    return request.app.state.photo_workers
 
 
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]
+PhotoWorkersDep = Annotated[PhotoWorkers, Depends(get_photo_workers)]
 
 
 def check_k(k: int, settings: ServiceSettings) -> int:
@@ -57,7 +67,7 @@ bearer = HTTPBearer(
 )
 
 
-def require_writer(
+async def require_writer(
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
 ) -> None:

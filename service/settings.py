@@ -56,13 +56,13 @@ class ServiceSettings(Settings):
     )
 
     parse_concurrency: int = Field(
-        default=4,
+        default=2,
         ge=1,
         le=64,
         description="Requests parsing and encoding sentences at once (they are batched).",
     )
     parse_queue: int = Field(
-        default=4, ge=0, description="Requests waiting to parse; more are refused (429)."
+        default=2, ge=0, description="Requests waiting to parse; more are refused (429)."
     )
     cnn_concurrency: int = Field(
         default=1,
@@ -72,7 +72,7 @@ class ServiceSettings(Settings):
         "40-megapixel PNG holds ~160 MB while it lasts).",
     )
     cnn_queue: int = Field(
-        default=2, ge=0, description="Photo requests waiting for the backbone; more: 429."
+        default=1, ge=0, description="Photo requests waiting for the backbone; more: 429."
     )
 
     @field_validator("write_token")

@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from groundsearch.service.deps import (
     AdmissionDep,
     EngineDep,
+    PhotoWorkersDep,
     SettingsDep,
     WriterDep,
     read_upload,
@@ -33,6 +34,7 @@ async def add_photo(
     engine: EngineDep,
     settings: SettingsDep,
     admission: AdmissionDep,
+    workers: PhotoWorkersDep,
     image: Annotated[UploadFile, File(description="The photo to add.")],
     captions: Annotated[list[str], Form(description="Captions of the photo.")] = [],  # noqa: B006
 ) -> AddedPhoto:

@@ -2,7 +2,8 @@
 
 Each route holds an admission slot (``service.admission``) for the work it does: ``parse``
 for sentences (a cached query needs none), ``cnn`` for decoding a photo and running the
-backbone; a full waiting line is answered 429 at once.
+backbone (on the niced ``PhotoWorkers`` threads); a full waiting line is answered 429 at
+once.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from groundsearch.service.deps import (
     AdmissionDep,
     EngineDep,
+    PhotoWorkersDep,
     SettingsDep,
     check_k,
     read_upload,
@@ -52,14 +54,19 @@ async def search(
 
 @router.post("/describe", response_model=DescribeResponse, responses=PHOTO_ERRORS)
 async def describe(
-    engine: EngineDep, settings: SettingsDep, admission: AdmissionDep, image: Photo, k: K = 5
+    engine: EngineDep,
+    settings: SettingsDep,
+    admission: AdmissionDep,
+    workers: PhotoWorkersDep,
+    image: Photo,
+    k: K = 5,
 ) -> DescribeResponse:
     """The ``k`` captions (the gallery's and the caption bank's) that best describe a photo."""
     check_k(k, settings)
     data = await read_upload(image, settings)
     async with admission.slots("cnn"):
-        photo, _ = await run_in_threadpool(read_photo, data, settings.max_pixels, engine.min_side)
-        hits, timings = await run_in_threadpool(engine.describe, photo, k)
+        photo, _ = await workers.run(read_photo, data, settings.max_pixels, engine.min_side)
+        hits, timings = await workers.run(engine.describe, photo, k)
     return DescribeResponse(results=[CaptionHit.of(h) for h in hits], timings_ms=timings)
 
 
@@ -90,6 +97,7 @@ async def arithmetic_upload(
     engine: EngineDep,
     settings: SettingsDep,
     admission: AdmissionDep,
+    workers: PhotoWorkersDep,
     image: Photo,
     plus: Annotated[Phrases, Query(description="Phrases to add, e.g. 'red'.")] = [],  # noqa: B006
     minus: Annotated[Phrases, Query(description="Phrases to take away.")] = [],  # noqa: B006
@@ -100,8 +108,8 @@ async def arithmetic_upload(
     check_k(k, settings)
     data = await read_upload(image, settings)
     async with admission.slots("cnn", *(("parse",) if plus or minus else ())):
-        photo, _ = await run_in_threadpool(read_photo, data, settings.max_pixels, engine.min_side)
-        hits, timings = await run_in_threadpool(engine.arithmetic, photo, plus, minus, k, rerank)
+        photo, _ = await workers.run(read_photo, data, settings.max_pixels, engine.min_side)
+        hits, timings = await workers.run(engine.arithmetic, photo, plus, minus, k, rerank)
     return ImagesResponse(results=[ImageHit.of(h) for h in hits], timings_ms=timings)
 
 
