@@ -113,7 +113,23 @@ def test_large_jpegs_decode_at_reduced_scale(tmp_path):
     assert err.value.reason == "too-large"
     png = tmp_path / "big.png"
     Image.open(big).save(png)
-    assert decode_photo(png, min_side=256)[0].size == (2000, 1600)  # only JPEG scales
+    # other formats: decoded whole, then box-reduced by a whole factor (6: both ≥ 256)
+    assert decode_photo(png, min_side=256)[0].size == (334, 267)  # rounded up
+    assert decode_photo(png)[0].size == (2000, 1600)
+    pal = tmp_path / "palette.gif"
+    Image.open(big).convert("P").save(pal)  # a mode reduce() does not take
+    reduced, fmt = decode_photo(pal, min_side=500)
+    assert (reduced.size, reduced.mode, fmt) == ((667, 534), "RGB", "GIF")
+
+
+def test_a_decompression_bomb_is_refused_in_our_words(tmp_path):
+    bomb = tmp_path / "huge.png"
+    Image.new("1", (10_000, 10_000)).save(bomb)  # 100 MP: over Pillow's own bomb threshold
+    with pytest.raises(PhotoError) as err:
+        decode_photo(bomb)
+    assert err.value.reason == "too-large"
+    message = str(err.value).removeprefix(f"{bomb}: ")
+    assert message == "image has more pixels than the 40,000,000-pixel limit"
 
 
 def test_other_formats_decode_and_an_animation_gives_its_first_frame(tmp_path):
