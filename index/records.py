@@ -105,7 +105,9 @@ class Records:
         self.path = Path(path)
         self._write_lock = threading.Lock()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        #: Every thread's reader with its thread: a server's worker threads come and go
+        #: (an idle pool thread exits), and a reader outliving its thread is closed.
+        self._readers: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._writer = _connect(self.path)
         try:
             mode = self._writer.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -157,7 +159,7 @@ class Records:
     def close(self) -> None:
         """Close every connection (readers of all threads too)."""
         with self._write_lock:
-            for db in self._readers:
+            for _, db in self._readers:
                 db.close()
             self._readers.clear()
             self._writer.close()
@@ -170,7 +172,10 @@ class Records:
         if db is None:
             db = self._local.db = _connect(self.path)
             with self._write_lock:
-                self._readers.append(db)
+                for _, gone in [r for r in self._readers if not r[0].is_alive()]:
+                    gone.close()
+                self._readers = [r for r in self._readers if r[0].is_alive()]
+                self._readers.append((threading.current_thread(), db))
         return db
 
     @contextmanager

@@ -179,13 +179,14 @@ class Engine:
         return trees
 
     def is_cached(self, text: str) -> bool:
-        """Whether the vector of ``text`` is in the query cache (no parse needed)."""
+        """Whether the vector of ``text`` is in the query cache (no parse needed). Called
+        on the event loop: no lock (one dict lookup is atomic), so the loop never waits
+        for a thread that holds the cache's lock."""
         try:
             key = clean_text(text, self.settings.max_text_chars)
         except ParseError:
             return False
-        with self._query_lock:
-            return key in self._queries
+        return key in self._queries
 
     def embed_text(self, text: str, timings: Timings, what: str = "text") -> np.ndarray:
         """The unit query vector of ``text`` (cached by its cleaned form)."""

@@ -180,3 +180,21 @@ def test_the_same_bytes_uploaded_again_after_a_delete_keep_their_file(tmp_path):
     assert new and again != first
     assert g.photo_path(again).read_bytes() == b"same bytes"
     g.close()
+
+
+def test_a_reader_is_closed_once_its_thread_is_gone(tmp_path):
+    """A server's pool threads come and go: their read connections must not pile up."""
+    import threading
+
+    from groundsearch.index.records import Records
+
+    records = Records(tmp_path / "gallery.db")
+    try:
+        for _ in range(5):
+            thread = threading.Thread(target=records.reader)
+            thread.start()
+            thread.join()
+        records.reader()  # a new reader clears those of finished threads
+        assert len(records._readers) == 1
+    finally:
+        records.close()
