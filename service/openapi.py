@@ -76,16 +76,16 @@ def _limit(name: str, schema: dict[str, Any], settings: ServiceSettings) -> None
 def _limit_form(schema: dict[str, Any], form: dict[str, Any], settings: ServiceSettings) -> None:
     """The upload's size and formats and the captions' limits on a multipart body."""
     props = schema.get("properties", {})
-    for field in ("image",):
-        if field in props:
-            # The byte limit is stated in words: schemathesis cannot fuzz a binary maxLength.
-            props[field].update(type="string", format="binary")
-            props[field]["description"] = (
-                f"{props[field].get('description', 'A photo.')} At most "
-                f"{settings.max_upload_bytes:,} bytes and {settings.max_pixels:,} pixels."
-            )
-            props[field].pop("contentMediaType", None)
-            form.setdefault("encoding", {})[field] = {"contentType": PHOTO_MEDIA_TYPES}
+    image = props.get("image")
+    if image is not None:
+        # The byte limit is stated in words: schemathesis cannot fuzz a binary maxLength.
+        image.update(type="string", format="binary")
+        image["description"] = (
+            f"{image.get('description', 'A photo.')} At most "
+            f"{settings.max_upload_bytes:,} bytes and {settings.max_pixels:,} pixels."
+        )
+        image.pop("contentMediaType", None)
+        form.setdefault("encoding", {})["image"] = {"contentType": PHOTO_MEDIA_TYPES}
     if "captions" in props:
         props["captions"].update(maxItems=settings.max_captions)
         props["captions"]["items"].update(maxLength=settings.max_text_chars)

@@ -25,4 +25,8 @@ Text = Annotated[
 ]
 K = Annotated[int, Query(ge=1, description="How many results.")]
 ImageId = Annotated[int, Path(ge=1, le=MAX_ID, description="A gallery photo's id.")]
-Phrases = Annotated[list[str], Query(max_length=MAX_PHRASES)]
+Plus = Annotated[
+    list[str], Query(max_length=MAX_PHRASES, description="Phrases to add, e.g. 'red'.")
+]
+Minus = Annotated[list[str], Query(max_length=MAX_PHRASES, description="Phrases to take away.")]
+Rerank = Annotated[bool, Query(description="Re-sort by the mean of the top photos.")]

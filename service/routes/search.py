@@ -22,7 +22,7 @@ from groundsearch.service.deps import (
     read_upload,
 )
 from groundsearch.service.problems import responses
-from groundsearch.service.routes.params import MAX_ID, K, Phrases, Text
+from groundsearch.service.routes.params import MAX_ID, K, Minus, Plus, Rerank, Text
 from groundsearch.service.schemas import (
     CaptionHit,
     DescribeResponse,
@@ -38,7 +38,6 @@ TEXT_ERRORS = responses(404, 422, 429, 503)
 PHOTO_STATUSES = (400, 413, 415, 422, 429, 503)
 PHOTO_ERRORS = responses(*PHOTO_STATUSES)
 Photo = Annotated[UploadFile, File(description="A photo (JPEG, PNG, GIF, WebP, BMP, TIFF).")]
-Rerank = Annotated[bool, Query(description="Re-sort by the mean of the top photos.")]
 
 
 @router.post("/search", response_model=SearchResponse, responses=TEXT_ERRORS)
@@ -78,8 +77,8 @@ async def arithmetic(
     image_id: Annotated[
         int, Query(ge=1, le=MAX_ID, description="The gallery photo to start from.")
     ],
-    plus: Annotated[Phrases, Query(description="Phrases to add, e.g. 'red'.")] = [],  # noqa: B006
-    minus: Annotated[Phrases, Query(description="Phrases to take away.")] = [],  # noqa: B006
+    plus: Plus = [],  # noqa: B006
+    minus: Minus = [],  # noqa: B006
     k: K = 10,
     rerank: Rerank = False,
 ) -> ImagesResponse:
@@ -99,8 +98,8 @@ async def arithmetic_upload(
     admission: AdmissionDep,
     workers: PhotoWorkersDep,
     image: Photo,
-    plus: Annotated[Phrases, Query(description="Phrases to add, e.g. 'red'.")] = [],  # noqa: B006
-    minus: Annotated[Phrases, Query(description="Phrases to take away.")] = [],  # noqa: B006
+    plus: Plus = [],  # noqa: B006
+    minus: Minus = [],  # noqa: B006
     k: K = 10,
     rerank: Rerank = False,
 ) -> ImagesResponse:
