@@ -11,7 +11,13 @@
 A gallery folder holds ``gallery.db`` (``groundsearch.index.records``: the system of
 record), ``index/`` (snapshots of the two FAISS indexes, ``groundsearch.index.vectors``:
 derived, rebuilt when missing or stale) and ``uploads/`` (photos added through the API;
-indexed photos stay where they are).
+indexed photos stay where they are). The index kind is fixed at creation or ``auto``:
+picked by size (``index_kinds.choose_kind``) and changed by a rebuild when the gallery
+outgrows it.
+
+Several processes may serve one gallery: one writer (it compacts and snapshots) and
+any number opened ``read_only``, which write nothing, follow the records like the
+writer and take up the writer's rebuilt indexes from its snapshots.
 
 Each write is one database transaction, so a photo and its captions appear together or
 not at all, and costs the same whatever the gallery's size; the FAISS indexes then read
@@ -38,8 +44,9 @@ import numpy as np
 
 from groundsearch.files import atomic_path, sha256_file
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
+from groundsearch.index.index_kinds import AUTO, KINDS, IvfPq, choose_kind
 from groundsearch.index.records import DB_FILE, Records, blob
-from groundsearch.index.vectors import KINDS, VectorIndex, as_matrix, clear_leftovers
+from groundsearch.index.vectors import VectorIndex, as_matrix, clear_leftovers
 
 __all__ = [
     "CaptionRecord",
@@ -138,11 +145,13 @@ def is_legacy_gallery(folder: Path) -> bool:
 class Gallery:
     """Photos and captions in ``folder``, searchable by inner product."""
 
-    def __init__(self, folder: Path, records: Records) -> None:
-        self.folder, self.records = Path(folder), records
+    def __init__(self, folder: Path, records: Records, read_only: bool = False) -> None:
+        self.folder, self.records, self.read_only = Path(folder), records, read_only
         meta = records.meta
         self.dim, self.kind = int(meta["dim"]), str(meta["kind"])
         self.identity: dict[str, str] = meta["identity"]
+        self.ivfpq = IvfPq()  # the compressed kind's shape and search settings
+        self._snapshot_seen: dict[str, int] = {}
         self._indexes = {kind: self._load_index(kind) for kind in VECTOR_KINDS}
         self._refresh_lock = threading.Lock()
         self._changes = 0
@@ -153,20 +162,20 @@ class Gallery:
     # --- opening ----------------------------------------------------------------------------
 
     @classmethod
-    def create(
-        cls, folder: Path, dim: int, identity: dict[str, str], kind: str = "flat"
-    ) -> Gallery:
-        """A new, empty gallery in ``folder``."""
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    def create(cls, folder: Path, dim: int, identity: dict[str, str], kind: str = AUTO) -> Gallery:
+        """A new, empty gallery in ``folder`` (``kind``: one of ``KINDS`` or ``auto``)."""
+        if kind not in (AUTO, *KINDS):
+            raise ValueError(f"kind must be one of {(AUTO, *KINDS)}, got {kind!r}")
         folder = Path(folder)
         _refuse_legacy(folder)
         return cls(folder, Records.create(folder / DB_FILE, dim, kind, identity))
 
     @classmethod
-    def open(cls, folder: Path, identity: dict[str, str] | None = None) -> Gallery:
+    def open(
+        cls, folder: Path, identity: dict[str, str] | None = None, read_only: bool = False
+    ) -> Gallery:
         """A gallery; StoreError (IdentityMismatch) if there is none or another model
-        built it. Leftovers of interrupted writes are cleared."""
+        built it. Leftovers of interrupted writes are cleared (unless ``read_only``)."""
         folder = Path(folder)
         _refuse_legacy(folder)
         if not is_gallery(folder):
@@ -174,13 +183,14 @@ class Gallery:
                 f"no gallery at {folder} (make one with `groundsearch index PHOTOS "
                 f"--index {folder}`)"
             )
-        gallery = cls(folder, Records.open(folder / DB_FILE, identity))
-        gallery.clear_leftovers()
+        gallery = cls(folder, Records.open(folder / DB_FILE, identity), read_only)
+        if not read_only:
+            gallery.clear_leftovers()
         return gallery
 
     @classmethod
     def open_or_create(
-        cls, folder: Path, dim: int, identity: dict[str, str], kind: str = "flat"
+        cls, folder: Path, dim: int, identity: dict[str, str], kind: str = AUTO
     ) -> Gallery:
         folder = Path(folder)
         if is_gallery(folder):
@@ -188,10 +198,16 @@ class Gallery:
         return cls.create(folder, dim, identity, kind)
 
     def _header(self, kind: str) -> dict[str, object]:
-        return {"identity": self.identity, "dim": self.dim, "kind": self.kind, "table": kind}
+        return {
+            "identity": self.identity,
+            "dim": self.dim,
+            "gallery_kind": self.kind,
+            "table": kind,
+        }
 
     def _load_index(self, kind: str) -> VectorIndex:
         stem = self.folder / INDEX_DIR / kind
+        self._snapshot_seen[kind] = _mtime(stem.with_suffix(".json"))
         index = VectorIndex.load(stem, self._header(kind))
         if index is not None:
             with self.records.snapshot() as db:
@@ -203,18 +219,32 @@ class Gallery:
             log.warning("the %s snapshot is newer than the records: rebuilding it", kind)
         return self._build_index(kind)
 
+    def _kind_for(self, n: int, current: str | None = None) -> str:
+        """The index kind for ``n`` vectors: the gallery's, or by size when ``auto`` (a
+        smaller kind only once the gallery has shrunk to half its threshold)."""
+        if self.kind != AUTO:
+            return self.kind
+        wanted = choose_kind(n)
+        if current is not None and KINDS.index(wanted) < KINDS.index(current):
+            return current if KINDS.index(choose_kind(2 * n)) >= KINDS.index(current) else wanted
+        return wanted
+
     def _build_index(self, kind: str) -> VectorIndex:
-        """A fresh index of every live vector (what compaction and a lost snapshot do)."""
-        index = VectorIndex(self.dim, self.kind)
+        """A fresh index of every live vector (what compaction and a lost snapshot do);
+        a compressed one is trained on a random sample first and written to ``index/``."""
         with self.records.snapshot() as db:
-            index.last_removal = Records.last_removal(db)
-            after = 0
-            while True:
-                ids, blobs = Records.vectors_after(db, kind, after, limit=50_000)
-                if not ids:
-                    break
-                index.add(ids, _matrix(blobs, self.dim))
-                after = ids[-1]
+            n = Records.count(db, kind)
+            chosen = self._kind_for(n)
+            sample = np.empty((0, self.dim), np.float32)
+            if chosen == "ivfpq":
+                blobs = Records.sample_vectors(db, kind, self.ivfpq.train_size(n))
+                sample = _matrix(blobs, self.dim)
+            last_removal = Records.last_removal(db)
+            stem = None if self.read_only else self.folder / INDEX_DIR / kind
+            index = VectorIndex.build(
+                self.dim, chosen, n, sample, _chunks(db, kind, self.dim), stem, self.ivfpq
+            )
+        index.last_removal = last_removal
         return index
 
     @contextlib.contextmanager
@@ -280,12 +310,36 @@ class Gallery:
         self._follower.start()
 
     def maintain(self, snapshot_every: int = SNAPSHOT_EVERY) -> None:
-        """Compact an index with many removed vectors; snapshot after many changes."""
+        """Rebuild an index with many removed vectors, a large delta or the wrong kind
+        for its size; snapshot after many changes. A read-only gallery instead takes up
+        the writer's newer snapshots."""
         for kind, index in self._indexes.items():
-            if index.tombstones >= max(COMPACT_MIN, COMPACT_SHARE * index.total):
+            if self.read_only:
+                self._take_up_snapshot(kind)
+            elif (
+                index.tombstones >= max(COMPACT_MIN, COMPACT_SHARE * index.total)
+                or index.delta_due()
+                or self._kind_for(len(index), index.kind) != index.kind
+            ):
                 self.compact(kind)
-        if self._changes >= snapshot_every:
+        if self._changes >= snapshot_every and not self.read_only:
             self.snapshot()
+
+    def _take_up_snapshot(self, kind: str) -> None:
+        """Load the writer's snapshot of ``kind`` if it changed since this process
+        looked, and it is not ahead of the records this process sees."""
+        stem = self.folder / INDEX_DIR / kind
+        seen = _mtime(stem.with_suffix(".json"))
+        if seen == self._snapshot_seen.get(kind):
+            return
+        self._snapshot_seen[kind] = seen
+        index = VectorIndex.load(stem, self._header(kind))
+        if index is None:
+            return
+        with self._refresh_lock:
+            self._indexes[kind] = index
+        self.refresh()
+        log.info("took up the writer's %s index: %s", kind, index.describe())
 
     def compact(self, kind: str) -> None:
         """Rebuild one search index without its removed vectors (searches go on meanwhile)."""
@@ -293,10 +347,14 @@ class Gallery:
         with self._refresh_lock:
             self._indexes[kind] = fresh
         self.refresh()
-        log.info("compacted the %s index: %d vectors", kind, len(fresh))
+        if fresh.sealed:  # name the new main in a snapshot now (other processes load it)
+            self.snapshot()
+        log.info("rebuilt the %s index: %d vectors, %s", kind, len(fresh), fresh.describe())
 
     def snapshot(self) -> None:
         """Write both search indexes to ``index/`` (a later open reads them, not the DB)."""
+        if self.read_only:
+            return
         self._changes = 0
         for kind, index in self._indexes.items():
             index.save(self.folder / INDEX_DIR / kind, self._header(kind))
@@ -306,7 +364,8 @@ class Gallery:
         self._stop.set()
         if self._follower is not None:
             self._follower.join(timeout=10)
-        if snapshot and (self._changes or not (self.folder / INDEX_DIR / "images.json").exists()):
+        fresh = self._changes or not (self.folder / INDEX_DIR / "images.json").exists()
+        if snapshot and fresh and not self.read_only:
             try:
                 self.snapshot()
             except OSError as exc:  # a read-only gallery: the next start rebuilds
@@ -317,6 +376,10 @@ class Gallery:
 
     def counts(self) -> dict[str, int]:
         return {kind: len(index) for kind, index in self._indexes.items()}
+
+    def index_kinds(self) -> dict[str, str]:
+        """What each search index is now, e.g. ``IVF1024,PQ64,Refine(SQfp16) + 12 exact``."""
+        return {kind: index.describe() for kind, index in self._indexes.items()}
 
     def _image_records(self, ids: Sequence[int]) -> dict[int, ImageRecord]:
         photos = self.records.photos(ids)
@@ -587,3 +650,21 @@ def _repoint_photos(db: sqlite3.Connection, photo_id: int | None = None) -> None
 
 def _matrix(blobs: Sequence[bytes], dim: int) -> np.ndarray:
     return np.frombuffer(b"".join(blobs), np.float32).reshape(-1, dim)
+
+
+def _chunks(db: sqlite3.Connection, kind: str, dim: int) -> Iterator[tuple[list[int], np.ndarray]]:
+    """Every vector of ``kind`` in id order, 50,000 at a time."""
+    after = 0
+    while True:
+        ids, blobs = Records.vectors_after(db, kind, after, limit=50_000)
+        if not ids:
+            return
+        yield ids, _matrix(blobs, dim)
+        after = ids[-1]
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0

@@ -220,6 +220,26 @@ class Records:
         return [r[0] for r in rows], [r[1] for r in rows]
 
     @staticmethod
+    def count(db: sqlite3.Connection, kind: str) -> int:
+        return int(db.execute(f"SELECT count(*) FROM {TABLES[kind]}").fetchone()[0])
+
+    @staticmethod
+    def sample_vectors(db: sqlite3.Connection, kind: str, n: int, seed: int = 0) -> list[bytes]:
+        """About ``n`` vector blobs of ``kind`` at random (by id: no table scan)."""
+        top = Records.last_id(db, kind)
+        if top <= 0 or n <= 0:
+            return []
+        rng = np.random.default_rng(seed)
+        ids = np.sort(rng.choice(top, size=min(n, top), replace=False) + 1)
+        out: list[bytes] = []
+        for start in range(0, ids.size, 900):  # SQLite's bound-parameter limit
+            part = ids[start : start + 900].tolist()
+            marks = ",".join("?" * len(part))
+            sql = f"SELECT vector FROM {TABLES[kind]} WHERE id IN ({marks})"
+            out += [r[0] for r in db.execute(sql, part)]
+        return out
+
+    @staticmethod
     def removals_after(db: sqlite3.Connection, after: int) -> list[tuple[int, str, int]]:
         """(seq, kind, id) of removals after ``after``."""
         return db.execute(

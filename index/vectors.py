@@ -1,6 +1,6 @@
-"""The gallery's search structure: a FAISS inner-product index derived from the records.
+"""The gallery's search structure: FAISS inner-product indexes derived from the records.
 
-    index = VectorIndex(dim, "flat")
+    index = VectorIndex(dim, "flat")                    # or "hnsw", "ivfpq" (index_kinds)
     index.add(ids, vectors); index.remove(ids)          # removal: a tombstone
     scores, ids = index.search(queries, k)
     index.save(folder / "images", header); VectorIndex.load(folder / "images", header)
@@ -12,9 +12,17 @@ to date by reading what came after. Removed ids become tombstones that a FAISS
 ``IDSelector`` leaves out of every search (no over-fetching); ``tombstones`` tells the
 gallery when a rebuild (compaction) is due.
 
-A snapshot is two files: ``NAME-<random>.faiss`` (``faiss.write_index``) and
-``NAME.json``, which names that file and holds the header (identity, dimension, kind,
-watermarks, tombstones). The JSON is replaced atomically after the index file is fully
+Two segments: the *main* index of the kind asked for, and an exact *delta*. ``flat`` and
+``hnsw`` take every addition into main. An ``ivfpq`` main is trained and filled once
+(``build``), then sealed: it is written once and read back memory-mapped, and later
+additions go to the delta, searched beside it; ``delta_due`` tells the gallery when
+the delta is large enough to fold into a rebuilt main. Until an ``ivfpq`` index is
+built, everything is in the (exact) delta.
+
+A snapshot is ``NAME.json`` naming ``NAME-<random>.faiss`` (main) or, for a sealed
+main, ``NAME-<random>.main.faiss`` (written once, when sealed) and
+``NAME-<random>.delta.faiss``; the JSON also holds the header (identity, dimension,
+kind, watermarks, tombstones). It is replaced atomically after the files it names are
 written, so a crash leaves the previous snapshot in force; a missing or unreadable
 snapshot only means a rebuild from the records.
 """
@@ -24,8 +32,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -35,21 +45,20 @@ import faiss
 import numpy as np
 
 from groundsearch.files import write_text
+from groundsearch.index import index_kinds
+from groundsearch.index.index_kinds import KINDS, IvfPq
 
-KINDS = ("flat", "hnsw")
-HNSW_M = 32
+__all__ = ["KINDS", "IvfPq", "VectorIndex", "as_matrix", "clear_leftovers"]
+
+log = logging.getLogger("groundsearch.index")
 LOCK_FILE = "snapshot.lock"
-
-
-def _new_index(dim: int, kind: str) -> faiss.IndexIDMap:
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    inner: faiss.Index
-    if kind == "flat":
-        inner = faiss.IndexFlatIP(dim)
-    else:
-        inner = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-    return faiss.IndexIDMap(inner)
+#: Fold the delta into a rebuilt main once it holds this share of main's vectors…
+DELTA_SHARE = 0.05
+#: … and at least this many.
+DELTA_MIN = 50_000
+#: A sealed main (``NAME-<random>.main.faiss``) younger than this is kept even when no
+#: JSON names it yet: it is written before the snapshot that names it.
+KEEP_YOUNG_S = 600
 
 
 def as_matrix(x: np.ndarray, dim: int, what: str = "vectors") -> np.ndarray:
@@ -70,11 +79,17 @@ def as_matrix(x: np.ndarray, dim: int, what: str = "vectors") -> np.ndarray:
 class VectorIndex:
     """Inner-product nearest neighbours over int64 ids, with tombstones. Thread-safe."""
 
-    def __init__(self, dim: int, kind: str = "flat") -> None:
+    def __init__(self, dim: int, kind: str = "flat", ivfpq: IvfPq | None = None) -> None:
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
             raise ValueError(f"dim must be a positive int, got {dim!r}")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         self.dim, self.kind = dim, kind
-        self._index = _new_index(dim, kind)
+        self.ivfpq = ivfpq or IvfPq()
+        self._main = index_kinds.new_index(dim, "flat" if kind == "ivfpq" else kind)
+        self._delta = index_kinds.new_index(dim, "flat")
+        self.sealed = False  # main takes no more additions (a built ivfpq index)
+        self._main_file: str | None = None  # where a sealed main is written
         self._tombstones: set[int] = set()
         self._selector: Any = None
         self.last_id = 0
@@ -83,7 +98,7 @@ class VectorIndex:
 
     def __len__(self) -> int:
         """Live (not removed) vectors."""
-        return int(self._index.ntotal) - len(self._tombstones)
+        return self.total - len(self._tombstones)
 
     def __repr__(self) -> str:
         return f"VectorIndex(dim={self.dim}, kind={self.kind!r}, live={len(self)})"
@@ -95,7 +110,78 @@ class VectorIndex:
     @property
     def total(self) -> int:
         """Vectors in FAISS, removed ones included."""
-        return int(self._index.ntotal)
+        return int(self._main.ntotal) + int(self._delta.ntotal)
+
+    @property
+    def delta(self) -> int:
+        """Vectors added after main was sealed (searched exactly)."""
+        return int(self._delta.ntotal)
+
+    @property
+    def built(self) -> bool:
+        """Whether main is of this index's kind (an ``ivfpq`` index is, once built)."""
+        return self.kind != "ivfpq" or self.sealed
+
+    def delta_due(self) -> bool:
+        """Whether the delta has grown enough to fold into a rebuilt main."""
+        if self.kind != "ivfpq":
+            return False
+        return self.delta >= max(DELTA_MIN, DELTA_SHARE * int(self._main.ntotal))
+
+    def describe(self) -> str:
+        """What main is, e.g. ``IVF1024,PQ64,Refine(SQfp16)``, and the delta's size."""
+        return f"{index_kinds.index_name(self._main)} + {self.delta} exact"
+
+    # --- building an ivfpq index ----------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls,
+        dim: int,
+        kind: str,
+        n: int,
+        sample: np.ndarray,
+        chunks: Iterable[tuple[list[int], np.ndarray]],
+        stem: Path | None = None,
+        ivfpq: IvfPq | None = None,
+    ) -> VectorIndex:
+        """An index of ``kind`` over ``chunks`` (about ``n`` vectors in all, ids
+        increasing). An ``ivfpq`` index is trained on ``sample`` and, when ``stem`` is
+        given, written next to it and read back memory-mapped (``sample`` unused
+        otherwise). Too few vectors to train on: everything goes to the exact delta."""
+        self = cls(dim, kind, ivfpq)
+        if kind == "ivfpq":
+            sample = as_matrix(sample, dim, "training sample")
+            if sample.shape[0] >= self.ivfpq.min_train(n):
+                self._main = index_kinds.new_index(dim, kind, n, self.ivfpq)
+                index_kinds.train(self._main, sample)
+            else:
+                self.sealed = True  # untrainable yet: the delta takes all
+        for ids, vectors in chunks:
+            self.add(ids, vectors)
+        if kind == "ivfpq" and not self.sealed:
+            self.seal(stem)
+        return self
+
+    def seal(self, stem: Path | None) -> None:
+        """Take no more additions into main; write it beside ``stem`` and map it back."""
+        with self._lock:
+            self.sealed = True
+            if stem is None or not index_kinds.is_compressed(self._main):
+                return
+            stem = Path(stem)
+            stem.parent.mkdir(parents=True, exist_ok=True)
+            name = f"{stem.name}-{uuid.uuid4().hex[:12]}.main.faiss"
+            try:
+                with _snapshot_lock(stem.parent):
+                    _write_synced(self._main, stem.with_name(name))
+            except OSError as exc:  # a read-only folder: main stays in memory
+                log.warning("could not write %s: %s", stem.with_name(name), exc)
+                return
+            self._main = index_kinds.read(stem.with_name(name), mmap=True)
+            self._main_file = name
+
+    # --- changing -------------------------------------------------------------------------------
 
     def add(self, ids: Iterable[int], vectors: np.ndarray) -> None:
         """Add vectors under ids larger than every id added so far."""
@@ -108,7 +194,7 @@ class VectorIndex:
         with self._lock:
             if id_arr.min() <= self.last_id or np.any(np.diff(id_arr) <= 0):
                 raise ValueError("ids must increase and be larger than every id added")
-            self._index.add_with_ids(arr, id_arr)
+            (self._delta if self.sealed else self._main).add_with_ids(arr, id_arr)
             self.last_id = int(id_arr[-1])
 
     def remove(self, ids: Iterable[int]) -> None:
@@ -119,16 +205,13 @@ class VectorIndex:
                 self._tombstones |= new
                 self._selector = None
 
-    def _params(self) -> Any:
+    def _sel(self) -> Any:
         if not self._tombstones:
             return None
         if self._selector is None:
             batch = faiss.IDSelectorBatch(np.fromiter(self._tombstones, dtype=np.int64))
             self._selector = (faiss.IDSelectorNot(batch), batch)  # keep batch alive
-        params: Any = getattr(
-            faiss, "SearchParametersHNSW" if self.kind == "hnsw" else "SearchParameters"
-        )
-        return params(sel=self._selector[0])  # the stubs do not know these keywords
+        return self._selector[0]
 
     def search(self, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
         """The ``k`` nearest live ids of each query row, best first, as (id, score)."""
@@ -139,8 +222,13 @@ class VectorIndex:
             k_live = min(int(k), len(self))
             if k_live == 0:
                 return [[] for _ in range(arr.shape[0])]
-            params = self._params()
-            scores, labels = self._index.search(arr, k_live, params=params)
+            sel = self._sel()
+            parts = [
+                part.search(arr, k_live, params=index_kinds.search_params(part, self.ivfpq, sel))
+                for part in (self._main, self._delta)
+                if part.ntotal
+            ]
+        scores, labels = parts[0] if len(parts) == 1 else _merge(parts, k_live)
         return [
             [(int(i), float(s)) for s, i in zip(row_s, row_i, strict=True) if i >= 0]
             for row_s, row_i in zip(scores, labels, strict=True)
@@ -152,52 +240,82 @@ class VectorIndex:
         """Write a snapshot as ``stem.json`` + ``stem-<random>.faiss`` (see the module)."""
         stem = Path(stem)
         stem.parent.mkdir(parents=True, exist_ok=True)
+        if self.sealed and self._main_file is None and self._main.ntotal:
+            self.seal(stem)  # built without a place to go: written now, once
         with self._lock:  # a consistent copy, written outside the lock
-            index = faiss.clone_index(self._index)
+            main = None if self.sealed else faiss.clone_index(self._main)
+            delta = faiss.clone_index(self._delta) if self.sealed else None
             doc = {
                 **header,
                 "dim": self.dim,
                 "kind": self.kind,
+                "sealed": self.sealed,
+                "ivfpq": vars(self.ivfpq),
                 "last_id": self.last_id,
                 "last_removal": self.last_removal,
                 "tombstones": sorted(self._tombstones),
             }
-        name = f"{stem.name}-{uuid.uuid4().hex[:12]}.faiss"
-        tmp = stem.with_name(f".{name}.tmp")
+            main_file = self._main_file
+        token = uuid.uuid4().hex[:12]
         with _snapshot_lock(stem.parent):  # one snapshot writer at a time, across processes
-            try:
-                faiss.write_index(index, str(tmp))
-                fd = os.open(tmp, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, stem.with_name(name))
-            finally:
-                if tmp.exists():
-                    tmp.unlink()
-            write_text(stem.with_suffix(".json"), json.dumps({**doc, "file": name}))
+            if main is not None:
+                main_file = f"{stem.name}-{token}.faiss"
+                _write_synced(main, stem.with_name(main_file))
+            if delta is not None:
+                doc["delta"] = f"{stem.name}-{token}.delta.faiss"
+                _write_synced(delta, stem.with_name(doc["delta"]))
+            write_text(stem.with_suffix(".json"), json.dumps({**doc, "file": main_file}))
             _clear_unreferenced(stem)
 
     @classmethod
     def load(cls, stem: Path, header: dict[str, Any]) -> VectorIndex | None:
         """The snapshot at ``stem`` if its header matches ``header``; None if there is
-        none or it is unreadable or made for something else (rebuild then)."""
+        none or it is unreadable or made for something else (rebuild then). A sealed
+        main is memory-mapped."""
         stem = Path(stem)
         try:
             doc = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
             if any(doc.get(key) != value for key, value in header.items()):
                 return None
-            index = faiss.read_index(str(stem.with_name(doc["file"])))
-            self = cls(int(doc["dim"]), str(doc["kind"]))
-            if not isinstance(index, faiss.IndexIDMap) or index.d != self.dim:
-                return None
-            self._index = index
+            self = cls(int(doc["dim"]), str(doc["kind"]), IvfPq(**doc.get("ivfpq", {})))
+            self.sealed = bool(doc.get("sealed", False))
+            if doc.get("file"):
+                main = index_kinds.read(stem.with_name(doc["file"]), mmap=self.sealed)
+                if not isinstance(main, faiss.IndexIDMap) or main.d != self.dim:
+                    return None
+                self._main, self._main_file = main, doc["file"]
+            if doc.get("delta"):
+                self._delta = faiss.read_index(str(stem.with_name(doc["delta"])))
             self._tombstones = {int(i) for i in doc["tombstones"]}
             self.last_id, self.last_removal = int(doc["last_id"]), int(doc["last_removal"])
         except (OSError, ValueError, KeyError, TypeError, RuntimeError):
             return None
         return self
+
+
+def _merge(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of several (scores, labels) results per query row."""
+    scores = np.concatenate([s for s, _ in parts], axis=1)
+    labels = np.concatenate([lab for _, lab in parts], axis=1)
+    scores = np.where(labels >= 0, scores, -np.inf)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(scores, order, 1), np.take_along_axis(labels, order, 1)
+
+
+def _write_synced(index: faiss.Index, path: Path) -> None:
+    """Write ``index`` to ``path`` through a temporary file, synced before the rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        faiss.write_index(index, str(tmp))
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 @contextlib.contextmanager
@@ -210,21 +328,25 @@ def _snapshot_lock(folder: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _referenced(stem: Path) -> str | None:
+def _referenced(stem: Path) -> set[str]:
     try:
         doc = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
-        return str(doc["file"])
+        return {str(doc[key]) for key in ("file", "delta") if doc.get(key)}
     except (OSError, ValueError, KeyError, TypeError):
-        return None
+        return set()
 
 
 def _clear_unreferenced(stem: Path) -> None:
     """Delete this stem's snapshot files the JSON does not name (replaced ones, and
-    temp files a crash left). Called with the snapshot lock held."""
+    temp files a crash left), unless young (a rebuilt main waits for its snapshot).
+    Called with the snapshot lock held."""
     keep = _referenced(stem)
+    now = time.time()
     for path in stem.parent.glob(f"*{stem.name}-*.faiss*"):
-        if path.name != keep:
-            path.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            young = path.name.endswith(".main.faiss") and now - path.stat().st_mtime < KEEP_YOUNG_S
+            if path.name not in keep and not young:
+                path.unlink(missing_ok=True)
     for path in stem.parent.glob(f".{stem.name}.json.*.tmp"):
         path.unlink(missing_ok=True)
 

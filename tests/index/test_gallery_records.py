@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from groundsearch.index import gallery as gallery_module
+from groundsearch.index import vectors as vectors_module
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
 from groundsearch.index.gallery import Gallery, IndexedFile
+from groundsearch.index.index_kinds import IvfPq, choose_kind
 
 DIM = 8
 ID = {"checkpoint_sha256": "c" * 64}
@@ -198,3 +200,42 @@ def test_a_reader_is_closed_once_its_thread_is_gone(tmp_path):
         assert len(records._readers) == 1
     finally:
         records.close()
+
+
+def test_a_new_gallery_picks_its_index_kind_by_size(gallery):
+    assert gallery.kind == "auto" and gallery._indexes["images"].kind == "flat"
+    assert [choose_kind(n) for n in (1000, 500_000, 5_000_000)] == ["flat", "hnsw", "ivfpq"]
+    assert gallery._kind_for(150_000, "hnsw") == "hnsw"  # shrinking a little keeps it
+    assert gallery._kind_for(50_000, "hnsw") == "flat"
+
+
+def test_a_compressed_gallery_takes_writes_and_a_replica_takes_up_its_rebuilds(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(vectors_module, "DELTA_MIN", 100)
+    writer = Gallery.create(tmp_path / "g", DIM, ID, kind="ivfpq")
+    writer.ivfpq = IvfPq(m=4, nprobe=64, k_factor=50)
+    replica = Gallery.open(tmp_path / "g", ID, read_only=True)
+    v = vecs(400)
+    writer.add_files([indexed(i, v[i], ("x",)) for i in range(300)], run=1)
+    assert writer._indexes["images"].delta == 300  # not trained yet: all exact
+    writer.maintain()  # the delta is due: trained, filled, written, snapshotted
+    assert writer.index_kinds()["images"].startswith("IVF64,PQ4,Refine(SQfp16) + 0 exact")
+    replica.refresh()
+    replica.maintain()
+    assert replica.index_kinds() == writer.index_kinds()
+    image_id, _, _ = writer.add_photo(b"new", "jpg", v[300])  # uploads and deletes still work
+    writer.remove_photo(5)
+    replica.refresh()
+    for query in (v[300], v[4], v[150]):
+        hits = [(r.id, round(s, 5)) for r, s in replica.search_images(query, 10)]
+        assert hits == [(r.id, round(s, 5)) for r, s in writer.search_images(query, 10)]
+    assert replica.search_images(v[300], 1)[0][0].id == image_id
+    assert 5 not in {r.id for r, _ in replica.search_images(v[4], 50)}
+    snapshot = (tmp_path / "g" / "index" / "images.json").stat().st_mtime_ns
+    replica.close()  # a replica writes nothing
+    assert (tmp_path / "g" / "index" / "images.json").stat().st_mtime_ns == snapshot
+    writer.close()
+    again = Gallery.open(tmp_path / "g", ID)
+    assert again.index_kinds()["images"].endswith("+ 1 exact") and again.counts()["images"] == 300
+    again.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from groundsearch.index.vectors import VectorIndex
+from groundsearch.index.vectors import IvfPq, VectorIndex
 
 
 def unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
@@ -86,3 +86,57 @@ def test_snapshot_round_trip_and_header_check(kind, tmp_path):
     assert VectorIndex.load(tmp_path / "nothing", header) is None
     (tmp_path / "images.json").write_text("{not json")
     assert VectorIndex.load(tmp_path / "images", header) is None
+
+
+def exact_top(x: np.ndarray, q: np.ndarray, k: int, ids: np.ndarray) -> list[set[int]]:
+    return [set(ids[np.argsort(-(x @ row))[:k]].tolist()) for row in q]
+
+
+def clustered(rng: np.random.Generator, centres: np.ndarray, n: int) -> np.ndarray:
+    """Unit vectors around ``centres`` (real embeddings cluster; uniform noise does not)."""
+    x = centres[rng.integers(0, len(centres), n)] + 0.35 * rng.normal(size=(n, centres.shape[1]))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_ivfpq_is_near_exact_takes_additions_into_its_delta_and_maps_its_snapshot(tmp_path):
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(50, 64))
+    x, q = clustered(rng, centres, 4000), clustered(rng, centres, 30)
+    ids = np.arange(1, 4001)
+    chunks = [(ids[i : i + 1000].tolist(), x[i : i + 1000]) for i in range(0, 4000, 1000)]
+    params = IvfPq(m=16, nprobe=16, k_factor=8)
+    index = VectorIndex.build(64, "ivfpq", 4000, x[:2000], chunks, tmp_path / "images", params)
+    assert index.sealed and index.built and index.delta == 0
+    assert index.describe().startswith("IVF64,PQ16,Refine(SQfp16)")
+    assert len(list(tmp_path.glob("images-*.main.faiss"))) == 1  # written when sealed
+
+    def recall(idx: VectorIndex, x: np.ndarray, ids: np.ndarray) -> float:
+        found = [{i for i, _ in hits} for hits in idx.search(q, 10)]
+        exact = exact_top(x, q, 10, ids)
+        return float(np.mean([len(f & e) / 10 for f, e in zip(found, exact, strict=True)]))
+
+    assert recall(index, x, ids) >= 0.9
+    # additions go to the exact delta and are found at once; removals leave both parts
+    extra = unit(rng, 5, 64)
+    index.add(range(4001, 4006), extra)
+    assert index.delta == 5 and index.search(extra[2], 1)[0][0][0] == 4003
+    index.remove([4003, int(index.search(q[0], 1)[0][0][0])])
+    assert 4003 not in {i for i, _ in index.search(extra[2], 50)[0]}
+    header = {"identity": {"checkpoint_sha256": "a"}}
+    index.save(tmp_path / "images", header)
+    loaded = VectorIndex.load(tmp_path / "images", header)
+    assert loaded is not None and loaded.sealed and loaded.delta == 5 and len(loaded) == 4003
+    assert loaded.search(q, 10) == index.search(q, 10)
+    loaded.add([4006], extra[:1])  # the mapped main takes nothing; the delta does
+    assert loaded.delta == 6 and loaded.search(extra[0], 2)[0][0][0] in {4001, 4006}
+    all_x, all_ids = np.vstack([x, extra]), np.arange(1, 4006)
+    live = ~np.isin(all_ids, list(loaded._tombstones))
+    assert recall(loaded, all_x[live], all_ids[live]) >= 0.9
+
+
+def test_an_untrainable_ivfpq_index_is_exact():
+    rng = np.random.default_rng(6)
+    x = unit(rng, 20, 64)
+    index = VectorIndex.build(64, "ivfpq", 20, x, [(list(range(1, 21)), x)], None, IvfPq(m=16))
+    assert index.delta == 20 and not index.delta_due()
+    assert index.search(x[3], 1)[0][0][0] == 4
