@@ -44,7 +44,7 @@ import numpy as np
 
 from groundsearch.files import atomic_path, sha256_file
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
-from groundsearch.index.index_kinds import AUTO, KINDS, IvfPq, choose_kind
+from groundsearch.index.index_kinds import AUTO, KINDS, IndexSettings, choose_kind
 from groundsearch.index.records import DB_FILE, Records, blob
 from groundsearch.index.vectors import VectorIndex, as_matrix, clear_leftovers
 
@@ -150,7 +150,7 @@ class Gallery:
         meta = records.meta
         self.dim, self.kind = int(meta["dim"]), str(meta["kind"])
         self.identity: dict[str, str] = meta["identity"]
-        self.ivfpq = IvfPq()  # the compressed kind's shape and search settings
+        self.settings = IndexSettings()  # the approximate kinds' shape and search settings
         self._snapshot_seen: dict[str, int] = {}
         self._indexes = {kind: self._load_index(kind) for kind in VECTOR_KINDS}
         self._refresh_lock = threading.Lock()
@@ -210,6 +210,7 @@ class Gallery:
         self._snapshot_seen[kind] = _mtime(stem.with_suffix(".json"))
         index = VectorIndex.load(stem, self._header(kind))
         if index is not None:
+            index.settings = self.settings  # this process's search settings, not the writer's
             with self.records.snapshot() as db:
                 stale = index.last_id > Records.last_id(db, kind) or (
                     index.last_removal > Records.last_removal(db)
@@ -237,12 +238,12 @@ class Gallery:
             chosen = self._kind_for(n)
             sample = np.empty((0, self.dim), np.float32)
             if chosen == "ivfpq":
-                blobs = Records.sample_vectors(db, kind, self.ivfpq.train_size(n))
+                blobs = Records.sample_vectors(db, kind, self.settings.train_size(n))
                 sample = _matrix(blobs, self.dim)
             last_removal = Records.last_removal(db)
             stem = None if self.read_only else self.folder / INDEX_DIR / kind
             index = VectorIndex.build(
-                self.dim, chosen, n, sample, _chunks(db, kind, self.dim), stem, self.ivfpq
+                self.dim, chosen, n, sample, _chunks(db, kind, self.dim), stem, self.settings
             )
         index.last_removal = last_removal
         return index
@@ -336,6 +337,7 @@ class Gallery:
         index = VectorIndex.load(stem, self._header(kind))
         if index is None:
             return
+        index.settings = self.settings
         with self._refresh_lock:
             self._indexes[kind] = index
         self.refresh()

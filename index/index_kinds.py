@@ -47,18 +47,20 @@ def choose_kind(n: int) -> str:
 
 
 @dataclass
-class IvfPq:
-    """Shape and search settings of an ``ivfpq`` index.
+class IndexSettings:
+    """Shape and search settings of the approximate kinds.
 
-    ``nlist`` inverted lists (None: about √n, a power of two), ``m`` PQ bytes a vector
-    (must divide the dimension), ``nprobe`` lists searched, ``k_factor`` candidates
-    re-ranked exactly per result asked for.
+    ``ivfpq``: ``nlist`` inverted lists (None: about √n, a power of two), ``m`` PQ bytes
+    a vector (must divide the dimension), ``nprobe`` lists searched, ``k_factor``
+    candidates re-ranked exactly per result asked for. ``hnsw``: ``ef_search``, the
+    candidate list a search keeps (FAISS's default, 16, loses recall at 640-d).
     """
 
     nlist: int | None = None
     m: int = 64
     nprobe: int = 32
     k_factor: int = 16
+    ef_search: int = 128
 
     def lists_for(self, n: int) -> int:
         if self.nlist is not None:
@@ -74,7 +76,7 @@ class IvfPq:
         return int(min(n, max(20_000, 30 * self.lists_for(n)), 150_000))
 
 
-def new_index(dim: int, kind: str, n: int = 0, ivfpq: IvfPq | None = None) -> faiss.Index:
+def new_index(dim: int, kind: str, n: int = 0, ivfpq: IndexSettings | None = None) -> faiss.Index:
     """An empty index of ``kind`` (``ivfpq``: shaped for about ``n`` vectors, untrained)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -82,7 +84,7 @@ def new_index(dim: int, kind: str, n: int = 0, ivfpq: IvfPq | None = None) -> fa
         return faiss.IndexIDMap(faiss.IndexFlatIP(dim))
     if kind == "hnsw":
         return faiss.IndexIDMap(faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT))
-    params = ivfpq or IvfPq()
+    params = ivfpq or IndexSettings()
     if dim % params.m:
         raise ValueError(f"ivfpq: m={params.m} must divide the dimension {dim}")
     nlist = params.lists_for(n)
@@ -99,16 +101,16 @@ def new_index(dim: int, kind: str, n: int = 0, ivfpq: IvfPq | None = None) -> fa
     return faiss.IndexIDMap(index)
 
 
-def search_params(index: FAISS.Index, ivfpq: IvfPq, selector: Any) -> Any:
+def search_params(index: FAISS.Index, settings: IndexSettings, selector: Any) -> Any:
     """FAISS search parameters for ``index`` (an ``IndexIDMap``) with ``selector``."""
     inner = FAISS.downcast_index(index.index)
     if isinstance(inner, FAISS.IndexRefine):
-        base = FAISS.SearchParametersIVF(nprobe=ivfpq.nprobe, sel=selector)
+        base = FAISS.SearchParametersIVF(nprobe=settings.nprobe, sel=selector)
         return FAISS.IndexRefineSearchParameters(
-            k_factor=float(ivfpq.k_factor), base_index_params=base, sel=selector
+            k_factor=float(settings.k_factor), base_index_params=base, sel=selector
         )
     if isinstance(inner, FAISS.IndexHNSW):
-        return FAISS.SearchParametersHNSW(sel=selector) if selector is not None else None
+        return FAISS.SearchParametersHNSW(efSearch=settings.ef_search, sel=selector)
     return FAISS.SearchParameters(sel=selector) if selector is not None else None
 
 

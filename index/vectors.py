@@ -46,9 +46,9 @@ import numpy as np
 
 from groundsearch.files import write_text
 from groundsearch.index import index_kinds
-from groundsearch.index.index_kinds import KINDS, IvfPq
+from groundsearch.index.index_kinds import KINDS, IndexSettings
 
-__all__ = ["KINDS", "IvfPq", "VectorIndex", "as_matrix", "clear_leftovers"]
+__all__ = ["KINDS", "IndexSettings", "VectorIndex", "as_matrix", "clear_leftovers"]
 
 log = logging.getLogger("groundsearch.index")
 LOCK_FILE = "snapshot.lock"
@@ -79,13 +79,13 @@ def as_matrix(x: np.ndarray, dim: int, what: str = "vectors") -> np.ndarray:
 class VectorIndex:
     """Inner-product nearest neighbours over int64 ids, with tombstones. Thread-safe."""
 
-    def __init__(self, dim: int, kind: str = "flat", ivfpq: IvfPq | None = None) -> None:
+    def __init__(self, dim: int, kind: str = "flat", settings: IndexSettings | None = None) -> None:
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
             raise ValueError(f"dim must be a positive int, got {dim!r}")
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         self.dim, self.kind = dim, kind
-        self.ivfpq = ivfpq or IvfPq()
+        self.settings = settings or IndexSettings()
         self._main = index_kinds.new_index(dim, "flat" if kind == "ivfpq" else kind)
         self._delta = index_kinds.new_index(dim, "flat")
         self.sealed = False  # main takes no more additions (a built ivfpq index)
@@ -143,17 +143,17 @@ class VectorIndex:
         sample: np.ndarray,
         chunks: Iterable[tuple[list[int], np.ndarray]],
         stem: Path | None = None,
-        ivfpq: IvfPq | None = None,
+        settings: IndexSettings | None = None,
     ) -> VectorIndex:
         """An index of ``kind`` over ``chunks`` (about ``n`` vectors in all, ids
         increasing). An ``ivfpq`` index is trained on ``sample`` and, when ``stem`` is
         given, written next to it and read back memory-mapped (``sample`` unused
         otherwise). Too few vectors to train on: everything goes to the exact delta."""
-        self = cls(dim, kind, ivfpq)
+        self = cls(dim, kind, settings)
         if kind == "ivfpq":
             sample = as_matrix(sample, dim, "training sample")
-            if sample.shape[0] >= self.ivfpq.min_train(n):
-                self._main = index_kinds.new_index(dim, kind, n, self.ivfpq)
+            if sample.shape[0] >= self.settings.min_train(n):
+                self._main = index_kinds.new_index(dim, kind, n, self.settings)
                 index_kinds.train(self._main, sample)
             else:
                 self.sealed = True  # untrainable yet: the delta takes all
@@ -224,7 +224,7 @@ class VectorIndex:
                 return [[] for _ in range(arr.shape[0])]
             sel = self._sel()
             parts = [
-                part.search(arr, k_live, params=index_kinds.search_params(part, self.ivfpq, sel))
+                part.search(arr, k_live, params=index_kinds.search_params(part, self.settings, sel))
                 for part in (self._main, self._delta)
                 if part.ntotal
             ]
@@ -250,7 +250,7 @@ class VectorIndex:
                 "dim": self.dim,
                 "kind": self.kind,
                 "sealed": self.sealed,
-                "ivfpq": vars(self.ivfpq),
+                "settings": vars(self.settings),
                 "last_id": self.last_id,
                 "last_removal": self.last_removal,
                 "tombstones": sorted(self._tombstones),
@@ -277,7 +277,7 @@ class VectorIndex:
             doc = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
             if any(doc.get(key) != value for key, value in header.items()):
                 return None
-            self = cls(int(doc["dim"]), str(doc["kind"]), IvfPq(**doc.get("ivfpq", {})))
+            self = cls(int(doc["dim"]), str(doc["kind"]), IndexSettings(**doc.get("settings", {})))
             self.sealed = bool(doc.get("sealed", False))
             if doc.get("file"):
                 main = index_kinds.read(stem.with_name(doc["file"]), mmap=self.sealed)

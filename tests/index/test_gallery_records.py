@@ -14,7 +14,7 @@ from groundsearch.index import gallery as gallery_module
 from groundsearch.index import vectors as vectors_module
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
 from groundsearch.index.gallery import Gallery, IndexedFile
-from groundsearch.index.index_kinds import IvfPq, choose_kind
+from groundsearch.index.index_kinds import IndexSettings, choose_kind
 
 DIM = 8
 ID = {"checkpoint_sha256": "c" * 64}
@@ -214,7 +214,7 @@ def test_a_compressed_gallery_takes_writes_and_a_replica_takes_up_its_rebuilds(
 ):
     monkeypatch.setattr(vectors_module, "DELTA_MIN", 100)
     writer = Gallery.create(tmp_path / "g", DIM, ID, kind="ivfpq")
-    writer.ivfpq = IvfPq(m=4, nprobe=64, k_factor=50)
+    writer.settings = IndexSettings(m=4, nprobe=64, k_factor=50)
     replica = Gallery.open(tmp_path / "g", ID, read_only=True)
     v = vecs(400)
     writer.add_files([indexed(i, v[i], ("x",)) for i in range(300)], run=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from groundsearch.index.vectors import IvfPq, VectorIndex
+from groundsearch.index.vectors import IndexSettings, VectorIndex
 
 
 def unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
@@ -104,7 +104,7 @@ def test_ivfpq_is_near_exact_takes_additions_into_its_delta_and_maps_its_snapsho
     x, q = clustered(rng, centres, 4000), clustered(rng, centres, 30)
     ids = np.arange(1, 4001)
     chunks = [(ids[i : i + 1000].tolist(), x[i : i + 1000]) for i in range(0, 4000, 1000)]
-    params = IvfPq(m=16, nprobe=16, k_factor=8)
+    params = IndexSettings(m=16, nprobe=16, k_factor=8)
     index = VectorIndex.build(64, "ivfpq", 4000, x[:2000], chunks, tmp_path / "images", params)
     assert index.sealed and index.built and index.delta == 0
     assert index.describe().startswith("IVF64,PQ16,Refine(SQfp16)")
@@ -137,6 +137,8 @@ def test_ivfpq_is_near_exact_takes_additions_into_its_delta_and_maps_its_snapsho
 def test_an_untrainable_ivfpq_index_is_exact():
     rng = np.random.default_rng(6)
     x = unit(rng, 20, 64)
-    index = VectorIndex.build(64, "ivfpq", 20, x, [(list(range(1, 21)), x)], None, IvfPq(m=16))
+    index = VectorIndex.build(
+        64, "ivfpq", 20, x, [(list(range(1, 21)), x)], None, IndexSettings(m=16)
+    )
     assert index.delta == 20 and not index.delta_due()
     assert index.search(x[3], 1)[0][0][0] == 4

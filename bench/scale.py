@@ -1,0 +1,287 @@
+"""Scale benchmark: galleries of 100k, 1M and 10M vectors, for each index kind.
+
+    .venv/bin/python bench/scale.py --base runs/scale/flickr8k-all --sizes 100000,1000000
+    .venv/bin/python bench/scale.py --base … --sizes 10000000 --kinds ivfpq
+
+**The vectors.** Every real vector of the shipped SDT-RNN there is: the 8,091 Flickr8k
+photos and their 40,455 captions (640-d, unit length), read from a gallery built with
+`groundsearch index --flickr8k --split '' --index runs/scale/flickr8k-all`. Synthetic
+vector ``j`` is real vector ``perm[j mod N]`` (a seeded permutation) plus Gaussian noise
+with standard deviation ``tau / √640`` per coordinate, renormalised, where ``tau`` is the
+median distance from a real vector to its nearest real neighbour (so a synthetic vector
+sits about as far from its base as real neighbours sit from each other). Chunks are
+generated from a seeded RNG, so every run makes the same gallery.
+**The queries.** 300 real Flickr8k test-split captions, encoded by the same model (the
+captions are also among the bases, as a user's own captions would be).
+**Exact answers** are computed while the gallery is generated (streamed: the top 10 of
+each query over every chunk), so no kind is compared with itself.
+
+For each size and kind, one process builds the index through the gallery's code
+(``VectorIndex.build``: training on a seeded sample for ``ivfpq``, written and mapped
+back) and saves its snapshot; a fresh process then loads it as a server does
+(``VectorIndex.load``: ``ivfpq`` memory-mapped) and measures its RSS after loading and
+after the queries, and the latency of single queries (batch 1, one FAISS thread) with
+recall@10 against the exact answers; for ``ivfpq`` over a grid of nprobe × k_factor.
+Each time is printed beside a reference measured in the same process: one exact
+search of one query over 100,000 real-like vectors (numpy, one thread).
+Output: ``runs/bench/scale.json`` (merged across runs) and a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+from groundsearch.index.index_kinds import IndexSettings
+from groundsearch.index.vectors import VectorIndex
+
+DIM = 640
+CHUNK = 100_000
+QUERIES = 300
+SEED = 12
+HEADER = {"identity": {"bench": "scale"}}
+GRID = [(16, 8), (32, 8), (32, 16), (64, 16), (64, 32), (128, 32)]
+EF_GRID = [32, 64, 128, 256]
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def load_base(gallery: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(every real photo and caption vector, the query captions' vectors)."""
+    db = sqlite3.connect(f"file:{gallery / 'gallery.db'}?mode=ro", uri=True)
+    photos = [r[0] for r in db.execute("SELECT vector FROM photos ORDER BY id")]
+    captions = db.execute(
+        "SELECT c.vector, p.path FROM captions c JOIN photos p ON p.id = c.photo_id ORDER BY c.id"
+    ).fetchall()
+    split = Path(os.environ.get("GROUNDSEARCH_DATA_DIR", "../shared/data"))
+    test = set((split / "flickr8k" / "Flickr_8k.testImages.txt").read_text().split())
+    base = np.frombuffer(b"".join(photos + [c[0] for c in captions]), np.float32)
+    test_rows = [i for i, (_, path) in enumerate(captions) if Path(path).name in test]
+    rng = np.random.default_rng(SEED)
+    picked = rng.choice(test_rows, size=QUERIES, replace=False)
+    queries = np.stack([np.frombuffer(captions[i][0], np.float32) for i in picked])
+    return base.reshape(-1, DIM).copy(), queries
+
+
+def noise_scale(base: np.ndarray) -> float:
+    """The median distance from a real vector to its nearest other real vector."""
+    index = faiss.IndexFlatIP(DIM)
+    index.add(base)
+    sims, _ = index.search(base[:5000], 2)
+    return float(np.median(np.sqrt(np.maximum(0.0, 2 - 2 * sims[:, 1]))))
+
+
+def synthetic_chunks(base: np.ndarray, n: int, tau: float):
+    """(ids, vectors) chunks of the synthetic gallery (see the module)."""
+    perm = np.random.default_rng(SEED).permutation(len(base))
+    for start in range(0, n, CHUNK):
+        rows = np.arange(start, min(n, start + CHUNK))
+        rng = np.random.default_rng([SEED, start])
+        x = base[perm[rows % len(base)]] + rng.normal(
+            scale=tau / np.sqrt(DIM), size=(len(rows), DIM)
+        ).astype(np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        yield (rows + 1).tolist(), x
+
+
+def build(args: argparse.Namespace) -> dict[str, Any]:
+    """Build one (size, kind) index, save it, and the exact top 10 of every query."""
+    base, queries = load_base(args.base)
+    tau = noise_scale(base)
+    n, kind = args.size, args.kind
+    best_s = np.full((QUERIES, 10), -np.inf, np.float32)
+    best_i = np.zeros((QUERIES, 10), np.int64)
+
+    def chunks():
+        nonlocal best_s, best_i
+        for ids, x in synthetic_chunks(base, n, tau):
+            if args.exact:
+                s = queries @ x.T
+                top = np.argpartition(-s, 10, axis=1)[:, :10]
+                cand_s = np.concatenate([best_s, np.take_along_axis(s, top, 1)], axis=1)
+                cand_i = np.concatenate([best_i, np.asarray(ids)[top]], axis=1)
+                order = np.argsort(-cand_s, axis=1)[:, :10]
+                best_s = np.take_along_axis(cand_s, order, 1)
+                best_i = np.take_along_axis(cand_i, order, 1)
+            yield ids, x
+
+    params = IndexSettings()
+    sample = np.empty((0, DIM), np.float32)
+    if kind == "ivfpq":  # a seeded random sample, as the gallery draws from its records
+        size = params.train_size(n)
+        rows = np.sort(np.random.default_rng(SEED).choice(n, size=size, replace=False))
+        parts = []
+        for ids, x in synthetic_chunks(base, n, tau):
+            lo = ids[0] - 1
+            mine = rows[(rows >= lo) & (rows < lo + len(ids))] - lo
+            parts.append(x[mine])
+            if rows[-1] < lo + len(ids):
+                break
+        sample = np.concatenate(parts)
+    stem = args.dir / "images"
+    t0 = time.perf_counter()
+    index = VectorIndex.build(DIM, kind, n, sample, chunks(), stem, params)
+    index.save(stem, HEADER)
+    seconds = time.perf_counter() - t0
+    files = [p for p in args.dir.iterdir() if p.suffix == ".faiss"]
+    if args.exact:
+        np.save(args.dir / "exact.npy", best_i)
+    np.save(args.dir / "queries.npy", queries)
+    return {
+        "build_s": round(seconds, 1),
+        "disk_mb": round(sum(p.stat().st_size for p in files) / 2**20, 1),
+        "build_peak_mb": round(peak_mb()),
+        "noise_tau": round(tau, 4),
+        "base_vectors": len(base),
+        "index": index.describe(),
+    }
+
+
+def search(args: argparse.Namespace) -> dict[str, Any]:
+    """Load the saved index as a server does; RSS, latency, recall@10."""
+    faiss.omp_set_num_threads(1)
+    queries = np.load(args.dir / "queries.npy")
+    exact = np.load(args.exact_from / "exact.npy")
+    ref_x = np.random.default_rng(0).normal(size=(100_000, DIM)).astype(np.float32)
+    before = rss_mb()
+    t0 = time.perf_counter()
+    index = VectorIndex.load(args.dir / "images", HEADER)
+    assert index is not None, "no snapshot"
+    load_s = time.perf_counter() - t0
+    loaded = rss_mb()
+
+    def reference() -> float:
+        times = []
+        for q in queries[:20]:
+            t = time.perf_counter()
+            s = ref_x @ q
+            np.argpartition(-s, 10)[:10]
+            times.append(time.perf_counter() - t)
+        return float(np.median(times) * 1000)
+
+    def run() -> dict[str, float]:
+        for q in queries[:20]:  # warm: the first touches of mapped pages
+            index.search(q, 10)
+        times, recalls = [], []
+        for q, truth in zip(queries, exact, strict=True):
+            t = time.perf_counter()
+            hits = index.search(q, 10)[0]
+            times.append(time.perf_counter() - t)
+            recalls.append(len({i for i, _ in hits} & set(truth.tolist())) / 10)
+        ms = np.array(times) * 1000
+        return {
+            "p50_ms": round(float(np.percentile(ms, 50)), 3),
+            "p99_ms": round(float(np.percentile(ms, 99)), 3),
+            "recall10": round(float(np.mean(recalls)), 4),
+        }
+
+    ref_ms = reference()
+    rows = []
+    if index.kind == "ivfpq":
+        for nprobe, k_factor in GRID:
+            index.settings.nprobe, index.settings.k_factor = nprobe, k_factor
+            rows.append({"nprobe": nprobe, "k_factor": k_factor, **run()})
+    elif index.kind == "hnsw":
+        for ef in EF_GRID:
+            index.settings.ef_search = ef
+            rows.append({"ef_search": ef, **run()})
+    else:
+        rows.append(run())
+    return {
+        "load_s": round(load_s, 2),
+        "rss_before_mb": round(before),
+        "rss_loaded_mb": round(loaded),
+        "rss_after_mb": round(rss_mb()),
+        "reference_exact_100k_ms": round(ref_ms, 3),
+        "runs": rows,
+    }
+
+
+def child(mode: str, size: int, kind: str, folder: Path, base: Path, exact_from: Path) -> dict:
+    cmd = [sys.executable, __file__, "--child", mode, "--size", str(size), "--kind", kind]
+    cmd += ["--dir", str(folder), "--base", str(base), "--exact-from", str(exact_from)]
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--base", type=Path, default=Path("runs/scale/flickr8k-all"))
+    p.add_argument("--sizes", default="100000,1000000")
+    p.add_argument("--kinds", default="flat,hnsw,ivfpq")
+    p.add_argument("--work", type=Path, default=Path("runs/scale/work"))
+    p.add_argument("--out", type=Path, default=Path("runs/bench/scale.json"))
+    p.add_argument("--child", choices=["build", "search"])
+    p.add_argument("--size", type=int)
+    p.add_argument("--kind")
+    p.add_argument("--dir", type=Path)
+    p.add_argument("--exact-from", type=Path)
+    args = p.parse_args()
+    if args.child:
+        args.exact = args.dir == args.exact_from
+        result = build(args) if args.child == "build" else search(args)
+        print(json.dumps(result))
+        return
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    for size in [int(s) for s in args.sizes.split(",")]:
+        first: Path | None = None
+        for kind in args.kinds.split(","):
+            folder = args.work / f"{size}-{kind}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for old in folder.iterdir():
+                old.unlink()
+            exact_from = first or folder  # the first kind's build computes the exact answers
+            print(f"{size:,} {kind}: building …", file=sys.stderr, flush=True)
+            built = child("build", size, kind, folder, args.base, exact_from)
+            print(f"  built {built}", file=sys.stderr, flush=True)
+            searched = child("search", size, kind, folder, args.base, exact_from)
+            print(f"  searched {searched}", file=sys.stderr, flush=True)
+            results[f"{size}/{kind}"] = {"size": size, "kind": kind, **built, **searched}
+            first = first or folder
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(results, indent=1))
+            if kind != "ivfpq":  # the big files of exact kinds are not needed again
+                for f in folder.glob("*.faiss"):
+                    f.unlink()
+    print(table(results))
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| vectors | kind | index | build s | disk MB | RSS loaded / after MB | search setting "
+        "| p50 ms | p99 ms | recall@10 | ref. exact 100k ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results.values():
+        for run in r["runs"]:
+            grid = f"{run['nprobe']}×{run['k_factor']}" if "nprobe" in run else "–"
+            grid = f"ef {run['ef_search']}" if "ef_search" in run else grid
+            lines.append(
+                f"| {r['size']:,} | {r['kind']} | {r['index']} | {r['build_s']} | {r['disk_mb']} "
+                f"| {r['rss_loaded_mb']} / {r['rss_after_mb']} | {grid} | {run['p50_ms']} "
+                f"| {run['p99_ms']} | {run['recall10']} | {r['reference_exact_100k_ms']} |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
