@@ -7,7 +7,9 @@ captions) and the shipped sample photos all come through here. It streams: files
 found by walking (``photo_files``), each new or changed file is hashed, photos whose
 content the gallery already holds are recorded as another file of that photo (stored
 once), and the rest go through the CNN in worker processes (``FeaturePool``, one per
-core, a bounded number of batches in flight). Results are committed in batches, each
+core, a bounded number of batches in flight), or, with ``ray=ADDRESS``, on a Ray
+cluster's actors (``RayFeaturePool``, Ray Data batch inference). Results are committed
+in batches, each
 photo with its captions in the same transaction, so a run killed half way keeps what it
 committed and a re-run skips files whose size and mtime are unchanged. Every file that
 cannot be used is skipped with its reason (``IndexReport.skipped``); files under the
@@ -32,6 +34,7 @@ from groundsearch.files import sha256_file
 from groundsearch.index.caption_files import CaptionFile, read_caption_file
 from groundsearch.index.gallery import Gallery, IndexedFile, checkpoint_identity
 from groundsearch.index.photo_files import PhotoFile, Skipped, walk_photos
+from groundsearch.index.ray_embedding import RayFeaturePool
 from groundsearch.model.runtime.checkpoints import Embedder, load_checkpoint
 from groundsearch.model.runtime.images.backbones import get_spec
 from groundsearch.model.runtime.images.photos import MAX_PIXELS, PhotoError
@@ -126,6 +129,7 @@ class _Run:
         self.batch: list[tuple[_Pending, np.ndarray | None]] = []
         self.seen: list[str] = []
         self.in_flight: dict[str, list[_Pending]] = {}  # sha → duplicates waiting for it
+        self.queued: set[str] = set()  # shas embedded, waiting in ``batch`` for the commit
 
     def wanted(self, file: PhotoFile) -> bool:
         if self.only is None:
@@ -177,7 +181,7 @@ class _Run:
             self.in_flight[sha].append(pending)
             self.report.duplicates += 1
             return None
-        if self.gallery.records.photo_of_sha(sha) is not None:
+        if sha in self.queued or self.gallery.records.photo_of_sha(sha) is not None:
             self.report.duplicates += 1
             self._queue(pending, None)
             self.tick(1)
@@ -210,6 +214,8 @@ class _Run:
 
     def _queue(self, pending: _Pending, features: np.ndarray | None) -> None:
         self.batch.append((pending, features))
+        if features is not None:
+            self.queued.add(pending.sha256)
         if len(self.batch) >= COMMIT_EVERY:
             self.commit()
 
@@ -221,6 +227,7 @@ class _Run:
         if not self.batch:
             return
         batch, self.batch = self.batch, []
+        self.queued = set()
         rows = [i for i, (_, f) in enumerate(batch) if f is not None]
         vectors: dict[int, np.ndarray] = {}
         if rows:
@@ -319,18 +326,23 @@ def index_photos(
     captions: Path | None = None,
     only: set[str] | None = None,
     workers: int | None = None,
-    kind: str = "flat",
+    kind: str = "auto",
     max_pixels: int = MAX_PIXELS,
     progress: bool = False,
+    ray: str | None = None,
 ) -> IndexReport:
     """Index ``paths`` (folders, recursively, and files) into the gallery at
     ``gallery_dir`` (created if missing) with ``checkpoint``'s model.
 
     ``captions``: a TSV or JSONL captions file; ``only``: index only files with these
     names (or paths relative to a folder in ``paths``), e.g. a dataset split;
-    ``workers``: CNN processes (default: one per core; 0 runs it in this process).
-    Raises ``IndexingError`` for a path that does not exist; everything wrong with a
-    single file is reported, not raised.
+    ``workers``: CNN processes (default: one per core; 0 runs it in this process);
+    ``ray``: embed on the Ray cluster at this address instead (``local``, ``auto`` or
+    an address for ``ray.init``; see ``RayFeaturePool``), with ``workers`` actors
+    (default: one per CPU of the cluster).
+    Raises ``IndexingError`` for a path that does not exist, ``RayClusterError`` for a
+    cluster that cannot be used; everything wrong with a single file is reported, not
+    raised.
     """
     start = time.perf_counter()
     torch.set_num_threads(1)  # this process only projects and writes: the cores are the CNN's
@@ -338,38 +350,50 @@ def index_photos(
     for root in roots:
         if not root.exists() and not root.is_symlink():
             raise IndexingError(f"{root}: no such file or folder")
+    if ray is not None and workers == 0:
+        raise IndexingError("with a Ray cluster, workers (actors) must be at least 1")
+    actors = workers
     workers = os.cpu_count() or 1 if workers is None else workers
     gallery_dir = Path(os.path.abspath(gallery_dir))
     caption_file = read_caption_file(captions) if captions is not None else None
     model = load_checkpoint(checkpoint, parser=parser.version)
-    report = IndexReport(str(gallery_dir))
-    trees: dict[str, DependencyTree] = {}
-    if caption_file is not None:
-        report.caption_problems += caption_file.problems
-        trees = parse_captions(caption_file, parser, model, max(workers, 1), report, only)
-    features = np.zeros((1, get_spec(_backbone(model)).dim), np.float32)
-    dim = int(model.embed_images(features).shape[1])
-    gallery = Gallery.open_or_create(gallery_dir, dim, checkpoint_identity(checkpoint), kind)
-    bar = _progress_bar(progress)
+    pool: FeaturePool | RayFeaturePool
+    if ray is None:
+        pool = FeaturePool(model.backbone, workers, max_pixels=max_pixels)
+    else:  # checked now, before the captions' parse: a bad address fails at once
+        pool = RayFeaturePool(model.backbone, ray, actors, max_pixels=max_pixels, progress=progress)
+        pool.check()
     try:
-        run = _Run(gallery, model, roots, caption_file, trees, report, only, bar.update)
-        if progress:
-            bar.total = count_files(roots, [gallery_dir], run.wanted)
-            bar.refresh()
-        with FeaturePool(model.backbone, workers, max_pixels=max_pixels) as pool:
-            pending = run.to_embed(walk_photos(roots, [gallery_dir]))
-            for item, result in pool.map(pending, lambda p: p.file.path):
-                run.embedded(item, result)
-        run.commit()
-        report.forgotten = gallery.forget_unseen([str(r) for r in roots if r.is_dir()], run.run)
+        report = IndexReport(str(gallery_dir))
+        trees: dict[str, DependencyTree] = {}
         if caption_file is not None:
-            unused = caption_file.unused()
-            unused = [k for k in unused if _named(k, only)]
-            report.unused_captions = len(unused)
-        report.photos = gallery.counts()["images"]
+            report.caption_problems += caption_file.problems
+            trees = parse_captions(caption_file, parser, model, max(workers, 1), report, only)
+        features = np.zeros((1, get_spec(_backbone(model)).dim), np.float32)
+        dim = int(model.embed_images(features).shape[1])
+        gallery = Gallery.open_or_create(gallery_dir, dim, checkpoint_identity(checkpoint), kind)
+        bar = _progress_bar(progress)
+        try:
+            run = _Run(gallery, model, roots, caption_file, trees, report, only, bar.update)
+            if progress:
+                bar.total = count_files(roots, [gallery_dir], run.wanted)
+                bar.refresh()
+            with pool:  # starts FeaturePool's workers; the Ray pool was checked above
+                pending = run.to_embed(walk_photos(roots, [gallery_dir]))
+                for item, result in pool.map(pending, lambda p: p.file.path):
+                    run.embedded(item, result)
+            run.commit()
+            report.forgotten = gallery.forget_unseen([str(r) for r in roots if r.is_dir()], run.run)
+            if caption_file is not None:
+                unused = caption_file.unused()
+                unused = [k for k in unused if _named(k, only)]
+                report.unused_captions = len(unused)
+            report.photos = gallery.counts()["images"]
+        finally:
+            bar.close()
+            gallery.close()
     finally:
-        bar.close()
-        gallery.close()
+        pool.close()
     report.seconds = time.perf_counter() - start
     return report
 

@@ -72,6 +72,8 @@ async def require_writer(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
 ) -> None:
     """401 without a bearer token, 403 with a wrong one or when writes are disabled."""
+    if settings.read_only:
+        raise ServiceError(403, "this server is a read-only replica: send writes to the writer")
     if settings.write_token is None:
         raise ServiceError(403, "gallery writes are disabled: the server has no write token")
     token = credentials.credentials.strip() if credentials is not None else ""

@@ -86,7 +86,10 @@ class Engine:
         self.model: Embedder = load_checkpoint(checkpoint, parser=self.parser.version)
         self.identity = checkpoint_identity(checkpoint)
         self.extractor = FeatureExtractor.for_identity(self.model.backbone)
-        self.gallery = Gallery.open(settings.index_path, self.identity)
+        self.gallery = Gallery.open(settings.index_path, self.identity, settings.read_only)
+        search = self.gallery.settings  # shared by its indexes: takes effect at once
+        search.nprobe, search.k_factor = settings.search_nprobe, settings.search_k_factor
+        search.ef_search = settings.hnsw_ef_search
         self.gallery.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
         self.batcher = ParseBatcher(self.parser, workers=settings.parse_workers)
         self._warm_up()

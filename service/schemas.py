@@ -144,3 +144,10 @@ class Readiness(BaseModel):
     images: int
     captions: int
     caption_bank: str = Field(description="The caption bank /describe draws from, or its state.")
+    indexes: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each search index's kind now, e.g. 'IndexFlatIP + 0 exact' or "
+        "'IVF4096,PQ64,Refine(SQfp16) + 120 exact' (a compressed main beside exact "
+        "recent additions).",
+    )
+    read_only: bool = Field(default=False, description="Whether this server is a replica.")

@@ -36,6 +36,8 @@ async def ready(request: Request) -> Readiness:
         images=counts["images"],
         captions=counts["captions"],
         caption_bank=engine.bank_status,
+        indexes=engine.gallery.index_kinds(),
+        read_only=engine.settings.read_only,
     )
 
 
