@@ -230,6 +230,11 @@ def main() -> None:
     p.add_argument("--kinds", default="flat,hnsw,ivfpq")
     p.add_argument("--work", type=Path, default=Path("runs/scale/work"))
     p.add_argument("--out", type=Path, default=Path("runs/bench/scale.json"))
+    p.add_argument(
+        "--search-only",
+        action="store_true",
+        help="measure the searches again on the indexes an earlier run left in --work",
+    )
     p.add_argument("--child", choices=["build", "search"])
     p.add_argument("--size", type=int)
     p.add_argument("--kind")
@@ -246,22 +251,22 @@ def main() -> None:
         first: Path | None = None
         for kind in args.kinds.split(","):
             folder = args.work / f"{size}-{kind}"
-            folder.mkdir(parents=True, exist_ok=True)
-            for old in folder.iterdir():
-                old.unlink()
             exact_from = first or folder  # the first kind's build computes the exact answers
-            print(f"{size:,} {kind}: building …", file=sys.stderr, flush=True)
-            built = child("build", size, kind, folder, args.base, exact_from)
-            print(f"  built {built}", file=sys.stderr, flush=True)
+            if args.search_only:
+                built = dict(results[f"{size}/{kind}"])  # its build figures stay
+            else:
+                folder.mkdir(parents=True, exist_ok=True)
+                for old in folder.iterdir():
+                    old.unlink()
+                print(f"{size:,} {kind}: building …", file=sys.stderr, flush=True)
+                built = child("build", size, kind, folder, args.base, exact_from)
+                print(f"  built {built}", file=sys.stderr, flush=True)
             searched = child("search", size, kind, folder, args.base, exact_from)
             print(f"  searched {searched}", file=sys.stderr, flush=True)
             results[f"{size}/{kind}"] = {"size": size, "kind": kind, **built, **searched}
             first = first or folder
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(results, indent=1))
-            if kind != "ivfpq":  # the big files of exact kinds are not needed again
-                for f in folder.glob("*.faiss"):
-                    f.unlink()
     print(table(results))
 
 
