@@ -4,6 +4,7 @@
 #   make test-fast            the tests that start no server, browser or subprocess (~1 min)
 #   make lint                 ruff (lint and format) and mypy
 #   make parse TEXT="..."     print the dependency tree of a sentence
+#   make bench-ray            groundsearch index on Ray Data against the local path (~10 min)
 #   make reliability          schema fuzzing, bad inputs, overload, memory, soak, crash (~45 min)
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
 SHELL := bash
@@ -12,14 +13,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: install serve test test-fast lint typecheck parse bench-parse bench-service reliability score-parser train-parser results
+.PHONY: install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray reliability score-parser train-parser results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# the CPU wheel first, so nothing pulls a CUDA build
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,ray]'
 	touch $@
 
 install: $(BIN)/groundsearch
@@ -68,6 +69,9 @@ bench-parse: install
 
 bench-service: install
 	$(BIN)/python bench/service_load.py
+
+bench-ray: install
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python bench/ray_throughput.py
 
 reliability: install
 	$(BIN)/python bench/reliability.py

@@ -22,12 +22,19 @@ examples:
   groundsearch index ~/Photos --captions captions.tsv --index ~/galleries/photos
   groundsearch index --flickr8k --split test        # the Flickr8k test split, its captions
   groundsearch index --sample                       # the shipped sample photos
+  groundsearch index /shared/photos --ray auto      # embed on a running Ray cluster
 
 A captions file is TSV (photo<TAB>caption; Flickr8k's "name.jpg#0" keys work) or JSONL
 ({"photo": ..., "caption": ...} or "captions": [...]); photos are matched by their path
 relative to the captions file or to a folder being indexed, or by their file name.
 A second run embeds only new or changed files; files gone from the folders are
 forgotten. Every file that cannot be used is listed with its reason.
+
+--ray ADDRESS embeds on a Ray cluster (Ray Data actors; pip install 'groundsearch[ray]'):
+"local" starts one on this machine, "auto" joins the running one, anything else is
+passed to ray.init (e.g. ray://head:10001). Every node must see the photos at the same
+paths (a shared filesystem) and have groundsearch installed; this machine writes the
+gallery.
 """
 
 
@@ -36,6 +43,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from groundsearch.index.defaults import Preset, flickr8k_preset, read_list, sample_preset
     from groundsearch.index.errors import StoreError
     from groundsearch.index.indexer import IndexingError, index_photos
+    from groundsearch.index.ray_embedding import RayClusterError
     from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.parsing import ParseError
 
@@ -57,7 +65,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not args.paths and not any(presets):
         raise CliError("name the photo folders or files to index (or --flickr8k / --sample)")
     with user_errors(
-        CaptionFileError, CheckpointError, IndexingError, ParseError, StoreError, OSError
+        CaptionFileError,
+        CheckpointError,
+        IndexingError,
+        ParseError,
+        RayClusterError,
+        StoreError,
+        OSError,
     ):
         if args.flickr8k:
             preset = flickr8k_preset(Path(args.data or s.flickr8k_dir), args.split or None)
@@ -77,6 +91,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             workers=args.workers,
             kind=args.kind,
             progress=not args.quiet,
+            ray=args.ray,
         )
     for line in report.lines():
         print(line, file=sys.stderr)
@@ -103,8 +118,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--captions", help="TSV or JSONL file of captions for the photos")
     p.add_argument("--only", help="a list of photo names to index (one a line), e.g. a split")
     p.add_argument("--checkpoint", help="joint model to embed with (default: shipped SDT-RNN)")
-    p.add_argument("--workers", type=non_negative_int, help="CNN processes (default: one per core)")
     p.add_argument("--kind", default=KINDS[0], choices=KINDS, help="exact (flat) or HNSW index")
+    p.add_argument(
+        "--workers",
+        type=non_negative_int,
+        help="CNN processes (default: one per core); with --ray, actors (default: one per CPU)",
+    )
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="embed on a Ray cluster: local (start one here), auto (the running one), or "
+        "an address for ray.init such as ray://head:10001",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
         "--migrate", action="store_true", help="move an old-format gallery into a database"

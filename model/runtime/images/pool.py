@@ -40,14 +40,20 @@ T = TypeVar("T")
 Outcome = np.ndarray | tuple[Reason, str]
 
 
-class _Worker:
-    """One extractor and the pixel limit: decodes and embeds a batch of paths."""
+class PhotoBatchEmbedder:
+    """One extractor and the pixel limit: decodes and embeds a batch of paths.
+
+    What each ``FeaturePool`` worker (and each Ray actor of ``groundsearch index --ray``)
+    runs, so both paths compute the same features: ``run(paths)`` gives each path's
+    float32 features or ``(reason, message)``, in order.
+    """
 
     def __init__(self, identity: str, max_pixels: int) -> None:
         self.extractor = FeatureExtractor.for_identity(identity)
         self.max_pixels = max_pixels
 
     def run(self, paths: list[str]) -> list[Outcome]:
+        """Each path's features or ``(reason, message)``, in order."""
         out: list[Outcome | None] = [None] * len(paths)
         images: list[Image.Image] = []
         good: list[int] = []
@@ -79,7 +85,7 @@ class _Worker:
             return ("corrupt", f"{path}: features failed ({exc})")
 
 
-_worker: _Worker | None = None
+_worker: PhotoBatchEmbedder | None = None
 _worker_error: Exception | None = None
 
 
@@ -90,7 +96,7 @@ def _init_worker(identity: str, max_pixels: int, parent: int | None = None) -> N
         _exit_with_parent(parent)
     torch.set_num_threads(1)
     try:
-        _worker = _Worker(identity, max_pixels)
+        _worker = PhotoBatchEmbedder(identity, max_pixels)
     except Exception as exc:
         _worker_error = exc
 
@@ -150,7 +156,7 @@ class FeaturePool:
         self.batch_size = batch_size
         self.max_pixels = max_pixels
         self._executor: ProcessPoolExecutor | None = None
-        self._local: _Worker | None = None
+        self._local: PhotoBatchEmbedder | None = None
 
     def __enter__(self) -> FeaturePool:
         if self.workers:
@@ -220,7 +226,7 @@ class FeaturePool:
         if self.workers:
             return self._pool().submit(type(self).task, job.paths).result()
         if self._local is None:
-            self._local = _Worker(self.identity, self.max_pixels)
+            self._local = PhotoBatchEmbedder(self.identity, self.max_pixels)
         return self._local.run(job.paths)
 
     def _pool(self) -> ProcessPoolExecutor:

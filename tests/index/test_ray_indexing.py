@@ -1,0 +1,184 @@
+"""``groundsearch index --ray``: the gallery a local Ray cluster builds is the one the
+local path builds (same photos, files, captions, vectors), bad files are named the same
+way, a re-run embeds only what is new; clear errors without Ray or a cluster."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from groundsearch.index.gallery import Gallery
+from groundsearch.index.indexer import IndexingError, IndexReport, index_photos
+from groundsearch.index.ray_embedding import RayClusterError, RayFeaturePool, _check_reachable
+from groundsearch.model.runtime.images.backbones import BackboneError
+from groundsearch.model.runtime.images.photos import PhotoError
+from tests.index.test_indexer import CHECKPOINT, FLICKR, real_photos
+
+PHOTOS = 40
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """40 real Flickr8k photos (links), a byte-identical copy, a truncated JPEG and a
+    text file; a captions file with each photo's first Flickr8k caption."""
+    root = tmp_path_factory.mktemp("ray-photos") / "photos"
+    (root / "more").mkdir(parents=True)
+    photos = real_photos(PHOTOS)
+    for p in photos:
+        (root / p.name).symlink_to(p)
+    shutil.copy(photos[0], root / "more" / "copy.jpg")
+    (root / "more" / "broken.jpg").write_bytes(photos[1].read_bytes()[:2000])
+    (root / "more" / "notes.jpg").write_text("not a photo")
+    names = {p.name for p in photos}
+    first: dict[str, str] = {}
+    for line in (FLICKR / "Flickr8k.token.txt").read_text().splitlines():
+        key, _, text = line.partition("\t")
+        first.setdefault(key.partition("#")[0], text)
+    captions = root.parent / "captions.tsv"
+    captions.write_text("".join(f"{n}\t{first[n]}\n" for n in sorted(names)))
+    return root, captions
+
+
+def summary(report: IndexReport) -> dict[str, object]:
+    """The run's summary, less where the gallery is and how long it took."""
+    return {k: v for k, v in report.summary().items() if k not in ("gallery", "seconds")}
+
+
+def contents(gallery_dir: Path) -> dict[str, tuple[str, tuple[str, ...], np.ndarray]]:
+    """sha256 → (path, captions, vector) of every photo in the gallery."""
+    gallery = Gallery.open(gallery_dir)
+    try:
+        out = {}
+        for i in gallery.image_ids():
+            record = gallery.image(i)
+            out[record.sha256] = (
+                record.path,
+                tuple(sorted(record.captions)),
+                np.asarray(gallery.image_vector(i), np.float32),
+            )
+        return out
+    finally:
+        gallery.close()
+
+
+@pytest.mark.slow
+def test_a_local_ray_cluster_builds_the_gallery_the_local_path_builds(folder, tmp_path, parser):
+    ray = pytest.importorskip("ray")
+    root, captions = folder
+    local = index_photos([root], tmp_path / "local", CHECKPOINT, parser, captions, workers=0)
+    remote = index_photos(
+        [root], tmp_path / "ray", CHECKPOINT, parser, captions, workers=2, ray="local"
+    )
+    assert summary(remote) == summary(local)
+    assert (remote.embedded, remote.duplicates, remote.captions) == (PHOTOS, 1, PHOTOS)
+    assert sorted((s.path.name, s.reason) for s in remote.skipped) == [
+        ("broken.jpg", "corrupt"),
+        ("notes.jpg", "not-an-image"),
+    ]
+    want, got = contents(tmp_path / "local"), contents(tmp_path / "ray")
+    assert sorted(got) == sorted(want) and len(got) == PHOTOS
+    for sha, (path, texts, vector) in want.items():
+        assert got[sha][:2] == (path, texts)
+        # the same code on batches grouped alike: equal up to the stored precision
+        np.testing.assert_allclose(got[sha][2], vector, atol=1e-3)
+
+    # a re-run embeds nothing (and starts no cluster: nothing to embed)
+    again = index_photos([root], tmp_path / "ray", CHECKPOINT, parser, captions, ray="local")
+    assert (again.embedded, again.unchanged, again.captions) == (0, PHOTOS + 1, 0)
+    assert again.photos == PHOTOS and not ray.is_initialized()
+
+
+def test_without_ray_or_a_cluster_the_error_says_what_to_do(tmp_path, parser, monkeypatch):
+    with pytest.raises(IndexingError, match="at least 1"):
+        index_photos([tmp_path], tmp_path / "g", CHECKPOINT, parser, workers=0, ray="local")
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, as if not installed
+    with pytest.raises(RayClusterError, match=r"pip install 'groundsearch\[ray\]'"):
+        index_photos([tmp_path], tmp_path / "g", CHECKPOINT, parser, ray="local")
+    assert not (tmp_path / "g").exists()  # refused before the gallery was made
+
+
+@pytest.mark.slow
+def test_an_unreachable_cluster_is_a_clear_cli_error(cli, tmp_path):
+    pytest.importorskip("ray")
+    res = cli("index", str(tmp_path), "--index", str(tmp_path / "g"), "--ray", "127.0.0.1:1")
+    assert res.returncode == 2, res.stderr
+    assert "cannot reach the Ray cluster '127.0.0.1:1'" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_an_address_is_tried_before_ray_init_waits_for_it():
+    for address in ("127.0.0.1:1", "ray://127.0.0.1:1", "ray://[::1]:1"):
+        with pytest.raises(OSError):
+            _check_reachable(address)
+    _check_reachable("a-name-without-a-port")  # left to ray.init
+
+
+def test_the_pool_checks_its_arguments():
+    with pytest.raises(ValueError, match="≥ 1"):
+        RayFeaturePool("efficientnet-lite0", "local", actors=0)
+    with pytest.raises(BackboneError, match="resnet9000"):
+        RayFeaturePool("resnet9000", "local")
+
+
+class FakeRay:
+    """Stands for the ray module where the pool only needs its exception class."""
+
+    class exceptions:  # like ray.exceptions
+        class RayError(Exception):
+            pass
+
+
+def test_windows_are_read_lazily_and_a_failed_window_is_finished_here(monkeypatch):
+    pool = RayFeaturePool("efficientnet-lite0", "local", window=4)
+    pool._ray = FakeRay  # as if connected: map runs its windows through _run
+    read: list[int] = []
+    calls: list[list[int]] = []
+
+    def items():
+        for i in range(10):
+            read.append(i)
+            yield i
+
+    def run(window, path_of):
+        calls.append(list(window))
+        if len(calls) == 2:  # the second window's job fails after one result
+            yield 1, np.full(2, 5.0, np.float32)
+            raise FakeRay.exceptions.RayError("an actor died three times")
+        for i in reversed(range(len(window))):  # results come unordered
+            yield i, np.full(2, float(window[i]), np.float32)
+
+    here = []
+
+    def embed_here(rest, path_of):
+        here.extend(rest)
+        return ((item, PhotoError("corrupt", f"{path_of(item)}: here")) for item in rest)
+
+    monkeypatch.setattr(pool, "_run", run)
+    monkeypatch.setattr(pool, "_here", embed_here)
+    out = pool.map(items(), lambda i: Path(f"{i}.jpg"))
+    first = next(out)
+    assert first[0] == 3 and read == [0, 1, 2, 3]  # one window read, nothing more yet
+    results = dict([first, *out])
+    assert calls == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]] and here == [4, 6, 7]
+    assert sorted(results) == list(range(10))
+    for i, r in results.items():
+        if i in here:
+            assert isinstance(r, PhotoError)
+        else:
+            assert r.tolist() == [float(i)] * 2
+
+    # a job that fails before the cluster ever gave a result: the cluster is the problem
+    fresh = RayFeaturePool("efficientnet-lite0", "local")
+    fresh._ray = FakeRay
+
+    def fail(window, path_of):
+        raise FakeRay.exceptions.RayError("cannot import groundsearch")
+        yield  # a generator, like _run
+
+    monkeypatch.setattr(fresh, "_run", fail)
+    with pytest.raises(RayClusterError, match="cannot import groundsearch"):
+        list(fresh.map(range(3), lambda i: Path(f"{i}.jpg")))
