@@ -109,7 +109,7 @@ def non_negative_int(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from groundsearch.index.vectors import KINDS
+    from groundsearch.index.index_kinds import AUTO, KINDS
 
     p = command(sub, "index", cmd_index, "index photo folders (and captions) into a gallery")
     p.epilog, p.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
@@ -118,7 +118,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--captions", help="TSV or JSONL file of captions for the photos")
     p.add_argument("--only", help="a list of photo names to index (one a line), e.g. a split")
     p.add_argument("--checkpoint", help="joint model to embed with (default: shipped SDT-RNN)")
-    p.add_argument("--kind", default=KINDS[0], choices=KINDS, help="exact (flat) or HNSW index")
     p.add_argument(
         "--workers",
         type=non_negative_int,
@@ -129,6 +128,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="ADDRESS",
         help="embed on a Ray cluster: local (start one here), auto (the running one), or "
         "an address for ray.init such as ray://head:10001",
+    )
+    p.add_argument(
+        "--kind",
+        default=AUTO,
+        choices=(AUTO, *KINDS),
+        help="a new gallery's search index: exact (flat), HNSW, compressed on disk (ivfpq), "
+        "or auto: by size (default)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
