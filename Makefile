@@ -5,6 +5,7 @@
 #   make lint                 ruff (lint and format) and mypy
 #   make parse TEXT="..."     print the dependency tree of a sentence
 #   make bench-ray            groundsearch index on Ray Data against the local path (~10 min)
+#   make bench-scale          index kinds at 100k and 1M vectors (~1 h; SIZES=10000000 KINDS=ivfpq: ~1 h)
 #   make reliability          schema fuzzing, bad inputs, overload, memory, soak, crash (~45 min)
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
 SHELL := bash
@@ -13,7 +14,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray reliability score-parser train-parser results
+.PHONY: install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale reliability score-parser train-parser results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +73,15 @@ bench-service: install
 
 bench-ray: install
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python bench/ray_throughput.py
+
+# the base vectors: every Flickr8k photo and caption, embedded once (~25 min)
+SCALE_BASE := runs/scale/flickr8k-all
+SIZES ?= 100000,1000000
+KINDS ?= flat,hnsw,ivfpq
+$(SCALE_BASE)/gallery.db:
+	$(BIN)/groundsearch index --flickr8k --split '' --index $(SCALE_BASE) --quiet
+bench-scale: install $(SCALE_BASE)/gallery.db
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python bench/scale.py --base $(SCALE_BASE) --sizes $(SIZES) --kinds $(KINDS)
 
 reliability: install
 	$(BIN)/python bench/reliability.py
