@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faiss
 import numpy as np
 import pytest
 
@@ -98,6 +99,12 @@ def clustered(rng: np.random.Generator, centres: np.ndarray, n: int) -> np.ndarr
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
+def refine_codes_owned(index: VectorIndex) -> bool:
+    """Whether the main's float16 re-rank codes were read into memory (not a file view)."""
+    refine = faiss.downcast_index(faiss.downcast_index(index._main.index).refine_index)
+    return bool(refine.codes.is_owned)
+
+
 def test_ivfpq_is_near_exact_takes_additions_into_its_delta_and_maps_its_snapshot(tmp_path):
     rng = np.random.default_rng(5)
     centres = rng.normal(size=(50, 64))
@@ -127,6 +134,8 @@ def test_ivfpq_is_near_exact_takes_additions_into_its_delta_and_maps_its_snapsho
     loaded = VectorIndex.load(tmp_path / "images", header)
     assert loaded is not None and loaded.sealed and loaded.delta == 5 and len(loaded) == 4003
     assert loaded.search(q, 10) == index.search(q, 10)
+    assert refine_codes_owned(index) is False  # mapped back when sealed: stays on disk
+    assert refine_codes_owned(loaded) is False
     loaded.add([4006], extra[:1])  # the mapped main takes nothing; the delta does
     assert loaded.delta == 6 and loaded.search(extra[0], 2)[0][0][0] in {4001, 4006}
     all_x, all_ids = np.vstack([x, extra]), np.arange(1, 4006)
