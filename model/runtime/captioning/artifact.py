@@ -1,0 +1,93 @@
+"""Saving and loading caption decoders, with the joint model they were trained on.
+
+A decoder learned to read one joint model's space: the artifact records that model's
+identity (the SHA-256 of its checkpoint, as galleries record it) and dimension, and
+``load_decoder`` refuses it against another. Weights are stored as float16 (float32
+once loaded); the file holds only tensors and plain values (a weights-only load).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from groundsearch.files import sha256_file, torch_save
+from groundsearch.model.runtime.captioning.decoder import CaptionDecoder, DecoderConfig
+from groundsearch.model.runtime.captioning.words import DecoderVocab
+
+DECODER_KIND = "caption-decoder"
+DECODER_FORMAT = 1
+
+
+class DecoderError(ValueError):
+    """A decoder artifact that cannot be used here, with the reason."""
+
+
+def joint_identity(checkpoint: Path) -> dict[str, str]:
+    """The identity of a joint checkpoint (its bytes' SHA-256, as galleries record it)."""
+    return {"checkpoint_sha256": sha256_file(checkpoint)}
+
+
+def save_decoder(
+    decoder: CaptionDecoder,
+    path: Path,
+    joint: Mapping[str, str],
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Write the decoder atomically, float16, recording the joint model's identity."""
+    state = {
+        "format": DECODER_FORMAT,
+        "kind": DECODER_KIND,
+        "config": asdict(decoder.config),
+        "words": list(decoder.vocab.words),
+        "joint": dict(joint),
+        "state_dict": {
+            k: v.detach().to(torch.float16) if v.is_floating_point() else v.detach()
+            for k, v in decoder.state_dict().items()
+        },
+        "extra": extra or {},
+    }
+    torch_save(state, path)
+
+
+def read_decoder_state(path: Path) -> dict[str, Any]:
+    """The contents of a decoder artifact (DecoderError if it is none)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise DecoderError(f"decoder not found: {path}") from None
+    except Exception as exc:
+        raise DecoderError(f"{path} is not a caption decoder ({exc})") from None
+    if not isinstance(state, dict) or state.get("kind") != DECODER_KIND:
+        raise DecoderError(f"{path} is not a caption decoder")
+    if state.get("format") != DECODER_FORMAT:
+        raise DecoderError(
+            f"{path} is a caption decoder of format {state.get('format')}, "
+            f"this version reads format {DECODER_FORMAT}"
+        )
+    return state
+
+
+def load_decoder(
+    path: Path, identity: Mapping[str, str] | None = None, dim: int | None = None
+) -> CaptionDecoder:
+    """The decoder at ``path`` in eval mode; DecoderError if it was trained on another
+    joint model than ``identity`` (e.g. ``joint_identity(checkpoint)``) or for vectors
+    of another size than ``dim`` (None: not checked)."""
+    state = read_decoder_state(Path(path))
+    if identity is not None and state["joint"] != dict(identity):
+        raise DecoderError(
+            f"{path} was trained on the joint model {state['joint']}, not on {dict(identity)}: "
+            "it cannot read this model's vectors; train one with `groundsearch train-decoder`"
+        )
+    config = DecoderConfig(**state["config"])
+    if dim is not None and config.dim != dim:
+        raise DecoderError(f"{path} reads {config.dim}-d vectors, but this model's are {dim}-d")
+    decoder = CaptionDecoder(config, DecoderVocab(tuple(state["words"])))
+    decoder.load_state_dict({k: v.float() for k, v in state["state_dict"].items()})
+    decoder.extra = dict(state.get("extra", {}))
+    return decoder.eval()
