@@ -63,6 +63,11 @@ class Settings(BaseSettings):
         return self.model_dir / "sdt-rnn.pt"
 
     @property
+    def default_decoder(self) -> Path:
+        """The caption decoder trained on the default checkpoint's joint space."""
+        return self.model_dir / "decoder.pt"
+
+    @property
     def gallery_dir(self) -> Path:
         """Where ``groundsearch build-index`` writes the gallery by default."""
         return self.cache_dir / "gallery"

@@ -1,0 +1,209 @@
+"""``groundsearch train-decoder`` and ``evaluate-captions``: a caption decoder on the
+joint space, trained and scored from a gallery's stored vectors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from groundsearch.cli.common import (
+    CliError,
+    add_config_flags,
+    command,
+    config_from,
+    data_option,
+    data_root,
+    make_parser,
+    positive_int,
+    rounded,
+    user_errors,
+)
+from groundsearch.settings import get_settings
+
+if TYPE_CHECKING:
+    from groundsearch.index.export import ExportedVectors
+    from groundsearch.model.runtime.captioning.rerank import EmbedTexts
+    from groundsearch.model.training.captioning import CaptionSet
+
+
+def _threads(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+
+
+def _split_vectors(args: argparse.Namespace, split: str) -> tuple[ExportedVectors, list[list[str]]]:
+    """The gallery's vectors of a Flickr8k split's photos, and their reference captions."""
+    from groundsearch.index.errors import StoreError
+    from groundsearch.index.gallery import checkpoint_identity
+    from groundsearch.model.data import DatasetError, load_captioned_images
+
+    with user_errors(StoreError, DatasetError):
+        exported = _exported(args, checkpoint_identity(_checkpoint(args)))
+        ds = load_captioned_images(data_root(args), split=split or None)
+        refs: dict[int, list[str]] = {}
+        for text, i in zip(ds.captions, ds.caption_image, strict=True):
+            refs.setdefault(i, []).append(text)
+        return exported.subset(ds.images), [refs[i] for i in range(len(ds.images))]
+
+
+_EXPORTS: dict[str, ExportedVectors] = {}
+
+
+def _exported(args: argparse.Namespace, identity: dict[str, str]) -> ExportedVectors:
+    from groundsearch.index.export import export_vectors
+
+    key = str(Path(args.gallery).resolve())
+    if key not in _EXPORTS:
+        _EXPORTS[key] = export_vectors(Path(args.gallery), identity)
+    return _EXPORTS[key]
+
+
+def _checkpoint(args: argparse.Namespace) -> Path:
+    return Path(args.checkpoint) if args.checkpoint else get_settings().default_checkpoint
+
+
+def _caption_set(vectors: ExportedVectors) -> CaptionSet:
+    from groundsearch.model.training.captioning import CaptionSet
+
+    return CaptionSet(
+        vectors.photo_vectors, vectors.caption_texts, vectors.caption_photo, vectors.caption_vectors
+    )
+
+
+def _embed_texts(checkpoint: Path) -> EmbedTexts:
+    """Texts → the joint model's sentence vectors (parsed as the service parses)."""
+    from groundsearch.model.runtime.checkpoints import load_checkpoint
+    from groundsearch.model.runtime.parsing import clean_text
+
+    parser = make_parser()
+    model = load_checkpoint(checkpoint, parser=parser.version)
+
+    def embed(texts: list[str]) -> Any:
+        return model.embed_sentences(parser.parse([clean_text(t) for t in texts]))
+
+    return embed
+
+
+def cmd_train_decoder(args: argparse.Namespace) -> int:
+    from groundsearch.index.gallery import checkpoint_identity
+    from groundsearch.model.runtime.captioning import DecoderConfig, save_decoder
+    from groundsearch.model.training.captioning import DecoderTrainConfig, train_decoder
+    from groundsearch.model.training.evaluation.captions import evaluate_decoder
+
+    _threads(args)
+    with user_errors(ValueError):
+        config = config_from(args, DecoderTrainConfig)
+        arch = config_from(args, DecoderConfig)
+    train, _ = _split_vectors(args, "train")
+    dev, dev_refs = _split_vectors(args, "dev")
+    decoder, summary = train_decoder(_caption_set(train), _caption_set(dev), config, arch)
+    scores = evaluate_decoder(
+        decoder, dev.photo_vectors, dev_refs, train.caption_texts, beam=3, meteor=False
+    )
+    summary["dev_captions"] = {k: v for k, v in scores.items() if k != "sentences"}
+    print(json.dumps(rounded(summary["dev_captions"]), indent=2))
+    checkpoint = _checkpoint(args)
+    extra = {
+        "command": shlex.join(["groundsearch", *sys.argv[1:]]),
+        "joint_checkpoint": checkpoint.name,
+        "summary": summary,
+    }
+    out = Path(args.out)
+    save_decoder(decoder, out, checkpoint_identity(checkpoint), extra)
+    out.with_suffix(".json").write_text(json.dumps(rounded(extra, 4), indent=2) + "\n")
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+def cmd_evaluate_captions(args: argparse.Namespace) -> int:
+    from groundsearch.index.gallery import checkpoint_identity
+    from groundsearch.model.runtime.captioning import DecoderError, load_decoder
+    from groundsearch.model.training.evaluation.captions import evaluate_decoder
+
+    _threads(args)
+    checkpoint = _checkpoint(args)
+    path = Path(args.decoder) if args.decoder else get_settings().default_decoder
+    with user_errors(DecoderError):
+        decoder = load_decoder(path, identity=checkpoint_identity(checkpoint))
+    test, refs = _split_vectors(args, args.split)
+    train, _ = _split_vectors(args, "train")
+    result = evaluate_decoder(
+        decoder,
+        test.photo_vectors,
+        refs,
+        train.caption_texts,
+        embed_texts=_embed_texts(checkpoint),
+        beam=args.beam,
+        reranked=args.rerank,
+    )
+    result = {"decoder": str(path), "split": args.split, **result}
+    sentences = result.pop("sentences")
+    print(_table(result))
+    if args.json:
+        out = {
+            **rounded(result, 3),
+            "sentences": dict(zip(test.photo_names, sentences, strict=True)),
+        }
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+def _table(result: dict[str, Any]) -> str:
+    """The figures as a two-column table."""
+    rows = [(k, result[k]) for k in ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR")]
+    rows += [(k, result[k]) for k in ("CIDEr-D", "ROUGE-L", "copied_%", "distinct_%")]
+    rows += [(f"retrieval {k}", v) for k, v in result.get("retrieval", {}).items()]
+    rows += [("generate_seconds", result["generate_seconds"])]
+    head = (
+        f"# {result['photos']} photos of {result['split']!r}, beam {result['beam']}"
+        f"{', re-ranked' if result['reranked'] else ''}: {result['decoder']}"
+    )
+    lines = [head] + [f"{k:<22} {'n/a' if v is None else f'{v:.2f}'}" for k, v in rows]
+    lines += [f"note: {n}" for n in result["notes"]]
+    lines += ["examples:"] + [f"  {s}" for s in result["examples"]]
+    return "\n".join(lines)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gallery",
+        required=True,
+        type=Path,
+        help="a gallery of every Flickr8k photo by the same joint model "
+        "(`groundsearch index --flickr8k --split '' --index DIR`)",
+    )
+    p.add_argument("--checkpoint", help="the joint model (default: the shipped SDT-RNN)")
+    data_option(p)
+    p.add_argument(
+        "--threads", type=positive_int, default=os.cpu_count() or 1, help="torch threads"
+    )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from groundsearch.model.runtime.captioning import DecoderConfig
+    from groundsearch.model.training.captioning import DecoderTrainConfig
+
+    p = command(
+        sub, "train-decoder", cmd_train_decoder, "train a caption decoder on the joint space"
+    )
+    _common(p)
+    p.add_argument("--out", required=True, help="decoder artifact to write (.pt)")
+    add_config_flags(p, DecoderTrainConfig)
+    add_config_flags(p, DecoderConfig, skip=("dim",))
+
+    p = command(sub, "evaluate-captions", cmd_evaluate_captions, "score generated captions")
+    _common(p)
+    p.add_argument("--decoder", help="decoder artifact (default: the shipped one)")
+    p.add_argument("--split", default="test", help="train/dev/test or a list file (default: test)")
+    p.add_argument("--beam", type=positive_int, default=3, help="beam width (default: 3)")
+    p.add_argument("--rerank", action="store_true", help="re-rank the beam by the joint score")
+    p.add_argument("--json", help="write the figures and every sentence to this file")
+
+
+__all__ = ["CliError", "register"]

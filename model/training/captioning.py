@@ -1,0 +1,226 @@
+"""Train a caption decoder on joint-space vectors: teacher forcing, cross-entropy, Adam,
+dropout, the best epoch by dev loss (Kiros, Salakhutdinov & Zemel 2014, here with the
+frozen SDT-RNN's space).
+
+The decoder reads only vectors: a photo's ``W_I z`` and, with probability
+``sentence_share``, the vector of *another* caption of the same photo instead (never the
+target's own, which would teach copying), so that a free sentence's vector decodes to
+a paraphrase too. Word vectors start from GloVe 6B 50-d.
+
+    decoder, summary = train_decoder(train, dev, DecoderTrainConfig(), DecoderConfig(dim=640))
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from groundsearch.model.runtime.captioning.decoder import CaptionDecoder, DecoderConfig
+from groundsearch.model.runtime.captioning.words import DecoderVocab
+from groundsearch.model.runtime.text.glove import load_glove
+
+
+@dataclass(frozen=True)
+class CaptionSet:
+    """Photo vectors and their captions with vectors; ``caption_photo[j]`` is the row in
+    ``photo_vectors`` of caption ``j``'s photo."""
+
+    photo_vectors: np.ndarray
+    caption_texts: tuple[str, ...]
+    caption_photo: np.ndarray
+    caption_vectors: np.ndarray
+
+    def __post_init__(self) -> None:
+        n = len(self.caption_texts)
+        if len(self.caption_photo) != n or len(self.caption_vectors) != n or n == 0:
+            raise ValueError("a caption set needs captions, each with its photo and vector")
+
+
+@dataclass
+class DecoderTrainConfig:
+    """Optimisation settings (the architecture is ``DecoderConfig``)."""
+
+    epochs: int = 15
+    batch_size: int = 64
+    lr: float = 2e-3
+    sentence_share: float = field(
+        default=0.0,
+        metadata={"help": "share of captions conditioned on another caption's vector"},
+    )
+    patience: int = field(default=2, metadata={"help": "epochs without a better dev loss"})
+    min_count: int = field(default=5, metadata={"help": "vocabulary: train words seen this often"})
+    max_words: int = field(default=24, metadata={"help": "training captions cut to this length"})
+    clip: float = 5.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.sentence_share <= 1.0:
+            raise ValueError(f"sentence_share must be in [0, 1], got {self.sentence_share}")
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError("epochs and batch_size must be at least 1")
+
+
+def glove_rows(vocab: DecoderVocab, seed: int = 0) -> np.ndarray:
+    """Initial word vectors: GloVe 6B 50-d where GloVe has the word, small noise elsewhere."""
+    words, vectors = load_glove()
+    index = {w: i for i, w in enumerate(words)}
+    rng = np.random.default_rng(seed)
+    out = rng.normal(0.0, 0.1, size=(len(vocab), vectors.shape[1])).astype(np.float32)
+    for i, w in enumerate(vocab.words):
+        if w in index:
+            out[i] = vectors[index[w]]
+    out[vocab.pad] = 0.0
+    return out
+
+
+def encode_captions(vocab: DecoderVocab, texts: tuple[str, ...], max_words: int) -> list[list[int]]:
+    """``<bos> words… <eos>`` per caption, cut to ``max_words`` words (then no ``<eos>``)."""
+    return [vocab.encode(t)[: max_words + 2] for t in texts]
+
+
+def pad(sequences: list[list[int]]) -> torch.Tensor:
+    """Sequences of ids as one B × T tensor, padded with ``<pad>`` (0)."""
+    out = torch.zeros((len(sequences), max(map(len, sequences))), dtype=torch.long)
+    for i, s in enumerate(sequences):
+        out[i, : len(s)] = torch.tensor(s)
+    return out
+
+
+def batches(lengths: np.ndarray, size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffled batches of similar lengths (little padding): shuffle, sort pools of 50
+    batches by length, cut, shuffle the batches."""
+    order = rng.permutation(len(lengths))
+    pool = size * 50
+    out = []
+    for start in range(0, len(order), pool):
+        part = order[start : start + pool]
+        part = part[np.argsort(lengths[part], kind="stable")]
+        out += [part[i : i + size] for i in range(0, len(part), size)]
+    rng.shuffle(out)  # type: ignore[arg-type]
+    return out
+
+
+def siblings_of(data: CaptionSet) -> list[np.ndarray]:
+    """For each photo row, the rows of its captions."""
+    order = np.argsort(data.caption_photo, kind="stable")
+    cuts = np.searchsorted(data.caption_photo[order], np.arange(len(data.photo_vectors) + 1))
+    return [order[cuts[p] : cuts[p + 1]] for p in range(len(data.photo_vectors))]
+
+
+def conditions(
+    data: CaptionSet,
+    rows: np.ndarray,
+    share: float,
+    rng: np.random.Generator,
+    siblings: list[np.ndarray],
+) -> np.ndarray:
+    """The vectors captions ``rows`` are conditioned on: their photo's, or with
+    probability ``share`` another caption's of the same photo (never their own)."""
+    out = data.photo_vectors[data.caption_photo[rows]].copy()
+    if share <= 0:
+        return out
+    for i, j in enumerate(rows):
+        others = siblings[int(data.caption_photo[j])]
+        others = others[others != j]
+        if len(others) and rng.random() < share:
+            out[i] = data.caption_vectors[rng.choice(others)]
+    return out
+
+
+def batch_loss(decoder: CaptionDecoder, vectors: np.ndarray, tokens: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of the next words (padding left out)."""
+    logits = decoder(decoder.unit(vectors), tokens[:, :-1])
+    return nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1), ignore_index=0
+    )
+
+
+@torch.no_grad()
+def dev_loss(decoder: CaptionDecoder, data: CaptionSet, max_words: int, batch: int = 500) -> float:
+    """Per-word cross-entropy of the captions given their photos' vectors."""
+    decoder.eval()
+    encoded = encode_captions(decoder.vocab, data.caption_texts, max_words)
+    total, words = 0.0, 0
+    for i in range(0, len(encoded), batch):
+        tokens = pad(encoded[i : i + batch])
+        vectors = data.photo_vectors[data.caption_photo[i : i + batch]]
+        n = int((tokens[:, 1:] != 0).sum())
+        total += float(batch_loss(decoder, vectors, tokens)) * n
+        words += n
+    return total / max(words, 1)
+
+
+def train_decoder(
+    train: CaptionSet,
+    dev: CaptionSet,
+    config: DecoderTrainConfig,
+    arch: DecoderConfig,
+    word_vectors: Callable[[DecoderVocab], np.ndarray] = glove_rows,
+    log: Callable[[str], None] = print,
+) -> tuple[CaptionDecoder, dict[str, Any]]:
+    """The decoder of the epoch with the lowest dev loss, and a summary of the run."""
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    vocab = DecoderVocab.build(train.caption_texts, config.min_count)
+    arch = DecoderConfig(**{**asdict(arch), "dim": int(train.photo_vectors.shape[1])})
+    decoder = CaptionDecoder(arch, vocab, word_vectors(vocab))
+    optimizer = torch.optim.Adam(decoder.parameters(), lr=config.lr)
+    encoded = encode_captions(vocab, train.caption_texts, config.max_words)
+    lengths = np.array([len(e) for e in encoded])
+    siblings = siblings_of(train)
+    best = (math.inf, copy.deepcopy(decoder.state_dict()), 0)
+    history: list[dict[str, float]] = []
+    start = time.perf_counter()
+    for epoch in range(1, config.epochs + 1):
+        decoder.train()
+        seen, running = 0, 0.0
+        for rows in batches(lengths, config.batch_size, rng):
+            tokens = pad([encoded[j] for j in rows])
+            vectors = conditions(train, rows, config.sentence_share, rng, siblings)
+            loss = batch_loss(decoder, vectors, tokens)
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(decoder.parameters(), config.clip)
+            optimizer.step()
+            running += loss.item() * len(rows)
+            seen += len(rows)
+        loss_dev = dev_loss(decoder, dev, config.max_words)
+        history.append(
+            {
+                "epoch": epoch,
+                "train_loss": running / seen,
+                "dev_loss": loss_dev,
+                "seconds": time.perf_counter() - start,
+            }
+        )
+        log(
+            f"epoch {epoch}: train loss {running / seen:.3f}, dev loss {loss_dev:.3f} "
+            f"({time.perf_counter() - start:.0f} s)"
+        )
+        if loss_dev < best[0]:
+            best = (loss_dev, copy.deepcopy(decoder.state_dict()), epoch)
+        elif epoch - best[2] >= config.patience:
+            break
+        else:  # no better: halve the step
+            for group in optimizer.param_groups:
+                group["lr"] *= 0.5
+    decoder.load_state_dict(best[1])
+    decoder.eval()
+    summary = {
+        "train": asdict(config),
+        "arch": asdict(arch),
+        "vocab_size": len(vocab),
+        "best_epoch": best[2],
+        "dev_loss": best[0],
+        "history": history,
+        "seconds": time.perf_counter() - start,
+    }
+    return decoder, summary

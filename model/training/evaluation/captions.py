@@ -1,0 +1,135 @@
+"""Scores of generated captions against references: the COCO caption metrics and how
+often a sentence is copied from the training captions.
+
+BLEU-1..4, METEOR, CIDEr-D and ROUGE-L are pycocoevalcap's (the ``dev`` extra), after
+its PTB tokenizer; both need Java. Without Java, the tokenizer falls back to
+``captioning.words.tokenize`` and METEOR is left out (``None``), and ``notes`` says so.
+
+    scores = caption_scores({"a.jpg": ["A dog runs .", …]}, {"a.jpg": "A dog runs."})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from groundsearch.model.runtime.captioning import CaptionDecoder, rerank
+from groundsearch.model.runtime.captioning.rerank import EmbedTexts
+from groundsearch.model.runtime.captioning.words import tokenize
+from groundsearch.model.training.evaluation.retrieval import summarize, t2i_ranks
+
+
+def _tokenized(
+    refs: Mapping[str, Sequence[str]], hyps: Mapping[str, str], notes: list[str]
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """References and hypotheses tokenised by the PTB tokenizer, or our own without Java."""
+    try:
+        from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+        tok = PTBTokenizer()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            r = tok.tokenize({k: [{"caption": c} for c in v] for k, v in refs.items()})
+            h = tok.tokenize({k: [{"caption": hyps[k]}] for k in refs})
+        return r, h
+    except Exception as exc:  # no Java: the same lower-cased words, punctuation dropped
+        notes.append(f"PTB tokenizer unavailable ({type(exc).__name__}): words split by us")
+        return (
+            {k: [" ".join(tokenize(c)) for c in v] for k, v in refs.items()},
+            {k: [" ".join(tokenize(hyps[k]))] for k in refs},
+        )
+
+
+def caption_scores(
+    references: Mapping[str, Sequence[str]], generated: Mapping[str, str], meteor: bool = True
+) -> dict[str, Any]:
+    """BLEU-1..4, METEOR, CIDEr-D and ROUGE-L (×100) of one generated sentence per key
+    against that key's references, and ``notes`` on anything left out."""
+    from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.cider.cider import Cider
+    from pycocoevalcap.rouge.rouge import Rouge
+
+    missing = set(references) - set(generated)
+    if missing:
+        raise ValueError(f"no generated sentence for {len(missing)} keys, e.g. {min(missing)}")
+    notes: list[str] = []
+    refs, hyps = _tokenized(references, generated, notes)
+    out: dict[str, Any] = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        bleu, _ = Bleu(4).compute_score(refs, hyps)
+    out.update({f"BLEU-{n + 1}": 100 * float(b) for n, b in enumerate(bleu)})
+    out["METEOR"] = _meteor(refs, hyps, notes) if meteor else None
+    out["CIDEr-D"] = 100 * float(Cider().compute_score(refs, hyps)[0])
+    out["ROUGE-L"] = 100 * float(Rouge().compute_score(refs, hyps)[0])
+    out["notes"] = notes
+    return out
+
+
+def _meteor(
+    refs: dict[str, list[str]], hyps: dict[str, list[str]], notes: list[str]
+) -> float | None:
+    try:
+        from pycocoevalcap.meteor.meteor import Meteor
+
+        return 100 * float(Meteor().compute_score(refs, hyps)[0])
+    except Exception as exc:
+        notes.append(f"METEOR unavailable ({type(exc).__name__}: {exc})")
+        return None
+
+
+def copy_share(generated: Iterable[str], training: Iterable[str]) -> float:
+    """Percent of generated sentences whose words equal a training caption's."""
+    seen = {tuple(tokenize(t)) for t in training}
+    sentences = [tuple(tokenize(g)) for g in generated]
+    return 100.0 * sum(s in seen for s in sentences) / max(len(sentences), 1)
+
+
+def generated_retrieval(
+    photo_vectors: np.ndarray, sentence_vectors: np.ndarray
+) -> dict[str, float]:
+    """R@1/5/10, median and mean rank of each photo when its own generated sentence
+    (row ``i`` of ``sentence_vectors``) ranks all the photos."""
+    scores = np.asarray(photo_vectors, np.float64) @ np.asarray(sentence_vectors, np.float64).T
+    return summarize(t2i_ranks(scores, np.arange(len(photo_vectors))))
+
+
+def evaluate_decoder(
+    decoder: CaptionDecoder,
+    photo_vectors: np.ndarray,
+    references: Sequence[Sequence[str]],
+    training: Iterable[str],
+    embed_texts: EmbedTexts | None = None,
+    beam: int = 3,
+    reranked: bool = False,
+    meteor: bool = True,
+) -> dict[str, Any]:
+    """Caption each photo (the best of the beam, re-ranked by ``embed_texts`` when
+    ``reranked``) and score it: the caption metrics, the copy share and, with
+    ``embed_texts``, the retrieval of each photo by its own sentence."""
+    if reranked and embed_texts is None:
+        raise ValueError("re-ranking needs embed_texts")
+    start = time.perf_counter()
+    beams = decoder.generate(photo_vectors, beam=beam)
+    if reranked and embed_texts is not None:
+        beams = rerank(photo_vectors, beams, embed_texts)
+    seconds = time.perf_counter() - start
+    best = [b[0].text for b in beams]
+    keys = [str(i) for i in range(len(best))]
+    out: dict[str, Any] = {"photos": len(best), "beam": beam, "reranked": reranked}
+    out.update(
+        caption_scores(
+            dict(zip(keys, references, strict=True)), dict(zip(keys, best, strict=True)), meteor
+        )
+    )
+    out["copied_%"] = copy_share(best, training)
+    out["distinct_%"] = 100.0 * len(set(best)) / max(len(best), 1)
+    if embed_texts is not None:
+        out["retrieval"] = generated_retrieval(photo_vectors, embed_texts(best))
+    out["generate_seconds"] = seconds
+    out["examples"] = best[:10]
+    out["sentences"] = best
+    return out

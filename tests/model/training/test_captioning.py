@@ -1,0 +1,98 @@
+"""Training the caption decoder: on real Flickr8k captions the loss falls; sentence
+conditioning never uses the target's own vector; scores of generated captions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from groundsearch.model.data import load_captioned_images
+from groundsearch.model.runtime.captioning import DecoderConfig
+from groundsearch.model.runtime.text.glove import load_glove
+from groundsearch.model.training.captioning import (
+    CaptionSet,
+    DecoderTrainConfig,
+    conditions,
+    siblings_of,
+    train_decoder,
+)
+from groundsearch.model.training.evaluation.captions import copy_share, generated_retrieval
+from groundsearch.settings import get_settings
+
+DIM = 16
+
+
+def caption_set(split: str, photos: int, seed: int) -> CaptionSet:
+    """The first photos of a Flickr8k split with their real captions; each photo a random
+    unit vector, each caption its photo's vector plus noise."""
+    ds = load_captioned_images(get_settings().flickr8k_dir, split=split)
+    keep = [j for j, i in enumerate(ds.caption_image) if i < photos]
+    rng = np.random.default_rng(seed)
+    v = rng.normal(size=(photos, DIM)).astype(np.float32)
+    photo = np.array([ds.caption_image[j] for j in keep])
+    cv = v[photo] + 0.1 * rng.normal(size=(len(keep), DIM)).astype(np.float32)
+    return CaptionSet(v, tuple(ds.captions[j] for j in keep), photo, cv)
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[CaptionSet, CaptionSet]:
+    return caption_set("train", 12, 0), caption_set("dev", 4, 1)
+
+
+def test_a_tiny_run_on_real_captions_lowers_the_loss_and_starts_from_glove(data):
+    train, dev = data
+    config = DecoderTrainConfig(epochs=4, batch_size=8, lr=5e-3, min_count=2, patience=4)
+    arch = DecoderConfig(hidden=32, cond=16, dropout=0.0)
+    decoder, summary = train_decoder(train, dev, config, arch, log=lambda _: None)
+    losses = [h["train_loss"] for h in summary["history"]]
+    assert losses[-1] < losses[0] - 0.5
+    assert summary["dev_loss"] == min(h["dev_loss"] for h in summary["history"])
+    assert decoder.config.dim == DIM and not decoder.training
+    assert "dog" in decoder.vocab.words and "<unk>" in decoder.vocab.words
+    words, vectors = load_glove()
+    # the embedding started at GloVe's and moved a little (lr × steps)
+    dog = decoder.embed.weight[decoder.vocab.index("dog")].detach().numpy()
+    assert np.linalg.norm(dog - vectors[words.index("dog")]) < 1.0
+    # it writes sentences from its own words for a training photo's vector
+    text = decoder.generate(train.photo_vectors[:1], beam=3)[0][0].text
+    assert text.endswith(".") and len(text.split()) >= 2
+
+
+def test_sentence_conditioning_uses_a_sibling_caption_never_its_own(data):
+    train, _ = data
+    rng = np.random.default_rng(0)
+    rows = np.arange(len(train.caption_texts))
+    siblings = siblings_of(train)
+    always = conditions(train, rows, 1.0, rng, siblings)
+    never = conditions(train, rows, 0.0, rng, siblings)
+    np.testing.assert_array_equal(never, train.photo_vectors[train.caption_photo])
+    for j, vector in zip(rows, always, strict=True):
+        match = np.flatnonzero((train.caption_vectors == vector).all(axis=1))
+        assert len(match) == 1 and match[0] != j
+        assert train.caption_photo[match[0]] == train.caption_photo[j]
+
+
+def test_copies_and_retrieval_of_generated_sentences():
+    training = ["A dog runs on the beach .", "Two cats sleep ."]
+    assert copy_share(["A dog runs on the beach.", "A dog runs."], training) == 50.0
+    photos = np.eye(3, dtype=np.float32)
+    sentences = np.array([[1, 0, 0], [1, 0.1, 0], [0, 0, 1]], np.float32)
+    found = generated_retrieval(photos, sentences)
+    assert found["R@1"] == pytest.approx(200 / 3) and found["median_rank"] == 1.0
+
+
+@pytest.mark.slow  # the PTB tokenizer and METEOR run Java in subprocesses
+def test_caption_scores_are_perfect_for_a_reference_and_lower_for_a_worse_sentence():
+    from groundsearch.model.training.evaluation.captions import caption_scores
+
+    refs = {
+        "1": ["A black dog runs on the beach .", "A dog running in the sand ."],
+        "2": ["Two girls sit on a bench .", "Two young women sitting on a park bench ."],
+    }
+    same = caption_scores(
+        refs, {"1": "A black dog runs on the beach.", "2": "Two girls sit on a bench."}
+    )
+    worse = caption_scores(refs, {"1": "A man rides a bike.", "2": "Two girls sit."})
+    assert same["BLEU-4"] == pytest.approx(100.0, abs=1e-3) and same["notes"] == []
+    for metric in ("BLEU-1", "BLEU-4", "METEOR", "CIDEr-D", "ROUGE-L"):
+        assert worse[metric] < same[metric]
