@@ -7,6 +7,7 @@
 #   make bench-ray            groundsearch index on Ray Data against the local path (~10 min)
 #   make bench-scale          index kinds at 100k and 1M vectors (~1 h; SIZES=10000000 KINDS=ivfpq: ~1 h)
 #   make bench-vector-size    640-d vs quantised vs 64-d + re-rank on Flickr8k test (~15 min)
+#   make bench-captions       caption generation latency at beam 1/3/5, ± re-rank (~3 min)
 #   make reliability          schema fuzzing, bad inputs, overload, memory, soak, crash (~45 min)
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
 SHELL := bash
@@ -15,7 +16,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size reliability score-parser train-parser results
+.PHONY: install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size bench-captions reliability score-parser train-parser results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +86,8 @@ bench-scale: install $(SCALE_BASE)/gallery.db
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python bench/scale.py --base $(SCALE_BASE) --sizes $(SIZES) --kinds $(KINDS)
 bench-vector-size: install $(SCALE_BASE)/gallery.db
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python bench/vector_size.py --gallery $(SCALE_BASE)
+bench-captions: install $(SCALE_BASE)/gallery.db
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python bench/caption_speed.py --gallery $(SCALE_BASE)
 
 reliability: install
 	$(BIN)/python bench/reliability.py

@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from groundsearch.cli.common import (
     CliError,
@@ -133,25 +133,39 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
         decoder = load_decoder(path, identity=checkpoint_identity(checkpoint))
     test, refs = _split_vectors(args, args.split)
     train, _ = _split_vectors(args, "train")
+    vectors = test.photo_vectors
+    if args.vectors == "captions":
+        vectors, refs = _caption_vectors(test)
     result = evaluate_decoder(
         decoder,
-        test.photo_vectors,
+        vectors,
         refs,
         train.caption_texts,
         embed_texts=_embed_texts(checkpoint),
         beam=args.beam,
         reranked=args.rerank,
     )
-    result = {"decoder": str(path), "split": args.split, **result}
+    result = {"decoder": str(path), "split": args.split, "vectors": args.vectors, **result}
     sentences = result.pop("sentences")
     print(_table(result))
     if args.json:
-        out = {
-            **rounded(result, 3),
-            "sentences": dict(zip(test.photo_names, sentences, strict=True)),
-        }
+        out = cast(dict[str, Any], rounded(result, 3))
+        out["sentences"] = dict(zip(test.photo_names, sentences, strict=True))
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0
+
+
+def _caption_vectors(test: ExportedVectors) -> tuple[Any, list[list[str]]]:
+    """Each photo's first caption's vector, and its other captions as the references: a
+    free sentence decoded into a paraphrase."""
+    import numpy as np
+
+    first = [int(np.flatnonzero(test.caption_photo == i)[0]) for i in range(len(test.photo_names))]
+    refs = [
+        [t for j, t in enumerate(test.caption_texts) if test.caption_photo[j] == i and j != f]
+        for i, f in enumerate(first)
+    ]
+    return test.caption_vectors[first], refs
 
 
 def _table(result: dict[str, Any]) -> str:
@@ -161,7 +175,7 @@ def _table(result: dict[str, Any]) -> str:
     rows += [(f"retrieval {k}", v) for k, v in result.get("retrieval", {}).items()]
     rows += [("generate_seconds", result["generate_seconds"])]
     head = (
-        f"# {result['photos']} photos of {result['split']!r}, beam {result['beam']}"
+        f"# {result['photos']} {result['vectors']} of {result['split']!r}, beam {result['beam']}"
         f"{', re-ranked' if result['reranked'] else ''}: {result['decoder']}"
     )
     lines = [head] + [f"{k:<22} {'n/a' if v is None else f'{v:.2f}'}" for k, v in rows]
@@ -203,6 +217,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--split", default="test", help="train/dev/test or a list file (default: test)")
     p.add_argument("--beam", type=positive_int, default=3, help="beam width (default: 3)")
     p.add_argument("--rerank", action="store_true", help="re-rank the beam by the joint score")
+    p.add_argument(
+        "--vectors",
+        choices=("photos", "captions"),
+        default="photos",
+        help="decode the photos' vectors (default), or each photo's first caption's vector "
+        "scored against its other captions (paraphrase)",
+    )
     p.add_argument("--json", help="write the figures and every sentence to this file")
 
 

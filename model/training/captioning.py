@@ -104,7 +104,7 @@ def batches(lengths: np.ndarray, size: int, rng: np.random.Generator) -> list[np
         part = order[start : start + pool]
         part = part[np.argsort(lengths[part], kind="stable")]
         out += [part[i : i + size] for i in range(0, len(part), size)]
-    rng.shuffle(out)  # type: ignore[arg-type]
+    rng.shuffle(out)
     return out
 
 

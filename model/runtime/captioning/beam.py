@@ -114,9 +114,9 @@ def beam_search(decoder: CaptionDecoder, v: torch.Tensor, s: BeamSettings) -> li
         seen[torch.arange(n * k), new_word.reshape(-1)] = True
         scores = new_scores
     out = []
-    for row in finished:
-        row.sort(key=lambda f: -f[0])
-        out.append([Generated(vocab.decode(ids), float(score)) for score, ids in row[:k]])
+    for ended in finished:
+        ended.sort(key=lambda f: -f[0])
+        out.append([Generated(vocab.decode(ids), float(score)) for score, ids in ended[:k]])
     return out
 
 

@@ -36,6 +36,9 @@ class DecoderConfig:
 class CaptionDecoder(nn.Module):
     """Writes sentences for joint-space vectors; ``vocab`` maps rows to words."""
 
+    #: Which rows are function words (``words.STOPWORDS``), free to repeat.
+    stopwords: torch.Tensor
+
     def __init__(
         self, config: DecoderConfig, vocab: DecoderVocab, word_vectors: np.ndarray | None = None
     ) -> None:

@@ -3,6 +3,8 @@ conditioning never uses the target's own vector; scores of generated captions.""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -82,6 +84,7 @@ def test_copies_and_retrieval_of_generated_sentences():
 
 
 @pytest.mark.slow  # the PTB tokenizer and METEOR run Java in subprocesses
+@pytest.mark.skipif(shutil.which("java") is None, reason="pycocoevalcap needs Java")
 def test_caption_scores_are_perfect_for_a_reference_and_lower_for_a_worse_sentence():
     from groundsearch.model.training.evaluation.captions import caption_scores
 
