@@ -27,7 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from groundsearch.index.errors import StoreError, UnknownItemError
 from groundsearch.service import openapi, problems
 from groundsearch.service.admission import Admission, EarlyRefusal, Gate
-from groundsearch.service.engine import Engine, QueryError, UnusableText
+from groundsearch.service.engine import Engine, NoDecoder, QueryError, UnusableText
 from groundsearch.service.memory import return_freed_memory
 from groundsearch.service.metrics import Metrics, MetricsMiddleware
 from groundsearch.service.photo_workers import PhotoWorkers
@@ -122,6 +122,10 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
     @app.exception_handler(QueryError)
     async def _query_error(request: Request, exc: QueryError) -> JSONResponse:
         return problem(request, 422, str(exc), "invalid-text")
+
+    @app.exception_handler(NoDecoder)
+    async def _no_decoder(request: Request, exc: NoDecoder) -> JSONResponse:
+        return problem(request, 501, str(exc), "no-decoder")
 
     @app.exception_handler(UnknownItemError)
     async def _unknown(request: Request, exc: UnknownItemError) -> JSONResponse:

@@ -5,7 +5,8 @@ image backbone and the gallery — and does the blocking work (the routes call i
 worker threads). Every stage is timed (``timings`` in answers, ``observe`` for metrics);
 query vectors are kept in an LRU cache. Gallery writes go to ``Gallery``, which commits
 each as one transaction; the gallery follows other processes' writes every second.
-``/describe`` also draws from a caption bank (``CaptionBank``), loaded in the background.
+``/describe`` also draws from a caption bank (``CaptionBank``), loaded in the background,
+and writes new sentences with the caption decoder (``captioning``) when one is loaded.
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ from PIL import Image
 from groundsearch.index.caption_bank import CaptionBank, captions_from, training_captions
 from groundsearch.index.gallery import Gallery, ImageRecord, checkpoint_identity
 from groundsearch.index.sample_gallery import SAMPLE_CAPTIONS
+from groundsearch.model.runtime.captioning import (
+    CaptionDecoder,
+    DecoderError,
+    Generated,
+    load_decoder,
+    rerank,
+)
 from groundsearch.model.runtime.checkpoints import Embedder, load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import EXTENSIONS
@@ -52,6 +60,10 @@ class Description:
 
 
 log = logging.getLogger("groundsearch.service")
+
+
+class NoDecoder(RuntimeError):
+    """A written sentence was asked for, but the server has no caption decoder."""
 
 
 class QueryError(ValueError):
@@ -92,6 +104,7 @@ class Engine:
         search.ef_search = settings.hnsw_ef_search
         self.gallery.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
         self.batcher = ParseBatcher(self.parser, workers=settings.parse_workers)
+        self.decoder, self.decoder_status = self._load_decoder()
         self._warm_up()
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
@@ -118,10 +131,31 @@ class Engine:
             self.bank_status = f"failed: {exc}"
             log.exception("could not load the caption bank")
 
+    def _load_decoder(self) -> tuple[CaptionDecoder | None, str]:
+        """The caption decoder and a line for ``/ready``. The shipped decoder is skipped
+        (not an error) when another checkpoint is served; a decoder file named in the
+        settings must match, or the server does not start."""
+        s = self.settings
+        if s.decoder == "none":
+            return None, "none"
+        path = s.default_decoder if s.decoder == "default" else Path(s.decoder)
+        if s.decoder == "default" and not path.exists():
+            return None, "none (no shipped decoder)"
+        try:
+            decoder = load_decoder(path, self.identity)
+        except DecoderError as exc:
+            if s.decoder != "default":
+                raise
+            log.warning("caption decoder off: %s", exc)
+            return None, "off: the shipped decoder was trained on another checkpoint"
+        return decoder, f"{path.name} (beam {s.decoder_beam})"
+
     def _warm_up(self) -> None:
         """Load the stanza pipeline and the ensemble members now, not on a first request."""
         self.model.embed_sentences(self.batcher.parse(["A dog runs on the beach ."]))
-        self.model.embed_images(self.extractor.embed_images([Image.new("RGB", (64, 64))]))
+        vec = self.model.embed_images(self.extractor.embed_images([Image.new("RGB", (64, 64))]))
+        if self.decoder is not None:
+            self.decoder.generate(vec, beam=1, max_len=3)
 
     def close(self) -> None:
         """Stop the parser threads (and processes) and close the gallery."""
@@ -237,11 +271,39 @@ class Engine:
         vec = self.embed_text(text, timings, "text")
         return self._search_images(vec, k, timings), timings
 
-    def describe(self, image: Image.Image, k: int) -> tuple[list[Description], Timings]:
+    def write(self, vec: np.ndarray, timings: Timings, beam: int | None = None) -> list[Generated]:
+        """Sentences the decoder writes for a joint-space vector, best first (NoDecoder
+        if the server has none)."""
+        if self.decoder is None:
+            raise NoDecoder(
+                f"this server writes no sentences (caption decoder: {self.decoder_status})"
+            )
+        with self._stage("generate", timings):
+            beams = self.decoder.generate(vec[None], beam=beam or self.settings.decoder_beam)
+        if self.settings.decoder_rerank and beams[0]:
+            with self._stage("rerank", timings):
+                beams = rerank(vec[None], beams, self._embed_written)
+        return beams[0]
+
+    def _embed_written(self, texts: list[str]) -> np.ndarray:
+        return self.model.embed_sentences(self.batcher.parse(texts))
+
+    def describe(
+        self,
+        image: Image.Image,
+        k: int,
+        retrieved: bool = True,
+        written: bool = False,
+        beam: int | None = None,
+    ) -> tuple[list[Description], list[Generated], Timings]:
         """The ``k`` best captions for a photo among the gallery's and the bank's (one
-        text once, the gallery's first)."""
+        text once, the gallery's first) if ``retrieved``, and the sentences the decoder
+        writes for it (beam ``beam``) if ``written``."""
         timings: Timings = {}
         vec = self.embed_photo(image, timings)
+        sentences = self.write(vec, timings, beam) if written else []
+        if not retrieved:
+            return [], sentences, timings
         with self._stage("search", timings):
             found = [
                 Description(r.text, score, "gallery", r.id, r.image_id)
@@ -253,7 +315,17 @@ class Engine:
         unique: dict[str, Description] = {}
         for d in found:
             unique.setdefault(d.text, d)
-        return list(unique.values())[:k], timings
+        return list(unique.values())[:k], sentences, timings
+
+    def paraphrase(self, text: str, beam: int | None = None) -> tuple[list[Generated], Timings]:
+        """Sentences the decoder writes for the vector of ``text``."""
+        timings: Timings = {}
+        if self.decoder is None:  # before the parse: refuse at once
+            raise NoDecoder(
+                f"this server writes no sentences (caption decoder: {self.decoder_status})"
+            )
+        vec = self.embed_text(text, timings, "text")
+        return self.write(vec, timings, beam), timings
 
     def similar(self, image_id: int, k: int) -> ImageHits:
         return self.gallery.similar_images(image_id, k)
@@ -266,10 +338,12 @@ class Engine:
         k: int,
         rerank: bool,
         rerank_top: int = 5,
-    ) -> tuple[ImageHits, Timings]:
+        written: bool = False,
+    ) -> tuple[ImageHits, list[Generated], Timings]:
         """Images near ``base − Σ minus + Σ plus`` (Kiros et al. 2014). With ``rerank``, a
         wider candidate list is re-sorted by its similarity to the mean of its top
-        ``rerank_top`` photos, which pulls the answer toward what those photos share."""
+        ``rerank_top`` photos, which pulls the answer toward what those photos share.
+        With ``written``, also the sentences the decoder writes for the result vector."""
         timings: Timings = {}
         if isinstance(base, int):
             query = self.gallery.image_vector(base).copy()
@@ -283,6 +357,7 @@ class Engine:
         exclude = {base} if isinstance(base, int) else set()
         fetch = k + len(exclude) + (max(4 * k, 50) if rerank else 0)
         hits = [h for h in self._search_images(query, fetch, timings) if h[0].id not in exclude]
+        sentences = self.write(query, timings) if written else []
         if rerank and hits:
             with self._stage("rerank", timings):
                 vectors = np.stack([self.gallery.image_vector(r.id) for r, _ in hits])
@@ -290,7 +365,7 @@ class Engine:
                 scores = vectors @ centre / max(float(np.linalg.norm(centre)), 1e-12)
                 order = np.argsort(-scores, kind="stable")
                 hits = [(hits[i][0], float(scores[i])) for i in order]
-        return hits[:k], timings
+        return hits[:k], sentences, timings
 
     def explain(self, text: str) -> tuple[DependencyTree, list[float] | None, Timings]:
         """The query's tree and each node's share of its vector (None if the encoder

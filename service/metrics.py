@@ -31,7 +31,7 @@ class Metrics:
         )
         self.stages = Histogram(
             "groundsearch_stage_seconds",
-            "Time spent in each stage (parse, encode, cnn, search, rerank).",
+            "Time spent in each stage (parse, encode, cnn, search, generate, rerank).",
             ["stage"],
             buckets=BUCKETS,
             registry=self.registry,

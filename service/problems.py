@@ -39,6 +39,7 @@ DEFAULT_SLUGS = {
     415: "unsupported-media-type",
     422: "invalid-request",
     429: "overloaded",
+    501: "not-implemented",
     503: "unavailable",
 }
 #: What each declared status means, for the OpenAPI document.
@@ -51,6 +52,8 @@ DESCRIPTIONS = {
     415: "The upload is not an image in a supported format.",
     422: "Invalid parameters (`errors` lists them), an empty or undecodable upload.",
     429: "Too much work queued of this kind: retry after `Retry-After` seconds.",
+    501: "Written sentences were asked for, but this server has no caption decoder "
+    "(`/problems/no-decoder`; `/ready` says why).",
     503: "The model and gallery are still loading (see `/ready`), or the gallery store "
     "could not be read or written.",
 }

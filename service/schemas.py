@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from groundsearch.index.gallery import ImageRecord
+from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.service.engine import Description
 
@@ -60,6 +61,23 @@ class CaptionHit(BaseModel):
         )
 
 
+class WrittenSentence(BaseModel):
+    """A new sentence the caption decoder wrote for a point of the joint space."""
+
+    text: str
+    score: float = Field(
+        description="Length-normalised log-probability under the decoder (higher is "
+        "better), or the joint model's score when the server re-ranks its beam."
+    )
+
+    @classmethod
+    def of(cls, sentence: Generated) -> WrittenSentence:
+        return cls(text=sentence.text, score=round(sentence.score, 6))
+
+
+WRITTEN = "Sentences the caption decoder wrote (the top of its beam, best first)."
+
+
 class SearchResponse(BaseModel):
     query: str
     results: list[ImageHit]
@@ -68,11 +86,21 @@ class SearchResponse(BaseModel):
 
 class ImagesResponse(BaseModel):
     results: list[ImageHit]
+    generated: list[WrittenSentence] = Field(
+        default_factory=list, description=WRITTEN + " Only when asked for (`sentence=true`)."
+    )
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
 
 class DescribeResponse(BaseModel):
-    results: list[CaptionHit]
+    generated: list[WrittenSentence] = Field(description=WRITTEN)
+    results: list[CaptionHit] = Field(description="Existing captions, best first.")
+    timings_ms: dict[str, float]
+
+
+class ParaphraseResponse(BaseModel):
+    query: str
+    generated: list[WrittenSentence] = Field(description=WRITTEN)
     timings_ms: dict[str, float]
 
 
@@ -151,3 +179,6 @@ class Readiness(BaseModel):
         "recent additions).",
     )
     read_only: bool = Field(default=False, description="Whether this server is a replica.")
+    decoder: str = Field(
+        default="none", description="The caption decoder that writes sentences, or why none."
+    )

@@ -53,6 +53,19 @@ class ServiceSettings(Settings):
     bank_parse_workers: int = Field(
         default=2, ge=1, le=8, description="Parser processes while embedding the bank once."
     )
+    decoder: str = Field(
+        default="default",
+        description="Caption decoder that writes new sentences: 'default' (the shipped one, "
+        "used when it was trained on the served checkpoint), 'none', or a decoder file.",
+    )
+    decoder_beam: int = Field(
+        default=3, ge=1, le=10, description="Beam width when writing sentences."
+    )
+    decoder_rerank: bool = Field(
+        default=False,
+        description="Re-sort written sentences by the joint model's own score (parses each "
+        "candidate: slower).",
+    )
     query_cache: int = Field(default=4096, ge=0, description="Query vectors kept in memory.")
     parse_workers: int = Field(
         default=1,

@@ -38,6 +38,7 @@ async def ready(request: Request) -> Readiness:
         caption_bank=engine.bank_status,
         indexes=engine.gallery.index_kinds(),
         read_only=engine.settings.read_only,
+        decoder=engine.decoder_status,
     )
 
 

@@ -30,3 +30,7 @@ Plus = Annotated[
 ]
 Minus = Annotated[list[str], Query(max_length=MAX_PHRASES, description="Phrases to take away.")]
 Rerank = Annotated[bool, Query(description="Re-sort by the mean of the top photos.")]
+Beam = Annotated[
+    int | None,
+    Query(ge=1, le=10, description="Beam width for written sentences (default: the server's)."),
+]

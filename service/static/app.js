@@ -219,6 +219,22 @@ function renderTree(container, data) {
     data.encoder ? el("p", { class: "hint" }, `encoder: ${data.encoder}` + (data.timings_ms ? ` — ${timings(data.timings_ms)}` : "")) : null);
 }
 
+// ---------------------------------------------------------------- written sentences
+
+// whether the server has a caption decoder (from /ready): arithmetic asks for a sentence
+let writes = false;
+
+function writtenBlock(container, sentences, label) {
+  if (!sentences || !sentences.length) { container.replaceChildren(); container.hidden = true; return; }
+  const [best, ...others] = sentences;
+  container.replaceChildren(
+    el("p", { class: "written-label" }, label),
+    el("p", { class: "written-text", title: "decoder score " + best.score.toFixed(3) }, best.text),
+    others.length ? el("details", {}, el("summary", {}, `${others.length} more from the beam`),
+      el("ul", {}, ...others.map((s) => el("li", { title: "decoder score " + s.score.toFixed(3) }, s.text)))) : null);
+  container.hidden = false;
+}
+
 // ---------------------------------------------------------------- describe
 
 async function describe(file) {
@@ -236,6 +252,7 @@ async function describe(file) {
   form.append("image", file, file.name);
   try {
     const data = await api("POST", "/describe", { k: 5 }, form);
+    writtenBlock($("#written"), data.generated, "Written for this photo");
     const items = data.results.map((c) => el("li", { class: "caption", dataset: { id: c.id ?? "", imageId: c.image_id ?? "", source: c.source } },
       c.image_url
         ? el("img", { src: c.image_url, alt: c.text, class: "caption-thumb", title: `gallery image #${c.image_id}` })
@@ -247,6 +264,7 @@ async function describe(file) {
     status.textContent = `${data.results.length} captions — ${timings(data.timings_ms)}`;
   } catch (exc) {
     $("#captions").replaceChildren();
+    writtenBlock($("#written"), []);
     status.textContent = "";
     showError(exc);
   }
@@ -310,6 +328,7 @@ async function arithmetic(event) {
     minus: phrases($("#arith-minus").value),
     k: 12,
     rerank: $("#arith-rerank").checked ? "true" : "false",
+    sentence: writes ? "true" : "false",
   };
   let body;
   if (id) params.image_id = id;
@@ -321,10 +340,12 @@ async function arithmetic(event) {
     try {
       const data = await api("POST", id ? "/arithmetic" : "/arithmetic/upload", params, body);
       renderGrid($("#arith-results"), data.results);
+      writtenBlock($("#arith-written"), data.generated, "The result in words");
       const expr = [id ? `#${id}` : file.name, ...params.minus.map((m) => `− ${m}`), ...params.plus.map((p) => `+ ${p}`)].join(" ");
       $("#arith-status").textContent = `${expr} — ${data.results.length} photos — ${timings(data.timings_ms)}`;
     } catch (exc) {
       $("#arith-results").replaceChildren();
+      writtenBlock($("#arith-written"), []);
       $("#arith-status").textContent = "";
       showError(exc);
     }
@@ -353,5 +374,7 @@ document.addEventListener("DOMContentLoaded", () => {
     showArithPreview(URL.createObjectURL(file), "uploaded photo: " + file.name);
   });
   $("#arith-preview").addEventListener("error", (e) => { e.target.hidden = true; });
+  // "decoder.pt (beam 3)" when one is loaded; "none" or "off: …" otherwise
+  api("GET", "/ready").then((r) => { writes = /\(beam \d+\)$/.test(r.decoder || ""); }).catch(() => {});
   document.body.classList.add("ready");
 });
