@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import sys
@@ -144,6 +145,9 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
         embed_texts=_embed_texts(checkpoint),
         beam=args.beam,
         reranked=args.rerank,
+        length_penalty=args.length_penalty,
+        repeat_penalty=args.repeat_penalty,
+        no_repeat_ngram=args.no_repeat_ngram,
     )
     result = {"decoder": str(path), "split": args.split, "vectors": args.vectors, **result}
     sentences = result.pop("sentences")
@@ -217,6 +221,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--split", default="test", help="train/dev/test or a list file (default: test)")
     p.add_argument("--beam", type=positive_int, default=3, help="beam width (default: 3)")
     p.add_argument("--rerank", action="store_true", help="re-rank the beam by the joint score")
+    p.add_argument(
+        "--length-penalty", type=float, default=1.0, help="score = log p / length**this (1.0)"
+    )
+    p.add_argument(
+        "--repeat-penalty",
+        type=float,
+        default=math.inf,
+        help="cost of a repeated content word or n-gram (default: inf, forbidden)",
+    )
+    p.add_argument("--no-repeat-ngram", type=int, default=3, help="n of that n-gram (3)")
     p.add_argument(
         "--vectors",
         choices=("photos", "captions"),

@@ -106,20 +106,22 @@ def evaluate_decoder(
     beam: int = 3,
     reranked: bool = False,
     meteor: bool = True,
+    **search: float,
 ) -> dict[str, Any]:
     """Caption each photo (the best of the beam, re-ranked by ``embed_texts`` when
     ``reranked``) and score it: the caption metrics, the copy share and, with
-    ``embed_texts``, the retrieval of each photo by its own sentence."""
+    ``embed_texts``, the retrieval of each photo by its own sentence. ``search``: more
+    options of ``CaptionDecoder.generate`` (``length_penalty``, ``repeat_penalty``, …)."""
     if reranked and embed_texts is None:
         raise ValueError("re-ranking needs embed_texts")
     start = time.perf_counter()
-    beams = decoder.generate(photo_vectors, beam=beam)
+    beams = decoder.generate(photo_vectors, beam=beam, **search)  # type: ignore[arg-type]
     if reranked and embed_texts is not None:
         beams = rerank(photo_vectors, beams, embed_texts)
     seconds = time.perf_counter() - start
     best = [b[0].text for b in beams]
     keys = [str(i) for i in range(len(best))]
-    out: dict[str, Any] = {"photos": len(best), "beam": beam, "reranked": reranked}
+    out: dict[str, Any] = {"photos": len(best), "beam": beam, "reranked": reranked, **search}
     out.update(
         caption_scores(
             dict(zip(keys, references, strict=True)), dict(zip(keys, best, strict=True)), meteor
