@@ -27,6 +27,8 @@ from typing import Any
 import faiss
 import numpy as np
 
+from groundsearch.index.mapped_files import advise_random
+
 #: FAISS, untyped: its stubs lack the search-parameter classes' keywords and attributes.
 FAISS: Any = faiss
 KINDS = ("flat", "hnsw", "ivfpq")
@@ -144,5 +146,8 @@ def read(path: Path, mmap: bool = False) -> faiss.Index:
         return faiss.read_index(str(path))
     # By file name FAISS maps the whole file (MappedFileIOReader): every code array is a
     # view of it. (IO_FLAG_MMAP with a FileIOReader maps only the inverted lists and
-    # reads the re-rank codes, 1,280 B a vector, into memory.)
-    return faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
+    # reads the re-rank codes, 1,280 B a vector, into memory.) Its pages are read at
+    # random: no read-ahead (mapped_files).
+    index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
+    advise_random(path)
+    return index

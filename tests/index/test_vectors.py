@@ -6,6 +6,7 @@ import faiss
 import numpy as np
 import pytest
 
+from groundsearch.index.mapped_files import advise_random, mappings
 from groundsearch.index.vectors import IndexSettings, VectorIndex
 
 
@@ -136,6 +137,10 @@ def test_ivfpq_is_near_exact_takes_additions_into_its_delta_and_maps_its_snapsho
     assert loaded.search(q, 10) == index.search(q, 10)
     assert refine_codes_owned(index) is False  # mapped back when sealed: stays on disk
     assert refine_codes_owned(loaded) is False
+    main = next(tmp_path.glob("images-*.main.faiss"))
+    views = [n for _, n in mappings(main)]  # index and loaded: each maps the whole file
+    assert len(views) == 2 and all(n >= main.stat().st_size for n in views)
+    assert advise_random(main) == sum(views)  # read at random: no read-ahead
     loaded.add([4006], extra[:1])  # the mapped main takes nothing; the delta does
     assert loaded.delta == 6 and loaded.search(extra[0], 2)[0][0][0] in {4001, 4006}
     all_x, all_ids = np.vstack([x, extra]), np.arange(1, 4006)
