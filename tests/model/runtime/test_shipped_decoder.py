@@ -1,0 +1,48 @@
+"""The shipped caption decoder: it belongs to the shipped SDT-RNN and describes a real
+Flickr8k test photo with a word of its references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from groundsearch.model.data import load_captioned_images
+from groundsearch.model.runtime.captioning import joint_identity, load_decoder, tokenize
+from groundsearch.model.runtime.captioning.words import STOPWORDS
+from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.settings import get_settings
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    s = get_settings()
+    return load_decoder(s.default_decoder, identity=joint_identity(s.default_checkpoint), dim=640)
+
+
+def test_the_shipped_decoder_records_how_it_was_made(shipped):
+    assert shipped.extra["command"].startswith("groundsearch train-decoder")
+    assert shipped.extra["joint_checkpoint"] == "sdt-rnn.pt"
+    assert get_settings().default_decoder.stat().st_size < 15e6
+
+
+def test_the_shipped_decoder_describes_test_photos_with_their_words(shipped, parser, tmp_path):
+    s = get_settings()
+    ds = load_captioned_images(s.flickr8k_dir, split="test")
+    model = load_checkpoint(s.default_checkpoint, parser=parser.version)
+    photos = range(4)
+    features = FeatureExtractor(model.backbone, cache_dir=tmp_path).embed_files(
+        [ds.image_path(i) for i in photos]
+    )
+    beams = shipped.generate(model.embed_images(features), beam=3)
+    shared = 0
+    for i, beam in zip(photos, beams, strict=True):
+        assert len(beam) == 3 and beam[0].text.endswith(".")
+        words = set(tokenize(beam[0].text)) - STOPWORDS
+        references = {w for c in ds.captions_of(i) for w in tokenize(c)}
+        shared += bool(words & references)
+    assert shared >= 3  # a content word of a reference in (nearly) every sentence
+    # the same photo gives the same sentences
+    again = shipped.generate(model.embed_images(features[:1]), beam=3)[0]
+    assert [g.text for g in again] == [g.text for g in beams[0]]
+    assert np.isfinite([g.score for g in again]).all()
