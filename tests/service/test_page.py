@@ -201,6 +201,11 @@ def test_uploading_or_dropping_a_photo_lists_captions(page):
     expect(captions).to_have_count(5)
     texts = captions.locator(".caption-text").all_inner_texts()
     assert all(t.strip() for t in texts), texts
+    # the sentence the decoder wrote sits above the found captions
+    written = page.locator("#written .written-text")
+    expect(written).to_be_visible()
+    assert written.inner_text().strip().endswith(".")
+    assert written.bounding_box()["y"] < captions.first.bounding_box()["y"]
     widths = _loaded_widths(page, "#captions .caption img")
     assert all(w > 0 for w in widths), widths
     preview = page.locator("#upload-preview")
@@ -239,9 +244,10 @@ def test_arithmetic_from_a_search_result(page):
     query = parse_qs(urlsplit(answer.value.url).query)
     assert query["image_id"] == [image_id]
     assert query["minus"] == ["dog"] and query["plus"] == ["cat", "snow"]
-    assert query["rerank"] == ["true"]
+    assert query["rerank"] == ["true"] and query["sentence"] == ["true"]
     results = page.locator("#arith-results .hit")
     expect(results.first).to_be_visible()
+    expect(page.locator("#arith-written .written-text")).not_to_be_empty()
     assert 0 < results.count() <= GALLERY_PHOTOS
     assert all(w > 0 for w in _loaded_widths(page, "#arith-results .hit img"))
 
