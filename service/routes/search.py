@@ -40,7 +40,9 @@ from groundsearch.service.schemas import (
 from groundsearch.service.uploads import read_photo
 
 router = APIRouter(tags=["search"])
-TEXT_ERRORS = responses(404, 422, 429, 501, 503)
+TEXT_ERRORS = responses(404, 422, 429, 503)
+#: Routes that can write sentences: 501 without a caption decoder.
+WRITING_ERRORS = responses(404, 422, 429, 501, 503)
 PHOTO_STATUSES = (400, 413, 415, 422, 429, 501, 503)
 PHOTO_ERRORS = responses(*PHOTO_STATUSES)
 Photo = Annotated[UploadFile, File(description="A photo (JPEG, PNG, GIF, WebP, BMP, TIFF).")]
@@ -105,7 +107,7 @@ async def describe(
     )
 
 
-@router.post("/paraphrase", response_model=ParaphraseResponse, responses=TEXT_ERRORS)
+@router.post("/paraphrase", response_model=ParaphraseResponse, responses=WRITING_ERRORS)
 async def paraphrase(
     engine: EngineDep, admission: AdmissionDep, text: Text, beam: Beam = None
 ) -> ParaphraseResponse:
@@ -119,7 +121,7 @@ async def paraphrase(
     )
 
 
-@router.post("/arithmetic", response_model=ImagesResponse, responses=TEXT_ERRORS)
+@router.post("/arithmetic", response_model=ImagesResponse, responses=WRITING_ERRORS)
 async def arithmetic(
     engine: EngineDep,
     settings: SettingsDep,
