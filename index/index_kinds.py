@@ -60,9 +60,9 @@ class IndexSettings:
 
     nlist: int | None = None
     m: int = 64
-    nprobe: int = 32
-    k_factor: int = 16
-    ef_search: int = 128
+    nprobe: int = 16
+    k_factor: int = 32
+    ef_search: int = 64
 
     def lists_for(self, n: int) -> int:
         if self.nlist is not None:

@@ -34,12 +34,12 @@ class ServiceSettings(Settings):
         "rebuilds), follow the records and take up the writer's rebuilt indexes.",
     )
     search_nprobe: int = Field(
-        default=32, ge=1, description="Compressed (ivfpq) index: inverted lists searched."
+        default=16, ge=1, description="Compressed (ivfpq) index: inverted lists searched."
     )
     search_k_factor: int = Field(
-        default=16, ge=1, description="Compressed index: candidates re-ranked per result."
+        default=32, ge=1, description="Compressed index: candidates re-ranked per result."
     )
-    hnsw_ef_search: int = Field(default=128, ge=1, description="HNSW index: search list size.")
+    hnsw_ef_search: int = Field(default=64, ge=1, description="HNSW index: search list size.")
     max_upload_bytes: int = Field(default=10_000_000, ge=1, description="Largest upload.")
     max_pixels: int = Field(default=40_000_000, ge=1, description="Largest decoded photo.")
     max_text_chars: int = Field(default=500, ge=1, le=2000, description="Longest query.")
