@@ -48,11 +48,11 @@ class CaptionSet:
 class DecoderTrainConfig:
     """Optimisation settings (the architecture is ``DecoderConfig``)."""
 
-    epochs: int = 15
+    epochs: int = 12
     batch_size: int = 64
     lr: float = 2e-3
     sentence_share: float = field(
-        default=0.0,
+        default=0.5,
         metadata={"help": "share of captions conditioned on another caption's vector"},
     )
     patience: int = field(default=2, metadata={"help": "epochs without a better dev loss"})

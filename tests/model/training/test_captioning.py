@@ -43,7 +43,9 @@ def data() -> tuple[CaptionSet, CaptionSet]:
 
 def test_a_tiny_run_on_real_captions_lowers_the_loss_and_starts_from_glove(data):
     train, dev = data
-    config = DecoderTrainConfig(epochs=4, batch_size=8, lr=5e-3, min_count=2, patience=4)
+    config = DecoderTrainConfig(
+        epochs=4, batch_size=8, lr=5e-3, min_count=2, patience=4, sentence_share=0.0
+    )
     arch = DecoderConfig(hidden=32, cond=16, dropout=0.0)
     decoder, summary = train_decoder(train, dev, config, arch, log=lambda _: None)
     losses = [h["train_loss"] for h in summary["history"]]
