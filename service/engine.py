@@ -271,15 +271,20 @@ class Engine:
         vec = self.embed_text(text, timings, "text")
         return self._search_images(vec, k, timings), timings
 
-    def write(self, vec: np.ndarray, timings: Timings, beam: int | None = None) -> list[Generated]:
-        """Sentences the decoder writes for a joint-space vector, best first (NoDecoder
-        if the server has none)."""
+    def require_decoder(self) -> CaptionDecoder:
+        """The caption decoder; NoDecoder (501) if the server has none."""
         if self.decoder is None:
             raise NoDecoder(
                 f"this server writes no sentences (caption decoder: {self.decoder_status})"
             )
+        return self.decoder
+
+    def write(self, vec: np.ndarray, timings: Timings, beam: int | None = None) -> list[Generated]:
+        """Sentences the decoder writes for a joint-space vector, best first (NoDecoder
+        if the server has none)."""
+        decoder = self.require_decoder()
         with self._stage("generate", timings):
-            beams = self.decoder.generate(vec[None], beam=beam or self.settings.decoder_beam)
+            beams = decoder.generate(vec[None], beam=beam or self.settings.decoder_beam)
         if self.settings.decoder_rerank and beams[0]:
             with self._stage("rerank", timings):
                 beams = rerank(vec[None], beams, self._embed_written)
@@ -320,10 +325,7 @@ class Engine:
     def paraphrase(self, text: str, beam: int | None = None) -> tuple[list[Generated], Timings]:
         """Sentences the decoder writes for the vector of ``text``."""
         timings: Timings = {}
-        if self.decoder is None:  # before the parse: refuse at once
-            raise NoDecoder(
-                f"this server writes no sentences (caption decoder: {self.decoder_status})"
-            )
+        self.require_decoder()  # before the parse: refuse at once
         vec = self.embed_text(text, timings, "text")
         return self.write(vec, timings, beam), timings
 

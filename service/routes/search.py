@@ -24,7 +24,7 @@ from groundsearch.service.deps import (
     check_k,
     read_upload,
 )
-from groundsearch.service.engine import Engine, ImageHits, NoDecoder, Timings
+from groundsearch.service.engine import Engine, ImageHits, Timings
 from groundsearch.service.problems import responses
 from groundsearch.service.routes.params import MAX_ID, Beam, K, Minus, Plus, Rerank, Text
 from groundsearch.service.schemas import (
@@ -60,10 +60,8 @@ Sentence = Annotated[
 
 def _needs_decoder(engine: Engine, asked: bool) -> None:
     """Refuse (501) before any work when written sentences are asked for and none can be."""
-    if asked and engine.decoder is None:
-        raise NoDecoder(
-            f"this server writes no sentences (caption decoder: {engine.decoder_status})"
-        )
+    if asked:
+        engine.require_decoder()
 
 
 @router.post("/search", response_model=SearchResponse, responses=TEXT_ERRORS)

@@ -9,6 +9,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
+from groundsearch.model.runtime.captioning import DecoderError
 from groundsearch.service.app import create_app
 
 #: Words that name nothing in a photo (a shared one proves nothing).
@@ -140,3 +141,19 @@ def test_a_server_without_a_decoder_says_so(client, service_engine, monkeypatch)
         assert res.json()["type"] == "/problems/no-decoder"
         assert "caption decoder: none" in res.json()["detail"]
     assert client.get("/ready").json()["decoder"] == "none"
+
+
+def test_which_decoder_the_server_loads(service_engine, monkeypatch, tmp_path):
+    settings = service_engine.settings
+    # the shipped decoder against another checkpoint: off, and /ready says why
+    monkeypatch.setattr(service_engine, "identity", {"checkpoint_sha256": "another"})
+    decoder, status = service_engine._load_decoder()
+    assert decoder is None and status.startswith("off: ")
+    # a decoder file named in the settings must load, or the server does not start
+    missing = settings.model_copy(update={"decoder": str(tmp_path / "none.pt")})
+    monkeypatch.setattr(service_engine, "settings", missing)
+    with pytest.raises(DecoderError, match="decoder not found"):
+        service_engine._load_decoder()
+    off = settings.model_copy(update={"decoder": "none"})
+    monkeypatch.setattr(service_engine, "settings", off)
+    assert service_engine._load_decoder() == (None, "none")
