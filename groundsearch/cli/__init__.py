@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from groundsearch.cli import captioning, indexing, parsing, serving, training
+from groundsearch.cli import captioning, concepts, indexing, parsing, serving, training
 from groundsearch.cli.common import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = ap.add_subparsers(dest="command", required=True)
-    for group in (parsing, serving, indexing, training, captioning):
+    for group in (parsing, serving, indexing, training, concepts, captioning):
         group.register(sub)
     return ap
 

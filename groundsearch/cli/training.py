@@ -21,6 +21,7 @@ from groundsearch.cli.common import (
     rounded,
     user_errors,
 )
+from groundsearch.cli.concepts import concept_weight, held_out_names
 from groundsearch.settings import get_settings
 
 
@@ -51,6 +52,8 @@ def cmd_features(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError
+    from groundsearch.model.data.concepts import resolve
+    from groundsearch.model.runtime.concepts import ConceptConfig
     from groundsearch.model.runtime.joint import JointConfig
     from groundsearch.model.training.experiment import run_kcca_training, run_training
     from groundsearch.model.training.kcca import KCCAConfig
@@ -71,7 +74,14 @@ def cmd_train(args: argparse.Namespace) -> int:
             joint = config_from(args, JointConfig)
             cfg = config_from(args, TrainConfig)
             summary = run_training(
-                data_root(args), Path(args.out), joint, cfg, half=args.half, **common
+                data_root(args),
+                Path(args.out),
+                joint,
+                cfg,
+                half=args.half,
+                hold_out=resolve(args.hold_out) if args.hold_out else None,
+                concepts=ConceptConfig(weight=args.concepts) if args.concepts else None,
+                **common,
             )
             keys = ("encoder", "dev", "best_epoch", "train_seconds")
     print(json.dumps(rounded({k: summary[k] for k in keys}), indent=2))
@@ -95,6 +105,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             None if args.no_sentence_benchmarks else s.data_dir,
             split=args.split or None,
             progress=True,
+            concept_weight=args.concepts,
         )
     print(json.dumps(rounded(result), indent=2))
     return 0
@@ -169,6 +180,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_config_flags(p, TrainConfig, skip={"adagrad_reset"})
     add_config_flags(p, KCCAConfig, skip={"seed"})
     p.add_argument("--half", action="store_true", help="store the weights as float16")
+    p.add_argument(
+        "--hold-out",
+        type=held_out_names,
+        help="leave out the training photos of these concepts (comma-separated, or 'default')",
+    )
+    p.add_argument(
+        "--concepts",
+        type=concept_weight,
+        default=0.0,
+        help="record the open-vocabulary channel with this weight (0: off)",
+    )
     _image_options(p, DEFAULT_BACKBONE)
 
     p = command(
@@ -181,6 +203,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     data_option(p)
     p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
     p.add_argument("--no-sentence-benchmarks", action="store_true", help="skip STS-B and SICK-R")
+    p.add_argument(
+        "--concepts",
+        type=concept_weight,
+        default=None,
+        help="the open-vocabulary channel's weight (0: off; default: the checkpoint's)",
+    )
 
     p = command(sub, "plot", cmd_plot, "PNG of the loss and dev rsum curves of a training run")
     p.add_argument("summary", help="training summary JSON (the .json beside a checkpoint)")

@@ -13,7 +13,7 @@ what the model learned.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from groundsearch.files import torch_save
+from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig, content_words
 from groundsearch.model.runtime.encoders.registry import INVENTORIES
 from groundsearch.model.runtime.joint import JointConfig, JointModel, cast_state
 from groundsearch.model.runtime.kcca import KCCAModel, KernelProjection
@@ -62,21 +63,36 @@ class JointEmbedder:
 
     kind = "joint"
 
-    def __init__(self, model: JointModel, normalize: bool) -> None:
+    def __init__(
+        self, model: JointModel, normalize: bool, concepts: ConceptChannel | None = None
+    ) -> None:
         self.model, self.normalize = model, normalize
         self.parser, self.backbone = model.parser, model.backbone
+        #: The open-vocabulary channel appended to both sides (None: off).
+        self.concepts = concepts
 
     @property
     def encoder(self) -> str:
         return self.model.config.encoder
 
     def embed_sentences(self, trees: Sequence[DependencyTree]) -> np.ndarray:
-        return self.model.embed_sentences(list(trees), self.normalize)
+        y = self.model.embed_sentences(list(trees), self.normalize)
+        if self.concepts is None:
+            return y
+        return np.hstack([y, self.concepts.scale * self.concepts.sentence_vectors(trees)])
 
     def embed_images(self, features: np.ndarray) -> np.ndarray:
-        return self.model.embed_images(features, self.normalize)
+        v = self.model.embed_images(features, self.normalize)
+        if self.concepts is None:
+            return v
+        return np.hstack([v, self.concepts.scale * self.concepts.image_vectors(features)])
 
     def require_known_words(self, trees: Sequence[DependencyTree], what: str = "caption") -> None:
+        """NoKnownWordError for a text with no word the model can read: neither one of
+        the joint vocabulary nor, with the concept channel, a content word GloVe knows."""
+        if self.concepts is not None:
+            channel = self.concepts
+            trees = [t for t in trees if not any(channel.knows(w) for w in content_words(t))]
         self.model.require_known_words(trees, what)
 
     def shares(self, tree: DependencyTree) -> list[float] | None:
@@ -102,15 +118,34 @@ def check_origin(
 
 
 def load_checkpoint(
-    path: Path, parser: str | None = None, backbone: str | None = None
+    path: Path,
+    parser: str | None = None,
+    backbone: str | None = None,
+    concept_weight: float | None = None,
 ) -> JointEmbedder | KCCAModel:
-    """The model saved at ``path`` (either format), ready to embed."""
+    """The model saved at ``path`` (either format), ready to embed, with the concept
+    channel the checkpoint records (``concept_weight`` overrides its weight; 0: off)."""
     state = _read_kcca_state(path)
     if state is not None:
+        if concept_weight:
+            raise CheckpointError(f"{path} is a KCCA model: it has no concept channel")
         return _kcca_from_state(state, path, parser, backbone)
     model = load_joint(path, parser=parser, backbone=backbone)
     normalize = bool(model.extra.get("train", {}).get("normalize", False))
-    return JointEmbedder(model, normalize)
+    config = concept_config(model.extra, concept_weight)
+    trained = model.extra.get("word_counts") or model.vocab.words[1:]
+    channel = ConceptChannel(model.backbone, config, trained) if config.weight > 0 else None
+    return JointEmbedder(model, normalize, channel)
+
+
+def concept_config(extra: dict[str, Any], weight: float | None = None) -> ConceptConfig:
+    """The concept channel a checkpoint's extras record, the weight overridden if given."""
+    recorded = extra.get("concepts") or {}
+    try:
+        config = ConceptConfig(**recorded)
+        return config if weight is None else replace(config, weight=weight)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"bad concept channel {recorded} (weight {weight}): {exc}") from exc
 
 
 # --- joint models -------------------------------------------------------------------------

@@ -10,6 +10,8 @@ import json
 import os
 import sys
 import time
+from collections import Counter
+from collections.abc import Collection, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -18,19 +20,21 @@ import torch
 
 from groundsearch.files import write_text
 from groundsearch.model.data import load_captioned_images
+from groundsearch.model.data.concepts import without_concepts
 from groundsearch.model.runtime.checkpoints import (
     JointEmbedder,
     load_checkpoint,
     save_joint,
     save_kcca,
 )
+from groundsearch.model.runtime.concepts import ConceptConfig
 from groundsearch.model.runtime.images.backbones import DEFAULT_BACKBONE
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.joint import JointConfig, JointModel, build_inventory
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.text.glove import glove_vocabulary
-from groundsearch.model.training.corpus import build_split, load_splits
+from groundsearch.model.training.corpus import build_split
 from groundsearch.model.training.evaluation import protocol
 from groundsearch.model.training.kcca import KCCAConfig, fit_kcca
 from groundsearch.model.training.loop import Split, TrainConfig, evaluate, train
@@ -48,12 +52,18 @@ def run_training(
     ten_crop: bool = False,
     progress: bool = True,
     half: bool = False,
+    hold_out: Mapping[str, Collection[str]] | None = None,
+    concepts: ConceptConfig | None = None,
 ) -> dict[str, Any]:
     """Train on ``train``, select on ``dev``; write the best model to ``out``, its
-    summary beside it (``.json``) and the training curve (``.png``)."""
+    summary beside it (``.json``) and the training curve (``.png``).
+
+    ``hold_out``: concepts (name → word forms) whose photos are left out of ``train``.
+    ``concepts``: the open-vocabulary channel recorded in the checkpoint (not trained).
+    """
     torch.manual_seed(cfg.seed)
     splits, extractor, prep_s = _train_and_dev(
-        data_root, parser, cache_dir, backbone, ten_crop, progress
+        data_root, parser, cache_dir, backbone, ten_crop, progress, hold_out
     )
     tr = splits["train"]
     vocab = glove_vocabulary(t.words for t in tr.trees)
@@ -72,7 +82,15 @@ def run_training(
         "prepare_seconds": round(prep_s, 1),
         "history": {"loss": hist.loss, "dev_rsum": hist.dev_rsum, "lr": hist.lr},
     }
-    save_joint(model, out, extra=summary, half=half)
+    if hold_out:
+        summary["held_out"] = {k: list(v) for k, v in hold_out.items()}
+        summary["train_images"] = len(tr.features)
+    if concepts is not None and concepts.weight > 0:
+        summary["concepts"] = asdict(concepts)
+    # the channel's notion of a trained word (model.runtime.concepts): kept in the
+    # checkpoint, not in the summary JSON
+    counts = Counter(w.lower() for t in tr.trees for w in t.words)
+    save_joint(model, out, extra={**summary, "word_counts": dict(counts)}, half=half)
     _write_summary(out, summary)
     png = Path(out).with_suffix(".png")
     plot_history(summary["history"], png, joint.encoder, hist.best_epoch, hist.ensemble_dev_rsum)
@@ -87,12 +105,14 @@ def evaluate_checkpoint(
     benchmarks_dir: Path | None,
     split: str | None = "test",
     progress: bool = False,
+    concept_weight: float | None = None,
 ) -> dict[str, Any]:
     """The evaluation protocol (GUIDE §3) for a saved JointModel or kCCA on a
     Flickr8k-layout split: retrieval and sentence similarity on the split, the expert
     judgments of ``data_root`` when it has them, and STS-B / SICK-R test pairs from
-    ``benchmarks_dir`` (the data folder; None skips them)."""
-    model = load_checkpoint(checkpoint, parser=parser.version)
+    ``benchmarks_dir`` (the data folder; None skips them). ``concept_weight`` overrides
+    the checkpoint's open-vocabulary channel (0: off)."""
+    model = load_checkpoint(checkpoint, parser=parser.version, concept_weight=concept_weight)
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
     ds = load_captioned_images(data_root, split=split)
     sp = build_split(ds, parser, extractor, progress)
@@ -105,6 +125,9 @@ def evaluate_checkpoint(
     result = {
         "checkpoint": str(checkpoint),
         "encoder": model.encoder,
+        "concept_weight": model.concepts.config.weight
+        if isinstance(model, JointEmbedder) and model.concepts
+        else 0.0,
         "data": str(data_root),
         "split": split,
         "images": len(ds.images),
@@ -163,13 +186,27 @@ def run_kcca_training(
 
 
 def _train_and_dev(
-    data_root: Path, parser: Parser, cache_dir: Path, backbone: str, ten_crop: bool, progress: bool
+    data_root: Path,
+    parser: Parser,
+    cache_dir: Path,
+    backbone: str,
+    ten_crop: bool,
+    progress: bool,
+    hold_out: Mapping[str, Collection[str]] | None = None,
 ) -> tuple[dict[str, Split], FeatureExtractor, float]:
-    """Parsed and embedded train and dev splits, the extractor that embedded them and the
-    seconds it took."""
+    """Parsed and embedded train and dev splits (train less the photos of ``hold_out``
+    concepts), the extractor that embedded them and the seconds it took."""
     extractor = FeatureExtractor(backbone, ten_crop=ten_crop, cache_dir=cache_dir)
     t0 = time.perf_counter()
-    splits = load_splits(data_root, ["train", "dev"], parser, extractor, progress=progress)
+    train_ds = load_captioned_images(data_root, split="train")
+    if hold_out:
+        train_ds = without_concepts(train_ds, hold_out)
+    splits = {
+        "train": build_split(train_ds, parser, extractor, progress),
+        "dev": build_split(
+            load_captioned_images(data_root, split="dev"), parser, extractor, progress
+        ),
+    }
     return splits, extractor, time.perf_counter() - t0
 
 

@@ -1,0 +1,123 @@
+"""``groundsearch evaluate-concepts``: the held-out-concept protocol and the sample check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from groundsearch.cli.common import (
+    checkpoint_argument,
+    checkpoint_path,
+    command,
+    data_option,
+    data_root,
+    make_parser,
+    rounded,
+    user_errors,
+)
+from groundsearch.settings import get_settings
+
+
+def concept_weight(text: str) -> float:
+    """``--concepts``: the open-vocabulary channel's weight, 0 (off) to 10."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= value <= 10.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 10, got {value}")
+    return value
+
+
+def held_out_names(text: str) -> list[str]:
+    """``--hold-out``: comma-separated concept names, or ``default`` (the documented ten)."""
+    from groundsearch.model.data.concepts import HELD_OUT
+
+    names = list(HELD_OUT) if text.strip() == "default" else text.split(",")
+    names = [n.strip() for n in names if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one concept, or 'default'")
+    return names
+
+
+def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
+    from groundsearch.model.data import DatasetError, load_captioned_images
+    from groundsearch.model.data.concepts import resolve
+    from groundsearch.model.runtime.checkpoints import CheckpointError, load_checkpoint
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.runtime.images.photos import PhotoError
+    from groundsearch.model.runtime.parsing import ParseError
+    from groundsearch.model.training.evaluation.concepts import held_out_metrics, photo_best_words
+
+    s = get_settings()
+    parser = make_parser()
+
+    def parse(texts: list[str]) -> Any:
+        return parser.parse(texts, workers=os.cpu_count() or 1)
+
+    with user_errors(DatasetError, CheckpointError, ParseError, PhotoError):
+        concepts = resolve(args.hold_out)
+        model = load_checkpoint(
+            checkpoint_path(args), parser=parser.version, concept_weight=args.concepts
+        )
+        extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
+        channel = getattr(model, "concepts", None)
+        result: dict[str, Any] = {
+            "checkpoint": str(checkpoint_path(args)),
+            "concept_weight": channel.config.weight if channel else 0.0,
+        }
+        if args.split:
+            ds = load_captioned_images(data_root(args), split=args.split)
+            photos = model.embed_images(
+                extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
+            )
+            trees = parse(list(ds.captions))
+            result["split"] = args.split
+            result.update(
+                held_out_metrics(model.embed_sentences, photos, ds, trees, parse, concepts)
+            )
+        if args.sample:
+            from groundsearch.index.sample_gallery import prepare_sample_dataset
+
+            root = prepare_sample_dataset(s.cache_dir / "sample-data")
+            sample = load_captioned_images(root)
+            photos = model.embed_images(
+                extractor.embed_files([sample.image_path(i) for i in range(len(sample.images))])
+            )
+            result["sample"] = photo_best_words(
+                model.embed_sentences, photos, list(sample.images), parse
+            )
+    text = json.dumps(rounded(result), indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = command(
+        sub,
+        "evaluate-concepts",
+        cmd_evaluate_concepts,
+        "held-out-concept retrieval (P@5, R@10) and the sample photos' best concept words",
+    )
+    checkpoint_argument(p, "a joint-model checkpoint (.pt)")
+    data_option(p)
+    p.add_argument("--split", default="test", help="the split to search ('' to skip)")
+    p.add_argument(
+        "--hold-out",
+        type=held_out_names,
+        default=held_out_names("default"),
+        help="the concepts asked for: comma-separated names or 'default'",
+    )
+    p.add_argument(
+        "--concepts",
+        type=concept_weight,
+        default=None,
+        help="the open-vocabulary channel's weight (0: off; default: the checkpoint's)",
+    )
+    p.add_argument("--sample", action="store_true", help="also score the shipped sample photos")
+    p.add_argument("--out", help="also write the JSON here")

@@ -1,0 +1,204 @@
+"""The open-vocabulary channel: ImageNet's classes and GloVe beside the joint space.
+
+The joint space is learned from Flickr8k's 6,000 training photos, so a word their
+captions never use ("zebra", "broccoli") has no trained meaning there. The backbone,
+though, was trained on ImageNet's 1,000 classes, and GloVe knows their names. ConSE
+(Norouzi et al. 2014) joins the two without training:
+
+    c(z) = Σ_{k ∈ top T} p_k(z) · e_k / Σ p_k     (p: the backbone's own classifier;
+                                                    e_k: GloVe of class k's name)
+    g(s) = mean over the sentence's nouns n of a_n · GloVe(n)   (untuned, all 400k words)
+
+with ``a_n = 1`` for a noun the joint model never trained (not in its vocabulary, or
+seen fewer than ``rare`` times in its training captions) and ``a_n = familiar`` for the
+others, so that the channel speaks where the joint space cannot and stays quiet where
+it was trained. The retrieval score becomes ``joint cosine + weight · c(z)·g(s)``: both
+sides, scaled by √weight, are appended to the joint embeddings, so one inner product
+(one FAISS index) still scores a pair.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+
+#: Tags whose words name things: the words matched against ImageNet's classes.
+NOUNS = frozenset({"NOUN", "PROPN"})
+#: Tags of words that carry no content (used when a text has no noun at all).
+FUNCTION_TAGS = frozenset(
+    {"DET", "ADP", "PRON", "AUX", "CCONJ", "SCONJ", "PART", "PUNCT", "SYM", "NUM"}
+)
+DIM = 50  # GloVe 6B 50-d
+
+
+@dataclass(frozen=True)
+class ConceptConfig:
+    """How much the channel counts (0: off) and how many classes describe a photo."""
+
+    weight: float = 0.0
+    top: int = 10
+    #: a_n of a noun the joint model trained on (1 for the others)
+    familiar: float = 0.0
+    #: nouns seen fewer times than this in training count as untrained
+    rare: int = 5
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.familiar <= 1.0:
+            raise ValueError(f"the familiar-word share must be in [0, 1], got {self.familiar}")
+        if self.rare < 0:
+            raise ValueError(f"rare must be at least 0, got {self.rare}")
+        if not 0.0 <= self.weight <= 10.0:
+            raise ValueError(f"the concept weight must be in [0, 10], got {self.weight}")
+        if not 1 <= self.top <= 1000:
+            raise ValueError(f"the concept top-k must be in 1..1000, got {self.top}")
+
+
+def imagenet_classes() -> list[str]:
+    """ImageNet-1k class names in the classifier's order (torchvision's weight metadata,
+    which ships inside the wheel; nothing is downloaded)."""
+    from groundsearch.model.runtime.images.torchvision_guard import import_torchvision
+
+    tv = import_torchvision()
+    return list(tv.models.EfficientNet_B0_Weights.IMAGENET1K_V1.meta["categories"])
+
+
+@lru_cache(maxsize=1)
+def glove_table() -> tuple[dict[str, int], np.ndarray]:
+    """Every GloVe word's row and the unit-length vectors (loaded once per process)."""
+    from groundsearch.model.runtime.text.glove import load_glove
+
+    words, vectors = load_glove()
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit = (vectors / np.maximum(norms, 1e-8)).astype(np.float32)
+    return {w: i for i, w in enumerate(words)}, unit
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(x, axis=-1, keepdims=True)
+    return np.where(n > 0, x / np.maximum(n, 1e-8), 0.0).astype(np.float32)
+
+
+def phrase_vector(words: Sequence[str]) -> np.ndarray:
+    """The unit mean of the GloVe vectors of ``words`` (zero if GloVe knows none)."""
+    index, unit = glove_table()
+    rows = [index[w] for w in (w.lower() for w in words) if w in index]
+    if not rows:
+        return np.zeros(DIM, np.float32)
+    return _unit(unit[rows].mean(axis=0))
+
+
+def class_words(name: str) -> list[str]:
+    """The words of a class name: "German shepherd" → ["german", "shepherd"]."""
+    return [w for w in re.split(r"[\s\-'’/,]+", name.lower()) if w]
+
+
+def content_words(tree: DependencyTree) -> list[str]:
+    """The words of a text matched against class names: its nouns, or, when it has
+    none (a parser may tag a bare "broccoli" otherwise), every content word."""
+    nouns = [n for n in tree if n.upos in NOUNS]
+    chosen = nouns or [n for n in tree if n.upos not in FUNCTION_TAGS]
+    index = glove_table()[0]
+    out = []
+    for node in chosen:
+        text, lemma = node.text.lower(), node.lemma.lower()
+        out.append(text if text in index or lemma not in index else lemma)
+    return out
+
+
+class ConceptChannel:
+    """ConSE vectors of photos (from backbone features) and of texts (from parses).
+
+    Args:
+        backbone: the backbone whose pooled features the photos come as; its ImageNet
+            classifier (the last linear layer) gives the class probabilities.
+        config: the weight and top-k.
+    """
+
+    def __init__(
+        self,
+        backbone: str,
+        config: ConceptConfig,
+        trained_words: Mapping[str, int] | Collection[str] | None = None,
+    ) -> None:
+        from groundsearch.model.runtime.images.backbones import classifier
+
+        self.backbone, self.config = backbone, config
+        #: the joint model's training-caption word counts (or its vocabulary: each word
+        #: then counts as seen often); None: every noun counts as untrained
+        counts = trained_words or {}
+        self.trained: Mapping[str, int] = (
+            counts if isinstance(counts, Mapping) else dict.fromkeys(counts, config.rare)
+        )
+        with contextlib.redirect_stdout(io.StringIO()):
+            fc = classifier(backbone)._fc
+        self._weight = fc.weight.detach().float().clone()
+        self._bias = fc.bias.detach().float().clone()
+        self.classes = imagenet_classes()
+        if len(self.classes) != self._weight.shape[0]:
+            raise RuntimeError(
+                f"{backbone} has {self._weight.shape[0]} classes, the names {len(self.classes)}"
+            )
+        self.class_vectors = np.stack([phrase_vector(class_words(c)) for c in self.classes])
+
+    @property
+    def scale(self) -> float:
+        """What each side is multiplied by, so that the inner product adds weight·cos."""
+        return float(np.sqrt(self.config.weight))
+
+    @torch.no_grad()
+    def class_probabilities(self, features: np.ndarray) -> np.ndarray:
+        """The backbone's ImageNet softmax for pooled (un-normalised) features."""
+        z = torch.as_tensor(np.asarray(features, np.float32))
+        return torch.softmax(z @ self._weight.T + self._bias, dim=1).numpy()
+
+    def image_vectors(self, features: np.ndarray) -> np.ndarray:
+        """Unit ConSE vectors: the top-k classes' name vectors weighted by probability."""
+        p = self.class_probabilities(features)
+        k = self.config.top
+        top = np.argpartition(-p, k - 1, axis=1)[:, :k] if k < p.shape[1] else None
+        if top is not None:
+            mask = np.zeros_like(p)
+            np.put_along_axis(mask, top, 1.0, axis=1)
+            p = p * mask
+        return _unit(p @ self.class_vectors)
+
+    def novelty(self, word: str) -> float:
+        """a_n: 1 for a word the joint model never trained, ``familiar`` otherwise."""
+        seen = self.trained.get(word.lower(), 0)
+        return 1.0 if seen < max(self.config.rare, 1) else self.config.familiar
+
+    def sentence_vectors(self, trees: Sequence[DependencyTree]) -> np.ndarray:
+        """g(s) of each text: its content words' unit GloVe vectors, each weighted by its
+        novelty, averaged (zero when GloVe knows none of them)."""
+        if not trees:
+            return np.zeros((0, DIM), np.float32)
+        index, unit = glove_table()
+        out = np.zeros((len(trees), DIM), np.float32)
+        for i, tree in enumerate(trees):
+            words = [w for w in content_words(tree) if w in index]
+            if words:
+                a = np.array([self.novelty(w) for w in words], np.float32)
+                out[i] = (a[:, None] * unit[[index[w] for w in words]]).mean(axis=0)
+        return out
+
+    def knows(self, word: str) -> bool:
+        """Whether GloVe has ``word`` (so that the channel can match it)."""
+        return word.lower() in glove_table()[0]
+
+    def top_classes(self, features: np.ndarray, k: int = 5) -> list[list[tuple[str, float]]]:
+        """Each photo's k most probable ImageNet classes (for explanations)."""
+        p = self.class_probabilities(features)
+        order = np.argsort(-p, axis=1)[:, :k]
+        return [
+            [(self.classes[i], float(row[i])) for i in idx]
+            for row, idx in zip(p, order, strict=True)
+        ]
