@@ -1,0 +1,56 @@
+"""The concept channel on the shipped checkpoint: one inner product, two terms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from groundsearch.model.runtime.checkpoints import CheckpointError, concept_config, load_checkpoint
+from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.text import NoKnownWordError
+from groundsearch.settings import get_settings
+
+
+@pytest.fixture(scope="module")
+def models(parser):
+    path = get_settings().default_checkpoint
+    plain = load_checkpoint(path, parser=parser.version, concept_weight=0)
+    open_vocab = load_checkpoint(path, parser=parser.version, concept_weight=0.5)
+    return plain, open_vocab
+
+
+def test_the_channel_adds_weight_times_its_inner_product(models, parser, tmp_path):
+    import skimage.data
+    from PIL import Image
+
+    plain, open_vocab = models
+    assert plain.concepts is None and open_vocab.concepts is not None
+    extractor = FeatureExtractor(plain.backbone, cache_dir=tmp_path)
+    feats = extractor.embed_images([Image.fromarray(skimage.data.chelsea())])
+    trees = parser.parse(["a giraffe", "a tabby cat sleeps"])
+    v0, y0 = plain.embed_images(feats), plain.embed_sentences(trees)
+    v1, y1 = open_vocab.embed_images(feats), open_vocab.embed_sentences(trees)
+    assert v1.shape[1] == y1.shape[1] == v0.shape[1] + 50
+    channel = open_vocab.concepts
+    extra = channel.image_vectors(feats) @ channel.sentence_vectors(trees).T
+    np.testing.assert_allclose(v1 @ y1.T, v0 @ y0.T + 0.5 * extra, atol=1e-5)
+    # "giraffe" is not a Flickr8k training word: the channel matches it to the classes
+    assert channel.sentence_vectors(trees[:1]).any()
+
+
+def test_a_word_only_glove_knows_is_a_readable_query(models, parser):
+    plain, open_vocab = models
+    trees = parser.parse(["giraffe"])
+    with pytest.raises(NoKnownWordError):
+        plain.require_known_words(trees, "query")
+    open_vocab.require_known_words(trees, "query")
+    with pytest.raises(NoKnownWordError):
+        open_vocab.require_known_words(parser.parse(["qwxzt"]), "query")
+
+
+def test_a_bad_recorded_channel_is_a_checkpoint_error():
+    with pytest.raises(CheckpointError, match="concept channel"):
+        concept_config({"concepts": {"weight": 99}})
+    with pytest.raises(CheckpointError, match="concept channel"):
+        concept_config({"concepts": {"colour": "red"}})
+    assert concept_config({"concepts": {"weight": 0.3}}, weight=0).weight == 0

@@ -1,0 +1,84 @@
+"""The open-vocabulary channel: ImageNet classes named in GloVe, beside the joint space."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from groundsearch.model.runtime.concepts import (
+    ConceptChannel,
+    ConceptConfig,
+    class_words,
+    content_words,
+    glove_table,
+    imagenet_classes,
+)
+from groundsearch.model.runtime.parsing.tree import build_tree
+
+
+def tree(words: list[str], upos: list[str]):
+    """A flat tree: the first noun (else the first word) is the root."""
+    root = next((i for i, u in enumerate(upos) if u == "NOUN"), 0)
+    heads = [0 if i == root else root + 1 for i in range(len(words))]
+    rels = ["root" if i == root else "dep" for i in range(len(words))]
+    n = len(words)
+    return build_tree(" ".join(words), words, [w.lower() for w in words], upos, ["_"] * n,
+                      ["_"] * n, heads, rels)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def channel(extractor):
+    return ConceptChannel(
+        extractor.spec.name, ConceptConfig(weight=0.5, top=10), {"dog": 40, "man": 3}
+    )
+
+
+def test_class_names_come_in_the_classifier_order():
+    classes = imagenet_classes()
+    assert len(classes) == 1000
+    assert classes[340] == "zebra" and classes[937] == "broccoli"
+    assert class_words("German shepherd") == ["german", "shepherd"]
+
+
+def test_a_cat_photo_lands_near_the_word_cat(channel, extractor):
+    import skimage.data
+
+    feats = extractor.embed_images([Image.fromarray(skimage.data.chelsea())])
+    top = channel.top_classes(feats, k=3)[0]
+    assert any("cat" in name or name == "tabby" for name, _ in top)
+    v = channel.image_vectors(feats)[0]
+    assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5)
+    index, unit = glove_table()
+    sims = {w: float(unit[index[w]] @ v) for w in ("cat", "car", "pizza", "guitar")}
+    assert max(sims, key=sims.get) == "cat"
+
+
+def test_only_untrained_nouns_speak(channel):
+    index, unit = glove_table()
+    zebra = channel.sentence_vectors([tree(["a", "zebra"], ["DET", "NOUN"])])[0]
+    assert np.allclose(zebra, unit[index["zebra"]], atol=1e-6)
+    # "dog" was trained (40 captions ≥ rare): a familiar word is silent at familiar=0
+    dog = channel.sentence_vectors([tree(["a", "dog"], ["DET", "NOUN"])])[0]
+    assert not dog.any()
+    both = channel.sentence_vectors([tree(["a", "dog", "and", "a", "zebra"],
+                                          ["DET", "NOUN", "CCONJ", "DET", "NOUN"])])[0]  # fmt: skip
+    assert np.allclose(both, unit[index["zebra"]] / 2, atol=1e-6)
+    # "man" was seen 3 times, fewer than rare=5: it counts as untrained
+    assert channel.novelty("man") == 1.0 and channel.novelty("dog") == 0.0
+
+
+def test_a_text_without_nouns_uses_its_content_words(channel):
+    t = tree(["broccoli", "!"], ["X", "PUNCT"])
+    assert content_words(t) == ["broccoli"]
+    assert channel.sentence_vectors([t]).any()
+    assert not channel.sentence_vectors([tree(["the", "."], ["DET", "PUNCT"])]).any()
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="weight"):
+        ConceptConfig(weight=-1)
+    with pytest.raises(ValueError, match="top-k"):
+        ConceptConfig(top=0)
+    with pytest.raises(ValueError, match="familiar"):
+        ConceptConfig(familiar=2)
