@@ -271,6 +271,12 @@ class Engine:
         vec = self.embed_text(text, timings, "text")
         return self._search_images(vec, k, timings), timings
 
+    @property
+    def concept_weight(self) -> float:
+        """The open-vocabulary channel's weight in the served model (0: none)."""
+        channel = getattr(self.model, "concepts", None)
+        return channel.config.weight if channel is not None else 0.0
+
     def require_decoder(self) -> CaptionDecoder:
         """The caption decoder; NoDecoder (501) if the server has none."""
         if self.decoder is None:

@@ -182,3 +182,8 @@ class Readiness(BaseModel):
     decoder: str = Field(
         default="none", description="The caption decoder that writes sentences, or why none."
     )
+    concepts: float = Field(
+        default=0.0,
+        description="Weight of the open-vocabulary channel (ImageNet classes named in GloVe) "
+        "beside the joint score; 0 when the checkpoint has none.",
+    )

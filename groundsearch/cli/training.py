@@ -106,6 +106,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             split=args.split or None,
             progress=True,
             concept_weight=args.concepts,
+            ensemble_with=[Path(p) for p in args.with_ or ()],
         )
     print(json.dumps(rounded(result), indent=2))
     return 0
@@ -208,6 +209,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=concept_weight,
         default=None,
         help="the open-vocabulary channel's weight (0: off; default: the checkpoint's)",
+    )
+    p.add_argument(
+        "--with",
+        dest="with_",
+        action="append",
+        metavar="CHECKPOINT",
+        help="score another joint checkpoint together with this one (repeatable)",
     )
 
     p = command(sub, "plot", cmd_plot, "PNG of the loss and dev rsum curves of a training run")

@@ -28,6 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 import torch
+from torch import nn
 
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
@@ -140,6 +141,8 @@ class ConceptChannel:
         )
         with contextlib.redirect_stdout(io.StringIO()):
             fc = classifier(backbone)._fc
+        if not isinstance(fc, nn.Linear):
+            raise RuntimeError(f"{backbone} has no linear ImageNet classifier")
         self._weight = fc.weight.detach().float().clone()
         self._bias = fc.bias.detach().float().clone()
         self.classes = imagenet_classes()

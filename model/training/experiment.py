@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,15 +22,18 @@ from groundsearch.files import write_text
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import without_concepts
 from groundsearch.model.runtime.checkpoints import (
+    CheckpointError,
     JointEmbedder,
     load_checkpoint,
     save_joint,
     save_kcca,
 )
 from groundsearch.model.runtime.concepts import ConceptConfig
+from groundsearch.model.runtime.ensemble import EnsembleEmbedder
 from groundsearch.model.runtime.images.backbones import DEFAULT_BACKBONE
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.joint import JointConfig, JointModel, build_inventory
+from groundsearch.model.runtime.kcca import KCCAModel
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.text.glove import glove_vocabulary
@@ -106,18 +109,31 @@ def evaluate_checkpoint(
     split: str | None = "test",
     progress: bool = False,
     concept_weight: float | None = None,
+    ensemble_with: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """The evaluation protocol (GUIDE §3) for a saved JointModel or kCCA on a
     Flickr8k-layout split: retrieval and sentence similarity on the split, the expert
     judgments of ``data_root`` when it has them, and STS-B / SICK-R test pairs from
     ``benchmarks_dir`` (the data folder; None skips them). ``concept_weight`` overrides
-    the checkpoint's open-vocabulary channel (0: off)."""
-    model = load_checkpoint(checkpoint, parser=parser.version, concept_weight=concept_weight)
+    the checkpoint's open-vocabulary channel (0: off); ``ensemble_with`` names more
+    checkpoints scored together with it (the mean of their scores)."""
+    model: JointEmbedder | KCCAModel | EnsembleEmbedder = load_checkpoint(
+        checkpoint, parser=parser.version, concept_weight=concept_weight
+    )
+    if ensemble_with:
+        members = [model] + [
+            load_checkpoint(p, parser=parser.version, concept_weight=concept_weight)
+            for p in ensemble_with
+        ]
+        joint = [m for m in members if isinstance(m, JointEmbedder)]
+        if len(joint) != len(members):
+            raise CheckpointError("only joint models (not kCCA) can be ensembled")
+        model = EnsembleEmbedder(joint)
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
     ds = load_captioned_images(data_root, split=split)
     sp = build_split(ds, parser, extractor, progress)
-    if isinstance(model, JointEmbedder):
-        model.model.require_known_words(sp.trees)
+    if not isinstance(model, KCCAModel):
+        model.require_known_words(sp.trees)
 
     def parse(texts: list[str]) -> list[DependencyTree]:
         return parser.parse(texts, workers=os.cpu_count() or 1)
@@ -125,9 +141,8 @@ def evaluate_checkpoint(
     result = {
         "checkpoint": str(checkpoint),
         "encoder": model.encoder,
-        "concept_weight": model.concepts.config.weight
-        if isinstance(model, JointEmbedder) and model.concepts
-        else 0.0,
+        "concept_weight": concept_weight_of(model),
+        "members": [str(checkpoint), *map(str, ensemble_with)] if ensemble_with else None,
         "data": str(data_root),
         "split": split,
         "images": len(ds.images),
@@ -140,6 +155,15 @@ def evaluate_checkpoint(
     if benchmarks_dir is not None:
         result.update(protocol.sentence_benchmarks(model, parse, benchmarks_dir))
     return result
+
+
+def concept_weight_of(model: object) -> float:
+    """The open-vocabulary channel's weight in a model (the first member's in an
+    ensemble; 0 when there is none)."""
+    if isinstance(model, EnsembleEmbedder):
+        model = model.members[0]
+    channel = getattr(model, "concepts", None)
+    return float(channel.config.weight) if channel is not None else 0.0
 
 
 def run_kcca_training(

@@ -39,6 +39,7 @@ async def ready(request: Request) -> Readiness:
         indexes=engine.gallery.index_kinds(),
         read_only=engine.settings.read_only,
         decoder=engine.decoder_status,
+        concepts=engine.concept_weight,
     )
 
 
