@@ -10,13 +10,14 @@
 #   make bench-captions       caption generation latency at beam 1/3/5, ± re-rank (~3 min)
 #   make reliability          schema fuzzing, bad inputs, overload, memory, soak, crash (~45 min)
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
+#   make concepts             the held-out-concept protocol, without and with the channel (~15 min)
 SHELL := bash
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size bench-captions reliability score-parser train-parser results
+.PHONY: concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size bench-captions reliability score-parser train-parser results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -115,6 +116,19 @@ RECIPE_gru ?= --hidden 512 --rnn-hidden 512 --epochs 6 --cycles 2
 RECIPE_tree-lstm ?= --hidden 512 --rnn-hidden 256 --epochs 15 --cycles 5
 RECIPE_char-gru ?= --hidden 512 --rnn-hidden 128 --epochs 4 --cycles 2
 RECIPE_kcca ?= --backbone efficientnet-lite2
+# The held-out-concept protocol (docs/RESULTS.md "Concepts Flickr8k never showed"): the
+# SDT-RNN trained without the photos of ten concepts, asked for them on test without and
+# with the open-vocabulary channel (CONCEPT_WEIGHT, chosen on dev), and the sample photos.
+CONCEPTS_DIR ?= runs/concepts
+CONCEPT_WEIGHT ?= 1
+concepts: install
+	@mkdir -p $(CONCEPTS_DIR)
+	$(BIN)/groundsearch train --out $(CONCEPTS_DIR)/sdt-heldout.pt --encoder sdt-rnn $(RECIPE) \
+		$(RECIPE_sdt-rnn) --hold-out default --concepts $(CONCEPT_WEIGHT) > $(CONCEPTS_DIR)/sdt-heldout.log 2>&1
+	for w in 0 $(CONCEPT_WEIGHT); do for split in dev test; do \
+		$(BIN)/groundsearch evaluate-concepts $(CONCEPTS_DIR)/sdt-heldout.pt --split $$split \
+			--concepts $$w --sample --out $(CONCEPTS_DIR)/heldout.$$split.w$$w.json > /dev/null; done; done
+
 # prefixed to each train/evaluate command, e.g. TRAIN_ENV="OMP_NUM_THREADS=1" with -j2
 TRAIN_ENV ?=
 

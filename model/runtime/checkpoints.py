@@ -79,7 +79,9 @@ class JointEmbedder:
         y = self.model.embed_sentences(list(trees), self.normalize)
         if self.concepts is None:
             return y
-        return np.hstack([y, self.concepts.scale * self.concepts.sentence_vectors(trees)])
+        g, novelty = self.concepts.sentence_parts(trees)
+        # the channel speaks for what the joint model never trained (model.runtime.concepts)
+        return np.hstack([(1.0 - novelty)[:, None] * y, self.concepts.scale * g])
 
     def embed_images(self, features: np.ndarray) -> np.ndarray:
         v = self.model.embed_images(features, self.normalize)

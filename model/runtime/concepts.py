@@ -12,9 +12,15 @@ though, was trained on ImageNet's 1,000 classes, and GloVe knows their names. Co
 with ``a_n = 1`` for a noun the joint model never trained (not in its vocabulary, or
 seen fewer than ``rare`` times in its training captions) and ``a_n = familiar`` for the
 others, so that the channel speaks where the joint space cannot and stays quiet where
-it was trained. The retrieval score becomes ``joint cosine + weight · c(z)·g(s)``: both
-sides, scaled by √weight, are appended to the joint embeddings, so one inner product
-(one FAISS index) still scores a pair.
+it was trained. The retrieval score becomes
+
+    (1 − ρ(s)) · joint cosine + weight · c(z)·g(s),    ρ(s) = mean a_n (the novelty share)
+
+so a text none of whose nouns the joint model trained ("a giraffe") is ranked by the
+channel alone, and one whose nouns it all trained by the joint space alone. The text's
+joint vector is scaled by 1 − ρ and both channel vectors by √weight, and the channel's
+are appended to the joint embeddings, so one inner product (one FAISS index) still
+scores a pair.
 """
 
 from __future__ import annotations
@@ -49,8 +55,9 @@ class ConceptConfig:
     top: int = 10
     #: a_n of a noun the joint model trained on (1 for the others)
     familiar: float = 0.0
-    #: nouns seen fewer times than this in training count as untrained
-    rare: int = 5
+    #: nouns seen fewer times than this in training count as untrained (2, chosen on
+    #: dev: a word seen once is as good as unseen; docs/RESULTS.md)
+    rare: int = 2
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.familiar <= 1.0:
@@ -182,16 +189,21 @@ class ConceptChannel:
     def sentence_vectors(self, trees: Sequence[DependencyTree]) -> np.ndarray:
         """g(s) of each text: its content words' unit GloVe vectors, each weighted by its
         novelty, averaged (zero when GloVe knows none of them)."""
-        if not trees:
-            return np.zeros((0, DIM), np.float32)
+        return self.sentence_parts(trees)[0]
+
+    def sentence_parts(self, trees: Sequence[DependencyTree]) -> tuple[np.ndarray, np.ndarray]:
+        """g(s) of each text and its novelty share ρ(s): the mean a_n of its content
+        words (1 when the joint model trained none of them, 0 when it trained all)."""
         index, unit = glove_table()
         out = np.zeros((len(trees), DIM), np.float32)
+        share = np.zeros(len(trees), np.float32)
         for i, tree in enumerate(trees):
             words = [w for w in content_words(tree) if w in index]
             if words:
                 a = np.array([self.novelty(w) for w in words], np.float32)
                 out[i] = (a[:, None] * unit[[index[w] for w in words]]).mean(axis=0)
-        return out
+                share[i] = a.mean()
+        return out, share
 
     def knows(self, word: str) -> bool:
         """Whether GloVe has ``word`` (so that the channel can match it)."""

@@ -63,11 +63,13 @@ class CaptionDecoder(nn.Module):
     # --- the model ------------------------------------------------------------------------
 
     def unit(self, vectors: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """``vectors`` (n × dim) as float32 rows of unit length."""
+        """The first ``dim`` columns of ``vectors`` (n × ≥ dim) as float32 rows of unit
+        length. Columns after the joint part (the concept channel that a checkpoint may
+        append, ``model.runtime.concepts``) are not read."""
         v = torch.as_tensor(np.asarray(vectors, dtype=np.float32))
-        if v.ndim != 2 or v.shape[1] != self.config.dim:
+        if v.ndim != 2 or v.shape[1] < self.config.dim:
             raise ValueError(f"vectors must be n × {self.config.dim}, got {tuple(v.shape)}")
-        return nn.functional.normalize(v, dim=1)
+        return nn.functional.normalize(v[:, : self.config.dim], dim=1)
 
     def start(self, v: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """The per-step conditioning input and the initial LSTM state of unit vectors."""

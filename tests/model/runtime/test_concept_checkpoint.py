@@ -16,6 +16,7 @@ def models(parser):
     path = get_settings().default_checkpoint
     plain = load_checkpoint(path, parser=parser.version, concept_weight=0)
     open_vocab = load_checkpoint(path, parser=parser.version, concept_weight=0.5)
+    assert load_checkpoint(path, parser=parser.version).concepts.config.weight == 1.0
     return plain, open_vocab
 
 
@@ -32,10 +33,13 @@ def test_the_channel_adds_weight_times_its_inner_product(models, parser, tmp_pat
     v1, y1 = open_vocab.embed_images(feats), open_vocab.embed_sentences(trees)
     assert v1.shape[1] == y1.shape[1] == v0.shape[1] + 50
     channel = open_vocab.concepts
-    extra = channel.image_vectors(feats) @ channel.sentence_vectors(trees).T
-    np.testing.assert_allclose(v1 @ y1.T, v0 @ y0.T + 0.5 * extra, atol=1e-5)
-    # "giraffe" is not a Flickr8k training word: the channel matches it to the classes
-    assert channel.sentence_vectors(trees[:1]).any()
+    g, novelty = channel.sentence_parts(trees)
+    extra = channel.image_vectors(feats) @ g.T
+    np.testing.assert_allclose(v1 @ y1.T, (v0 @ y0.T) * (1 - novelty) + 0.5 * extra, atol=1e-5)
+    # "giraffe" is no Flickr8k training word: the channel alone ranks for it; the
+    # cat sentence's nouns were all trained: the joint space alone ranks for it
+    assert novelty.tolist() == [1.0, 0.0]
+    assert g[0].any() and not g[1].any()
 
 
 def test_a_word_only_glove_knows_is_a_readable_query(models, parser):

@@ -30,7 +30,7 @@ def tree(words: list[str], upos: list[str]):
 @pytest.fixture(scope="module")
 def channel(extractor):
     return ConceptChannel(
-        extractor.spec.name, ConceptConfig(weight=0.5, top=10), {"dog": 40, "man": 3}
+        extractor.spec.name, ConceptConfig(weight=0.5, top=10, rare=5), {"dog": 40, "man": 3}
     )
 
 
