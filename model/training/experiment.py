@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from groundsearch.files import write_text
@@ -32,6 +33,7 @@ from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.text.glove import glove_vocabulary
 from groundsearch.model.training.corpus import build_split, load_splits
 from groundsearch.model.training.evaluation import protocol
+from groundsearch.model.training.evaluation.arithmetic import Pair, evaluate_arithmetic
 from groundsearch.model.training.kcca import KCCAConfig, fit_kcca
 from groundsearch.model.training.loop import Split, TrainConfig, evaluate, train
 from groundsearch.model.training.plots import plot_history
@@ -117,6 +119,47 @@ def evaluate_checkpoint(
     if benchmarks_dir is not None:
         result.update(protocol.sentence_benchmarks(model, parse, benchmarks_dir))
     return result
+
+
+def evaluate_arithmetic_checkpoint(
+    checkpoint: Path,
+    data_root: Path,
+    parser: Parser,
+    cache_dir: Path,
+    pairs: list[Pair],
+    split: str | None = "test",
+    k: int = 5,
+    rerank: bool = False,
+    examples: int = 0,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """The arithmetic protocol (``evaluation.arithmetic``) for a saved model on a
+    Flickr8k-layout split: its photos are the gallery, its captions say what they show."""
+    model = load_checkpoint(checkpoint, parser=parser.version)
+    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
+    ds = load_captioned_images(data_root, split=split)
+    sp = build_split(ds, parser, extractor, progress)
+    words = sorted({c.text for p in pairs for c in (p.a, p.b)})
+    word_trees = parser.parse(words)
+    if isinstance(model, JointEmbedder):
+        for word, tree in zip(words, word_trees, strict=True):
+            model.model.require_known_words([tree], f"concept {word!r}")
+
+    def embed_texts(texts: list[str]) -> np.ndarray:
+        return model.embed_sentences(parser.parse(texts))
+
+    result = evaluate_arithmetic(
+        model.embed_images(sp.features), sp.trees, sp.caption_image, embed_texts, pairs,
+        k=k, rerank=rerank, examples=examples, names=list(ds.images), features=sp.features,
+    )  # fmt: skip
+    return {
+        "checkpoint": str(checkpoint),
+        "encoder": model.encoder,
+        "data": str(data_root),
+        "split": split,
+        "captions": len(ds.captions),
+        **result,
+    }
 
 
 def run_kcca_training(
