@@ -48,6 +48,8 @@ def cmd_evaluate_arithmetic(args: argparse.Namespace) -> int:
             k=args.k,
             rerank=args.rerank,
             examples=args.examples,
+            min_starts=args.min_starts,
+            min_b_photos=args.min_b_photos,
             progress=True,
         )
     text = json.dumps(rounded(result), indent=2, ensure_ascii=False) + "\n"
@@ -64,7 +66,11 @@ def cmd_evaluate_arithmetic(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from groundsearch.model.training.evaluation.arithmetic import DEFAULT_PAIRS
+    from groundsearch.model.training.evaluation.arithmetic import (
+        DEFAULT_PAIRS,
+        MIN_B_PHOTOS,
+        MIN_STARTS,
+    )
 
     p = command(
         sub,
@@ -90,5 +96,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=range(0, 101),
         metavar="N",
         help="list the results of the first N start photos of each pair (0–100, default: 3)",
+    )
+    p.add_argument(
+        "--min-starts",
+        type=positive_int,
+        default=MIN_STARTS,
+        help=f"a pair counts in the mean with this many start photos (default: {MIN_STARTS})",
+    )
+    p.add_argument(
+        "--min-b-photos",
+        type=positive_int,
+        default=MIN_B_PHOTOS,
+        help=f"… and this many photos of B (default: {MIN_B_PHOTOS})",
     )
     p.add_argument("--out", help="JSON file to write (default: print it)")

@@ -33,7 +33,12 @@ from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.text.glove import glove_vocabulary
 from groundsearch.model.training.corpus import build_split, load_splits
 from groundsearch.model.training.evaluation import protocol
-from groundsearch.model.training.evaluation.arithmetic import Pair, evaluate_arithmetic
+from groundsearch.model.training.evaluation.arithmetic import (
+    MIN_B_PHOTOS,
+    MIN_STARTS,
+    Pair,
+    evaluate_arithmetic,
+)
 from groundsearch.model.training.kcca import KCCAConfig, fit_kcca
 from groundsearch.model.training.loop import Split, TrainConfig, evaluate, train
 from groundsearch.model.training.plots import plot_history
@@ -131,6 +136,8 @@ def evaluate_arithmetic_checkpoint(
     k: int = 5,
     rerank: bool = False,
     examples: int = 0,
+    min_starts: int = MIN_STARTS,
+    min_b_photos: int = MIN_B_PHOTOS,
     progress: bool = False,
 ) -> dict[str, Any]:
     """The arithmetic protocol (``evaluation.arithmetic``) for a saved model on a
@@ -151,6 +158,7 @@ def evaluate_arithmetic_checkpoint(
     result = evaluate_arithmetic(
         model.embed_images(sp.features), sp.trees, sp.caption_image, embed_texts, pairs,
         k=k, rerank=rerank, examples=examples, names=list(ds.images), features=sp.features,
+        min_starts=min_starts, min_b_photos=min_b_photos,
     )  # fmt: skip
     return {
         "checkpoint": str(checkpoint),
