@@ -183,7 +183,11 @@ def score_pair(
         if n < examples:
             label = (lambda i: names[i]) if names is not None else int
             shown.append(
-                {"start": label(s), **{q: [label(i) for i in h] for q, h in found.items()}}
+                {
+                    "start": label(s),
+                    **{q: [label(i) for i in h] for q, h in found.items()},
+                    "has_b": {q: has_b[h].tolist() for q, h in found.items()},
+                }
             )
     for q in QUERIES:
         out[q] = {METRIC[x]: float(np.mean(v)) for x, v in shares[q].items()}
