@@ -1,6 +1,8 @@
-"""Pictures of ``photo − "A" + "B"`` examples for docs/RESULTS.md, from the JSON that
-``groundsearch evaluate-arithmetic --examples N`` writes.
+"""The per-pair table and pictures of ``photo − "A" + "B"`` examples for docs/RESULTS.md,
+from the JSON that ``groundsearch evaluate-arithmetic --examples N`` writes.
 
+    python bench/arithmetic_examples.py runs/issue15/arith-sdt-rnn.json \\
+        runs/issue15/arith-bow.json                                   # markdown table
     python bench/arithmetic_examples.py runs/issue15/arith-sdt-rnn.json \\
         runs/issue15/arith-bow.json --pair "beach→snow" --example 0 --out docs/img/x.jpg
 
@@ -74,13 +76,44 @@ def strip(results: list[tuple[str, dict]], pair: str, index: int, images: Path, 
     return canvas
 
 
+def _cell(row: dict, query: str, key: str) -> str:
+    value = row.get(query, {}).get(key) if isinstance(row.get(query), dict) else None
+    return f"{value:.1f}" if isinstance(value, int | float) else "–"
+
+
+def table(results: list[tuple[str, dict]]) -> str:
+    """Markdown: per pair, the share of B (and of A) in the top k of each query, one
+    column group per model, then the mean over the pairs that pass the rule."""
+    models = [r.get("encoder", Path(p).stem) for p, r in results]
+    head = ["pair", "starts", "photos of B"]
+    for m in models:
+        head += [f"{m}: arith. B", f"{m}: arith. A", f"{m}: text B", f"{m}: photo B"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    by_pair = [{row["pair"]: row for row in r["pairs"]} for _, r in results]
+    for row in results[0][1]["pairs"]:
+        label = row["pair"] + (" (skipped)" if "skipped" in row else "")
+        cells = [label, str(row["starts"]), str(row["photos_with_b"])]
+        for rows in by_pair:
+            other = rows.get(row["pair"], {})
+            cells += [_cell(other, "arithmetic", "share_b"), _cell(other, "arithmetic", "share_a")]
+            cells += [_cell(other, "text", "share_b"), _cell(other, "photo", "share_b")]
+        lines.append("| " + " | ".join(cells) + " |")
+    cells = [f"**mean of {results[0][1]['mean']['pairs']}**", "", ""]
+    for _, r in results:
+        mean = r["mean"]
+        cells += [_cell(mean, "arithmetic", "share_b"), _cell(mean, "arithmetic", "share_a")]
+        cells += [_cell(mean, "text", "share_b"), _cell(mean, "photo", "share_b")]
+    lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", type=Path, help="evaluate-arithmetic JSON files")
-    ap.add_argument("--pair", required=True, help='a pair label, e.g. "beach→snow"')
+    ap.add_argument("--pair", help='draw this pair, e.g. "beach→snow" (default: the table)')
     ap.add_argument("--example", type=int, default=0, help="which listed start photo (0-based)")
     ap.add_argument("--size", type=int, default=96, help="thumbnail side in pixels")
-    ap.add_argument("--out", type=Path, required=True, help="JPEG to write")
+    ap.add_argument("--out", type=Path, help="JPEG to write (with --pair)")
     args = ap.parse_args(argv)
     results = []
     for path in args.results:
@@ -88,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
             results.append((str(path), json.loads(path.read_text(encoding="utf-8"))))
         except (OSError, json.JSONDecodeError) as exc:
             raise SystemExit(f"cannot read {path}: {exc}") from None
+    if args.pair is None:
+        print(table(results), end="")
+        return 0
+    if args.out is None:
+        raise SystemExit("--pair needs --out (the JPEG to write)")
     images = Path(results[0][1].get("data") or get_settings().flickr8k_dir) / "Images"
     picture = strip(results, args.pair, args.example, images, args.size)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -167,7 +167,7 @@ def score_pair(
             shares[q]["likeness"] = []
     overlap, shown = [], []
     text_query = arithmetic_query(vec_b)
-    for n, s in enumerate(starts):
+    for n, s in enumerate(starts.tolist()):
         queries = {
             "arithmetic": arithmetic_query(images[s], [vec_b], [vec_a]),
             "text": text_query,
