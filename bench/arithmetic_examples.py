@@ -107,6 +107,31 @@ def table(results: list[tuple[str, dict]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+QUERY_LABELS = {
+    "arithmetic": 'photo − "A" + "B"',
+    "plus_only": 'photo + "B"',
+    "text": '"B" alone',
+    "photo": "photo alone",
+}
+
+
+def mean_table(results: list[tuple[str, dict]]) -> str:
+    """Markdown: per model and query, the mean over the pairs of the share of B, the
+    share of A and the likeness to the start photo."""
+    head = ["model", "query", "photos of B in top k", "photos of A in top k", "likeness"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for path, r in results:
+        mean, model = r["mean"], r.get("encoder", Path(path).stem)
+        for query, label in QUERY_LABELS.items():
+            if query in mean:
+                cells = [model, label, *(_cell(mean, query, k) for k in ("share_b", "share_a"))]
+                lines.append("| " + " | ".join([*cells, _cell(mean, query, "likeness")]) + " |")
+        any_two = mean.get("likeness_any_two")
+        if isinstance(any_two, int | float):
+            lines.append(f"| {model} | two photos at random | – | – | {any_two:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", type=Path, help="evaluate-arithmetic JSON files")
@@ -122,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, json.JSONDecodeError) as exc:
             raise SystemExit(f"cannot read {path}: {exc}") from None
     if args.pair is None:
-        print(table(results), end="")
+        print(mean_table(results) + "\n" + table(results), end="")
         return 0
     if args.out is None:
         raise SystemExit("--pair needs --out (the JPEG to write)")

@@ -8,7 +8,8 @@ photos (the start photo itself left out):
 - ``arithmetic``: ``photo − "A" + "B"``, the service's ``/arithmetic`` query
   (``model.runtime.arithmetic.arithmetic_query``, so what is measured is what users get);
 - ``text``: the text "B" alone;
-- ``photo``: the start photo alone (its nearest neighbours).
+- ``photo``: the start photo alone (its nearest neighbours);
+- ``plus_only``: ``photo + "B"`` without taking A away, to see what the minus adds.
 
 Each is scored by the share of its top ``k`` (5) whose captions mention B, and, to see
 what was taken away, the share that mention A. A photo *mentions* a concept when a word
@@ -45,7 +46,7 @@ DEFAULT_PAIRS = (
 )
 MIN_STARTS = 20
 MIN_B_PHOTOS = 25
-QUERIES = ("arithmetic", "text", "photo")
+QUERIES = ("arithmetic", "text", "photo", "plus_only")
 METRIC = {"b": "share_b", "a": "share_a", "likeness": "likeness"}
 
 #: Texts → unit joint-space vectors, in order (the model's sentence encoder).
@@ -172,6 +173,7 @@ def score_pair(
             "arithmetic": arithmetic_query(images[s], [vec_b], [vec_a]),
             "text": text_query,
             "photo": arithmetic_query(images[s]),
+            "plus_only": arithmetic_query(images[s], [vec_b]),
         }
         found = {q: top_k(vec, images, k, s, rerank) for q, vec in queries.items()}
         for q, hits in found.items():
