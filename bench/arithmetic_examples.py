@@ -21,6 +21,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
+from groundsearch.model.training.evaluation.arithmetic import paired_difference
 from groundsearch.settings import get_settings
 
 LABEL_WIDTH = 150
@@ -118,18 +119,41 @@ QUERY_LABELS = {
 def mean_table(results: list[tuple[str, dict]]) -> str:
     """Markdown: per model and query, the mean over the pairs of the share of B, the
     share of A and the likeness to the start photo."""
-    head = ["model", "query", "photos of B in top k", "photos of A in top k", "likeness"]
+    head = ["model", "query", "photos of B in top k", "95% CI", "photos of A in top k"]
+    head.append("likeness")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for path, r in results:
         mean, model = r["mean"], r.get("encoder", Path(path).stem)
         for query, label in QUERY_LABELS.items():
             if query in mean:
-                cells = [model, label, *(_cell(mean, query, k) for k in ("share_b", "share_a"))]
-                lines.append("| " + " | ".join([*cells, _cell(mean, query, "likeness")]) + " |")
+                span = mean.get("ci95", {}).get(query)
+                ci = f"{span[0]:.1f}–{span[1]:.1f}" if isinstance(span, list) else "–"
+                cells = [model, label, _cell(mean, query, "share_b"), ci]
+                cells += [_cell(mean, query, "share_a"), _cell(mean, query, "likeness")]
+                lines.append("| " + " | ".join(cells) + " |")
         any_two = mean.get("likeness_any_two")
         if isinstance(any_two, int | float):
-            lines.append(f"| {model} | two photos at random | – | – | {any_two:.1f} |")
+            lines.append(f"| {model} | two photos at random | – | – | – | {any_two:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def difference_line(results: list[tuple[str, dict]]) -> str:
+    """The second model's lead over the first in the arithmetic's share of B, start photo
+    by start photo, with its interval; empty with fewer than two results."""
+    if len(results) < 2:
+        return ""
+    (path_a, a), (path_b, b) = results[:2]
+    try:
+        diff = paired_difference(a, b)
+    except ValueError as exc:
+        return f"no paired difference: {exc}\n"
+    name_a, name_b = (r.get("encoder", Path(p).stem) for p, r in ((path_a, a), (path_b, b)))
+    low, high = diff["ci95"]
+    return (
+        f"{name_b} − {name_a}, photos of B in the arithmetic's top k: "
+        f"{diff['difference']:+.1f} points (95% CI {low:+.1f} to {high:+.1f}; start photos "
+        f"resampled within pairs), higher on {diff['pairs_higher']} of {diff['pairs']} pairs\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, json.JSONDecodeError) as exc:
             raise SystemExit(f"cannot read {path}: {exc}") from None
     if args.pair is None:
-        print(mean_table(results) + "\n" + table(results), end="")
+        print(mean_table(results) + "\n" + difference_line(results) + "\n" + table(results), end="")
         return 0
     if args.out is None:
         raise SystemExit("--pair needs --out (the JPEG to write)")

@@ -31,22 +31,26 @@ def result(encoder: str, share: float) -> dict:
     for i, q in enumerate(("arithmetic", "text", "photo", "plus_only")):
         example[q] = PHOTOS[1 + 4 * i : 6 + 4 * i]
         example["has_b"][q] = [True, False, True, True, False]
-    row = {"pair": "dog→man", "a": "dog", "b": "man", "starts": 30, "photos_with_b": 40,
+    row = {"pair": "dog→man", "a": "dog", "b": "man", "starts": 3, "photos_with_b": 40,
            "arithmetic": scores, "text": scores, "photo": scores, "plus_only": scores,
-           "examples": [example]}  # fmt: skip
+           "examples": [example], "per_start": {"arithmetic": [share, share, share]}}  # fmt: skip
     skipped = {"pair": "dog→cat", "a": "dog", "b": "cat", "starts": 30, "photos_with_b": 2,
                "skipped": "2 photos of 'cat'"}  # fmt: skip
     mean = {"pairs": 1, "arithmetic": scores, "text": scores, "photo": scores,
-            "likeness_any_two": 35.5}  # fmt: skip
+            "likeness_any_two": 35.5, "ci95": {"arithmetic": [48.0, 52.0]}}  # fmt: skip
     return {"encoder": encoder, "data": str(FLICKR), "mean": mean, "pairs": [row, skipped]}
 
 
 def test_tables(script: ModuleType) -> None:
     results = [("a.json", result("sdt-rnn", 50.0)), ("b.json", result("bow", 40.0))]
     text = script.mean_table(results) + script.table(results)
-    assert '| sdt-rnn | photo − "A" + "B" | 50.0 | 5.0 | 40.0 |' in text
-    assert "| bow | two photos at random | – | – | 35.5 |" in text
-    assert "| dog→man | 30 | 40 | 50.0 | 5.0 | 50.0 | 50.0 | 40.0 | 5.0 | 40.0 | 40.0 |" in text
+    assert '| sdt-rnn | photo − "A" + "B" | 50.0 | 48.0–52.0 | 5.0 | 40.0 |' in text
+    assert '| bow | "B" alone | 40.0 | – | 5.0 | 40.0 |' in text
+    assert "| bow | two photos at random | – | – | – | 35.5 |" in text
+    assert "| dog→man | 3 | 40 | 50.0 | 5.0 | 50.0 | 50.0 | 40.0 | 5.0 | 40.0 | 40.0 |" in text
+    line = script.difference_line(results)
+    assert line.startswith("bow − sdt-rnn, photos of B in the arithmetic's top k: -10.0 points")
+    assert "higher on 0 of 1 pairs" in line and script.difference_line(results[:1]) == ""
     assert "| dog→cat (skipped) | 30 | 2 | – |" in text
 
 

@@ -20,6 +20,11 @@ text-alone query also returns: low when the photo still shapes the answer. With 
 photos' CNN features, ``likeness`` is the mean cosine (× 100) of each found photo's
 features with the start photo's: how much the answers still look like the start,
 measured outside the joint space, so it compares models too.
+
+Each pair keeps its start photos' shares of B (``per_start``, in the split's order), so
+``mean["ci95"]`` can give 95 % intervals of the mean share of B (a stratified bootstrap:
+start photos resampled within each pair), and two models' results can be compared start
+photo by start photo (``paired_difference``).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ MIN_STARTS = 20
 MIN_B_PHOTOS = 25
 QUERIES = ("arithmetic", "text", "photo", "plus_only")
 METRIC = {"b": "share_b", "a": "share_a", "likeness": "likeness"}
+
+RESAMPLES = 1000
 
 #: Texts → unit joint-space vectors, in order (the model's sentence encoder).
 EmbedTexts = Callable[[list[str]], np.ndarray]
@@ -193,6 +200,7 @@ def score_pair(
             )
     for q in QUERIES:
         out[q] = {METRIC[x]: float(np.mean(v)) for x, v in shares[q].items()}
+    out["per_start"] = {q: [round(v, 1) for v in shares[q]["b"]] for q in QUERIES}
     out["overlap_with_text"] = 100.0 * float(np.mean(overlap))
     if shown:
         out["examples"] = shown
@@ -245,6 +253,9 @@ def evaluate_arithmetic(
         for q in QUERIES:
             mean[q] = {x: float(np.mean([r[q][x] for r in used])) for x in used[0][q]}
         mean["overlap_with_text"] = float(np.mean([r["overlap_with_text"] for r in used]))
+        mean["ci95"] = {
+            q: stratified_interval([np.array(r["per_start"][q]) for r in used]) for q in QUERIES
+        }
     if features is not None:  # the likeness of two photos drawn at random, for scale
         n = len(features)
         total = float((features.sum(axis=0) @ features.sum(axis=0)) - n)  # off-diagonal
@@ -256,4 +267,48 @@ def evaluate_arithmetic(
         "rule": {"min_starts": min_starts, "min_b_photos": min_b_photos},
         "mean": mean,
         "pairs": rows,
+    }
+
+
+def stratified_interval(
+    groups: Sequence[np.ndarray], resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95
+) -> list[float]:
+    """Percentile bootstrap interval of the mean over ``groups`` of each group's mean,
+    resampling the values within each group (the start photos within each pair)."""
+    if not groups or any(len(g) == 0 for g in groups):
+        raise ValueError("every group needs at least one value")
+    rng = np.random.default_rng(seed)
+    means = np.column_stack(
+        [np.asarray(g, dtype=np.float64)[rng.integers(0, len(g), (resamples, len(g)))].mean(1)
+         for g in groups]
+    )  # fmt: skip
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(means.mean(axis=1), [tail, 100 - tail])
+    return [float(low), float(high)]
+
+
+def paired_difference(
+    first: dict[str, Any], second: dict[str, Any], query: str = "arithmetic"
+) -> dict[str, Any]:
+    """``second − first``: the mean over their common, unskipped pairs of the per-start
+    difference in the share of B, with its stratified bootstrap interval. Both results
+    must come from the same split and pairs (the start photos are then the same)."""
+    rows = {r["pair"]: r for r in first["pairs"] if "skipped" not in r}
+    diffs = []
+    for row in second["pairs"]:
+        other = rows.get(row["pair"])
+        if other is None or "skipped" in row:
+            continue
+        a, b = other.get("per_start", {}).get(query), row.get("per_start", {}).get(query)
+        if a is None or b is None or len(a) != len(b):
+            raise ValueError(f"{row['pair']}: the two results do not share their start photos")
+        diffs.append(np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64))
+    if not diffs:
+        raise ValueError("the two results have no scored pair in common")
+    return {
+        "query": query,
+        "pairs": len(diffs),
+        "difference": float(np.mean([d.mean() for d in diffs])),
+        "ci95": stratified_interval(diffs),
+        "pairs_higher": int(sum(d.mean() > 0 for d in diffs)),
     }

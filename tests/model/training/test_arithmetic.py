@@ -12,9 +12,11 @@ from groundsearch.model.training.evaluation.arithmetic import (
     Concept,
     evaluate_arithmetic,
     mentions,
+    paired_difference,
     parse_pairs,
     photo_words,
     score_pair,
+    stratified_interval,
     top_k,
 )
 
@@ -94,6 +96,7 @@ def test_score_pair_on_a_space_where_arithmetic_works():
     assert row["starts"] == 3 and row["photos_with_b"] == 3
     # dog+beach − dog + man = man+beach: both men on a beach, never a dog
     assert row["arithmetic"]["share_b"] == 100 and row["arithmetic"]["share_a"] == 0
+    assert row["per_start"]["arithmetic"] == [100.0] * 3 and len(row["per_start"]["photo"]) == 3
     assert row["text"]["share_b"] == 100  # "man" alone: all three are men
     assert row["photo"]["share_b"] == 50 and row["photo"]["share_a"] == 50  # twin + a tie
     assert row["arithmetic"]["likeness"] > row["text"]["likeness"]
@@ -127,3 +130,34 @@ def test_evaluate_arithmetic_on_real_parses(parser):
     assert got["mean"]["pairs"] == 1
     assert got["mean"]["arithmetic"]["share_b"] == dog["arithmetic"]["share_b"] == 100
     assert 0 < got["mean"]["likeness_any_two"] < 100
+
+
+def test_stratified_interval_resamples_within_groups():
+    constant = [np.full(5, 40.0), np.full(3, 60.0)]
+    assert stratified_interval(constant, resamples=50) == [50.0, 50.0]
+    spread = [np.array([0.0, 100.0] * 10), np.full(4, 50.0)]
+    low, high = stratified_interval(spread, resamples=500, seed=1)
+    assert low < 50 < high and high - low < 25
+    assert stratified_interval(spread, resamples=500, seed=1) == [low, high]
+    with pytest.raises(ValueError, match="at least one value"):
+        stratified_interval([np.array([])])
+
+
+def test_paired_difference_compares_start_photo_by_start_photo():
+    def result(shares_by_pair: dict[str, list[float]], skipped: tuple[str, ...] = ()) -> dict:
+        rows = [{"pair": pair, "per_start": {"arithmetic": shares}} for pair, shares in
+                shares_by_pair.items()]  # fmt: skip
+        for row in rows:
+            if row["pair"] in skipped:
+                row["skipped"] = "too few"
+        return {"pairs": rows}
+
+    first = result({"a→b": [0.0, 20.0], "c→d": [40.0], "e→f": [0.0]}, skipped=("e→f",))
+    second = result({"a→b": [20.0, 40.0], "c→d": [20.0], "e→f": [100.0]})
+    got = paired_difference(first, second)
+    assert got["pairs"] == 2 and got["difference"] == 0.0  # +20 and −20
+    assert got["pairs_higher"] == 1 and got["ci95"] == [0.0, 0.0]
+    with pytest.raises(ValueError, match="do not share their start photos"):
+        paired_difference(first, result({"a→b": [20.0]}))
+    with pytest.raises(ValueError, match="no scored pair in common"):
+        paired_difference(first, result({"x→y": [20.0]}))
