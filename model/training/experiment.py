@@ -39,6 +39,7 @@ from groundsearch.model.training.evaluation.arithmetic import (
     Pair,
     evaluate_arithmetic,
 )
+from groundsearch.model.training.evaluation.retrieval import paired_bootstrap, retrieval_metrics
 from groundsearch.model.training.kcca import KCCAConfig, fit_kcca
 from groundsearch.model.training.loop import Split, TrainConfig, evaluate, train
 from groundsearch.model.training.plots import plot_history
@@ -124,6 +125,46 @@ def evaluate_checkpoint(
     if benchmarks_dir is not None:
         result.update(protocol.sentence_benchmarks(model, parse, benchmarks_dir))
     return result
+
+
+def compare_checkpoints(
+    first: Path,
+    second: Path,
+    data_root: Path,
+    parser: Parser,
+    cache_dir: Path,
+    split: str | None = "test",
+    resamples: int = 1000,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Retrieval of two saved models on the same split, and ``second − first`` with
+    paired bootstrap intervals over the split's photos (``retrieval.paired_bootstrap``)."""
+    models = [load_checkpoint(path, parser=parser.version) for path in (first, second)]
+    ds = load_captioned_images(data_root, split=split)
+    trees = parser.parse(list(ds.captions), workers=os.cpu_count() or 1)
+    caption_image = np.asarray(ds.caption_image)
+    scores, metrics = [], []
+    for path, model in zip((first, second), models, strict=True):
+        if isinstance(model, JointEmbedder):
+            model.model.require_known_words(trees)
+        extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
+        features = extractor.embed_files(
+            [ds.image_path(i) for i in range(len(ds.images))], progress=progress
+        )
+        scores.append(model.embed_images(features) @ model.embed_sentences(trees).T)
+        metrics.append({"checkpoint": str(path), "encoder": model.encoder})
+        metrics[-1].update(retrieval_metrics(scores[-1], caption_image))
+    return {
+        "data": str(data_root),
+        "split": split,
+        "images": len(ds.images),
+        "captions": len(ds.captions),
+        "first": metrics[0],
+        "second": metrics[1],
+        "second_minus_first": paired_bootstrap(
+            scores[0], scores[1], caption_image, resamples=resamples
+        ),
+    }
 
 
 def evaluate_arithmetic_checkpoint(

@@ -97,6 +97,29 @@ def bootstrap_intervals(
     if resamples < 1 or not 0 < level < 1:
         raise ValueError(f"need resamples ≥ 1 and 0 < level < 1, got {resamples}, {level}")
     scores, caption_image = _checked(scores, caption_image)
+    draws = _draws(scores.shape[0], resamples, seed)
+    stats, rsum = _resampled(scores, caption_image, draws)
+    out: dict[str, Any] = {}
+    for side, values in stats.items():
+        spans = _interval(values, level)
+        out[side] = {f"R@{k}": span for k, span in zip(ALL_RECALL_AT, spans, strict=False)}
+        out[side]["mean_rank"] = spans[-1]
+    out["rsum"] = _interval(rsum[:, None], level)[0]
+    out.update(resamples=resamples, seed=seed, level=level)
+    return out
+
+
+def _draws(n_images: int, resamples: int, seed: int) -> np.ndarray:
+    if resamples < 1:
+        raise ValueError(f"need resamples ≥ 1, got {resamples}")
+    return np.random.default_rng(seed).integers(0, n_images, size=(resamples, n_images))
+
+
+def _resampled(
+    scores: np.ndarray, caption_image: np.ndarray, draws: np.ndarray
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """For each draw of photos (rows of ``draws``): R@K of ``ALL_RECALL_AT`` and the mean
+    rank (resamples × (len(K) + 1)) in each direction, and rsum (resamples)."""
     n_images = scores.shape[0]
     ks = np.array(ALL_RECALL_AT)
     i2t = i2t_ranks(scores, caption_image)
@@ -105,20 +128,51 @@ def bootstrap_intervals(
     i2t_rows = np.column_stack([i2t[:, None] <= ks[None, :], i2t, np.ones(n_images)])
     t2i_cols = np.column_stack([t2i[:, None] <= ks[None, :], t2i, np.ones(len(t2i))])
     t2i_rows = _per_image(t2i_cols.astype(np.float64), caption_image, n_images)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n_images, size=(resamples, n_images))
-    out: dict[str, Any] = {}
-    rsum = np.zeros(resamples)
+    stats: dict[str, np.ndarray] = {}
+    rsum = np.zeros(len(draws))
     for name, rows in (("i2t", i2t_rows), ("t2i", t2i_rows)):
         totals = rows[draws].sum(axis=1)  # resamples × (len(ks) + 2)
         queries = totals[:, -1:]
         recall = 100.0 * totals[:, : len(ks)] / queries
         rsum += recall[:, : len(RECALL_AT)].sum(axis=1)
-        stats = np.column_stack([recall, totals[:, len(ks)] / queries[:, 0]])
-        spans = _interval(stats, level)
-        out[name] = {f"R@{k}": span for k, span in zip(ks, spans, strict=False)}
-        out[name]["mean_rank"] = spans[-1]
-    out["rsum"] = _interval(rsum[:, None], level)[0]
+        stats[name] = np.column_stack([recall, totals[:, len(ks)] / queries[:, 0]])
+    return stats, rsum
+
+
+def paired_bootstrap(
+    scores_a: np.ndarray,
+    scores_b: np.ndarray,
+    caption_image: np.ndarray,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """``b − a`` for two models scored on the same photos and captions: the difference of
+    R@K, mean rank and rsum, each with a percentile interval from the **same** bootstrap
+    draws of photos for both models (a paired comparison, sharper than two separate
+    intervals). ``{"i2t": {"R@1": {"difference", "ci95"}, …}, "t2i": …, "rsum": …}``."""
+    if not 0 < level < 1:
+        raise ValueError(f"need 0 < level < 1, got {level}")
+    scores_a, caption_image = _checked(scores_a, caption_image)
+    scores_b, _ = _checked(scores_b, caption_image)
+    if scores_a.shape != scores_b.shape:
+        raise ValueError(f"the two score matrices differ: {scores_a.shape} vs {scores_b.shape}")
+    draws = _draws(scores_a.shape[0], resamples, seed)
+    stats_a, rsum_a = _resampled(scores_a, caption_image, draws)
+    stats_b, rsum_b = _resampled(scores_b, caption_image, draws)
+    point_a, point_b = (retrieval_metrics(x, caption_image) for x in (scores_a, scores_b))
+    names = [f"R@{k}" for k in ALL_RECALL_AT] + ["mean_rank"]
+    out: dict[str, Any] = {}
+    for side in ("i2t", "t2i"):
+        spans = _interval(stats_b[side] - stats_a[side], level)
+        out[side] = {
+            name: {"difference": point_b[side][name] - point_a[side][name], "ci95": span}
+            for name, span in zip(names, spans, strict=True)
+        }
+    out["rsum"] = {
+        "difference": point_b["rsum"] - point_a["rsum"],
+        "ci95": _interval((rsum_b - rsum_a)[:, None], level)[0],
+    }
     out.update(resamples=resamples, seed=seed, level=level)
     return out
 

@@ -8,6 +8,7 @@ import pytest
 from groundsearch.model.training.evaluation.retrieval import (
     bootstrap_intervals,
     i2t_ranks,
+    paired_bootstrap,
     retrieval_metrics,
     t2i_by_group,
     t2i_ranks,
@@ -128,3 +129,29 @@ def test_t2i_by_group_scores_each_group_on_the_whole_gallery():
     assert got["none"] == {"captions": 0}
     with pytest.raises(ValueError, match="group 'x'"):
         t2i_by_group(scores, caption_image, {"x": mask[:-1]})
+
+
+def test_paired_bootstrap_uses_the_same_draws_for_both_models():
+    scores, caption_image = noisy_scores(4)
+    better = scores.copy()
+    better[caption_image, np.arange(len(caption_image))] += 1.0  # every correct pair higher
+    got = paired_bootstrap(scores, better, caption_image, resamples=200, seed=3)
+    a, b = retrieval_metrics(scores, caption_image), retrieval_metrics(better, caption_image)
+    assert got["rsum"]["difference"] == pytest.approx(b["rsum"] - a["rsum"])
+    assert got["t2i"]["mean_rank"]["difference"] == pytest.approx(
+        b["t2i"]["mean_rank"] - a["t2i"]["mean_rank"]
+    )
+    low, high = got["rsum"]["ci95"]
+    assert 0 < low <= got["rsum"]["difference"] <= high  # better on every draw
+    # the paired interval is that of the per-draw differences of the separate bootstraps
+    draws = np.random.default_rng(3).integers(0, 30, size=(200, 30))
+    t2i_a, t2i_b = t2i_ranks(scores, caption_image), t2i_ranks(better, caption_image)
+    diffs = []
+    for draw in draws:
+        caps = np.concatenate([np.flatnonzero(caption_image == i) for i in draw])
+        diffs.append(100 * (np.mean(t2i_b[caps] <= 5) - np.mean(t2i_a[caps] <= 5)))
+    assert got["t2i"]["R@5"]["ci95"] == pytest.approx(list(np.percentile(diffs, [2.5, 97.5])))
+    same = paired_bootstrap(scores, scores, caption_image, resamples=50)
+    assert same["rsum"] == {"difference": 0.0, "ci95": [0.0, 0.0]}
+    with pytest.raises(ValueError, match="differ"):
+        paired_bootstrap(scores, scores[:-1], caption_image)
