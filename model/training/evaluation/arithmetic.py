@@ -154,7 +154,7 @@ def score_pair(
     names: Sequence[str] | None = None,
     features: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The three queries' shares of B (and of A) in the top ``k``, averaged over the
+    """The four queries' shares of B (and of A) in the top ``k``, averaged over the
     start photos of ``pair`` (and ``likeness`` when ``features``, unit rows, are given);
     ``examples`` start photos listed with their results."""
     has_a, has_b = mentions(words, pair.a), mentions(words, pair.b)
