@@ -2,7 +2,7 @@
 
 The protocol (docs/RESULTS.md, "Arithmetic, measured"). For a pair of concepts A → B
 (dog → man, beach → snow, red → blue, running → sitting, …), every photo of the split
-whose captions mention A and not B is a start photo. Three queries rank the split's
+whose captions mention A and not B is a start photo. Four queries rank the split's
 photos (the start photo itself left out):
 
 - ``arithmetic``: ``photo − "A" + "B"``, the service's ``/arithmetic`` query
