@@ -11,13 +11,14 @@
 #   make reliability          schema fuzzing, bad inputs, overload, memory, soak, crash (~45 min)
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
 #   make concepts             the held-out-concept protocol, without and with the channel (~15 min)
+#   make arithmetic           photo − "A" + "B" measured: shipped SDT-RNN vs bag of words (~5 min)
 SHELL := bash
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size bench-captions reliability score-parser train-parser results
+.PHONY: concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size bench-captions reliability score-parser train-parser results arithmetic
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -150,3 +151,14 @@ $(RESULT_TESTS): $(RESULTS_DIR)/%.test.json: $(RESULTS_DIR)/%.pt
 	@$(TRAIN_ENV) $(BIN)/groundsearch evaluate $< --split test > $@.tmp \
 		2> $(RESULTS_DIR)/$*.test.log || { tail -n 20 $(RESULTS_DIR)/$*.test.log; exit 1; }
 	@mv $@.tmp $@
+
+# Embedding arithmetic, measured (docs/RESULTS.md): the shipped SDT-RNN and the bag of
+# words of `make results` (trained first when missing), on the test photos; prints the
+# tables of docs/RESULTS.md.
+ARITH_DIR ?= runs/arithmetic
+arithmetic: $(RESULTS_DIR)/bow.pt
+	@mkdir -p $(ARITH_DIR)
+	$(TRAIN_ENV) $(BIN)/groundsearch evaluate-arithmetic --split test --out $(ARITH_DIR)/sdt-rnn.json
+	$(TRAIN_ENV) $(BIN)/groundsearch evaluate-arithmetic $(RESULTS_DIR)/bow.pt --split test \
+		--out $(ARITH_DIR)/bow.json
+	$(BIN)/python bench/arithmetic_examples.py $(ARITH_DIR)/sdt-rnn.json $(ARITH_DIR)/bow.json

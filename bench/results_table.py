@@ -6,9 +6,13 @@
 Every ``RUNS_DIR/<name>.json`` training summary (written by ``groundsearch train``) is
 a row, scored from ``RUNS_DIR/<name>.test.json`` (the output of ``groundsearch
 evaluate RUNS_DIR/<name>.pt --split test``) or marked "not evaluated"; the published
-Flickr8k figures of GUIDE §3 follow. A second table gives the ``groundsearch train``
-command of each row, rebuilt from its summary (and the checkpoint, for what the summary
-does not record); options it cannot recover are named in a ``# unknown:`` comment.
+Flickr8k figures follow (each checked against the source named in ``PUBLISHED``). Two
+more tables give, for the same rows, R@20/R@50, median beside mean rank and 95 %
+bootstrap intervals, and image search for captions with and without a verb (a test
+result written before those were measured shows "–"). The last table gives the
+``groundsearch train`` command of each row, rebuilt from its summary (and the
+checkpoint, for what the summary does not record); options it cannot recover are named
+in a ``# unknown:`` comment.
 """
 
 from __future__ import annotations
@@ -44,11 +48,52 @@ HEADER = [
 ]
 DASH = "–"
 
-#: Published Flickr8k 1K-test figures (GUIDE §3): i2t R@1/5/10, t2i R@1/5/10.
-PUBLISHED: list[tuple[str, tuple[float, float, float], tuple[float, float, float]]] = [
-    ("SDT-RNN, as reported by Karpathy et al. 2014", (6.0, 22.7, 34.0), (6.6, 21.6, 31.7)),
-    ("Kiros et al. 2014, LSTM, VGG features", (18.0, 40.9, 55.0), (12.5, 37.0, 51.5)),
-    ("Karpathy & Fei-Fei 2015, BRNN", (16.5, 40.6, 54.2), (11.8, 32.1, 44.7)),
+Triple = tuple[float, float, float]
+#: Published Flickr8k 1K-test figures: label, i2t R@1/5/10, t2i R@1/5/10, the median
+#: ranks (i2t, t2i) where a source here gives them. Sources, as checked (docs/RESULTS.md,
+#: "Published figures, checked"): the Karpathy, Joulin & Fei-Fei (2014) Table 1 rows as
+#: tabulated in Paranioar/Awesome_Matching_Pretraining_Transfering (README, Flickr8K);
+#: Kiros et al.'s with their median ranks as quoted in linxd5/VSE_Pytorch (README).
+PUBLISHED: list[tuple[str, Triple, Triple, tuple[float, float] | None]] = [
+    (
+        "SDT-RNN, AlexNet features, as reported by Karpathy et al. 2014",
+        (4.5, 18.0, 28.6),
+        (6.1, 18.5, 29.0),
+        None,
+    ),
+    (
+        "SDT-RNN on RCNN object detections (Karpathy et al. 2014)",
+        (6.0, 22.7, 34.0),
+        (6.6, 21.6, 31.7),
+        None,
+    ),
+    ("Kiros et al. 2014, LSTM, VGG features", (18.0, 40.9, 55.0), (12.5, 37.0, 51.5), (8, 10)),
+    ("Karpathy & Fei-Fei 2015, BRNN", (16.5, 40.6, 54.2), (11.8, 32.1, 44.7), None),
+]
+#: Wider recall, both ranks and 95 % bootstrap intervals (``ci95`` of a test result).
+WIDE_HEADER = [
+    "model",
+    "i2t R@20",
+    "i2t R@50",
+    "i2t med r",
+    "i2t mean r",
+    "t2i R@20",
+    "t2i R@50",
+    "t2i med r",
+    "t2i mean r",
+    "i2t R@10 95% CI",
+    "t2i R@10 95% CI",
+    "rsum 95% CI",
+]
+#: Image search by caption group (``t2i_groups`` of a test result).
+GROUPS = {"with_verb": "with a verb", "without_verb": "without a verb"}
+GROUP_HEADER = [
+    "model",
+    *(
+        f"{label}: {col}"
+        for label in GROUPS.values()
+        for col in ("captions", "R@1", "R@5", "R@10", "med r")
+    ),
 ]
 
 # How a summary value becomes a flag: its value, or the bare flag when it is True/False.
@@ -138,13 +183,55 @@ def _row(label: str, test: dict | None, train_seconds: object) -> list[str]:
 
 
 def published_rows() -> list[list[str]]:
-    """The GUIDE §3 figures, rsum computed from them; a dash where they report nothing."""
+    """The published figures, rsum computed from them; a dash where they report nothing."""
     rows = []
-    for label, i2t, t2i in PUBLISHED:
+    for label, i2t, t2i, medians in PUBLISHED:
         rsum = round(sum(i2t) + sum(t2i), 1)
-        cells = [f"*{label}* (published)", *map(_fmt, i2t), DASH, *map(_fmt, t2i), DASH]
+        med_i2t, med_t2i = (_rank(m) for m in medians) if medians else (DASH, DASH)
+        cells = [f"*{label}* (published)", *map(_fmt, i2t), med_i2t, *map(_fmt, t2i), med_t2i]
         rows.append([*cells, _fmt(rsum), *[DASH] * (len(HEADER) - len(cells) - 1)])
     return rows
+
+
+def _span(value: object) -> str:
+    """A ``[low, high]`` interval as "low–high", or a dash."""
+    if isinstance(value, list | tuple) and len(value) == 2:
+        low, high = value
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+            return f"{low:.1f}–{high:.1f}"
+    return DASH
+
+
+def _block(test: dict | None, *keys: str) -> dict:
+    """``test[keys[0]][keys[1]]…`` when every level is a dict, else an empty dict."""
+    node: object = test
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
+
+
+def wide_row(label: str, test: dict | None) -> list[str]:
+    """R@20/R@50, median and mean rank of both directions and the 95 % intervals."""
+    cells = [label]
+    for side in ("i2t", "t2i"):
+        block = _block(test, side)
+        cells += [_fmt(block.get("R@20")), _fmt(block.get("R@50"))]
+        cells += [_rank(block.get("median_rank")), _fmt(block.get("mean_rank"))]
+    ci = _block(test, "ci95")
+    cells += [_span(_block(ci, "i2t").get("R@10")), _span(_block(ci, "t2i").get("R@10"))]
+    return [*cells, _span(ci.get("rsum"))]
+
+
+def group_row(label: str, test: dict | None) -> list[str]:
+    """Image search (t2i) of the captions with and without a verb."""
+    cells = [label]
+    for group in GROUPS:
+        block = _block(test, "t2i_groups", group)
+        count = block.get("captions")
+        cells.append(str(count) if isinstance(count, int) else DASH)
+        cells += [_fmt(block.get(k)) for k in ("R@1", "R@5", "R@10")]
+        cells.append(_rank(block.get("median_rank")))
+    return cells
 
 
 def _flag_value(value: object) -> str:
@@ -273,10 +360,12 @@ def render(runs: Path) -> str:
     found = load_runs(runs)
     if not found:
         raise SystemExit(f"no training summaries (<name>.json) in {runs}")
-    rows, commands = [], []
+    rows, wide, groups, commands = [], [], [], []
     for name, summary, test in found:
         label = name if name == summary["encoder"] else f"{name} ({summary['encoder']})"
         rows.append(_row(label, test, summary.get("train_seconds")))
+        wide.append(wide_row(label, test))
+        groups.append(group_row(label, test))
         command = train_command(summary, runs / f"{name}.pt")
         commands.append([label, f"`{command}`"])
     lines = [
@@ -291,6 +380,24 @@ def render(runs: Path) -> str:
         "SICK-R r: Pearson × 100 of caption-vector cosine with the gold scores (no trained "
         "regressor). Train time: the summary's train_seconds (parsing and CNN features "
         f"excluded). {DASH}: not measured or not reported.",
+        "",
+        "### Wider recall, mean rank, 95 % intervals",
+        "",
+        *_table(WIDE_HEADER, wide),
+        "",
+        "R@20 and R@50 as in Dufour et al.'s Table 3 (not in rsum). Intervals: 2.5th–97.5th "
+        "percentiles of 1,000 bootstrap resamples of the test photos (each with its five "
+        "captions; seed 0), ranks computed once against the whole gallery (Merkx & Frank "
+        f"2019 report such intervals). {DASH}: a test result written before these were "
+        "measured.",
+        "",
+        "### Image search by caption: with and without a verb (paper §6.6)",
+        "",
+        *_table(GROUP_HEADER, groups),
+        "",
+        "A caption has a verb when its stanza parse tags a word VERB (auxiliaries and "
+        'copulas are AUX: "A dog is in the snow" has none); each caption still ranks all '
+        "1,000 photos.",
         "",
         "### Training commands",
         "",

@@ -27,6 +27,7 @@ from PIL import Image
 from groundsearch.index.caption_bank import CaptionBank, captions_from, training_captions
 from groundsearch.index.gallery import Gallery, ImageRecord, checkpoint_identity
 from groundsearch.index.sample_gallery import SAMPLE_CAPTIONS
+from groundsearch.model.runtime.arithmetic import arithmetic_query, centre_rerank
 from groundsearch.model.runtime.captioning import (
     CaptionDecoder,
     DecoderError,
@@ -354,14 +355,12 @@ class Engine:
         With ``written``, also the sentences the decoder writes for the result vector."""
         timings: Timings = {}
         if isinstance(base, int):
-            query = self.gallery.image_vector(base).copy()
+            start = self.gallery.image_vector(base)
         else:
-            query = self.embed_photo(base, timings)
-        for i, phrase in enumerate(plus):
-            query = query + self.embed_text(phrase, timings, f"plus phrase {i + 1}")
-        for i, phrase in enumerate(minus):
-            query = query - self.embed_text(phrase, timings, f"minus phrase {i + 1}")
-        query = query / max(float(np.linalg.norm(query)), 1e-12)
+            start = self.embed_photo(base, timings)
+        added = [self.embed_text(p, timings, f"plus phrase {i + 1}") for i, p in enumerate(plus)]
+        taken = [self.embed_text(p, timings, f"minus phrase {i + 1}") for i, p in enumerate(minus)]
+        query = arithmetic_query(start, added, taken)
         exclude = {base} if isinstance(base, int) else set()
         fetch = k + len(exclude) + (max(4 * k, 50) if rerank else 0)
         hits = [h for h in self._search_images(query, fetch, timings) if h[0].id not in exclude]
@@ -369,10 +368,8 @@ class Engine:
         if rerank and hits:
             with self._stage("rerank", timings):
                 vectors = np.stack([self.gallery.image_vector(r.id) for r, _ in hits])
-                centre = vectors[:rerank_top].mean(axis=0)
-                scores = vectors @ centre / max(float(np.linalg.norm(centre)), 1e-12)
-                order = np.argsort(-scores, kind="stable")
-                hits = [(hits[i][0], float(scores[i])) for i in order]
+                order, scores = centre_rerank(vectors, rerank_top)
+                hits = [(hits[i][0], float(s)) for i, s in zip(order, scores, strict=True)]
         return hits[:k], sentences, timings
 
     def explain(self, text: str) -> tuple[DependencyTree, list[float] | None, Timings]:

@@ -112,6 +112,28 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from groundsearch.model.data import DatasetError
+    from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.parsing import ParseError
+    from groundsearch.model.runtime.text import NoKnownWordError
+    from groundsearch.model.training.experiment import compare_checkpoints
+
+    with user_errors(DatasetError, CheckpointError, ParseError, NoKnownWordError, ValueError):
+        result = compare_checkpoints(
+            Path(args.first),
+            Path(args.second),
+            data_root(args),
+            make_parser(),
+            get_settings().cache_dir,
+            split=args.split or None,
+            resamples=args.resamples,
+            progress=True,
+        )
+    print(json.dumps(rounded(result), indent=2))
+    return 0
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from groundsearch.model.training.plots import SummaryError, load_summary, plot_history
 
@@ -216,6 +238,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="append",
         metavar="CHECKPOINT",
         help="score another joint checkpoint together with this one (repeatable)",
+    )
+
+    p = command(
+        sub,
+        "compare",
+        cmd_compare,
+        "retrieval of two checkpoints on one split, SECOND − FIRST with paired bootstrap intervals",
+    )
+    p.add_argument("first", help="a joint-model or kcca checkpoint (.pt)")
+    p.add_argument("second", help="another one, compared with the first")
+    data_option(p)
+    p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
+    p.add_argument(
+        "--resamples", type=positive_int, default=1000, help="bootstrap resamples (default: 1000)"
     )
 
     p = command(sub, "plot", cmd_plot, "PNG of the loss and dev rsum curves of a training run")

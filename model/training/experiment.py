@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from groundsearch.files import write_text
@@ -39,6 +40,13 @@ from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.text.glove import glove_vocabulary
 from groundsearch.model.training.corpus import build_split
 from groundsearch.model.training.evaluation import protocol
+from groundsearch.model.training.evaluation.arithmetic import (
+    MIN_B_PHOTOS,
+    MIN_STARTS,
+    Pair,
+    evaluate_arithmetic,
+)
+from groundsearch.model.training.evaluation.retrieval import paired_bootstrap, retrieval_metrics
 from groundsearch.model.training.kcca import KCCAConfig, fit_kcca
 from groundsearch.model.training.loop import Split, TrainConfig, evaluate, train
 from groundsearch.model.training.plots import plot_history
@@ -164,6 +172,90 @@ def concept_weight_of(model: object) -> float:
         model = model.members[0]
     channel = getattr(model, "concepts", None)
     return float(channel.config.weight) if channel is not None else 0.0
+
+
+def compare_checkpoints(
+    first: Path,
+    second: Path,
+    data_root: Path,
+    parser: Parser,
+    cache_dir: Path,
+    split: str | None = "test",
+    resamples: int = 1000,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Retrieval of two saved models on the same split, and ``second − first`` with
+    paired bootstrap intervals over the split's photos (``retrieval.paired_bootstrap``)."""
+    models = [load_checkpoint(path, parser=parser.version) for path in (first, second)]
+    ds = load_captioned_images(data_root, split=split)
+    trees = parser.parse(list(ds.captions), workers=os.cpu_count() or 1)
+    caption_image = np.asarray(ds.caption_image)
+    scores, metrics = [], []
+    for path, model in zip((first, second), models, strict=True):
+        if isinstance(model, JointEmbedder):
+            model.model.require_known_words(trees)
+        extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
+        features = extractor.embed_files(
+            [ds.image_path(i) for i in range(len(ds.images))], progress=progress
+        )
+        scores.append(model.embed_images(features) @ model.embed_sentences(trees).T)
+        metrics.append({"checkpoint": str(path), "encoder": model.encoder})
+        metrics[-1].update(retrieval_metrics(scores[-1], caption_image))
+    return {
+        "data": str(data_root),
+        "split": split,
+        "images": len(ds.images),
+        "captions": len(ds.captions),
+        "first": metrics[0],
+        "second": metrics[1],
+        "second_minus_first": paired_bootstrap(
+            scores[0], scores[1], caption_image, resamples=resamples
+        ),
+    }
+
+
+def evaluate_arithmetic_checkpoint(
+    checkpoint: Path,
+    data_root: Path,
+    parser: Parser,
+    cache_dir: Path,
+    pairs: list[Pair],
+    split: str | None = "test",
+    k: int = 5,
+    rerank: bool = False,
+    examples: int = 0,
+    min_starts: int = MIN_STARTS,
+    min_b_photos: int = MIN_B_PHOTOS,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """The arithmetic protocol (``evaluation.arithmetic``) for a saved model on a
+    Flickr8k-layout split: its photos are the gallery, its captions say what they show."""
+    model = load_checkpoint(checkpoint, parser=parser.version)
+    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
+    ds = load_captioned_images(data_root, split=split)
+    sp = build_split(ds, parser, extractor, progress)
+    words = sorted({c.text for p in pairs for c in (p.a, p.b)})
+    word_trees = parser.parse(words)
+    if isinstance(model, JointEmbedder):
+        for word, tree in zip(words, word_trees, strict=True):
+            model.model.require_known_words([tree], f"concept {word!r}")
+
+    def embed_texts(texts: list[str]) -> np.ndarray:
+        return model.embed_sentences(parser.parse(texts))
+
+    result = evaluate_arithmetic(
+        model.embed_images(sp.features), sp.trees, sp.caption_image, embed_texts, pairs,
+        k=k, rerank=rerank, examples=examples, names=list(ds.images), features=sp.features,
+        min_starts=min_starts, min_b_photos=min_b_photos,
+    )  # fmt: skip
+    return {
+        "checkpoint": str(checkpoint),
+        "encoder": model.encoder,
+        "data": str(data_root),
+        "split": split,
+        "captions": len(ds.captions),
+        **result,
+    }
 
 
 def run_kcca_training(

@@ -1,4 +1,5 @@
-"""bench/results_table.py: rows, order, rebuilt train commands, published rows."""
+"""bench/results_table.py: rows, order, wider metrics and intervals (old results read
+with dashes), verb groups, rebuilt train commands, published rows."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def test_rows_in_encoder_order_then_published(table: ModuleType, runs: Path) -> 
     assert [r[0] for r in rows[:3]] == [
         "kcca",
         "gru",
-        "*SDT-RNN, as reported by Karpathy et al. 2014* (published)",
+        "*SDT-RNN, AlexNet features, as reported by Karpathy et al. 2014* (published)",
     ]
     kcca, gru = rows[0], rows[1]
     assert kcca[1:3] == ["not evaluated", "–"] and kcca[14] == "1.0"
@@ -129,9 +130,50 @@ def test_train_commands(table: ModuleType, runs: Path) -> None:
 
 
 def test_published_rsum(table: ModuleType) -> None:
-    rsum = {r[0]: r[9] for r in table.published_rows()}
-    # GUIDE §3 states 124.6 for the first, but its six figures sum to 122.6
-    assert rsum["*SDT-RNN, as reported by Karpathy et al. 2014* (published)"] == "122.6"
-    assert rsum["*Kiros et al. 2014, LSTM, VGG features* (published)"] == "214.9"
+    rows = {r[0]: r for r in table.published_rows()}
+    rsum = {label: r[9] for label, r in rows.items()}
+    assert rsum["*SDT-RNN, AlexNet features, as reported by Karpathy et al. 2014* (published)"] == (
+        "104.7"
+    )
+    # GUIDE §3 states 124.6 for the RCNN variant, but its six figures sum to 122.6
+    assert rsum["*SDT-RNN on RCNN object detections (Karpathy et al. 2014)* (published)"] == (
+        "122.6"
+    )
+    kiros = rows["*Kiros et al. 2014, LSTM, VGG features* (published)"]
+    assert rsum[kiros[0]] == "214.9" and (kiros[4], kiros[8]) == ("8", "10")
     assert rsum["*Karpathy & Fei-Fei 2015, BRNN* (published)"] == "199.9"
     assert all(len(r) == len(table.HEADER) for r in table.published_rows())
+
+
+def test_wider_metrics_and_groups_of_a_new_result(table: ModuleType, runs: Path) -> None:
+    new = {
+        **GRU_TEST,
+        "i2t": {**_side(20.0, 6.0), "R@20": 70.04, "R@50": 85.0, "mean_rank": 31.26},
+        "t2i": {**_side(14.0, 8.5), "R@20": 66.0, "R@50": 80.0},
+        "ci95": {
+            "i2t": {"R@10": [61.0, 67.04]},
+            "t2i": {"R@10": [54.0, 58.5]},
+            "rsum": [240.04, 262.5],
+        },
+        "t2i_groups": {
+            "with_verb": {"captions": 3000, "R@1": 17.0, "R@5": 42.0, "R@10": 57.0,
+                          "median_rank": 8.0},
+            "without_verb": {"captions": 2000},
+        },
+    }  # fmt: skip
+    (runs / "gru.test.json").write_text(json.dumps(new))
+    wide = table.wide_row("gru", new)
+    assert wide == ["gru", "70.0", "85.0", "6", "31.3", "66.0", "80.0", "8.5", "50.0",
+                    "61.0–67.0", "54.0–58.5", "240.0–262.5"]  # fmt: skip
+    groups = table.group_row("gru", new)
+    assert groups == ["gru", "3000", "17.0", "42.0", "57.0", "8", "2000", "–", "–", "–", "–"]
+    text = table.render(runs)
+    assert "| gru | 70.0 | 85.0 |" in text and "| gru | 3000 | 17.0 |" in text
+
+
+def test_old_results_read_with_dashes(table: ModuleType, runs: Path) -> None:
+    wide = table.wide_row("gru", GRU_TEST)
+    assert wide[1:3] == ["–", "–"] and wide[3:5] == ["6", "50.0"] and wide[9:] == ["–"] * 3
+    assert table.group_row("gru", GRU_TEST)[1:] == ["–"] * 10
+    assert table.wide_row("kcca", None)[1:] == ["–"] * 11
+    assert len(table.WIDE_HEADER) == 12 and len(table.GROUP_HEADER) == 11

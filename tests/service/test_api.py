@@ -90,6 +90,24 @@ def test_arithmetic_moves_the_query_and_excludes_the_start(client, gallery_photo
     assert mean_snow(moved.json()["results"]) >= mean_snow(plain)
 
 
+@pytest.mark.parametrize("rerank", [False, True])
+def test_the_measured_protocol_ranks_as_the_service_does(service_engine, rerank):
+    """``groundsearch evaluate-arithmetic`` scores what ``/arithmetic`` answers: the same
+    query and the same top k (re-ranked or not) for every start photo of the gallery."""
+    import numpy as np
+
+    from groundsearch.model.runtime.arithmetic import arithmetic_query
+    from groundsearch.model.training.evaluation.arithmetic import top_k
+
+    ids = service_engine.gallery.image_ids()
+    vectors = np.stack([service_engine.gallery.image_vector(i) for i in ids]).astype(np.float32)
+    snow, dog = (service_engine.embed_text(w, {}) for w in ("snow", "dog"))
+    for start, image_id in enumerate(ids):
+        hits, _, _ = service_engine.arithmetic(image_id, ["snow"], ["dog"], 3, rerank)
+        query = arithmetic_query(vectors[start], [snow], [dog])
+        assert [h[0].id for h in hits] == [ids[i] for i in top_k(query, vectors, 3, start, rerank)]
+
+
 def test_arithmetic_from_an_uploaded_photo(client, gallery_photo):
     _, data, _ = gallery_photo
     res = client.post(

@@ -1,6 +1,8 @@
 """The full evaluation protocol (GUIDE §3) for any model that embeds captions and photos.
 
-- retrieval both ways (R@K, median and mean rank, rsum) on a dataset split;
+- retrieval both ways (R@K, median and mean rank, rsum) on a dataset split, with 95 %
+  bootstrap intervals over the split's photos, and image search split by whether the
+  caption has a verb (the paper's §6.6 error analysis);
 - sentence similarity (paper §6.1): the mean rank of the nearest same-image caption;
 - Flickr8k expert judgments: Spearman of image–caption cosine with the mean expert score;
 - STS Benchmark and SICK-R test pairs: Pearson and Spearman of sentence cosine.
@@ -19,7 +21,11 @@ import numpy as np
 
 from groundsearch.model.data.flickr import EXPERT_FILE, IMAGES_DIR, DatasetError, read_caption_ids
 from groundsearch.model.runtime.parsing.tree import DependencyTree
-from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
+from groundsearch.model.training.evaluation.retrieval import (
+    bootstrap_intervals,
+    retrieval_metrics,
+    t2i_by_group,
+)
 from groundsearch.model.training.evaluation.similarity import (
     cosine_pairs,
     pearson,
@@ -55,16 +61,34 @@ def skipped(reason: str) -> dict[str, Any]:
     return {"skipped": reason}
 
 
+def has_verb(tree: DependencyTree) -> bool:
+    """Whether the parse has a word tagged VERB (auxiliaries and copulas are AUX: "A dog
+    is in the snow" has none)."""
+    return any(node.upos == "VERB" for node in tree)
+
+
+def caption_groups(trees: Sequence[DependencyTree]) -> dict[str, np.ndarray]:
+    """Masks over the captions for the error analysis: with and without a verb."""
+    verb = np.array([has_verb(t) for t in trees], dtype=bool)
+    return {"with_verb": verb, "without_verb": ~verb}
+
+
 def split_metrics(
     model: Embedder,
     trees: Sequence[DependencyTree],
     features: np.ndarray,
     caption_image: np.ndarray,
+    resamples: int = 1000,
 ) -> dict[str, Any]:
-    """Retrieval metrics and the sentence-similarity mean rank of one split."""
+    """Retrieval metrics (with bootstrap intervals over the photos, ``ci95``), image
+    search by caption group (``t2i_groups``) and the sentence-similarity mean rank of
+    one split."""
     y = model.embed_sentences(trees)
     v = model.embed_images(features)
-    out = retrieval_metrics(v @ y.T, caption_image)
+    scores = v @ y.T
+    out = retrieval_metrics(scores, caption_image)
+    out["ci95"] = bootstrap_intervals(scores, caption_image, resamples=resamples)
+    out["t2i_groups"] = t2i_by_group(scores, caption_image, caption_groups(trees))
     try:
         out["sentence_similarity_mean_rank"] = same_image_mean_rank(y, caption_image)
     except ValueError as exc:  # an image with a single caption

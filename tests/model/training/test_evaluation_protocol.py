@@ -13,7 +13,9 @@ from groundsearch.model.runtime.joint import JointConfig, JointModel
 from groundsearch.model.runtime.text.glove import glove_vocabulary
 from groundsearch.model.training.corpus import build_split
 from groundsearch.model.training.evaluation.protocol import (
+    caption_groups,
     expert_correlation,
+    has_verb,
     pair_correlation,
     sentence_benchmarks,
     split_metrics,
@@ -145,6 +147,27 @@ def test_split_metrics_add_sentence_similarity(splits, model):
     # An image with a single caption cannot take part: reported, not crashed.
     one = split_metrics(model, sp.trees[:6], sp.features[:2], sp.caption_image[:6])
     assert "another caption of the same image" in one["sentence_similarity_mean_rank"]["skipped"]
+
+
+def test_split_metrics_add_intervals_and_verb_groups(splits, model):
+    sp = splits["test"]
+    m = split_metrics(model, sp.trees, sp.features, sp.caption_image, resamples=50)
+    low, high = m["ci95"]["rsum"]
+    assert low <= m["rsum"] <= high and m["ci95"]["resamples"] == 50
+    groups = m["t2i_groups"]
+    assert groups["with_verb"]["captions"] + groups["without_verb"]["captions"] == len(sp.trees)
+    verbs = sum(has_verb(t) for t in sp.trees)
+    assert groups["with_verb"]["captions"] == verbs
+
+
+def test_a_verb_is_a_verb_not_a_copula(parser):
+    with_verb, copula, phrase = parser.parse(
+        ["A dog runs on the beach .", "A dog is in the snow .", "Two children on a slide ."]
+    )
+    assert has_verb(with_verb) and not has_verb(copula) and not has_verb(phrase)
+    masks = caption_groups([with_verb, copula, phrase])
+    assert masks["with_verb"].tolist() == [True, False, False]
+    assert masks["without_verb"].tolist() == [False, True, True]
 
 
 def test_empty_split_is_a_clear_error(tiny_flickr, tmp_path):

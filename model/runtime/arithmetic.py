@@ -1,0 +1,39 @@
+"""Embedding arithmetic (Kiros, Salakhutdinov & Zemel 2014): ``photo − "blue" + "red"``.
+
+One place for the vector sums, so that the service (``/arithmetic``) and the measured
+protocol (``groundsearch evaluate-arithmetic``) compute exactly the same query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def unit(vector: np.ndarray) -> np.ndarray:
+    """``vector`` scaled to length 1 (a zero vector stays zero)."""
+    return vector / max(float(np.linalg.norm(vector)), 1e-12)
+
+
+def arithmetic_query(
+    base: np.ndarray, plus: Sequence[np.ndarray] = (), minus: Sequence[np.ndarray] = ()
+) -> np.ndarray:
+    """The unit query ``base + Σ plus − Σ minus``: joint-space vectors of a photo and of
+    the phrases added and taken away, each as its model embeds it."""
+    query = np.array(base, dtype=np.float32, copy=True)
+    for vec in plus:
+        query = query + vec
+    for vec in minus:
+        query = query - vec
+    return unit(query)
+
+
+def centre_rerank(vectors: np.ndarray, top: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """Kiros et al.'s outlier filter: candidates (rows of ``vectors``, best first) are
+    re-sorted by their similarity to the mean of the first ``top``. Returns the new
+    order (indices into ``vectors``) and each candidate's score, in that order."""
+    centre = vectors[:top].mean(axis=0)
+    scores = vectors @ centre / max(float(np.linalg.norm(centre)), 1e-12)
+    order = np.argsort(-scores, kind="stable")
+    return order, scores[order]
