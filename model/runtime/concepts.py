@@ -158,6 +158,9 @@ class ConceptChannel:
                 f"{backbone} has {self._weight.shape[0]} classes, the names {len(self.classes)}"
             )
         self.class_vectors = np.stack([phrase_vector(class_words(c)) for c in self.classes])
+        #: what every photo's ConSE vector shares: subtracted, so that a word that is
+        #: merely close to "things" in general (clock, microscope) gains no photo
+        self.class_mean = self.class_vectors.mean(axis=0)
 
     @property
     def scale(self) -> float:
@@ -179,7 +182,7 @@ class ConceptChannel:
             mask = np.zeros_like(p)
             np.put_along_axis(mask, top, 1.0, axis=1)
             p = p * mask
-        return _unit(p @ self.class_vectors)
+        return _unit(p @ self.class_vectors) - self.class_mean
 
     def novelty(self, word: str) -> float:
         """a_n: 1 for a word the joint model never trained, ``familiar`` otherwise."""

@@ -213,8 +213,9 @@ def photo_best_words(
     words: Sequence[str] = CONCEPT_WORDS,
     truth: Mapping[str, Collection[str]] = SAMPLE_TRUTH,
 ) -> dict[str, Any]:
-    """Each photo's three best queries among ``words`` ("a cat", …), and how many
-    photos' best query is one of its ``truth`` words."""
+    """Each photo's three best queries among ``words`` ("a cat", …) and how many
+    photos' best query is one of its ``truth`` words; and the other way, each truth
+    word's best photo (search) and how many are right."""
     texts = [w if w in {"snow", "grass", "coffee"} else f"a {w}" for w in words]
     scores = photo_vectors @ embed_sentences(parse(texts)).T
     rows = []
@@ -223,8 +224,17 @@ def photo_best_words(
         best = [words[i] for i in order]
         rows.append({"photo": name, "best": best, "right": best[0] in truth.get(name, ())})
     judged = [r for r in rows if r["photo"] in truth]
+    # the other direction (search): each truth word's best photo among the gallery's
+    searches = []
+    for w, col in zip(words, scores.T, strict=True):
+        owners = [name for name in photos if w in truth.get(name, ())]
+        if owners:
+            best = photos[int(np.argmax(col))]
+            searches.append({"word": w, "best_photo": best, "right": best in owners})
     return {
         "photos": rows,
         "top1_right": sum(r["right"] for r in judged),
         "judged": len(judged),
+        "searches": searches,
+        "search_right": sum(s["right"] for s in searches),
     }

@@ -108,3 +108,6 @@ def test_photo_best_words_judges_the_top_word():
     )
     assert [r["best"][0] for r in out["photos"]] == ["cat", "cat"]
     assert out["top1_right"] == 1 and out["judged"] == 2
+    # searching: "a cat" finds chelsea, "a clock" finds clock_motion (0.2 > 0.1)
+    assert [s["best_photo"] for s in out["searches"]] == ["chelsea.png", "clock_motion.png"]
+    assert out["search_right"] == 2
