@@ -1,0 +1,77 @@
+"""Sweep the concept channel's weight on a split: standard rsum and the held-out-concept
+figures for each (weight, familiar, rare), the model's joint weights fixed.
+
+    python bench/concept_sweep.py runs/concepts/sdt-heldout.pt --split dev \
+        --weights 0,0.5,1,2 --familiar 0,0.25 --rare 2
+
+(docs/RESULTS.md, "Concepts Flickr8k never showed": how w was chosen on dev.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from groundsearch.cli.common import make_parser
+from groundsearch.model.data import load_captioned_images
+from groundsearch.model.runtime.checkpoints import JointEmbedder, load_checkpoint
+from groundsearch.model.runtime.concepts import ConceptConfig
+from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.training.evaluation.concepts import held_out_metrics
+from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
+from groundsearch.settings import get_settings
+
+
+def floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",")]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("checkpoint", type=Path)
+    ap.add_argument("--split", default="dev")
+    ap.add_argument("--weights", type=floats, default=[0.0, 0.5, 1.0, 2.0])
+    ap.add_argument("--familiar", type=floats, default=[0.0])
+    ap.add_argument("--rare", type=int, default=ConceptConfig.rare)
+    args = ap.parse_args()
+
+    s = get_settings()
+    parser = make_parser()
+
+    def parse(texts: list[str]) -> list:
+        return parser.parse(texts, workers=2)
+
+    model = load_checkpoint(args.checkpoint, parser=parser.version, concept_weight=1.0)
+    assert isinstance(model, JointEmbedder) and model.concepts is not None
+    channel = model.concepts
+    ds = load_captioned_images(s.data_dir / "flickr8k", split=args.split)
+    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
+    feats = extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
+    trees = parse(list(ds.captions))
+    links = np.asarray(ds.caption_image)
+    for familiar in args.familiar:
+        for weight in args.weights:
+            channel.config = ConceptConfig(weight=weight, familiar=familiar, rare=args.rare)
+            model.concepts = channel if weight > 0 else None
+            photos = model.embed_images(feats)
+            rsum = retrieval_metrics(photos @ model.embed_sentences(trees).T, links)["rsum"]
+            held = held_out_metrics(model.embed_sentences, photos, ds, trees, parse)
+            row = {
+                "weight": weight,
+                "familiar": familiar,
+                "rare": args.rare,
+                "rsum": rsum,
+                "single_p@5": held["single"]["p@5"],
+                "compositional_p@5": held["compositional"]["p@5"],
+                "held_out_captions_r@10": held["captions"]["held_out"]["r@10"],
+            }
+            print(
+                json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()})
+            )
+
+
+if __name__ == "__main__":
+    main()
