@@ -135,3 +135,16 @@ def test_published_rsum(table: ModuleType) -> None:
     assert rsum["*Kiros et al. 2014, LSTM, VGG features* (published)"] == "214.9"
     assert rsum["*Karpathy & Fei-Fei 2015, BRNN* (published)"] == "199.9"
     assert all(len(r) == len(table.HEADER) for r in table.published_rows())
+
+
+def test_paper_options_appear_only_when_set(table: ModuleType, runs: Path) -> None:
+    # options added with issue 15: absent from older summaries, printed only when not
+    # the default, so older runs' commands stay as they were
+    joint = {**GRU["joint"], "encoder": "dt-rnn", "unweighted": True, "nonlinearity": "relu"}
+    train = {**GRU["train"], "loss": "squared", "lr_min": 1e-6, "ensemble_best": 0}
+    cmd = table.train_command({**GRU, "joint": joint, "train": train}, runs / "d.pt")
+    assert "--unweighted --nonlinearity relu" in cmd and "--loss squared" in cmd
+    assert "--lr 0.002 --lr-min 1e-06" in cmd and "--ensemble-best" not in cmd
+    plain = {**GRU["joint"], "unweighted": False, "nonlinearity": "tanh"}
+    cmd = table.train_command({**GRU, "joint": plain}, runs / "g.pt")
+    assert "--unweighted" not in cmd and "--nonlinearity" not in cmd
