@@ -20,6 +20,7 @@ from groundsearch.model.runtime.encoders.tree_lstm import LeftRightTreeLSTM
 from groundsearch.model.runtime.encoders.tree_rnn import TreeRNN
 from groundsearch.model.runtime.joint import JointConfig, JointModel, build_inventory
 from groundsearch.model.runtime.parsing.tree import build_tree
+from groundsearch.model.runtime.shares import node_shares, supports_shares
 from tests.paper_trees import bikes_ride, students, toy_vocab
 
 F = {"tanh": np.tanh, "relu": lambda a: np.maximum(a, 0), "none": lambda a: a}
@@ -239,3 +240,20 @@ def test_max_pooling_variant_and_size_check():
     torch.testing.assert_close(out[1], states[0].max(dim=0).values)
     with pytest.raises(ValueError, match="must be --hidden 8"):
         MerkxFrankCharEncoder(len(inv), hidden=6, rnn_hidden=4)
+
+
+@pytest.mark.parametrize("unweighted,f", [(True, "tanh"), (True, "relu"), (False, "none")])
+def test_word_shares_still_sum_to_one(unweighted, f):
+    config = JointConfig(
+        encoder="dt-rnn", hidden=5, image_dim=4, unweighted=unweighted, nonlinearity=f,
+        init_noise=0.2,
+    )  # fmt: skip
+    model = JointModel(config, toy_vocab(), build_inventory(config, [students()]), "p", "c")
+    assert supports_shares(model)
+    assert sum(node_shares(model, students())) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_sigmoid_models_have_no_word_shares():
+    config = JointConfig(encoder="dt-rnn", hidden=5, image_dim=4, nonlinearity="sigmoid")
+    model = JointModel(config, toy_vocab(), build_inventory(config, [students()]), "p", "c")
+    assert not supports_shares(model)
