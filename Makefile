@@ -142,7 +142,7 @@ RECIPE_char-gru ?= --hidden 512 --rnn-hidden 128 --epochs 4 --cycles 2
 # Merkx & Frank as published: raw characters, vector attention, no projection (hidden =
 # 2 × rnn-hidden), Adam cycling 1e-3 → 1e-6 in 4-epoch cycles, the two best snapshots;
 # 8 epochs (2 cycles) instead of their 32 and a smaller GRU: see docs/RESULTS.md
-MF_RNN ?= 256
+MF_RNN ?= 128
 RECIPE_char-gru-mf ?= --hidden $$(($(MF_RNN) * 2)) --rnn-hidden $(MF_RNN) --lr 0.001 \
 	--lr-min 0.000001 --epochs 8 --cycles 2 --ensemble-best 2 --batch-size 100
 RECIPE_kcca ?= --backbone efficientnet-lite2
