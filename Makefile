@@ -12,13 +12,14 @@
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
 #   make concepts             the held-out-concept protocol, without and with the channel (~15 min)
 #   make arithmetic           photo − "A" + "B" measured: shipped SDT-RNN vs bag of words (~5 min)
+#   make -j2 paper-results    the same plus Socher et al.'s comparisons (unweighted, f, loss)
 SHELL := bash
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size bench-captions reliability score-parser train-parser results arithmetic
+.PHONY: concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size bench-captions reliability score-parser train-parser results arithmetic paper-results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -100,7 +101,12 @@ reliability: install
 # and a rerun only redoes what is missing. Logs: RESULTS_DIR/<encoder>.{train,test}.log.
 RESULTS_DIR ?= runs/results
 RESULTS_TABLE ?= docs/RESULTS_TABLE.md
-ENCODERS ?= char-gru lstm gru sdt-rnn tree-lstm dt-rnn chain-rnn bow kcca
+ENCODERS ?= char-gru lstm gru sdt-rnn tree-lstm dt-rnn chain-rnn bow kcca \
+	tree-lstm-lr dt-rnn-distance char-gru-mf
+# The papers' own configurations, repeated beside ours (docs/RESULTS.md, "The seed papers'
+# experiments"): a run named <name> trains --encoder $(ENCODER_<name>) (default: <name>).
+PAPER_RUNS ?= dt-rnn-unweighted dt-rnn-relu dt-rnn-sigmoid dt-rnn-none sdt-rnn-unweighted \
+	sdt-rnn-squared
 # Shared by every joint model: Lite2 features (square-rooted), fine-tuned GloVe, cosine
 # scores, margin 0.2, Adam with a cyclic learning rate and a snapshot ensemble.
 RECIPE ?= --backbone efficientnet-lite2 --sqrt-features --tune-words --normalize \
@@ -108,14 +114,39 @@ RECIPE ?= --backbone efficientnet-lite2 --sqrt-features --tune-words --normalize
 # The paper's models: its 64-ish dimensions, 10 cycles of 3 epochs.
 PAPER ?= --hidden 64 --epochs 30 --cycles 10
 RECIPE_sdt-rnn ?= $(PAPER) --relation-min-count 100
+# the paper's DT-RNN (child matrices by the child's order on its side of the head);
+# dt-rnn-distance is ours (by word distance), the DT-RNN of the table before issue 15
 RECIPE_dt-rnn ?= $(PAPER)
+RECIPE_dt-rnn-distance ?= $(PAPER)
+# Socher et al.'s comparisons: Eq. 1–3 without ℓ, the nonlinearity, the squared loss
+ENCODER_dt-rnn-unweighted ?= dt-rnn
+RECIPE_dt-rnn-unweighted ?= $(PAPER) --unweighted
+ENCODER_dt-rnn-relu ?= dt-rnn
+RECIPE_dt-rnn-relu ?= $(PAPER) --nonlinearity relu
+ENCODER_dt-rnn-sigmoid ?= dt-rnn
+RECIPE_dt-rnn-sigmoid ?= $(PAPER) --nonlinearity sigmoid
+ENCODER_dt-rnn-none ?= dt-rnn
+RECIPE_dt-rnn-none ?= $(PAPER) --nonlinearity none
+ENCODER_sdt-rnn-unweighted ?= sdt-rnn
+RECIPE_sdt-rnn-unweighted ?= $(RECIPE_sdt-rnn) --unweighted
+ENCODER_sdt-rnn-squared ?= sdt-rnn
+RECIPE_sdt-rnn-squared ?= $(RECIPE_sdt-rnn) --loss squared
 RECIPE_bow ?= $(PAPER)
 RECIPE_chain-rnn ?= $(PAPER)
 # The siblings: 512-d states, as many epochs as fit in ~15 minutes on 2 cores.
 RECIPE_lstm ?= --hidden 512 --rnn-hidden 512 --epochs 6 --cycles 2
 RECIPE_gru ?= --hidden 512 --rnn-hidden 512 --epochs 6 --cycles 2
 RECIPE_tree-lstm ?= --hidden 512 --rnn-hidden 256 --epochs 15 --cycles 5
+# Dufour et al.'s left/right Tree-LSTM (p = 3: own parameters for the first two children
+# on each side, the rest summed), with the child-sum Tree-LSTM's recipe
+RECIPE_tree-lstm-lr ?= $(RECIPE_tree-lstm) --max-child-order 3
 RECIPE_char-gru ?= --hidden 512 --rnn-hidden 128 --epochs 4 --cycles 2
+# Merkx & Frank as published: raw characters, vector attention, no projection (hidden =
+# 2 × rnn-hidden), Adam cycling 1e-3 → 1e-6 in 4-epoch cycles, the two best snapshots;
+# 8 epochs (2 cycles) instead of their 32 and a smaller GRU: see docs/RESULTS.md
+MF_RNN ?= 128
+RECIPE_char-gru-mf ?= --hidden $$(($(MF_RNN) * 2)) --rnn-hidden $(MF_RNN) --lr 0.001 \
+	--lr-min 0.000001 --epochs 8 --cycles 2 --ensemble-best 2 --batch-size 100
 RECIPE_kcca ?= --backbone efficientnet-lite2
 # The held-out-concept protocol (docs/RESULTS.md "Concepts Flickr8k never showed"): the
 # SDT-RNN trained without the photos of ten concepts, asked for them on test without and
@@ -133,20 +164,25 @@ concepts: install
 # prefixed to each train/evaluate command, e.g. TRAIN_ENV="OMP_NUM_THREADS=1" with -j2
 TRAIN_ENV ?=
 
-RESULT_MODELS := $(ENCODERS:%=$(RESULTS_DIR)/%.pt)
+RESULT_MODELS := $(ENCODERS:%=$(RESULTS_DIR)/%.pt) $(PAPER_RUNS:%=$(RESULTS_DIR)/%.pt)
 RESULT_TESTS := $(ENCODERS:%=$(RESULTS_DIR)/%.test.json)
+PAPER_TESTS := $(PAPER_RUNS:%=$(RESULTS_DIR)/%.test.json)
 
 results: $(RESULT_TESTS)
+	$(BIN)/python bench/results_table.py $(RESULTS_DIR) --out $(RESULTS_TABLE)
+
+# Socher et al.'s comparisons (unweighted, nonlinearities, squared loss), then the table
+paper-results: $(RESULT_TESTS) $(PAPER_TESTS)
 	$(BIN)/python bench/results_table.py $(RESULTS_DIR) --out $(RESULTS_TABLE)
 
 $(RESULT_MODELS): $(RESULTS_DIR)/%.pt: | $(BIN)/groundsearch
 	@mkdir -p $(RESULTS_DIR)
 	@echo "train $* -> $@ (log: $(RESULTS_DIR)/$*.train.log)"
-	@$(TRAIN_ENV) $(BIN)/groundsearch train --out $@ --encoder $* \
+	@$(TRAIN_ENV) $(BIN)/groundsearch train --out $@ --encoder $(or $(ENCODER_$*),$*) \
 		$(if $(filter kcca,$*),,$(RECIPE)) $(RECIPE_$*) > $(RESULTS_DIR)/$*.train.log 2>&1 \
 		|| { tail -n 20 $(RESULTS_DIR)/$*.train.log; exit 1; }
 
-$(RESULT_TESTS): $(RESULTS_DIR)/%.test.json: $(RESULTS_DIR)/%.pt
+$(RESULT_TESTS) $(PAPER_TESTS): $(RESULTS_DIR)/%.test.json: $(RESULTS_DIR)/%.pt
 	@echo "evaluate $< -> $@"
 	@$(TRAIN_ENV) $(BIN)/groundsearch evaluate $< --split test > $@.tmp \
 		2> $(RESULTS_DIR)/$*.test.log || { tail -n 20 $(RESULTS_DIR)/$*.test.log; exit 1; }

@@ -96,8 +96,10 @@ GROUP_HEADER = [
     ),
 ]
 
-# How a summary value becomes a flag: its value, or the bare flag when it is True/False.
-VALUE, IF_TRUE, IF_FALSE = "value", "if-true", "if-false"
+# How a summary value becomes a flag: its value, or the bare flag when it is True/False;
+# OPTION: its value (a True one: the bare flag), only when it is not the code's default
+# (options added later, so that older runs' commands stay as they were).
+VALUE, IF_TRUE, IF_FALSE, OPTION = "value", "if-true", "if-false", "option"
 #: ``groundsearch train`` flags of a joint model, in ``--help`` order, and their source:
 #: ``joint.*`` / ``train.*`` in the summary, ``model.*`` from the summary or checkpoint.
 JOINT_FLAGS = [
@@ -105,19 +107,27 @@ JOINT_FLAGS = [
     ("--hidden", "joint.hidden", VALUE),
     ("--rnn-hidden", "joint.rnn_hidden", VALUE),
     ("--relation-min-count", "joint.relation_min_count", VALUE),
+    ("--max-child-order", "joint.max_child_order", OPTION),
+    ("--unweighted", "joint.unweighted", OPTION),
+    ("--nonlinearity", "joint.nonlinearity", OPTION),
+    ("--char-cell", "joint.char_cell", OPTION),
+    ("--char-pooling", "joint.char_pooling", OPTION),
     ("--sqrt-features", "joint.sqrt_features", IF_TRUE),
     ("--tune-words", "joint.freeze_words", IF_FALSE),
     ("--epochs", "train.epochs", VALUE),
     ("--batch-size", "train.batch_size", VALUE),
+    ("--loss", "train.loss", OPTION),
     ("--margin", "train.margin", VALUE),
     ("--hardest", "train.hardest", IF_TRUE),
     ("--warmup", "train.warmup", VALUE),
     ("--normalize", "train.normalize", IF_TRUE),
     ("--optimizer", "train.optimizer", VALUE),
     ("--lr", "train.lr", VALUE),
+    ("--lr-min", "train.lr_min", OPTION),
     ("--weight-decay", "train.weight_decay", VALUE),
     ("--cycles", "train.cycles", VALUE),
     ("--ensemble", "train.ensemble", IF_TRUE),
+    ("--ensemble-best", "train.ensemble_best", OPTION),
     ("--half", "model.half", IF_TRUE),
     ("--backbone", "model.backbone", VALUE),
     ("--ten-crop", "model.ten_crop", IF_TRUE),
@@ -282,10 +292,16 @@ def train_command(summary: dict, out: Path, checkpoint: Path | None = None) -> s
         section, _, name = key.rpartition(".")
         used.add(key)
         scope = source[section] if section else source
+        if kind == OPTION and name not in scope and name in DEFAULTS.get(section, {}):
+            continue  # an option added after this run: it ran at the default
         if name not in scope:
             unknown.append(key)
             continue
         value = scope[name]
+        if kind == OPTION:
+            if _differs(value, DEFAULTS[section][name]):
+                words += [flag] if value is True else [flag, _flag_value(value)]
+            continue
         if kind == VALUE:
             words += [flag, _flag_value(value)]
         elif bool(value) == (kind == IF_TRUE):

@@ -15,12 +15,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from groundsearch.model.runtime.encoders.recurrent import char_batch
+from groundsearch.model.runtime.encoders.recurrent import CharInventory, char_batch
 from groundsearch.model.runtime.encoders.registry import ENCODERS as ENCODER_SPECS
 from groundsearch.model.runtime.encoders.registry import Inventory, encoder_spec
 from groundsearch.model.runtime.encoders.sequence import word_batch
 from groundsearch.model.runtime.encoders.tree_batch import make_batch
-from groundsearch.model.runtime.encoders.tree_rnn import StackedTreeRNN, TreeRNN
+from groundsearch.model.runtime.encoders.tree_rnn import (
+    NONLINEARITIES,
+    StackedTreeRNN,
+    TreeRNN,
+    activation,
+)
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.text.vocab import Vocabulary
 
@@ -44,6 +49,33 @@ class JointConfig:
     relation_min_count: int = field(
         default=5, metadata={"help": "sdt-rnn: rarer relations share their base relation's matrix"}
     )
+    max_child_order: int = field(
+        default=0,
+        metadata={
+            "help": "dt-rnn, tree-lstm-lr: children past this order on a side of their head "
+            "share the last order's parameters (0: dt-rnn keeps every order seen "
+            "--relation-min-count times, tree-lstm-lr takes p = 3)"
+        },
+    )
+    unweighted: bool = field(
+        default=False,
+        metadata={"help": "dt-rnn/sdt-rnn: drop Eq. 4's ℓ weighting (the paper's Eq. 1–3)"},
+    )
+    nonlinearity: str = field(
+        default="tanh",
+        metadata={"help": "dt-rnn/sdt-rnn: the composition's f", "choices": list(NONLINEARITIES)},
+    )
+    char_cell: str = field(
+        default="gru",
+        metadata={"help": "char-gru-mf: the recurrent cell", "choices": ["gru", "lstm"]},
+    )
+    char_pooling: str = field(
+        default="attention",
+        metadata={
+            "help": "char-gru-mf: vector-valued self-attention or max-pooling over time",
+            "choices": ["attention", "max"],
+        },
+    )
     sqrt_features: bool = field(
         default=False, metadata={"help": "square-root the CNN features first"}
     )
@@ -52,6 +84,13 @@ class JointConfig:
 
     def __post_init__(self) -> None:
         encoder_spec(self.encoder)  # ValueError naming the choices
+        activation(self.nonlinearity)
+        if self.char_cell not in ("gru", "lstm"):
+            raise ValueError(f"unknown char_cell {self.char_cell!r}; choose gru or lstm")
+        if self.char_pooling not in ("attention", "max"):
+            raise ValueError(f"unknown char_pooling {self.char_pooling!r}; choose attention or max")
+        if self.max_child_order < 0:
+            raise ValueError(f"max_child_order must be ≥ 0, got {self.max_child_order}")
 
 
 def build_inventory(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory | None:
@@ -89,10 +128,12 @@ class JointModel(nn.Module):
     def prepare(self, trees: Sequence[DependencyTree]) -> Any:
         """The encoder's input batch for parsed captions."""
         if self.spec.input == "tree":
-            if self.inventory is None:
+            if self.inventory is None or isinstance(self.inventory, CharInventory):
                 return make_batch(trees, self.vocab, lambda t: [0] * len(t))
             return make_batch(trees, self.vocab, self.inventory.matrix_of)
         if self.spec.input == "chars":
+            if isinstance(self.inventory, CharInventory):  # raw characters, case kept
+                return self.inventory.batch([t.text for t in trees])
             return char_batch([t.text for t in trees])
         return word_batch([self.vocab.encode(t.words) for t in trees])
 

@@ -1,11 +1,12 @@
 """Each word's share of the sentence vector of a tree RNN (SDT-RNN / DT-RNN).
 
-With the gains ``g_i = h_i / a_i`` (``tanh(a)/a`` elementwise, 1 where ``a`` = 0) Eq. 4
+With the gains ``g_i = h_i / a_i`` (``f(a)/a`` elementwise, 1 where ``a`` = 0) Eq. 4
 becomes linear in the word terms, so the root vector splits exactly into one part per
 node: node ``k``'s part starts as ``g_k ⊙ W_v x_k / ℓ_k`` and, at each step up to a
 parent ``p``, becomes ``g_p ⊙ (ℓ_j/ℓ_p) W_{m(p,j)} c``. The parts add up to ``h_root``;
 a node's share is its part projected on ``h_root``, ``<c_k, h> / |h|²`` (shares sum to
 1; a negative share pulls the vector away). An ensemble averages its members' shares.
+Unweighted models (Eq. 1–3) use ℓ = 1; f must vanish at 0 (tanh, relu, none: not sigmoid).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 
 def supports_shares(model: JointModel) -> bool:
-    """Shares are defined for the Eq. 4 encoders."""
-    return isinstance(model.encoder, TreeRNN)
+    """Shares are defined for the Eq. 4 encoders whose f(0) = 0."""
+    return isinstance(model.encoder, TreeRNN) and model.encoder.nonlinearity != "sigmoid"
 
 
 @torch.no_grad()
@@ -29,7 +30,7 @@ def _member_shares(member: JointModel, tree: DependencyTree) -> np.ndarray:
     batch = member.prepare([tree])
     _, h = enc(batch, return_nodes=True)
     pre = enc.embed(batch.word_ids) @ enc.W_v.T
-    sizes = batch.sizes.to(pre.dtype)
+    sizes = enc.weights(batch).to(pre.dtype)
     n = pre.shape[0]
     eye = torch.eye(enc.hidden)
     mats = [

@@ -89,6 +89,7 @@ def run_training(
         "dev": dev,
         "best_epoch": hist.best_epoch,
         "ensemble_dev_rsum": hist.ensemble_dev_rsum,
+        "snapshot_dev_rsum": hist.snapshot_dev_rsum,
         "train_seconds": round(hist.seconds, 1),
         "prepare_seconds": round(prep_s, 1),
         "history": {"loss": hist.loss, "dev_rsum": hist.dev_rsum, "lr": hist.lr},

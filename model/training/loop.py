@@ -4,9 +4,13 @@ Two optimisation recipes:
 
 - ``adagrad``: the paper's AdaGrad, with the squared-gradient sums reset every
   ``adagrad_reset`` epochs.
-- ``adam-cyclic``: Adam with a cosine cyclic learning rate; the model at the end of
-  each cycle is a snapshot. With ``ensemble`` the snapshots become the model's members
+- ``adam-cyclic``: Adam with a cosine cyclic learning rate from ``lr`` down to
+  ``lr_min``; the model at the end of each cycle is a snapshot. With ``ensemble`` the
+  snapshots (all, or the ``ensemble_best`` of best dev rsum) become the model's members
   and retrieval uses their mean score (snapshot ensembling, Merkx & Frank 2019).
+
+``loss`` is the max-margin objective (Eq. 5) or the squared Euclidean distance of the
+paper's Table 2.
 
 Inputs are already parsed trees and already extracted image features, so an epoch
 only runs the encoder: parsing and the CNN are done once, before training.
@@ -28,7 +32,7 @@ from tqdm import tqdm
 from groundsearch.model.runtime.joint import JointModel
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
-from groundsearch.model.training.losses import ranking_loss
+from groundsearch.model.training.losses import LOSSES, ranking_loss, squared_loss
 
 OPTIMIZERS = ("adagrad", "adam-cyclic")
 
@@ -44,14 +48,28 @@ class TrainConfig:
     warmup: int = field(
         default=0, metadata={"help": "with --hardest: epochs of all negatives first"}
     )
+    loss: str = field(
+        default="margin",
+        metadata={
+            "help": "margin: Eq. 5; squared: ‖v − y‖² of matched pairs (the paper's Table 2)",
+            "choices": LOSSES,
+        },
+    )
     normalize: bool = field(default=False, metadata={"help": "cosine instead of inner product"})
     optimizer: str = field(default="adagrad", metadata={"choices": OPTIMIZERS})
     lr: float = 1e-2
+    lr_min: float = field(
+        default=0.0, metadata={"help": "adam-cyclic: the lowest learning rate of a cycle"}
+    )
     weight_decay: float = 0.0
     adagrad_reset: int = 5
     cycles: int = field(default=4, metadata={"help": "adam-cyclic: LR cycles"})
     ensemble: bool = field(
         default=False, metadata={"help": "adam-cyclic: keep the cycle-end snapshots"}
+    )
+    ensemble_best: int = field(
+        default=0,
+        metadata={"help": "with --ensemble: only the N snapshots of best dev rsum (0: all)"},
     )
     seed: int = 0
 
@@ -62,6 +80,14 @@ class TrainConfig:
             raise ValueError("epochs must be ≥ 1 and batch_size ≥ 2")
         if self.ensemble and (self.optimizer != "adam-cyclic" or self.cycles < 2):
             raise ValueError("a snapshot ensemble needs --optimizer adam-cyclic and ≥ 2 cycles")
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; choose from {', '.join(LOSSES)}")
+        if not 0 <= self.lr_min <= self.lr:
+            raise ValueError(f"lr_min must be in [0, lr = {self.lr}], got {self.lr_min}")
+        if self.ensemble_best < 0 or (self.ensemble_best and not self.ensemble):
+            raise ValueError("--ensemble-best N needs --ensemble and N ≥ 1")
+        if self.ensemble_best == 1:
+            raise ValueError("--ensemble-best 1 is no ensemble: use at least 2")
 
 
 @dataclass
@@ -95,6 +121,7 @@ class History:
     ensemble_dev_rsum: float | None = None
     seconds: float = 0.0
     snapshots: list[dict] = field(default_factory=list, repr=False)
+    snapshot_dev_rsum: list[float] = field(default_factory=list)
 
 
 @torch.no_grad()
@@ -160,15 +187,20 @@ def train(
             if cfg.optimizer == "adam-cyclic":
                 phase = (step % cycle_len) / cycle_len
                 for group in opt.param_groups:
-                    group["lr"] = 0.5 * cfg.lr * (1 + math.cos(math.pi * phase))
+                    group["lr"] = cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (
+                        1 + math.cos(math.pi * phase)
+                    )
             y = model.encode_sentences([train_split.trees[i] for i in idx])
             image_rows = links[idx]
             v = model.encode_images(feats[image_rows])
             if cfg.normalize:
                 y = torch.nn.functional.normalize(y, dim=1)
                 v = torch.nn.functional.normalize(v, dim=1)
-            hardest = cfg.hardest and epoch > cfg.warmup
-            loss = ranking_loss(v, y, cfg.margin, hardest, image_ids=image_rows) / len(idx)
+            if cfg.loss == "squared":
+                loss = squared_loss(v, y) / len(idx)
+            else:
+                hardest = cfg.hardest and epoch > cfg.warmup
+                loss = ranking_loss(v, y, cfg.margin, hardest, image_ids=image_rows) / len(idx)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -180,6 +212,7 @@ def train(
         hist.lr.append(opt.param_groups[0]["lr"])
         if cfg.optimizer == "adam-cyclic" and step % cycle_len == 0:
             hist.snapshots.append(copy.deepcopy(model.state_dict()))
+            hist.snapshot_dev_rsum.append(float(metrics["rsum"]))
         if metrics["rsum"] > best:
             best, best_state, hist.best_epoch = (
                 float(metrics["rsum"]),
@@ -195,14 +228,23 @@ def train(
     if best_state is not None:
         model.load_state_dict(best_state)
     if cfg.ensemble:
-        model.snapshots = hist.snapshots
+        model.snapshots = members = _best_snapshots(hist, cfg.ensemble_best)
         hist.ensemble_dev_rsum = float(evaluate(model, dev_split, cfg.normalize)["rsum"])
         if hist.ensemble_dev_rsum < best:  # selected on dev, like everything else
             model.snapshots = []
         if progress:
             kept = "kept" if model.snapshots else f"dropped: epoch {hist.best_epoch} is better"
             progress(
-                f"snapshot ensemble of {len(hist.snapshots)}: dev rsum "
+                f"snapshot ensemble of {len(members)}: dev rsum "
                 f"{hist.ensemble_dev_rsum:.1f} ({kept})"
             )
     return hist
+
+
+def _best_snapshots(hist: History, best: int) -> list[dict]:
+    """The cycle-end snapshots of the ``best`` highest dev rsum, in training order
+    (all of them when ``best`` is 0)."""
+    if not best:
+        return hist.snapshots
+    ranked = sorted(range(len(hist.snapshots)), key=lambda i: -hist.snapshot_dev_rsum[i])
+    return [hist.snapshots[i] for i in sorted(ranked[:best])]

@@ -7,11 +7,27 @@ For a batch of matching pairs (row ``i`` of ``images`` goes with row ``i`` of
 
 ``hardest=True`` keeps only the largest violation per row and direction (VSE++).
 Rows that show the same image (several captions of it) are not counted as negatives.
+
+``squared_loss`` is the baseline of the paper's Table 2: the squared Euclidean distance
+between each image and its sentence, ``Σ_i ‖v_i − y_i‖²``, with no contrastive terms.
 """
 
 from __future__ import annotations
 
 import torch
+
+#: The objectives ``TrainConfig.loss`` can name.
+LOSSES = ("margin", "squared")
+
+
+def squared_loss(images: torch.Tensor, sentences: torch.Tensor) -> torch.Tensor:
+    """``Σ_i ‖v_i − y_i‖²`` over the batch (Socher et al. 2014, Table 2's squared loss)."""
+    if images.shape != sentences.shape or images.ndim != 2:
+        raise ValueError(
+            f"images {tuple(images.shape)} and sentences "
+            f"{tuple(sentences.shape)} must be the same (batch × dim) shape"
+        )
+    return (images - sentences).pow(2).sum()
 
 
 def ranking_loss(

@@ -177,3 +177,16 @@ def test_old_results_read_with_dashes(table: ModuleType, runs: Path) -> None:
     assert table.group_row("gru", GRU_TEST)[1:] == ["–"] * 10
     assert table.wide_row("kcca", None)[1:] == ["–"] * 11
     assert len(table.WIDE_HEADER) == 12 and len(table.GROUP_HEADER) == 11
+
+
+def test_paper_options_appear_only_when_set(table: ModuleType, runs: Path) -> None:
+    # options added with issue 15: absent from older summaries, printed only when not
+    # the default, so older runs' commands stay as they were
+    joint = {**GRU["joint"], "encoder": "dt-rnn", "unweighted": True, "nonlinearity": "relu"}
+    train = {**GRU["train"], "loss": "squared", "lr_min": 1e-6, "ensemble_best": 0}
+    cmd = table.train_command({**GRU, "joint": joint, "train": train}, runs / "d.pt")
+    assert "--unweighted --nonlinearity relu" in cmd and "--loss squared" in cmd
+    assert "--lr 0.002 --lr-min 1e-06" in cmd and "--ensemble-best" not in cmd
+    plain = {**GRU["joint"], "unweighted": False, "nonlinearity": "tanh"}
+    cmd = table.train_command({**GRU, "joint": plain}, runs / "g.pt")
+    assert "--unweighted" not in cmd and "--nonlinearity" not in cmd

@@ -1,9 +1,13 @@
 """Sibling encoders over sequences: word LSTM/GRU (Kiros et al. 2014) and the
-character bi-GRU with self-attention (Merkx & Frank 2019)."""
+character bi-GRU with self-attention (Merkx & Frank 2019): ours (``char-gru``:
+lower-cased characters, scalar attention, projected to the joint space) and theirs as
+published (``char-gru-mf``: raw characters, vector-valued attention, no projection)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -94,3 +98,89 @@ class CharGRUAttention(nn.Module):
         pooled = (weights[..., None] * states).sum(dim=1)
         out = self.out(pooled)
         return (out, weights) if return_weights else out
+
+
+@dataclass(frozen=True)
+class CharInventory:
+    """Every character of the training captions, case and punctuation kept (Merkx &
+    Frank 2019); id 0 is padding, 1 a character never seen in training."""
+
+    names: tuple[str, ...]
+
+    @classmethod
+    def build(cls, texts: Iterable[str]) -> CharInventory:
+        return cls(tuple(sorted({c for t in texts for c in t})))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @cached_property
+    def _lookup(self) -> dict[str, int]:
+        return {c: i + 2 for i, c in enumerate(self.names)}
+
+    def batch(
+        self, texts: Sequence[str], max_chars: int = 300
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded character ids and lengths of the raw texts (no lower-casing)."""
+        if not texts or any(not t for t in texts):
+            raise ValueError("every text needs at least one character")
+        lookup = self._lookup
+        seqs = [torch.tensor([lookup.get(c, 1) for c in t[:max_chars]]) for t in texts]
+        return pad_sequence(seqs, batch_first=True), torch.tensor([len(q) for q in seqs])
+
+
+class MerkxFrankCharEncoder(nn.Module):
+    """Merkx & Frank (2019) as published: 20-d embeddings of raw characters, one
+    bidirectional GRU layer and vector-valued self-attention (an MLP with 128 hidden
+    units gives a weight per time step *and dimension*, softmax over time, applied
+    element-wise). The pooled 2·``rnn_hidden`` vector is the sentence embedding: there
+    is no projection, so ``hidden`` must be 2·``rnn_hidden``. Their variants: ``cell``
+    ``lstm`` and ``pooling`` ``max`` (max over time instead of attention).
+    """
+
+    def __init__(
+        self,
+        n_chars: int,
+        hidden: int = 1024,
+        rnn_hidden: int = 512,
+        char_dim: int = 20,
+        attention: int = 128,
+        cell: str = "gru",
+        pooling: str = "attention",
+        seed: int = 0,
+        **_: object,
+    ) -> None:
+        super().__init__()
+        if hidden != 2 * rnn_hidden:
+            raise ValueError(
+                f"char-gru-mf embeds sentences as the bi-GRU's 2 × {rnn_hidden} states, "
+                f"so the joint space must be --hidden {2 * rnn_hidden}, not {hidden}"
+            )
+        if cell not in ("gru", "lstm") or pooling not in ("attention", "max"):
+            raise ValueError(f"unknown cell {cell!r} or pooling {pooling!r}")
+        torch.manual_seed(seed)
+        self.pooling = pooling
+        self.embed = nn.Embedding(n_chars + 2, char_dim, padding_idx=0)
+        rnn = {"gru": nn.GRU, "lstm": nn.LSTM}[cell]
+        self.rnn = rnn(char_dim, rnn_hidden, batch_first=True, bidirectional=True)
+        self.att = nn.Sequential(
+            nn.Linear(2 * rnn_hidden, attention), nn.Tanh(), nn.Linear(attention, 2 * rnn_hidden)
+        )
+
+    def forward(
+        self, batch: tuple[torch.Tensor, torch.Tensor], return_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        ids, lengths = batch
+        packed = pack_padded_sequence(
+            self.embed(ids), lengths, batch_first=True, enforce_sorted=False
+        )
+        states, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True)
+        mask = (torch.arange(states.shape[1])[None, :] < lengths[:, None])[..., None]
+        if self.pooling == "max":
+            pooled = states.masked_fill(~mask, float("-inf")).max(dim=1).values
+            weights = torch.zeros_like(states)
+        else:
+            scores = self.att(states).masked_fill(~mask, float("-inf"))
+            weights = scores.softmax(dim=1)  # over time, for every dimension
+            pooled = (weights * states).sum(dim=1)
+        return (pooled, weights) if return_weights else pooled

@@ -12,10 +12,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from torch import nn
 
-from groundsearch.model.runtime.encoders.recurrent import CharGRUAttention, WordRNN
+from groundsearch.model.runtime.encoders.recurrent import (
+    CharGRUAttention,
+    CharInventory,
+    MerkxFrankCharEncoder,
+    WordRNN,
+)
 from groundsearch.model.runtime.encoders.sequence import BagOfWords, ChainRNN
-from groundsearch.model.runtime.encoders.tree_batch import PositionInventory, RelationInventory
-from groundsearch.model.runtime.encoders.tree_lstm import ChildSumTreeLSTM
+from groundsearch.model.runtime.encoders.tree_batch import (
+    ChildOrderInventory,
+    PositionInventory,
+    RelationInventory,
+)
+from groundsearch.model.runtime.encoders.tree_lstm import ChildSumTreeLSTM, LeftRightTreeLSTM
 from groundsearch.model.runtime.encoders.tree_rnn import TreeRNN
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
@@ -25,12 +34,14 @@ if TYPE_CHECKING:
 
 #: What an encoder reads: the dependency tree, the word sequence or the raw characters.
 Input = Literal["tree", "words", "chars"]
-Inventory = RelationInventory | PositionInventory
-#: The matrix inventories a checkpoint can name, by class name.
+Inventory = RelationInventory | PositionInventory | ChildOrderInventory | CharInventory
+#: The inventories a checkpoint can name, by class name.
 INVENTORIES: dict[str, type[Inventory]] = {
-    "RelationInventory": RelationInventory,
-    "PositionInventory": PositionInventory,
+    cls.__name__: cls
+    for cls in (RelationInventory, PositionInventory, ChildOrderInventory, CharInventory)
 }
+#: p of the left/right Tree-LSTM when ``max_child_order`` is left at 0.
+TREE_LSTM_LR_ORDER = 3
 
 
 @dataclass(frozen=True)
@@ -51,7 +62,27 @@ class EncoderSpec:
 def _tree_rnn(config: JointConfig, vocab: Vocabulary, inventory: Inventory | None) -> nn.Module:
     if inventory is None:
         raise ValueError(f"{config.encoder} needs a matrix inventory")
-    return TreeRNN(vocab.vectors, n_matrices=len(inventory), **_common(config))
+    return TreeRNN(
+        vocab.vectors,
+        n_matrices=len(inventory),
+        weighted=not config.unweighted,
+        nonlinearity=config.nonlinearity,
+        **_common(config),
+    )
+
+
+def _tree_lstm_lr(config: JointConfig, vocab: Vocabulary, inventory: Inventory | None) -> nn.Module:
+    if not isinstance(inventory, ChildOrderInventory):
+        raise ValueError("tree-lstm-lr needs a child-order inventory")
+    return LeftRightTreeLSTM(vocab.vectors, n_positions=len(inventory), **_recurrent(config))
+
+
+def _char_mf(config: JointConfig, vocab: Vocabulary, inventory: Inventory | None) -> nn.Module:
+    if not isinstance(inventory, CharInventory):
+        raise ValueError("char-gru-mf needs the character inventory of its training captions")
+    return MerkxFrankCharEncoder(
+        len(inventory), cell=config.char_cell, pooling=config.char_pooling, **_recurrent(config)
+    )
 
 
 def _options(config: JointConfig, *names: str) -> dict[str, Any]:
@@ -81,14 +112,32 @@ def _positions(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventor
     return PositionInventory.build(trees)
 
 
+def _child_orders(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory:
+    return ChildOrderInventory.build(
+        trees, min_count=config.relation_min_count, max_order=config.max_child_order
+    )
+
+
+def _lr_positions(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory:
+    return ChildOrderInventory.build(trees, max_order=config.max_child_order or TREE_LSTM_LR_ORDER)
+
+
+def _characters(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory:
+    return CharInventory.build(t.text for t in trees)
+
+
 ENCODERS: dict[str, EncoderSpec] = {
     spec.name: spec
     for spec in (
         EncoderSpec("sdt-rnn", "tree", _tree_rnn, _relations),
-        EncoderSpec("dt-rnn", "tree", _tree_rnn, _positions),
+        # the paper's DT-RNN: matrices by the child's order on its side of the head
+        EncoderSpec("dt-rnn", "tree", _tree_rnn, _child_orders),
+        # ours: matrices by the child's side and word distance to the head
+        EncoderSpec("dt-rnn-distance", "tree", _tree_rnn, _positions),
         EncoderSpec(
             "tree-lstm", "tree", lambda c, v, _: ChildSumTreeLSTM(v.vectors, **_recurrent(c))
         ),
+        EncoderSpec("tree-lstm-lr", "tree", _tree_lstm_lr, _lr_positions),
         EncoderSpec("bow", "words", lambda c, v, _: BagOfWords(v.vectors, **_common(c))),
         EncoderSpec("chain-rnn", "words", lambda c, v, _: ChainRNN(v.vectors, **_common(c))),
         EncoderSpec(
@@ -98,6 +147,7 @@ ENCODERS: dict[str, EncoderSpec] = {
             "gru", "words", lambda c, v, _: WordRNN(v.vectors, cell="gru", **_recurrent(c))
         ),
         EncoderSpec("char-gru", "chars", lambda c, v, _: CharGRUAttention(**_recurrent(c))),
+        EncoderSpec("char-gru-mf", "chars", _char_mf, _characters),
     )
 }
 

@@ -115,7 +115,8 @@ class RelationInventory:
 
 @dataclass(frozen=True)
 class PositionInventory:
-    """The DT-RNN's matrices, chosen by the child's side and distance (paper Eq. 3).
+    """Child matrices chosen by the child's side and word distance (ours, the
+    ``dt-rnn-distance`` encoder; the paper's DT-RNN counts children: ``ChildOrderInventory``).
 
     ``l1`` is the word just left of its head, ``r2`` two words to the right, and so on.
     A distance never seen in training uses the identity (index ``len(self)``).
@@ -151,3 +152,77 @@ class PositionInventory:
             lookup.get(self.position(n.index, n.head), self.identity) if n.head else -1
             for n in tree
         ]
+
+
+def child_orders(tree: DependencyTree) -> list[str]:
+    """Each node's side and order among its head's children on that side, counted
+    outwards from the head: ``l1`` is the nearest left child, ``r2`` the second right
+    child (``""`` for the root)."""
+    orders = [""] * len(tree)
+    seen_left = [0] * (len(tree) + 1)
+    seen_right = [0] * (len(tree) + 1)
+    for n in reversed(tree.nodes):  # right to left: left children nearest the head first
+        if n.head and n.index < n.head:
+            seen_left[n.head] += 1
+            orders[n.index - 1] = f"l{seen_left[n.head]}"
+    for n in tree.nodes:  # left to right: right children nearest the head first
+        if n.head and n.index > n.head:
+            seen_right[n.head] += 1
+            orders[n.index - 1] = f"r{seen_right[n.head]}"
+    return orders
+
+
+@dataclass(frozen=True)
+class ChildOrderInventory:
+    """The paper's DT-RNN matrices (Socher et al. 2014, Eq. 1–3): one per side and
+    order of the child among its head's children on that side (``l1``, ``l2``, …,
+    ``r1``, …, nearest the head first), not per word distance.
+
+    A side keeps its orders up to the last one kept; a child of a higher order shares
+    that last matrix (``build``: the orders seen ``min_count`` times, at most
+    ``max_order`` per side). The left/right Tree-LSTM uses the same inventory with
+    ``max_order = p``: separate parameters for the first p−1 children of each side,
+    the p-th and later ones summed into one slot.
+    """
+
+    names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        for side in "lr":
+            orders = [int(n[1:]) for n in self.names if n[0] == side]
+            if orders != list(range(1, len(orders) + 1)):
+                raise ValueError(f"child orders must run l1, l2, … and r1, r2, …: {self.names}")
+
+    @classmethod
+    def build(
+        cls, trees: Iterable[DependencyTree], min_count: int = 1, max_order: int = 0
+    ) -> ChildOrderInventory:
+        counts = Counter(o for t in trees for o in child_orders(t) if o)
+        names = []
+        for side in "lr":
+            order = 1
+            while counts[f"{side}{order}"] >= min_count and (not max_order or order <= max_order):
+                names.append(f"{side}{order}")
+                order += 1
+            if order == 1:  # a side never seen still gets its one matrix
+                names.append(f"{side}1")
+        return cls(tuple(names))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @cached_property
+    def _last(self) -> dict[str, int]:
+        return {side: sum(n[0] == side for n in self.names) for side in "lr"}
+
+    @cached_property
+    def _lookup(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.names)}
+
+    def index(self, order: str) -> int:
+        """The matrix of a child's order (``l3``); past the last kept order, the last."""
+        side, k = order[0], int(order[1:])
+        return self._lookup[f"{side}{min(k, self._last[side])}"]
+
+    def matrix_of(self, tree: DependencyTree) -> list[int]:
+        return [self.index(o) if o else -1 for o in child_orders(tree)]

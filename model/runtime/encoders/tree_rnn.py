@@ -3,11 +3,18 @@
     h_i = f( (1/ℓ(i)) · ( W_v x_i + Σ_{j∈C(i)} ℓ(j) · W_{m(i,j)} h_j ) ),   f = tanh
 
 A leaf is ``h = f(W_v x)``; the sentence vector is ``h`` at the root. ``m(i, j)`` is the
-child's dependency relation (SDT-RNN) or its side and distance (DT-RNN); a matrix
-index equal to ``n_matrices`` means the fixed identity (the DT-RNN's unseen distance).
+child's dependency relation (SDT-RNN), its side and order among its head's children
+(the paper's DT-RNN) or its side and word distance (our ``dt-rnn-distance``); a matrix
+index equal to ``n_matrices`` means the fixed identity (an unseen distance).
+
+``weighted=False`` is the DT-RNN of the paper's Eq. 1–3, without Eq. 4's ℓ weighting:
+``h_i = f(W_v x_i + Σ_j W_{m(i,j)} h_j)``. ``nonlinearity`` picks f (the paper chose
+it by cross-validation): tanh (default), sigmoid, relu or none (the identity).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -15,6 +22,24 @@ from torch import nn
 
 from groundsearch.model.runtime.encoders.tree_batch import TreeBatch
 from groundsearch.model.runtime.encoders.words import word_embedding
+
+#: The nonlinearities f a tree RNN can compose with.
+NONLINEARITIES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "relu": torch.relu,
+    "none": lambda a: a,
+}
+
+
+def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The function f called ``name``; ValueError naming the choices if there is none."""
+    try:
+        return NONLINEARITIES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown nonlinearity {name!r}; choose from {sorted(NONLINEARITIES)}"
+        ) from None
 
 
 def block_identity(
@@ -39,6 +64,8 @@ class TreeRNN(nn.Module):
         n_matrices: number of learned child matrices.
         freeze_words: keep word vectors fixed (the paper's choice).
         init_noise: standard deviation of the noise added to block identities.
+        weighted: Eq. 4's ℓ weighting (False: the paper's Eq. 1–3).
+        nonlinearity: f, one of ``NONLINEARITIES``.
     """
 
     def __init__(
@@ -49,9 +76,13 @@ class TreeRNN(nn.Module):
         freeze_words: bool = True,
         init_noise: float = 0.01,
         seed: int = 0,
+        weighted: bool = True,
+        nonlinearity: str = "tanh",
     ) -> None:
         super().__init__()
         g = torch.Generator().manual_seed(seed)
+        self.f = activation(nonlinearity)
+        self.weighted, self.nonlinearity = weighted, nonlinearity
         self.embed = word_embedding(embeddings, freeze_words)
         self.hidden = hidden
         self.n_matrices = n_matrices
@@ -59,6 +90,10 @@ class TreeRNN(nn.Module):
         self.W = nn.Parameter(
             torch.stack([block_identity(hidden, hidden, init_noise, g) for _ in range(n_matrices)])
         )
+
+    def weights(self, batch: TreeBatch) -> torch.Tensor:
+        """ℓ of every node (Eq. 4), or ones when unweighted (Eq. 1–3)."""
+        return batch.sizes if self.weighted else torch.ones_like(batch.sizes)
 
     def forward(
         self, batch: TreeBatch, return_nodes: bool = False
@@ -68,12 +103,12 @@ class TreeRNN(nn.Module):
         n_nodes = pre.shape[0]
         h = pre.new_zeros(n_nodes, self.hidden)
         acc = pre.new_zeros(n_nodes, self.hidden)
-        sizes = batch.sizes.to(pre.dtype)
+        sizes = self.weights(batch).to(pre.dtype)
         # One view per matrix, taken once: indexing ``self.W[m]`` inside the loop would
         # make autograd allocate a full-size gradient for every (level, relation) pair.
         matrices = self.W.unbind(0)
         for level in batch.levels:
-            h_level = torch.tanh((pre[level] + acc[level]) / sizes[level, None])
+            h_level = self.f((pre[level] + acc[level]) / sizes[level, None])
             h = h.index_copy(0, level, h_level)
             keep = batch.parents[level] >= 0
             if not keep.any():
@@ -102,6 +137,7 @@ class StackedTreeRNN(nn.Module):
         super().__init__()
         first = members[0]
         self.hidden, self.n_matrices = first.hidden, first.n_matrices
+        self.f, self.weighted = first.f, first.weighted
         self.embed = torch.stack([m.embed.weight.detach() for m in members])  # M × V × d
         self.W_v = torch.stack([m.W_v.detach() for m in members])  # M × n × d
         self.W = torch.stack([m.W.detach() for m in members])  # M × R × n × n
@@ -111,9 +147,9 @@ class StackedTreeRNN(nn.Module):
         pre = torch.bmm(self.embed[:, batch.word_ids], self.W_v.transpose(1, 2))  # M×N×n
         h = torch.zeros_like(pre)
         acc = torch.zeros_like(pre)
-        sizes = batch.sizes.to(pre.dtype)
+        sizes = (batch.sizes if self.weighted else torch.ones_like(batch.sizes)).to(pre.dtype)
         for level in batch.levels:
-            h_level = torch.tanh((pre[:, level] + acc[:, level]) / sizes[level, None])
+            h_level = self.f((pre[:, level] + acc[:, level]) / sizes[level, None])
             h[:, level] = h_level
             keep = batch.parents[level] >= 0
             if not keep.any():

@@ -229,8 +229,8 @@ def photo_best_words(
     for w, col in zip(words, scores.T, strict=True):
         owners = [name for name in photos if w in truth.get(name, ())]
         if owners:
-            best = photos[int(np.argmax(col))]
-            searches.append({"word": w, "best_photo": best, "right": best in owners})
+            found = photos[int(np.argmax(col))]
+            searches.append({"word": w, "best_photo": found, "right": found in owners})
     return {
         "photos": rows,
         "top1_right": sum(r["right"] for r in judged),

@@ -17,8 +17,10 @@ def trees():
 
 def make(encoder: str) -> JointModel:
     vocab = toy_vocab(dim=8)
+    # char-gru-mf embeds sentences as its 2 × rnn_hidden bi-GRU states
+    rnn_hidden = 3 if encoder == "char-gru-mf" else 7
     config = JointConfig(
-        encoder=encoder, hidden=6, rnn_hidden=7, image_dim=10, relation_min_count=1
+        encoder=encoder, hidden=6, rnn_hidden=rnn_hidden, image_dim=10, relation_min_count=1
     )
     return JointModel(config, vocab, build_inventory(config, trees()), "parser-A", "cnn-A")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from groundsearch.model.training.losses import ranking_loss
+from groundsearch.model.training.losses import ranking_loss, squared_loss
 
 # v_i (images) and y_i (sentences), two dimensions, three pairs.
 V = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -48,3 +48,10 @@ def test_gradient_flows_to_both_sides():
 def test_shape_mismatch_is_named():
     with pytest.raises(ValueError, match="same"):
         ranking_loss(V, Y[:2])
+
+
+def test_squared_loss_by_hand():
+    # ‖v − y‖²: (1−2)² + 0 = 1; 0; (1−1)² + (1−0)² = 1 → 2
+    assert squared_loss(V, Y).item() == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="same"):
+        squared_loss(V, Y[:2])
