@@ -14,6 +14,10 @@ from groundsearch.settings import get_settings
 from tests.tiny_data import make_tiny_flickr
 
 
+#: the shipped model's vector size: 64-d × 10 snapshots, and the concept channel's 50
+DIM = 690
+
+
 def gallery_of(root, folder, identity, skip: int = 0) -> None:
     """Every photo of ``root`` but the first ``skip`` with its captions, random vectors."""
     rng = np.random.default_rng(0)
@@ -25,10 +29,10 @@ def gallery_of(root, folder, identity, skip: int = 0) -> None:
     files = []
     for i, name in enumerate(sorted(captions)[skip:]):
         texts = tuple(captions[name])
-        vectors = rng.normal(size=(len(texts), 640)).astype(np.float32)
-        v = rng.normal(size=640).astype(np.float32)
+        vectors = rng.normal(size=(len(texts), DIM)).astype(np.float32)
+        v = rng.normal(size=DIM).astype(np.float32)
         files.append(IndexedFile(str(root / "Images" / name), 1, 1, f"sha{i}", v, texts, vectors))
-    g = Gallery.create(folder, 640, identity)
+    g = Gallery.create(folder, DIM, identity)
     g.add_files(files)
     g.close()
 

@@ -58,3 +58,8 @@ def test_a_bad_recorded_channel_is_a_checkpoint_error():
     with pytest.raises(CheckpointError, match="concept channel"):
         concept_config({"concepts": {"colour": "red"}})
     assert concept_config({"concepts": {"weight": 0.3}}, weight=0).weight == 0
+
+
+def test_the_shipped_vectors_are_690_wide(models):
+    _, open_vocab = models
+    assert open_vocab.embed_images(np.zeros((1, 1280), np.float32)).shape == (1, 690)
