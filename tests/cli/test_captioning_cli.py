@@ -13,7 +13,6 @@ from groundsearch.index.gallery import Gallery, IndexedFile, checkpoint_identity
 from groundsearch.settings import get_settings
 from tests.tiny_data import make_tiny_flickr
 
-
 #: the shipped model's vector size: 64-d × 10 snapshots, and the concept channel's 50
 DIM = 690
 
