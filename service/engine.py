@@ -360,7 +360,7 @@ class Engine:
             start = self.embed_photo(base, timings)
         added = [self.embed_text(p, timings, f"plus phrase {i + 1}") for i, p in enumerate(plus)]
         taken = [self.embed_text(p, timings, f"minus phrase {i + 1}") for i, p in enumerate(minus)]
-        query = arithmetic_query(start, added, taken)
+        query = arithmetic_query(start, added, taken, getattr(self.model, "channel_columns", 0))
         exclude = {base} if isinstance(base, int) else set()
         fetch = k + len(exclude) + (max(4 * k, 50) if rerank else 0)
         hits = [h for h in self._search_images(query, fetch, timings) if h[0].id not in exclude]

@@ -17,11 +17,19 @@ def unit(vector: np.ndarray) -> np.ndarray:
 
 
 def arithmetic_query(
-    base: np.ndarray, plus: Sequence[np.ndarray] = (), minus: Sequence[np.ndarray] = ()
+    base: np.ndarray,
+    plus: Sequence[np.ndarray] = (),
+    minus: Sequence[np.ndarray] = (),
+    channel_columns: int = 0,
 ) -> np.ndarray:
     """The unit query ``base + Σ plus − Σ minus``: joint-space vectors of a photo and of
-    the phrases added and taken away, each as its model embeds it."""
+    the phrases added and taken away, each as its model embeds it. The photo's last
+    ``channel_columns`` (the concept channel, ``model.runtime.concepts``) are left out:
+    a photo enters by its joint vector, and the channel speaks only for the words (so
+    "− dog + giraffe" can bring a giraffe in, and trained words add what they did)."""
     query = np.array(base, dtype=np.float32, copy=True)
+    if channel_columns:
+        query[..., -channel_columns:] = 0.0
     for vec in plus:
         query = query + vec
     for vec in minus:

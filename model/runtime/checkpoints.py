@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from groundsearch.files import torch_save
+from groundsearch.model.runtime.concepts import DIM as CONCEPT_DIM
 from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig, content_words
 from groundsearch.model.runtime.encoders.registry import INVENTORIES
 from groundsearch.model.runtime.joint import JointConfig, JointModel, cast_state
@@ -88,6 +89,11 @@ class JointEmbedder:
         if self.concepts is None:
             return v
         return np.hstack([v, self.concepts.scale * self.concepts.image_vectors(features)])
+
+    @property
+    def channel_columns(self) -> int:
+        """How many trailing columns of each vector are the concept channel (0: none)."""
+        return CONCEPT_DIM if self.concepts is not None else 0
 
     def require_known_words(self, trees: Sequence[DependencyTree], what: str = "caption") -> None:
         """NoKnownWordError for a text with no word the model can read: neither one of

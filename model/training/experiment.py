@@ -248,6 +248,7 @@ def evaluate_arithmetic_checkpoint(
         model.embed_images(sp.features), sp.trees, sp.caption_image, embed_texts, pairs,
         k=k, rerank=rerank, examples=examples, names=list(ds.images), features=sp.features,
         min_starts=min_starts, min_b_photos=min_b_photos,
+        channel_columns=getattr(model, "channel_columns", 0),
     )  # fmt: skip
     return {
         "checkpoint": str(checkpoint),

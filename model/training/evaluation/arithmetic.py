@@ -153,6 +153,7 @@ def score_pair(
     examples: int = 0,
     names: Sequence[str] | None = None,
     features: np.ndarray | None = None,
+    channel_columns: int = 0,
 ) -> dict[str, Any]:
     """The four queries' shares of B (and of A) in the top ``k``, averaged over the
     start photos of ``pair`` (and ``likeness`` when ``features``, unit rows, are given);
@@ -177,10 +178,10 @@ def score_pair(
     text_query = arithmetic_query(vec_b)
     for n, s in enumerate(starts.tolist()):
         queries = {
-            "arithmetic": arithmetic_query(images[s], [vec_b], [vec_a]),
+            "arithmetic": arithmetic_query(images[s], [vec_b], [vec_a], channel_columns),
             "text": text_query,
-            "photo": arithmetic_query(images[s]),
-            "plus_only": arithmetic_query(images[s], [vec_b]),
+            "photo": arithmetic_query(images[s], channel_columns=channel_columns),
+            "plus_only": arithmetic_query(images[s], [vec_b], channel_columns=channel_columns),
         }
         found = {q: top_k(vec, images, k, s, rerank) for q, vec in queries.items()}
         for q, hits in found.items():
@@ -220,6 +221,7 @@ def evaluate_arithmetic(
     examples: int = 0,
     names: Sequence[str] | None = None,
     features: np.ndarray | None = None,
+    channel_columns: int = 0,
 ) -> dict[str, Any]:
     """Every pair scored (``score_pair``) on the photos ``images`` (unit joint-space
     vectors, one row per photo) and their captions' ``trees``; ``mean`` averages the
@@ -239,7 +241,7 @@ def evaluate_arithmetic(
     for pair in pairs:
         row = score_pair(
             pair, images, words, vectors[pair.a.text], vectors[pair.b.text],
-            k, rerank, examples, names, features,
+            k, rerank, examples, names, features, channel_columns,
         )  # fmt: skip
         if row["starts"] < min_starts or row["photos_with_b"] < min_b_photos:
             row["skipped"] = (

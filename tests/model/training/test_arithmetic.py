@@ -161,3 +161,11 @@ def test_paired_difference_compares_start_photo_by_start_photo():
         paired_difference(first, result({"a→b": [20.0]}))
     with pytest.raises(ValueError, match="no scored pair in common"):
         paired_difference(first, result({"x→y": [20.0]}))
+
+
+def test_the_photo_enters_arithmetic_without_its_concept_columns():
+    photo = np.array([1.0, 0.0, 0.5, 0.5])  # two joint columns, two channel columns
+    giraffe = np.array([0.0, 0.0, 0.0, 1.0])  # an untrained word: channel only
+    q = arithmetic_query(photo, [giraffe], channel_columns=2)
+    np.testing.assert_allclose(q, np.array([1.0, 0.0, 0.0, 1.0]) / np.sqrt(2))
+    assert arithmetic_query(photo, channel_columns=2)[2:].tolist() == [0, 0]
