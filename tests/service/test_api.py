@@ -102,9 +102,12 @@ def test_the_measured_protocol_ranks_as_the_service_does(service_engine, rerank)
     ids = service_engine.gallery.image_ids()
     vectors = np.stack([service_engine.gallery.image_vector(i) for i in ids]).astype(np.float32)
     snow, dog = (service_engine.embed_text(w, {}) for w in ("snow", "dog"))
+    # the shipped model's concept channel: the protocol leaves the photo's columns out too
+    channel = service_engine.model.channel_columns
+    assert channel == 50
     for start, image_id in enumerate(ids):
         hits, _, _ = service_engine.arithmetic(image_id, ["snow"], ["dog"], 3, rerank)
-        query = arithmetic_query(vectors[start], [snow], [dog])
+        query = arithmetic_query(vectors[start], [snow], [dog], channel)
         assert [h[0].id for h in hits] == [ids[i] for i in top_k(query, vectors, 3, start, rerank)]
 
 
