@@ -17,8 +17,9 @@ import numpy as np
 
 from groundsearch.cli.common import make_parser
 from groundsearch.model.data import load_captioned_images
-from groundsearch.model.runtime.checkpoints import JointEmbedder, load_checkpoint
+from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.concepts import ConceptConfig
+from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.training.evaluation.concepts import held_out_metrics
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics

@@ -23,7 +23,7 @@ from groundsearch.files import atomic_path
 from groundsearch.index.caption_files import read_caption_file
 from groundsearch.index.vectors import VectorIndex
 from groundsearch.model.data import load_captioned_images
-from groundsearch.model.runtime.checkpoints import Embedder
+from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.parsing import ParseError, Parser, clean_text
 from groundsearch.model.runtime.text.vocab import NoKnownWordError
 

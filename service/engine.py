@@ -35,7 +35,8 @@ from groundsearch.model.runtime.captioning import (
     load_decoder,
     rerank,
 )
-from groundsearch.model.runtime.checkpoints import Embedder, load_checkpoint
+from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import EXTENSIONS
 from groundsearch.model.runtime.parsing import DependencyTree, ParseError, Parser, clean_text

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from groundsearch.model.runtime.checkpoints import CheckpointError, JointEmbedder
+from groundsearch.model.runtime.checkpoints import CheckpointError
+from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 

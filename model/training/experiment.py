@@ -24,12 +24,12 @@ from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import without_concepts
 from groundsearch.model.runtime.checkpoints import (
     CheckpointError,
-    JointEmbedder,
     load_checkpoint,
     save_joint,
     save_kcca,
 )
 from groundsearch.model.runtime.concepts import ConceptConfig
+from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.ensemble import EnsembleEmbedder
 from groundsearch.model.runtime.images.backbones import DEFAULT_BACKBONE
 from groundsearch.model.runtime.images.features import FeatureExtractor

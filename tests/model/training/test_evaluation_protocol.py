@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from groundsearch.model.data import DatasetError, load_captioned_images
-from groundsearch.model.runtime.checkpoints import JointEmbedder
+from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.joint import JointConfig, JointModel
 from groundsearch.model.runtime.text.glove import glove_vocabulary
 from groundsearch.model.training.corpus import build_split

@@ -9,12 +9,12 @@ import pytest
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import (
     CheckpointError,
-    JointEmbedder,
     load_checkpoint,
     load_kcca,
     save_joint,
     save_kcca,
 )
+from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.joint import JointConfig, JointModel
 from groundsearch.model.runtime.kcca import KCCAModel
 from groundsearch.model.runtime.text import NoKnownWordError

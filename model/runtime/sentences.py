@@ -1,0 +1,214 @@
+"""The one way in for text: raw texts → cleaned once → parsed → the usable-text rule → vectors.
+
+    door = Sentences(model, parse)                  # parse: texts → trees (or per-text errors)
+    door.vectors(["a dog runs"], ["text"])          # UnusableText says why a text is refused
+    door.usable(texts)                              # [(text, tree)], [UnusableText] — no raise
+    door.trees(texts)                               # one outcome per text, in order
+
+Every caller that turns text into trees or vectors — the service's queries and uploads,
+the caption bank, the indexer's captions, the captioning CLI and training — goes through
+here, so a text is refused by one rule with one message:
+
+1. **clean**: Unicode NFC, control characters to spaces, whitespace collapsed; longer than
+   ``max_chars`` → ``too-long``; nothing left or no letter or digit → ``no-words``;
+2. **parse** with the caller's parse callable (the service's batcher, the indexer's process
+   pool, a plain ``Parser``); a batch a text spoils is parsed again text by text, so only
+   that text fails (``unparsable``);
+3. **a word the model knows** (``Embedder.require_known_words``: the joint vocabulary, or a
+   content word the concept channel's GloVe knows) else ``unknown-words``;
+4. **embed** the usable trees with ``Embedder.embed_sentences``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from groundsearch.model.runtime.embedder import Embedder
+from groundsearch.model.runtime.parsing.parser import MAX_TEXT_CHARS, ParseError, clean_text
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.model.runtime.text.vocab import NoKnownWordError
+
+#: Why a text is unusable.
+Reason = Literal["too-long", "no-words", "unparsable", "unknown-words"]
+#: Texts (cleaned) → one tree per text, or for a text that fails, its ParseError in its
+#: place; a callable may instead raise ParseError for the whole batch.
+ParseFn = Callable[[Sequence[str]], Sequence[DependencyTree | BaseException]]
+
+ADVICE = (
+    "write a phrase or sentence in English with at least one common word, "
+    "e.g. 'a dog runs on the beach'"
+)
+
+
+class UnusableText(ValueError):
+    """A text that cannot become a vector: ``what`` names it (``"text"``, ``"caption 2"``),
+    ``reason`` says why; the message is the one users read.
+
+    Empty or punctuation-only texts and texts with no known word read alike (``no-words``
+    and ``unknown-words`` share a message): to a user both say "no word the model knows".
+    """
+
+    def __init__(self, what: str, reason: Reason, detail: str = "") -> None:
+        self.what, self.reason, self.detail = what, reason, detail
+        if reason in ("no-words", "unknown-words"):
+            message = f"{what} has no word the model knows: {ADVICE}"
+        elif reason == "too-long":
+            message = f"{what} is {detail}"
+        else:
+            message = f"{what}: {detail}"
+        super().__init__(message)
+
+
+def clean(text: str, what: str = "text", max_chars: int = MAX_TEXT_CHARS) -> str:
+    """The cleaned text (what is parsed, and the query cache's key); UnusableText if it is
+    over ``max_chars`` or holds no letter or digit."""
+    if isinstance(text, str) and len(text) > max_chars:  # before cleaning: the raw length
+        raise UnusableText(
+            what, "too-long", f"{len(text)} characters long; the limit is {max_chars}"
+        )
+    try:
+        cleaned = clean_text(text, max_chars)
+    except ParseError:
+        raise UnusableText(what, "no-words") from None
+    if not any(c.isalnum() for c in cleaned):
+        raise UnusableText(what, "no-words")
+    return cleaned
+
+
+def labels(n: int, noun: str = "caption") -> list[str]:
+    """How ``n`` texts are named in errors: ``"caption"`` alone, else ``"caption 1"``, …"""
+    return [noun] if n == 1 else [f"{noun} {i + 1}" for i in range(n)]
+
+
+def parse_each(parse: ParseFn, texts: Sequence[str]) -> list[DependencyTree | ParseError]:
+    """One batch through ``parse``; if a text spoils it, each text alone, so only that one
+    fails (its ParseError in its place)."""
+    if not texts:
+        return []
+    try:
+        outcomes = list(parse(list(texts)))
+    except ParseError:
+        outcomes = [_parse_one(parse, t) for t in texts]
+    return [o if isinstance(o, DependencyTree) else _as_parse_error(o) for o in outcomes]
+
+
+def _parse_one(parse: ParseFn, text: str) -> DependencyTree | BaseException:
+    try:
+        return parse([text])[0]
+    except ParseError as exc:
+        return exc
+
+
+def _as_parse_error(outcome: BaseException) -> ParseError:
+    if isinstance(outcome, ParseError):
+        return outcome
+    raise outcome  # a crashed parser is no verdict on the text
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One text through the door: its tree, or why it has none."""
+
+    text: str
+    tree: DependencyTree | None = None
+    error: UnusableText | None = None
+
+
+class Sentences:
+    """Texts into trees and vectors for one model, through one parse callable."""
+
+    def __init__(
+        self, model: Embedder | None, parse: ParseFn, max_chars: int = MAX_TEXT_CHARS
+    ) -> None:
+        #: None: trees only (training parses before its model exists).
+        self.model, self.parse, self.max_chars = model, parse, max_chars
+
+    def clean(self, text: str, what: str = "text") -> str:
+        return clean(text, what, self.max_chars)
+
+    def outcomes(
+        self, texts: Sequence[str], whats: Sequence[str] | None = None, cleaned: bool = False
+    ) -> list[Outcome]:
+        """One outcome per text, in order (``cleaned``: the texts come from ``clean``)."""
+        whats = list(whats) if whats is not None else ["text"] * len(texts)
+        out: list[Outcome] = [Outcome(t) for t in texts]
+        todo: list[tuple[int, str]] = []
+        for i, (text, what) in enumerate(zip(texts, whats, strict=True)):
+            try:
+                todo.append((i, text if cleaned else self.clean(text, what)))
+            except UnusableText as exc:
+                out[i] = Outcome(text, error=exc)
+        parsed = parse_each(self.parse, [c for _, c in todo])
+        for (i, _), tree in zip(todo, parsed, strict=True):
+            if isinstance(tree, ParseError):
+                out[i] = Outcome(texts[i], error=UnusableText(whats[i], "unparsable", str(tree)))
+            elif self.model is not None and not self._knows(tree, whats[i]):
+                out[i] = Outcome(texts[i], error=UnusableText(whats[i], "unknown-words"))
+            else:
+                out[i] = Outcome(texts[i], tree=tree)
+        return out
+
+    def _knows(self, tree: DependencyTree, what: str) -> bool:
+        assert self.model is not None
+        try:
+            self.model.require_known_words([tree], what)
+        except NoKnownWordError:
+            return False
+        return True
+
+    def trees(
+        self, texts: Sequence[str], whats: Sequence[str] | None = None, cleaned: bool = False
+    ) -> list[DependencyTree]:
+        """Every text's tree; the first unusable text's UnusableText otherwise."""
+        found = self.outcomes(texts, whats, cleaned)
+        for o in found:
+            if o.error is not None:
+                raise o.error
+        return [o.tree for o in found if o.tree is not None]
+
+    def usable(
+        self, texts: Sequence[str], whats: Sequence[str] | None = None
+    ) -> tuple[list[tuple[str, DependencyTree]], list[UnusableText]]:
+        """The usable texts with their trees (in order), and why each other one is not."""
+        kept, refused = [], []
+        for o in self.outcomes(texts, whats):
+            if o.tree is not None:
+                kept.append((o.text, o.tree))
+            elif o.error is not None:
+                refused.append(o.error)
+        return kept, refused
+
+    def embed(self, trees: Sequence[DependencyTree]) -> np.ndarray:
+        """Sentence vectors of usable trees (one row each)."""
+        assert self.model is not None, "a door without a model gives trees only"
+        return self.model.embed_sentences(list(trees))
+
+    def vectors(
+        self, texts: Sequence[str], whats: Sequence[str] | None = None, cleaned: bool = False
+    ) -> np.ndarray:
+        """Sentence vectors of ``texts``, one row each; UnusableText for the first refused."""
+        return self.embed(self.trees(texts, whats, cleaned))
+
+    def usable_vectors(
+        self, texts: Sequence[str], chunk: int = 2048
+    ) -> tuple[list[str], np.ndarray, list[UnusableText]]:
+        """The usable texts (as cleaned) with their vectors, in chunks; the others left out
+        with their reasons (what a caption bank or a corpus needs)."""
+        kept: list[str] = []
+        parts: list[np.ndarray] = []
+        refused: list[UnusableText] = []
+        for start in range(0, len(texts), chunk):
+            good, bad = self.usable(
+                texts[start : start + chunk], ["caption"] * len(texts[start : start + chunk])
+            )
+            refused += bad
+            if good:
+                parts.append(self.embed([t for _, t in good]))
+                kept += [t.text for _, t in good]
+        if parts:
+            return kept, np.concatenate(parts), refused
+        return kept, np.zeros((0, 1), np.float32), refused
