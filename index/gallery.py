@@ -145,12 +145,19 @@ def is_legacy_gallery(folder: Path) -> bool:
 class Gallery:
     """Photos and captions in ``folder``, searchable by inner product."""
 
-    def __init__(self, folder: Path, records: Records, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        records: Records,
+        read_only: bool = False,
+        settings: IndexSettings | None = None,
+    ) -> None:
         self.folder, self.records, self.read_only = Path(folder), records, read_only
         meta = records.meta
         self.dim, self.kind = int(meta["dim"]), str(meta["kind"])
         self.identity: dict[str, str] = meta["identity"]
-        self.settings = IndexSettings()  # the approximate kinds' shape and search settings
+        #: the approximate kinds' shape and this process's search settings
+        self.settings = settings or IndexSettings()
         self._snapshot_seen: dict[str, int] = {}
         self._indexes = {kind: self._load_index(kind) for kind in VECTOR_KINDS}
         self._refresh_lock = threading.Lock()
@@ -172,10 +179,15 @@ class Gallery:
 
     @classmethod
     def open(
-        cls, folder: Path, identity: dict[str, str] | None = None, read_only: bool = False
+        cls,
+        folder: Path,
+        identity: dict[str, str] | None = None,
+        read_only: bool = False,
+        settings: IndexSettings | None = None,
     ) -> Gallery:
         """A gallery; StoreError (IdentityMismatch) if there is none or another model
-        built it. Leftovers of interrupted writes are cleared (unless ``read_only``)."""
+        built it. Leftovers of interrupted writes are cleared (unless ``read_only``).
+        ``settings``: the approximate kinds' search settings for this process."""
         folder = Path(folder)
         _refuse_legacy(folder)
         if not is_gallery(folder):
@@ -183,7 +195,7 @@ class Gallery:
                 f"no gallery at {folder} (make one with `groundsearch index PHOTOS "
                 f"--index {folder}`)"
             )
-        gallery = cls(folder, Records.open(folder / DB_FILE, identity), read_only)
+        gallery = cls(folder, Records.open(folder / DB_FILE, identity), read_only, settings)
         if not read_only:
             gallery.clear_leftovers()
         return gallery

@@ -26,6 +26,7 @@ from PIL import Image
 
 from groundsearch.index.caption_bank import CaptionBank, captions_from, training_captions
 from groundsearch.index.gallery import Gallery, ImageRecord, checkpoint_identity
+from groundsearch.index.index_kinds import IndexSettings
 from groundsearch.index.sample_gallery import SAMPLE_CAPTIONS
 from groundsearch.model.runtime.arithmetic import arithmetic_query, centre_rerank
 from groundsearch.model.runtime.captioning import (
@@ -100,10 +101,12 @@ class Engine:
         self.model: Embedder = load_checkpoint(checkpoint, parser=self.parser.version)
         self.identity = checkpoint_identity(checkpoint)
         self.extractor = FeatureExtractor.for_identity(self.model.backbone)
-        self.gallery = Gallery.open(settings.index_path, self.identity, settings.read_only)
-        search = self.gallery.settings  # shared by its indexes: takes effect at once
-        search.nprobe, search.k_factor = settings.search_nprobe, settings.search_k_factor
-        search.ef_search = settings.hnsw_ef_search
+        search = IndexSettings(
+            nprobe=settings.search_nprobe,
+            k_factor=settings.search_k_factor,
+            ef_search=settings.hnsw_ef_search,
+        )
+        self.gallery = Gallery.open(settings.index_path, self.identity, settings.read_only, search)
         self.gallery.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
         self.batcher = ParseBatcher(self.parser, workers=settings.parse_workers)
         self.decoder, self.decoder_status = self._load_decoder()
