@@ -1,7 +1,10 @@
 """Project settings: where data, trained models and caches live.
 
-Every field can be overridden by an environment variable with the ``GROUNDSEARCH_``
-prefix, e.g. ``GROUNDSEARCH_DATA_DIR=/data groundsearch parse "..."``.
+Each of the three fields — ``data_dir``, ``model_dir``, ``cache_dir`` — can be overridden
+by an environment variable with the ``GROUNDSEARCH_`` prefix, e.g.
+``GROUNDSEARCH_DATA_DIR=/data groundsearch parse "..."``. The paths below them
+(``parser_dir``, ``default_checkpoint``, ``flickr8k_dir``, ``gallery_dir``, …) are
+properties derived from those three, not settings of their own: move the folder above.
 
 Only the roof reads them — the command line, the service factory and the benchmark
 scripts — and hands paths down: library code under ``model/`` and ``index/`` takes
@@ -69,7 +72,8 @@ class Settings(BaseSettings):
 
     @property
     def gallery_dir(self) -> Path:
-        """Where ``groundsearch build-index`` writes the gallery by default."""
+        """Where ``groundsearch index`` writes the gallery, and ``serve`` reads it, by
+        default (``--index`` or ``GROUNDSEARCH_INDEX_DIR`` for the service name another)."""
         return self.cache_dir / "gallery"
 
     @property

@@ -4,7 +4,7 @@ groundsearch parse "A man wearing a helmet jumps on his bike near a beach."
 groundsearch train --encoder sdt-rnn --out runs/sdt.pt   # Eq. 5, selected on dev rsum
 groundsearch evaluate                                    # the shipped SDT-RNN on test
 groundsearch evaluate-arithmetic --out a.json           # photo − "dog" + "man", measured
-groundsearch build-index                                 # Flickr8k test → a gallery
+groundsearch index ~/Photos                              # your photos → a gallery
 groundsearch serve                                       # the web service on :8000
 """
 
