@@ -163,14 +163,6 @@ def save_kcca(model: KCCAModel, path: Path, extra: dict[str, Any] | None = None)
     )
 
 
-def load_kcca(path: Path, parser: str | None = None, backbone: str | None = None) -> KCCAModel:
-    """Read a kCCA checkpoint; refuse it if made with another parser or backbone."""
-    state = _read_kcca_state(path)
-    if state is None:
-        raise CheckpointError(f"{path} is not a groundsearch kCCA checkpoint")
-    return _kcca_from_state(state, path, parser, backbone)
-
-
 def _read_kcca_state(path: Path) -> dict[str, Any] | None:
     """The contents of a kCCA checkpoint, or None for any other file that exists
     (a joint checkpoint holds arrays that a weights-only load refuses)."""

@@ -221,7 +221,7 @@ def _paper(config: JointConfig, options: PaperOptions) -> dict[str, Any]:
     }
 
 
-def _word_rnn(config: JointConfig, options: WordRNNOptions) -> dict[str, Any]:
+def _recurrent(config: JointConfig, options: WordRNNOptions) -> dict[str, Any]:
     """Options of the gated recurrent encoders over words."""
     return {
         **_shared(config),
@@ -250,7 +250,7 @@ def _tree_lstm_lr(
     if not isinstance(inventory, ChildOrderInventory):
         raise ValueError("tree-lstm-lr needs a child-order inventory")
     return LeftRightTreeLSTM(
-        vocab.vectors, n_positions=len(inventory), **_word_rnn(config, options)
+        vocab.vectors, n_positions=len(inventory), **_recurrent(config, options)
     )
 
 
@@ -302,7 +302,7 @@ ENCODERS: dict[str, EncoderSpec[Any]] = {
             "tree-lstm",
             "tree",
             WordRNNOptions,
-            lambda c, o, v, _: ChildSumTreeLSTM(v.vectors, **_word_rnn(c, o)),
+            lambda c, o, v, _: ChildSumTreeLSTM(v.vectors, **_recurrent(c, o)),
         ),
         EncoderSpec("tree-lstm-lr", "tree", LeftRightOptions, _tree_lstm_lr, _lr_positions),
         EncoderSpec(
@@ -318,13 +318,13 @@ ENCODERS: dict[str, EncoderSpec[Any]] = {
             "lstm",
             "words",
             WordRNNOptions,
-            lambda c, o, v, _: WordRNN(v.vectors, cell="lstm", **_word_rnn(c, o)),
+            lambda c, o, v, _: WordRNN(v.vectors, cell="lstm", **_recurrent(c, o)),
         ),
         EncoderSpec(
             "gru",
             "words",
             WordRNNOptions,
-            lambda c, o, v, _: WordRNN(v.vectors, cell="gru", **_word_rnn(c, o)),
+            lambda c, o, v, _: WordRNN(v.vectors, cell="gru", **_recurrent(c, o)),
         ),
         EncoderSpec(
             "char-gru",
