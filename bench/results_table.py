@@ -23,6 +23,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+from groundsearch.model.runtime.encoders.registry import ENCODERS, OPTIONS
 from groundsearch.model.runtime.joint import JointConfig
 from groundsearch.model.training.kcca import KCCAConfig
 from groundsearch.model.training.loop import TrainConfig
@@ -148,7 +149,13 @@ NO_FLAG = {
     "kcca": {"dims", "regs"},
 }
 DEFAULTS = {
-    "joint": {f.name: f.default for f in fields(JointConfig)},
+    # the shared fields and every encoder's options (one flat namespace, as stored)
+    "joint": {
+        f.name: f.default
+        for cls in (JointConfig, *OPTIONS)
+        for f in fields(cls)
+        if f.name != "options"
+    },
     "train": {f.name: f.default for f in fields(TrainConfig)},
     "kcca": {f.name: f.default for f in fields(KCCAConfig)},
 }
@@ -286,6 +293,7 @@ def train_command(summary: dict, out: Path, checkpoint: Path | None = None) -> s
     for section in ("kcca",) if kcca else ("joint", "train"):
         source[section] = summary.get(section, {})
     words = ["groundsearch", "train", "--out", str(out)]
+    joint_names = _joint_names(summary.get("encoder"))
     unknown, notes = [], []
     used: set[str] = set()
     for flag, key, kind in KCCA_FLAGS if kcca else JOINT_FLAGS:
@@ -294,6 +302,8 @@ def train_command(summary: dict, out: Path, checkpoint: Path | None = None) -> s
         scope = source[section] if section else source
         if kind == OPTION and name not in scope and name in DEFAULTS.get(section, {}):
             continue  # an option added after this run: it ran at the default
+        if section == "joint" and name not in scope and name not in joint_names:
+            continue  # another encoder's option (newer summaries hold only their own)
         if name not in scope:
             unknown.append(key)
             continue
@@ -321,6 +331,13 @@ def train_command(summary: dict, out: Path, checkpoint: Path | None = None) -> s
     if unknown:
         notes.insert(0, "unknown: " + ", ".join(unknown))
     return " ".join(words) + (f"  # {'; '.join(notes)}" if notes else "")
+
+
+def _joint_names(encoder: object) -> set[str]:
+    """The summary's ``joint`` keys of ``encoder``: the shared ones and its options."""
+    spec = ENCODERS.get(str(encoder))
+    own = fields(spec.options) if spec is not None else ()
+    return {f.name for f in (*fields(JointConfig), *own)}
 
 
 def _differs(value: object, default: object) -> bool:

@@ -43,10 +43,6 @@ class CaptionFile:
     def __len__(self) -> int:
         return len(self.captions)
 
-    @property
-    def caption_count(self) -> int:
-        return sum(len(c) for c in self.captions.values())
-
     def for_photo(self, photo: Path, roots: Sequence[Path]) -> list[str]:
         """Captions of an indexed photo (absolute path), by the first key that names it:
         the path itself; relative to this file's folder; relative to each root; its bare

@@ -34,12 +34,12 @@ from groundsearch.files import sha256_file
 from groundsearch.index.caption_files import CaptionFile, read_caption_file
 from groundsearch.index.gallery import Gallery, IndexedFile, checkpoint_identity
 from groundsearch.index.photo_files import PhotoFile, Skipped, walk_photos
-from groundsearch.index.ray_embedding import RayFeaturePool
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.backbones import get_spec
 from groundsearch.model.runtime.images.photos import MAX_PIXELS, PhotoError
 from groundsearch.model.runtime.images.pool import FeaturePool
+from groundsearch.model.runtime.images.ray_pool import RayFeaturePool
 from groundsearch.model.runtime.parsing import DependencyTree, ParseError, Parser, clean_text
 from groundsearch.model.runtime.text.vocab import NoKnownWordError
 

@@ -72,29 +72,37 @@ def rounded(value: object, digits: int = 2) -> object:
 
 
 def add_config_flags(
-    parser: argparse.ArgumentParser, config: type[Any], skip: Collection[str] = ()
+    parser: argparse.ArgumentParser, *configs: type[Any], skip: Collection[str] = ()
 ) -> None:
-    """One flag per field of the dataclass ``config`` whose default is a plain value
-    (fields in ``skip`` and tuple-valued fields are left out)."""
-    for f in dataclasses.fields(config):
-        if f.name in skip or f.default is dataclasses.MISSING or isinstance(f.default, tuple):
-            continue
-        meta = f.metadata
-        flag = meta.get("flag", "--" + f.name.replace("_", "-"))
-        help_text = meta.get("help")
-        if isinstance(f.default, bool):
-            action = "store_false" if meta.get("invert") else "store_true"
-            parser.add_argument(flag, dest=f.name, action=action, help=help_text)
-            continue
-        shown = f"default: {f.default}"
-        parser.add_argument(
-            flag,
-            dest=f.name,
-            type=type(f.default),
-            default=f.default,
-            choices=meta.get("choices"),
-            help=f"{help_text} ({shown})" if help_text else shown,
-        )
+    """One flag per field of the dataclasses ``configs`` whose default is a plain value
+    (fields in ``skip``, tuple- and None-valued fields are left out). A field name in
+    several of them is one flag, made from its first."""
+    made = set(skip)
+    for config in configs:
+        for f in dataclasses.fields(config):
+            if f.name in made or not isinstance(f.default, bool | int | float | str):
+                continue
+            made.add(f.name)
+            _add_flag(parser, f)
+
+
+def _add_flag(parser: argparse.ArgumentParser, f: dataclasses.Field[Any]) -> None:
+    meta = f.metadata
+    flag = meta.get("flag", "--" + f.name.replace("_", "-"))
+    help_text = meta.get("help")
+    if isinstance(f.default, bool):
+        action = "store_false" if meta.get("invert") else "store_true"
+        parser.add_argument(flag, dest=f.name, action=action, help=help_text)
+        return
+    shown = f"default: {f.default}"
+    parser.add_argument(
+        flag,
+        dest=f.name,
+        type=type(f.default),
+        default=f.default,
+        choices=meta.get("choices"),
+        help=f"{help_text} ({shown})" if help_text else shown,
+    )
 
 
 def config_from(args: argparse.Namespace, config: type[T], **values: Any) -> T:

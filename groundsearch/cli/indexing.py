@@ -43,8 +43,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from groundsearch.index.defaults import Preset, flickr8k_preset, read_list, sample_preset
     from groundsearch.index.errors import StoreError
     from groundsearch.index.indexer import IndexingError, index_photos
-    from groundsearch.index.ray_embedding import RayClusterError
     from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.images.ray_pool import RayClusterError
     from groundsearch.model.runtime.parsing import ParseError
 
     s = get_settings()

@@ -54,6 +54,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.data.concepts import resolve
     from groundsearch.model.runtime.concepts import ConceptConfig
+    from groundsearch.model.runtime.encoders.registry import encoder_options
     from groundsearch.model.runtime.joint import JointConfig
     from groundsearch.model.training.experiment import run_kcca_training, run_training
     from groundsearch.model.training.kcca import KCCAConfig
@@ -71,7 +72,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             summary = run_kcca_training(data_root(args), Path(args.out), kcca, **common)
             keys = ("encoder", "selected", "dev", "train_seconds")
         else:
-            joint = config_from(args, JointConfig)
+            options = encoder_options(args.encoder, vars(args))
+            joint = config_from(args, JointConfig, options=options)
             cfg = config_from(args, TrainConfig)
             summary = run_training(
                 data_root(args),
@@ -179,6 +181,7 @@ def cmd_relations(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from groundsearch.model.runtime.encoders.registry import OPTIONS
     from groundsearch.model.runtime.images.backbones import DEFAULT_BACKBONE
     from groundsearch.model.runtime.joint import ENCODERS, JointConfig
     from groundsearch.model.training.kcca import KCCAConfig
@@ -199,7 +202,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"a joint-model encoder, or kcca (default: {JointConfig.encoder})",
     )
     # image_dim is the backbone's; init_noise and adagrad_reset stay at their defaults
-    add_config_flags(p, JointConfig, skip={"encoder", "seed", "image_dim", "init_noise"})
+    add_config_flags(p, JointConfig, *OPTIONS, skip={"encoder", "seed", "image_dim", "init_noise"})
     add_config_flags(p, TrainConfig, skip={"adagrad_reset"})
     add_config_flags(p, KCCAConfig, skip={"seed"})
     p.add_argument("--half", action="store_true", help="store the weights as float16")

@@ -12,7 +12,7 @@ what the model learned.
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,7 @@ def save_joint(
     inventory = model.inventory
     state = {
         "format": JOINT_FORMAT,
-        "config": asdict(model.config),
+        "config": model.config.to_dict(),
         "vocab": vocab,
         "inventory": None
         if inventory is None
@@ -122,7 +122,10 @@ def load_joint(path: Path, parser: str | None = None, backbone: str | None = Non
     if not isinstance(state, dict) or state.get("format") != JOINT_FORMAT:
         raise CheckpointError(f"{path} is not a groundsearch checkpoint (format {JOINT_FORMAT})")
     check_origin(path, state, parser, backbone, made="trained")
-    config = JointConfig(**state["config"])
+    try:
+        config = JointConfig.from_dict(state["config"])
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path} has a bad model config: {exc}") from None
     vocab = Vocabulary.from_state_dict(state["vocab"])
     inv = state["inventory"]
     inventory = None if inv is None else INVENTORIES[inv["kind"]](tuple(inv["names"]))
@@ -158,14 +161,6 @@ def save_kcca(model: KCCAModel, path: Path, extra: dict[str, Any] | None = None)
         },
         path,
     )
-
-
-def load_kcca(path: Path, parser: str | None = None, backbone: str | None = None) -> KCCAModel:
-    """Read a kCCA checkpoint; refuse it if made with another parser or backbone."""
-    state = _read_kcca_state(path)
-    if state is None:
-        raise CheckpointError(f"{path} is not a groundsearch kCCA checkpoint")
-    return _kcca_from_state(state, path, parser, backbone)
 
 
 def _read_kcca_state(path: Path) -> dict[str, Any] | None:

@@ -211,12 +211,3 @@ class ConceptChannel:
     def knows(self, word: str) -> bool:
         """Whether GloVe has ``word`` (so that the channel can match it)."""
         return word.lower() in glove_table()[0]
-
-    def top_classes(self, features: np.ndarray, k: int = 5) -> list[list[tuple[str, float]]]:
-        """Each photo's k most probable ImageNet classes (for explanations)."""
-        p = self.class_probabilities(features)
-        order = np.argsort(-p, axis=1)[:, :k]
-        return [
-            [(self.classes[i], float(row[i])) for i in idx]
-            for row, idx in zip(p, order, strict=True)
-        ]

@@ -7,8 +7,8 @@ parser and backbone origin checks) is ``groundsearch.model.runtime.checkpoints``
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -17,15 +17,16 @@ from torch import nn
 
 from groundsearch.model.runtime.encoders.recurrent import CharInventory, char_batch
 from groundsearch.model.runtime.encoders.registry import ENCODERS as ENCODER_SPECS
-from groundsearch.model.runtime.encoders.registry import Inventory, encoder_spec
+from groundsearch.model.runtime.encoders.registry import (
+    EncoderOptions,
+    Inventory,
+    encoder_options,
+    encoder_spec,
+    option_names,
+)
 from groundsearch.model.runtime.encoders.sequence import word_batch
 from groundsearch.model.runtime.encoders.tree_batch import make_batch
-from groundsearch.model.runtime.encoders.tree_rnn import (
-    NONLINEARITIES,
-    StackedTreeRNN,
-    TreeRNN,
-    activation,
-)
+from groundsearch.model.runtime.encoders.tree_rnn import StackedTreeRNN, TreeRNN
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.text.vocab import Vocabulary
 
@@ -36,67 +37,53 @@ ENCODERS = sorted(ENCODER_SPECS)
 
 @dataclass
 class JointConfig:
-    """Architecture of a joint model (training options live elsewhere)."""
+    """Architecture of a joint model (training options live elsewhere): what every
+    encoder shares, and the chosen encoder's own options (``encoders.registry``).
+
+    Stored flat (``to_dict``): the shared fields beside the encoder's options.
+    """
 
     encoder: str = field(default="sdt-rnn", metadata={"help": "the sentence encoder"})
     hidden: int = field(default=50, metadata={"help": "size of the joint space"})
-    rnn_hidden: int = field(default=512, metadata={"help": "LSTM/GRU/Tree-LSTM state size"})
     image_dim: int = 1280
-    freeze_words: bool = field(
-        default=True,
-        metadata={"help": "fine-tune word vectors", "flag": "--tune-words", "invert": True},
-    )
-    relation_min_count: int = field(
-        default=5, metadata={"help": "sdt-rnn: rarer relations share their base relation's matrix"}
-    )
-    max_child_order: int = field(
-        default=0,
-        metadata={
-            "help": "dt-rnn, tree-lstm-lr: children past this order on a side of their head "
-            "share the last order's parameters (0: dt-rnn keeps every order seen "
-            "--relation-min-count times, tree-lstm-lr takes p = 3)"
-        },
-    )
-    unweighted: bool = field(
-        default=False,
-        metadata={"help": "dt-rnn/sdt-rnn: drop Eq. 4's ℓ weighting (the paper's Eq. 1–3)"},
-    )
-    nonlinearity: str = field(
-        default="tanh",
-        metadata={"help": "dt-rnn/sdt-rnn: the composition's f", "choices": list(NONLINEARITIES)},
-    )
-    char_cell: str = field(
-        default="gru",
-        metadata={"help": "char-gru-mf: the recurrent cell", "choices": ["gru", "lstm"]},
-    )
-    char_pooling: str = field(
-        default="attention",
-        metadata={
-            "help": "char-gru-mf: vector-valued self-attention or max-pooling over time",
-            "choices": ["attention", "max"],
-        },
-    )
     sqrt_features: bool = field(
         default=False, metadata={"help": "square-root the CNN features first"}
     )
-    init_noise: float = 0.01
     seed: int = 0
+    #: The encoder's options; None: its defaults.
+    options: EncoderOptions | None = None
 
     def __post_init__(self) -> None:
-        encoder_spec(self.encoder)  # ValueError naming the choices
-        activation(self.nonlinearity)
-        if self.char_cell not in ("gru", "lstm"):
-            raise ValueError(f"unknown char_cell {self.char_cell!r}; choose gru or lstm")
-        if self.char_pooling not in ("attention", "max"):
-            raise ValueError(f"unknown char_pooling {self.char_pooling!r}; choose attention or max")
-        if self.max_child_order < 0:
-            raise ValueError(f"max_child_order must be ≥ 0, got {self.max_child_order}")
+        spec = encoder_spec(self.encoder)  # ValueError naming the choices
+        if self.options is None:
+            self.options = spec.options()
+        spec.options_of(self)  # ValueError if they are another family's
+
+    def to_dict(self) -> dict[str, Any]:
+        """The shared fields and the encoder's options, in one flat dict."""
+        values = asdict(self)
+        options = values.pop("options")
+        return {**values, **options}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> JointConfig:
+        """The config of a flat dict: ``to_dict``'s, or an older checkpoint's, which
+        holds every family's options (only the encoder's own are kept: no other
+        encoder read them)."""
+        shared = {f.name for f in fields(cls)} - {"options"}
+        unknown = set(values) - shared - option_names()
+        if unknown:
+            raise ValueError(f"unknown joint-model options {sorted(unknown)}")
+        encoder = values.get("encoder", cls.encoder)
+        return cls(
+            **{k: v for k, v in values.items() if k in shared},
+            options=encoder_options(encoder, values),
+        )
 
 
 def build_inventory(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory | None:
     """The matrix inventory a tree RNN needs (None for the other encoders)."""
-    spec = encoder_spec(config.encoder)
-    return None if spec.inventory is None else spec.inventory(config, trees)
+    return encoder_spec(config.encoder).build_inventory(config, trees)
 
 
 class JointModel(nn.Module):
@@ -114,7 +101,7 @@ class JointModel(nn.Module):
         self.config, self.vocab, self.inventory = config, vocab, inventory
         self.parser, self.backbone = parser, backbone
         self.spec = encoder_spec(config.encoder)
-        self.encoder: nn.Module = self.spec.build(config, vocab, inventory)
+        self.encoder: nn.Module = self.spec.encoder(config, vocab, inventory)
         self.snapshots: list[dict[str, torch.Tensor]] = []
         #: What the checkpoint recorded beside the weights (e.g. the training summary).
         self.extra: dict[str, Any] = {}

@@ -84,7 +84,7 @@ def run_training(
     dev = evaluate(model, splits["dev"], cfg.normalize)
     summary: dict[str, Any] = {
         "encoder": joint.encoder,
-        "joint": asdict(joint),
+        "joint": joint.to_dict(),
         "train": asdict(cfg),
         "dev": dev,
         "best_epoch": hist.best_epoch,

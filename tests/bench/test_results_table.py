@@ -190,3 +190,18 @@ def test_paper_options_appear_only_when_set(table: ModuleType, runs: Path) -> No
     plain = {**GRU["joint"], "unweighted": False, "nonlinearity": "tanh"}
     cmd = table.train_command({**GRU, "joint": plain}, runs / "g.pt")
     assert "--unweighted" not in cmd and "--nonlinearity" not in cmd
+
+
+def test_a_summary_with_only_its_encoders_options(table: ModuleType, runs: Path) -> None:
+    # summaries since each encoder owns its options hold the shared fields and its own
+    from groundsearch.model.runtime.encoders.registry import WordRNNOptions
+    from groundsearch.model.runtime.joint import JointConfig
+
+    joint = JointConfig(
+        encoder="gru", hidden=1024, image_dim=1408, sqrt_features=True,
+        options=WordRNNOptions(freeze_words=False),
+    ).to_dict()  # fmt: skip
+    cmd = table.train_command({**GRU, "joint": joint}, runs / "gru.pt")
+    assert cmd == table.train_command(GRU, runs / "gru.pt").replace(
+        " --relation-min-count 5", ""
+    ).replace("  # no flag sets joint.init_noise=0.05", "")

@@ -1,14 +1,21 @@
-"""Every sentence encoder by name: what it reads, how it is built, which matrices it needs.
+"""Every sentence encoder by name: what it reads, its own options, how it is built, which
+matrices it needs.
 
 Adding an encoder touches this table only: the joint model, its checkpoints, the
-command line (``--encoder``) and the service find it here.
+command line (``--encoder`` and the options' flags) and the service find it here.
+
+Each encoder family owns a frozen options dataclass (``TreeRNNOptions``, …); the joint
+model's ``JointConfig`` holds what every encoder shares (the space's size, the image
+projection, the seed) and the chosen encoder's options. Option names are one flat
+namespace across families (a checkpoint stores them flat beside the shared fields, and
+each becomes one ``groundsearch train`` flag), so a name two families share means the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from torch import nn
 
@@ -25,7 +32,7 @@ from groundsearch.model.runtime.encoders.tree_batch import (
     RelationInventory,
 )
 from groundsearch.model.runtime.encoders.tree_lstm import ChildSumTreeLSTM, LeftRightTreeLSTM
-from groundsearch.model.runtime.encoders.tree_rnn import TreeRNN
+from groundsearch.model.runtime.encoders.tree_rnn import NONLINEARITIES, TreeRNN, activation
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 if TYPE_CHECKING:
@@ -43,118 +50,312 @@ INVENTORIES: dict[str, type[Inventory]] = {
 #: p of the left/right Tree-LSTM when ``max_child_order`` is left at 0.
 TREE_LSTM_LR_ORDER = 3
 
+# --- the options each family owns ----------------------------------------------------------
+
+
+def _freeze_words() -> Any:
+    return field(
+        default=True,
+        metadata={"help": "fine-tune word vectors", "flag": "--tune-words", "invert": True},
+    )
+
+
+def _rnn_hidden() -> Any:
+    return field(default=512, metadata={"help": "LSTM/GRU/Tree-LSTM state size"})
+
+
+def _max_child_order() -> Any:
+    return field(
+        default=0,
+        metadata={
+            "help": "dt-rnn, tree-lstm-lr: children past this order on a side of their head "
+            "share the last order's parameters (0: dt-rnn keeps every order seen "
+            "--relation-min-count times, tree-lstm-lr takes p = 3)"
+        },
+    )
+
+
+def _check_order(max_child_order: int) -> None:
+    if max_child_order < 0:
+        raise ValueError(f"max_child_order must be ≥ 0, got {max_child_order}")
+
 
 @dataclass(frozen=True)
-class EncoderSpec:
-    """One encoder: its input, its constructor and (tree RNNs) its matrix inventory."""
+class EncoderOptions:
+    """What one encoder family, and no other, is configured by (subclassed per family)."""
+
+
+@dataclass(frozen=True)
+class PaperOptions(EncoderOptions):
+    """bow, chain-rnn: word vectors and identity-initialised matrices."""
+
+    freeze_words: bool = _freeze_words()
+    init_noise: float = 0.01
+
+
+@dataclass(frozen=True)
+class TreeRNNOptions(PaperOptions):
+    """sdt-rnn, dt-rnn, dt-rnn-distance: the paper's tree RNNs (Eq. 4)."""
+
+    relation_min_count: int = field(
+        default=5, metadata={"help": "sdt-rnn: rarer relations share their base relation's matrix"}
+    )
+    max_child_order: int = _max_child_order()
+    unweighted: bool = field(
+        default=False,
+        metadata={"help": "dt-rnn/sdt-rnn: drop Eq. 4's ℓ weighting (the paper's Eq. 1–3)"},
+    )
+    nonlinearity: str = field(
+        default="tanh",
+        metadata={"help": "dt-rnn/sdt-rnn: the composition's f", "choices": list(NONLINEARITIES)},
+    )
+
+    def __post_init__(self) -> None:
+        activation(self.nonlinearity)  # ValueError naming the choices
+        _check_order(self.max_child_order)
+
+
+@dataclass(frozen=True)
+class WordRNNOptions(EncoderOptions):
+    """lstm, gru, tree-lstm: gated recurrences over word vectors."""
+
+    freeze_words: bool = _freeze_words()
+    rnn_hidden: int = _rnn_hidden()
+
+
+@dataclass(frozen=True)
+class LeftRightOptions(WordRNNOptions):
+    """tree-lstm-lr: a Tree-LSTM with parameters by the child's side and order."""
+
+    max_child_order: int = _max_child_order()
+
+    def __post_init__(self) -> None:
+        _check_order(self.max_child_order)
+
+
+@dataclass(frozen=True)
+class CharRNNOptions(EncoderOptions):
+    """char-gru: a bidirectional GRU over characters."""
+
+    rnn_hidden: int = _rnn_hidden()
+
+
+@dataclass(frozen=True)
+class CharMFOptions(CharRNNOptions):
+    """char-gru-mf: Merkx & Frank's character encoder."""
+
+    char_cell: str = field(
+        default="gru",
+        metadata={"help": "char-gru-mf: the recurrent cell", "choices": ["gru", "lstm"]},
+    )
+    char_pooling: str = field(
+        default="attention",
+        metadata={
+            "help": "char-gru-mf: vector-valued self-attention or max-pooling over time",
+            "choices": ["attention", "max"],
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.char_cell not in ("gru", "lstm"):
+            raise ValueError(f"unknown char_cell {self.char_cell!r}; choose gru or lstm")
+        if self.char_pooling not in ("attention", "max"):
+            raise ValueError(f"unknown char_pooling {self.char_pooling!r}; choose attention or max")
+
+
+OptionsT = TypeVar("OptionsT", bound=EncoderOptions)
+
+
+@dataclass(frozen=True)
+class EncoderSpec(Generic[OptionsT]):
+    """One encoder: its input, its options, its constructor and (tree RNNs, char-gru-mf)
+    its inventory, both given the joint config's shared part and the encoder's options."""
 
     name: str
     input: Input
-    build: Callable[[JointConfig, Vocabulary, Inventory | None], nn.Module]
-    inventory: Callable[[JointConfig, Sequence[DependencyTree]], Inventory] | None = None
+    options: type[OptionsT]
+    build: Callable[[JointConfig, OptionsT, Vocabulary, Inventory | None], nn.Module]
+    inventory: Callable[[OptionsT, Sequence[DependencyTree]], Inventory] | None = None
 
     @property
     def uses_words(self) -> bool:
         """Whether sentences are read through the word vocabulary (not characters)."""
         return self.input != "chars"
 
+    def encoder(
+        self, config: JointConfig, vocab: Vocabulary, inventory: Inventory | None
+    ) -> nn.Module:
+        """The encoder module ``config`` describes."""
+        return self.build(config, self.options_of(config), vocab, inventory)
 
-def _tree_rnn(config: JointConfig, vocab: Vocabulary, inventory: Inventory | None) -> nn.Module:
+    def build_inventory(
+        self, config: JointConfig, trees: Sequence[DependencyTree]
+    ) -> Inventory | None:
+        """The inventory of ``trees`` this encoder needs (None: it needs none)."""
+        return None if self.inventory is None else self.inventory(self.options_of(config), trees)
+
+    def options_of(self, config: JointConfig) -> OptionsT:
+        """``config``'s options, checked to be this encoder's."""
+        options = config.options
+        if not isinstance(options, self.options) or type(options) is not self.options:
+            raise ValueError(
+                f"{self.name} takes {self.options.__name__}, not {type(options).__name__}"
+            )
+        return options
+
+
+# --- builders and inventories --------------------------------------------------------------
+
+
+def _shared(config: JointConfig) -> dict[str, Any]:
+    """What every encoder takes from the shared config."""
+    return {"hidden": config.hidden, "seed": config.seed}
+
+
+def _paper(config: JointConfig, options: PaperOptions) -> dict[str, Any]:
+    """Options of the paper's encoders (identity-initialised matrices)."""
+    return {
+        **_shared(config),
+        "freeze_words": options.freeze_words,
+        "init_noise": options.init_noise,
+    }
+
+
+def _recurrent(config: JointConfig, options: WordRNNOptions) -> dict[str, Any]:
+    """Options of the gated recurrent encoders over words."""
+    return {
+        **_shared(config),
+        "freeze_words": options.freeze_words,
+        "rnn_hidden": options.rnn_hidden,
+    }
+
+
+def _tree_rnn(
+    config: JointConfig, options: TreeRNNOptions, vocab: Vocabulary, inventory: Inventory | None
+) -> nn.Module:
     if inventory is None:
         raise ValueError(f"{config.encoder} needs a matrix inventory")
     return TreeRNN(
         vocab.vectors,
         n_matrices=len(inventory),
-        weighted=not config.unweighted,
-        nonlinearity=config.nonlinearity,
-        **_common(config),
+        weighted=not options.unweighted,
+        nonlinearity=options.nonlinearity,
+        **_paper(config, options),
     )
 
 
-def _tree_lstm_lr(config: JointConfig, vocab: Vocabulary, inventory: Inventory | None) -> nn.Module:
+def _tree_lstm_lr(
+    config: JointConfig, options: LeftRightOptions, vocab: Vocabulary, inventory: Inventory | None
+) -> nn.Module:
     if not isinstance(inventory, ChildOrderInventory):
         raise ValueError("tree-lstm-lr needs a child-order inventory")
-    return LeftRightTreeLSTM(vocab.vectors, n_positions=len(inventory), **_recurrent(config))
+    return LeftRightTreeLSTM(
+        vocab.vectors, n_positions=len(inventory), **_recurrent(config, options)
+    )
 
 
-def _char_mf(config: JointConfig, vocab: Vocabulary, inventory: Inventory | None) -> nn.Module:
+def _char_mf(
+    config: JointConfig, options: CharMFOptions, vocab: Vocabulary, inventory: Inventory | None
+) -> nn.Module:
     if not isinstance(inventory, CharInventory):
         raise ValueError("char-gru-mf needs the character inventory of its training captions")
     return MerkxFrankCharEncoder(
-        len(inventory), cell=config.char_cell, pooling=config.char_pooling, **_recurrent(config)
+        len(inventory),
+        cell=options.char_cell,
+        pooling=options.char_pooling,
+        rnn_hidden=options.rnn_hidden,
+        **_shared(config),
     )
 
 
-def _options(config: JointConfig, *names: str) -> dict[str, Any]:
-    """The config fields every encoder takes, plus ``names``."""
-    return {n: getattr(config, n) for n in ("hidden", "freeze_words", "seed", *names)}
+def _relations(options: TreeRNNOptions, trees: Sequence[DependencyTree]) -> Inventory:
+    return RelationInventory.build(trees, min_count=options.relation_min_count)
 
 
-def _common(config: JointConfig) -> dict[str, Any]:
-    """Options of the paper's encoders (identity-initialised matrices)."""
-    return _options(config, "init_noise")
-
-
-def _recurrent(config: JointConfig) -> dict[str, Any]:
-    """Options of the gated recurrent encoders."""
-    return _options(config, "rnn_hidden")
-
-
-def _word_rnn(cell: str, config: JointConfig, vocab: Vocabulary) -> nn.Module:
-    return WordRNN(vocab.vectors, cell=cell, **_recurrent(config))
-
-
-def _relations(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory:
-    return RelationInventory.build(trees, min_count=config.relation_min_count)
-
-
-def _positions(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory:
+def _positions(options: TreeRNNOptions, trees: Sequence[DependencyTree]) -> Inventory:
     return PositionInventory.build(trees)
 
 
-def _child_orders(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory:
+def _child_orders(options: TreeRNNOptions, trees: Sequence[DependencyTree]) -> Inventory:
     return ChildOrderInventory.build(
-        trees, min_count=config.relation_min_count, max_order=config.max_child_order
+        trees, min_count=options.relation_min_count, max_order=options.max_child_order
     )
 
 
-def _lr_positions(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory:
-    return ChildOrderInventory.build(trees, max_order=config.max_child_order or TREE_LSTM_LR_ORDER)
+def _lr_positions(options: LeftRightOptions, trees: Sequence[DependencyTree]) -> Inventory:
+    return ChildOrderInventory.build(trees, max_order=options.max_child_order or TREE_LSTM_LR_ORDER)
 
 
-def _characters(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory:
+def _characters(options: CharMFOptions, trees: Sequence[DependencyTree]) -> Inventory:
     return CharInventory.build(t.text for t in trees)
 
 
-ENCODERS: dict[str, EncoderSpec] = {
+ENCODERS: dict[str, EncoderSpec[Any]] = {
     spec.name: spec
     for spec in (
-        EncoderSpec("sdt-rnn", "tree", _tree_rnn, _relations),
+        EncoderSpec("sdt-rnn", "tree", TreeRNNOptions, _tree_rnn, _relations),
         # the paper's DT-RNN: matrices by the child's order on its side of the head
-        EncoderSpec("dt-rnn", "tree", _tree_rnn, _child_orders),
+        EncoderSpec("dt-rnn", "tree", TreeRNNOptions, _tree_rnn, _child_orders),
         # ours: matrices by the child's side and word distance to the head
-        EncoderSpec("dt-rnn-distance", "tree", _tree_rnn, _positions),
+        EncoderSpec("dt-rnn-distance", "tree", TreeRNNOptions, _tree_rnn, _positions),
         EncoderSpec(
-            "tree-lstm", "tree", lambda c, v, _: ChildSumTreeLSTM(v.vectors, **_recurrent(c))
+            "tree-lstm",
+            "tree",
+            WordRNNOptions,
+            lambda c, o, v, _: ChildSumTreeLSTM(v.vectors, **_recurrent(c, o)),
         ),
-        EncoderSpec("tree-lstm-lr", "tree", _tree_lstm_lr, _lr_positions),
-        EncoderSpec("bow", "words", lambda c, v, _: BagOfWords(v.vectors, **_common(c))),
-        EncoderSpec("chain-rnn", "words", lambda c, v, _: ChainRNN(v.vectors, **_common(c))),
+        EncoderSpec("tree-lstm-lr", "tree", LeftRightOptions, _tree_lstm_lr, _lr_positions),
         EncoderSpec(
-            "lstm", "words", lambda c, v, _: WordRNN(v.vectors, cell="lstm", **_recurrent(c))
+            "bow", "words", PaperOptions, lambda c, o, v, _: BagOfWords(v.vectors, **_paper(c, o))
         ),
         EncoderSpec(
-            "gru", "words", lambda c, v, _: WordRNN(v.vectors, cell="gru", **_recurrent(c))
+            "chain-rnn",
+            "words",
+            PaperOptions,
+            lambda c, o, v, _: ChainRNN(v.vectors, **_paper(c, o)),
         ),
-        EncoderSpec("char-gru", "chars", lambda c, v, _: CharGRUAttention(**_recurrent(c))),
-        EncoderSpec("char-gru-mf", "chars", _char_mf, _characters),
+        EncoderSpec(
+            "lstm",
+            "words",
+            WordRNNOptions,
+            lambda c, o, v, _: WordRNN(v.vectors, cell="lstm", **_recurrent(c, o)),
+        ),
+        EncoderSpec(
+            "gru",
+            "words",
+            WordRNNOptions,
+            lambda c, o, v, _: WordRNN(v.vectors, cell="gru", **_recurrent(c, o)),
+        ),
+        EncoderSpec(
+            "char-gru",
+            "chars",
+            CharRNNOptions,
+            lambda c, o, v, _: CharGRUAttention(rnn_hidden=o.rnn_hidden, **_shared(c)),
+        ),
+        EncoderSpec("char-gru-mf", "chars", CharMFOptions, _char_mf, _characters),
     )
 }
+#: Every family's options class, once each, in the table's order.
+OPTIONS: tuple[type[EncoderOptions], ...] = tuple(
+    dict.fromkeys(spec.options for spec in ENCODERS.values())
+)
 
 
-def encoder_spec(name: str) -> EncoderSpec:
+def encoder_spec(name: str) -> EncoderSpec[Any]:
     """The spec of encoder ``name``; ValueError naming the choices if there is none."""
     try:
         return ENCODERS[name]
     except KeyError:
         raise ValueError(f"unknown encoder {name!r}; choose from {sorted(ENCODERS)}") from None
+
+
+def option_names() -> set[str]:
+    """Every family's option names (the flat namespace checkpoints and flags use)."""
+    return {f.name for cls in OPTIONS for f in fields(cls)}
+
+
+def encoder_options(name: str, values: Mapping[str, Any]) -> EncoderOptions:
+    """Encoder ``name``'s options from a flat mapping: its own fields that ``values``
+    has, the defaults for the others; other families' keys are not its business."""
+    cls = encoder_spec(name).options
+    return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})

@@ -24,65 +24,20 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Generic, Self, TypeVar
 
 import numpy as np
-import torch
-from PIL import Image
 
-from groundsearch.model.runtime.images.backbones import get_spec
-from groundsearch.model.runtime.images.features import FeatureExtractor
-from groundsearch.model.runtime.images.photos import MAX_PIXELS, PhotoError, Reason, decode_photo
+from groundsearch.model.runtime.images.backend import (
+    FeatureBackend,
+    Outcome,
+    PhotoBatchEmbedder,
+    as_result,
+    check_identity,
+)
+from groundsearch.model.runtime.images.photos import MAX_PIXELS, PhotoError
 
 T = TypeVar("T")
-#: A photo's result as it crosses the process boundary (``PhotoError`` does not pickle).
-Outcome = np.ndarray | tuple[Reason, str]
-
-
-class PhotoBatchEmbedder:
-    """One extractor and the pixel limit: decodes and embeds a batch of paths.
-
-    What each ``FeaturePool`` worker (and each Ray actor of ``groundsearch index --ray``)
-    runs, so both paths compute the same features: ``run(paths)`` gives each path's
-    float32 features or ``(reason, message)``, in order.
-    """
-
-    def __init__(self, identity: str, max_pixels: int) -> None:
-        self.extractor = FeatureExtractor.for_identity(identity)
-        self.max_pixels = max_pixels
-
-    def run(self, paths: list[str]) -> list[Outcome]:
-        """Each path's features or ``(reason, message)``, in order."""
-        out: list[Outcome | None] = [None] * len(paths)
-        images: list[Image.Image] = []
-        good: list[int] = []
-        for i, path in enumerate(paths):
-            try:
-                img, _ = decode_photo(path, self.max_pixels, min_side=self.extractor.spec.resize)
-            except PhotoError as exc:
-                out[i] = (exc.reason, str(exc))
-            except OSError as exc:
-                out[i] = ("corrupt", f"{path}: cannot be read ({exc})")
-            else:
-                images.append(img)
-                good.append(i)
-        if images:
-            try:
-                vectors = list(self.extractor.embed_images(images))
-            except Exception:  # one odd image: embed one by one to find it
-                vectors = [
-                    self._embed_one(img, paths[i]) for i, img in zip(good, images, strict=True)
-                ]
-            for i, vector in zip(good, vectors, strict=True):
-                out[i] = vector
-        return [o for o in out if o is not None]
-
-    def _embed_one(self, img: Image.Image, path: str) -> Outcome:
-        try:
-            return self.extractor.embed_images([img])[0]
-        except Exception as exc:
-            return ("corrupt", f"{path}: features failed ({exc})")
 
 
 _worker: PhotoBatchEmbedder | None = None
@@ -94,9 +49,8 @@ def _init_worker(identity: str, max_pixels: int, parent: int | None = None) -> N
     global _worker, _worker_error
     if parent is not None:
         _exit_with_parent(parent)
-    torch.set_num_threads(1)
     try:
-        _worker = PhotoBatchEmbedder(identity, max_pixels)
+        _worker = PhotoBatchEmbedder.in_worker(identity, max_pixels)
     except Exception as exc:
         _worker_error = exc
 
@@ -132,8 +86,8 @@ class _Job(Generic[T]):
     future: Future[list[Outcome]] | None = field(default=None, repr=False)
 
 
-class FeaturePool:
-    """Worker processes that turn photo files into CNN features (a context manager).
+class FeaturePool(FeatureBackend):
+    """Worker processes that turn photo files into CNN features (a ``FeatureBackend``).
 
     Args:
         identity: the ``FeatureExtractor`` identity (e.g. ``efficientnet-lite0``).
@@ -148,7 +102,7 @@ class FeaturePool:
     def __init__(
         self, identity: str, workers: int, batch_size: int = 16, max_pixels: int = MAX_PIXELS
     ) -> None:
-        get_spec(identity.partition("-10crop")[0])  # an unknown backbone fails here
+        check_identity(identity)  # an unknown backbone fails here
         if workers < 0 or batch_size < 1:
             raise ValueError("workers must be ≥ 0 and batch_size ≥ 1")
         self.identity = identity
@@ -158,18 +112,10 @@ class FeaturePool:
         self._executor: ProcessPoolExecutor | None = None
         self._local: PhotoBatchEmbedder | None = None
 
-    def __enter__(self) -> FeaturePool:
+    def __enter__(self) -> Self:
         if self.workers:
             self._pool()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Stop the worker processes (a later ``map`` starts them again)."""
@@ -205,7 +151,7 @@ class FeaturePool:
                         continue
                     outcomes = crashed
                 for item, outcome in zip(job.items, outcomes, strict=True):
-                    yield item, _as_result(outcome)
+                    yield item, as_result(outcome)
         finally:
             for job in jobs:
                 if job.future is not None:
@@ -271,9 +217,3 @@ def _after_crash(job: _Job[T], jobs: deque[_Job[T]]) -> list[Outcome] | None:
     singles = [_Job([it], [p], True) for it, p in zip(job.items, job.paths, strict=True)]
     jobs.extendleft(reversed(singles))  # a batch that crashes alone: photo by photo
     return None
-
-
-def _as_result(outcome: Outcome) -> np.ndarray | PhotoError:
-    if isinstance(outcome, tuple):
-        return PhotoError(*outcome)
-    return outcome

@@ -28,10 +28,6 @@ class Node:
     collapsed: str
     size: int
 
-    @property
-    def is_root(self) -> bool:
-        return self.head == 0
-
 
 @dataclass(frozen=True)
 class DependencyTree:

@@ -23,6 +23,26 @@ def test_the_default_is_an_sdt_rnn_snapshot_ensemble(shipped):
     assert shipped.extra["ensemble_dev_rsum"] >= 240
 
 
+def test_its_old_flat_config_reads_into_the_sdt_rnns_options(shipped):
+    import torch
+
+    from groundsearch.model.runtime.encoders.registry import TreeRNNOptions
+
+    # saved before options were per encoder (rnn_hidden is the recurrent encoders') and
+    # before the DT-RNN options existed (they take their defaults)
+    stored = torch.load(get_settings().default_checkpoint, weights_only=False)["config"]
+    assert "rnn_hidden" in stored and "nonlinearity" not in stored
+    assert shipped.config.options == TreeRNNOptions(
+        freeze_words=stored["freeze_words"],
+        init_noise=stored["init_noise"],
+        relation_min_count=stored["relation_min_count"],
+    )
+    config = shipped.config.to_dict()
+    assert {k: config[k] for k in stored if k in config} == {
+        k: v for k, v in stored.items() if k != "rnn_hidden"
+    }
+
+
 def test_the_default_matches_test_photos_with_their_captions(parser, shipped, tmp_path):
     ds = load_captioned_images(get_settings().data_dir / "flickr8k", split="test")
     n = 8

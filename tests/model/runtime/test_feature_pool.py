@@ -14,8 +14,9 @@ import pytest
 from PIL import Image
 
 from groundsearch.model.runtime.images.backbones import BackboneError
+from groundsearch.model.runtime.images.backend import Outcome
 from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
-from groundsearch.model.runtime.images.pool import FeaturePool, Outcome, _run_batch
+from groundsearch.model.runtime.images.pool import FeaturePool, _run_batch
 
 IMAGES = Path("/work/shared/data/flickr8k/Images")
 IDENTITY = "efficientnet-lite0"

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from groundsearch.model.runtime.checkpoints import CheckpointError, load_joint, save_joint
+from groundsearch.model.runtime.encoders.registry import ENCODERS as SPECS
+from groundsearch.model.runtime.encoders.registry import (
+    OPTIONS,
+    CharMFOptions,
+    PaperOptions,
+    TreeRNNOptions,
+    option_names,
+)
 from groundsearch.model.runtime.joint import ENCODERS, JointConfig, JointModel, build_inventory
 from tests.paper_trees import bikes_ride, students, toy_vocab
 
@@ -19,8 +29,15 @@ def make(encoder: str) -> JointModel:
     vocab = toy_vocab(dim=8)
     # char-gru-mf embeds sentences as its 2 × rnn_hidden bi-GRU states
     rnn_hidden = 3 if encoder == "char-gru-mf" else 7
-    config = JointConfig(
-        encoder=encoder, hidden=6, rnn_hidden=rnn_hidden, image_dim=10, relation_min_count=1
+    # flat options: each encoder takes its own (rnn_hidden, relation_min_count or neither)
+    config = JointConfig.from_dict(
+        {
+            "encoder": encoder,
+            "hidden": 6,
+            "rnn_hidden": rnn_hidden,
+            "image_dim": 10,
+            "relation_min_count": 1,
+        }
     )
     return JointModel(config, vocab, build_inventory(config, trees()), "parser-A", "cnn-A")
 
@@ -86,3 +103,100 @@ def test_unknown_encoder_and_wrong_feature_size_are_named():
         JointConfig(encoder="transformer")
     with pytest.raises(ValueError, match=r"N × 10"):
         make("bow").encode_images(np.ones((2, 7)))
+
+
+#: A config as checkpoints stored it before each encoder owned its options: one flat dict
+#: of every encoder's options (the shipped SDT-RNN's has these keys).
+OLD_FLAT = {
+    "encoder": "sdt-rnn",
+    "hidden": 6,
+    "rnn_hidden": 512,
+    "image_dim": 10,
+    "freeze_words": False,
+    "relation_min_count": 1,
+    "max_child_order": 0,
+    "unweighted": True,
+    "nonlinearity": "relu",
+    "char_cell": "gru",
+    "char_pooling": "attention",
+    "sqrt_features": True,
+    "init_noise": 0.05,
+    "seed": 3,
+}
+
+
+def test_an_old_flat_config_is_read_into_the_encoders_options(tmp_path):
+    config = JointConfig.from_dict(OLD_FLAT)
+    assert (config.encoder, config.hidden, config.image_dim) == ("sdt-rnn", 6, 10)
+    assert (config.sqrt_features, config.seed) == (True, 3)
+    assert config.options == TreeRNNOptions(
+        freeze_words=False,
+        init_noise=0.05,
+        relation_min_count=1,
+        unweighted=True,
+        nonlinearity="relu",
+    )
+    # a checkpoint holding the old dict loads, and embeds as the model it was saved from
+    model = JointModel(config, toy_vocab(dim=8), build_inventory(config, trees()), "p", "c")
+    save_joint(model, tmp_path / "m.pt")
+    state = torch.load(tmp_path / "m.pt", weights_only=False)
+    state["config"] = dict(OLD_FLAT)
+    torch.save(state, tmp_path / "old.pt")
+    back = load_joint(tmp_path / "old.pt")
+    assert back.config == config
+    assert torch.equal(back.encode_sentences(trees()), model.encode_sentences(trees()))
+    features = np.random.default_rng(0).normal(size=(2, 10))
+    assert torch.equal(back.encode_images(features), model.encode_images(features))
+
+
+def test_an_old_flat_config_of_another_family_keeps_only_its_options():
+    config = JointConfig.from_dict(
+        {**OLD_FLAT, "encoder": "char-gru-mf", "rnn_hidden": 3, "char_pooling": "max"}
+    )
+    assert config.options == CharMFOptions(rnn_hidden=3, char_pooling="max")
+    assert config.to_dict() == {
+        "encoder": "char-gru-mf",
+        "hidden": 6,
+        "image_dim": 10,
+        "sqrt_features": True,
+        "seed": 3,
+        "rnn_hidden": 3,
+        "char_cell": "gru",
+        "char_pooling": "max",
+    }
+
+
+@pytest.mark.parametrize("encoder", ENCODERS)
+def test_a_config_is_stored_flat_with_its_encoders_options_only(encoder):
+    config = JointConfig(encoder=encoder)
+    assert type(config.options) is SPECS[encoder].options  # the encoder's defaults
+    stored = config.to_dict()
+    assert "options" not in stored
+    assert set(stored) - {"encoder", "hidden", "image_dim", "sqrt_features", "seed"} == {
+        f.name for f in dataclasses.fields(config.options)
+    }
+    assert JointConfig.from_dict(stored) == config
+
+
+def test_option_names_are_one_namespace_apart_from_the_shared_fields():
+    shared = {f.name for f in dataclasses.fields(JointConfig)}
+    assert not option_names() & shared
+    defaults: dict[str, object] = {}
+    for cls in OPTIONS:  # a name two families share has one default (one flag)
+        for f in dataclasses.fields(cls):
+            assert defaults.setdefault(f.name, f.default) == f.default
+
+
+def test_bad_configs_are_named(tmp_path):
+    with pytest.raises(ValueError, match="bow takes PaperOptions, not TreeRNNOptions"):
+        JointConfig(encoder="bow", options=TreeRNNOptions())
+    with pytest.raises(ValueError, match="sdt-rnn takes TreeRNNOptions, not PaperOptions"):
+        JointConfig(options=PaperOptions())
+    with pytest.raises(ValueError, match=r"unknown joint-model options \['layers'\]"):
+        JointConfig.from_dict({"encoder": "bow", "layers": 2})
+    save_joint(make("bow"), tmp_path / "m.pt")
+    state = torch.load(tmp_path / "m.pt", weights_only=False)
+    state["config"]["layers"] = 2
+    torch.save(state, tmp_path / "bad.pt")
+    with pytest.raises(CheckpointError, match="bad model config: unknown joint-model options"):
+        load_joint(tmp_path / "bad.pt")

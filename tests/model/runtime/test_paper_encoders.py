@@ -10,6 +10,11 @@ import torch
 
 from groundsearch.model.runtime.checkpoints import load_joint, save_joint
 from groundsearch.model.runtime.encoders.recurrent import CharInventory, MerkxFrankCharEncoder
+from groundsearch.model.runtime.encoders.registry import (
+    CharMFOptions,
+    LeftRightOptions,
+    TreeRNNOptions,
+)
 from groundsearch.model.runtime.encoders.tree_batch import (
     ChildOrderInventory,
     PositionInventory,
@@ -97,23 +102,26 @@ def test_unweighted_is_eq4_without_ell_literal_values():
 
 def test_bad_tree_rnn_options_are_named():
     with pytest.raises(ValueError, match="unknown nonlinearity 'softplus'"):
-        JointConfig(encoder="dt-rnn", nonlinearity="softplus")
+        TreeRNNOptions(nonlinearity="softplus")
     with pytest.raises(ValueError, match="max_child_order"):
-        JointConfig(encoder="dt-rnn", max_child_order=-1)
+        TreeRNNOptions(max_child_order=-1)
+    with pytest.raises(ValueError, match="max_child_order"):
+        LeftRightOptions(max_child_order=-1)
     with pytest.raises(ValueError, match="unknown char_cell"):
-        JointConfig(encoder="char-gru-mf", char_cell="rnn")
+        CharMFOptions(char_cell="rnn")
+    with pytest.raises(ValueError, match="unknown nonlinearity 'softplus'"):
+        JointConfig.from_dict({"encoder": "dt-rnn", "nonlinearity": "softplus"})
 
 
 def test_unweighted_relu_dt_rnn_round_trips(tmp_path):
-    config = JointConfig(
-        encoder="dt-rnn", hidden=5, image_dim=4, unweighted=True, nonlinearity="relu"
-    )
+    options = TreeRNNOptions(unweighted=True, nonlinearity="relu")
+    config = JointConfig(encoder="dt-rnn", hidden=5, image_dim=4, options=options)
     trees = [students(), bikes_ride()]
     model = JointModel(config, toy_vocab(), build_inventory(config, trees), "p", "c")
     assert isinstance(model.inventory, ChildOrderInventory)
     save_joint(model, tmp_path / "m.pt")
     back = load_joint(tmp_path / "m.pt")
-    assert back.config.unweighted and back.config.nonlinearity == "relu"
+    assert back.config.options == options
     torch.testing.assert_close(back.encode_sentences(trees), model.encode_sentences(trees))
 
 
@@ -198,7 +206,8 @@ def test_children_past_p_minus_1_share_one_position():
 
 def test_tree_lstm_lr_checkpoint_round_trips(tmp_path):
     trees = [students(), bikes_ride()]
-    config = JointConfig(encoder="tree-lstm-lr", hidden=4, rnn_hidden=5, image_dim=3)
+    options = LeftRightOptions(rnn_hidden=5)
+    config = JointConfig(encoder="tree-lstm-lr", hidden=4, image_dim=3, options=options)
     model = JointModel(config, toy_vocab(dim=4), build_inventory(config, trees), "p", "c")
     assert model.inventory is not None and model.inventory.names == ("l1", "r1", "r2", "r3")
     with torch.no_grad():
@@ -244,16 +253,15 @@ def test_max_pooling_variant_and_size_check():
 
 @pytest.mark.parametrize("unweighted,f", [(True, "tanh"), (True, "relu"), (False, "none")])
 def test_word_shares_still_sum_to_one(unweighted, f):
-    config = JointConfig(
-        encoder="dt-rnn", hidden=5, image_dim=4, unweighted=unweighted, nonlinearity=f,
-        init_noise=0.2,
-    )  # fmt: skip
+    options = TreeRNNOptions(unweighted=unweighted, nonlinearity=f, init_noise=0.2)
+    config = JointConfig(encoder="dt-rnn", hidden=5, image_dim=4, options=options)
     model = JointModel(config, toy_vocab(), build_inventory(config, [students()]), "p", "c")
     assert supports_shares(model)
     assert sum(node_shares(model, students())) == pytest.approx(1.0, abs=1e-4)
 
 
 def test_sigmoid_models_have_no_word_shares():
-    config = JointConfig(encoder="dt-rnn", hidden=5, image_dim=4, nonlinearity="sigmoid")
+    options = TreeRNNOptions(nonlinearity="sigmoid")
+    config = JointConfig(encoder="dt-rnn", hidden=5, image_dim=4, options=options)
     model = JointModel(config, toy_vocab(), build_inventory(config, [students()]), "p", "c")
     assert not supports_shares(model)

@@ -9,6 +9,7 @@ import torch
 
 from groundsearch.cli import main
 from groundsearch.model.runtime.checkpoints import save_joint
+from groundsearch.model.runtime.encoders.registry import TreeRNNOptions
 from groundsearch.model.runtime.encoders.tree_batch import OTHER, RelationInventory
 from groundsearch.model.runtime.joint import JointConfig, JointModel, build_inventory
 from groundsearch.model.training.analysis import format_ranking, relation_norms
@@ -51,7 +52,8 @@ def test_each_norm_belongs_to_the_matrix_the_encoder_uses_for_that_relation():
 
 
 def test_built_inventory_lines_up_with_the_matrices():
-    config = JointConfig(encoder="sdt-rnn", hidden=HIDDEN, image_dim=5, relation_min_count=1)
+    options = TreeRNNOptions(relation_min_count=1)
+    config = JointConfig(encoder="sdt-rnn", hidden=HIDDEN, image_dim=5, options=options)
     trees = [students(), bikes_ride()]
     model = JointModel(config, toy_vocab(dim=3), build_inventory(config, trees), "p", "b")
     ranking = relation_norms(model)
@@ -61,7 +63,9 @@ def test_built_inventory_lines_up_with_the_matrices():
 
 @pytest.mark.parametrize("encoder", ["dt-rnn", "bow", "tree-lstm"])
 def test_other_encoders_are_refused(encoder):
-    config = JointConfig(encoder=encoder, hidden=HIDDEN, rnn_hidden=5, image_dim=5)
+    config = JointConfig.from_dict(
+        {"encoder": encoder, "hidden": HIDDEN, "rnn_hidden": 5, "image_dim": 5}
+    )
     model = JointModel(config, toy_vocab(dim=3), build_inventory(config, [students()]), "p", "b")
     with pytest.raises(ValueError, match=f"only an sdt-rnn model .* this is {encoder}"):
         relation_norms(model)

@@ -10,7 +10,6 @@ from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import (
     CheckpointError,
     load_checkpoint,
-    load_kcca,
     save_joint,
     save_kcca,
 )
@@ -107,9 +106,9 @@ def test_checkpoint_round_trip_and_identity_checks(fitted, tmp_path, parser, ext
     )
     np.testing.assert_allclose(np.linalg.norm(y, axis=1), 1.0)
     with pytest.raises(CheckpointError, match="fitted with parser"):
-        load_kcca(tmp_path / "k.pt", parser="another-parser")
+        load_checkpoint(tmp_path / "k.pt", parser="another-parser")
     with pytest.raises(CheckpointError, match="efficientnet-lite0 image features"):
-        load_kcca(tmp_path / "k.pt", backbone="efficientnet-lite2")
+        load_checkpoint(tmp_path / "k.pt", backbone="efficientnet-lite2")
     with pytest.raises(ValueError, match="N × 1280"):
         loaded.embed_images(test.features[:, :10])
 
@@ -123,8 +122,6 @@ def test_load_checkpoint_dispatches_on_kind(fitted, tmp_path, parser):
     loaded = load_checkpoint(tmp_path / "j.pt", parser=parser.version)
     assert isinstance(loaded, JointEmbedder) and loaded.normalize and loaded.encoder == "bow"
     assert loaded.embed_images(splits["test"].features).shape == (4, 50)
-    with pytest.raises(CheckpointError, match="not a groundsearch kCCA checkpoint"):
-        load_kcca(tmp_path / "j.pt")
     with pytest.raises(CheckpointError, match="checkpoint not found"):
         load_checkpoint(tmp_path / "none.pt")
 

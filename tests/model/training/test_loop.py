@@ -33,7 +33,7 @@ def small(parser, tmp_path_factory):
 def test_training_lowers_the_loss(small, encoder, optimizer):
     split, parser_version = small
     vocab = glove_vocabulary([t.words for t in split.trees])
-    config = JointConfig(encoder=encoder, relation_min_count=1)
+    config = JointConfig.from_dict({"encoder": encoder, "relation_min_count": 1})
     model = JointModel(
         config, vocab, build_inventory(config, split.trees), parser_version, "efficientnet-lite0"
     )

@@ -1,4 +1,5 @@
-"""CNN features of photo files on a Ray cluster: ``groundsearch index --ray ADDRESS``.
+"""CNN features of photo files on a Ray cluster (``groundsearch index --ray ADDRESS``): the
+``FeatureBackend`` (``images.backend``) beside the local ``FeaturePool``.
 
     with RayFeaturePool("efficientnet-lite2", "local") as pool:
         for item, result in pool.map(items, lambda item: item.path):
@@ -36,14 +37,18 @@ import socket
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import numpy as np
 
-from groundsearch.model.runtime.images.backbones import get_spec
+from groundsearch.model.runtime.images.backend import (
+    FeatureBackend,
+    PhotoBatchEmbedder,
+    as_result,
+    check_identity,
+)
 from groundsearch.model.runtime.images.photos import MAX_PIXELS, PhotoError
-from groundsearch.model.runtime.images.pool import FeaturePool, PhotoBatchEmbedder
+from groundsearch.model.runtime.images.pool import FeaturePool
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -75,10 +80,7 @@ class EmbedBatch:
     """
 
     def __init__(self, identity: str, max_pixels: int) -> None:
-        import torch
-
-        torch.set_num_threads(1)  # one core's worth of work per actor
-        self.embedder = PhotoBatchEmbedder(identity, max_pixels)
+        self.embedder = PhotoBatchEmbedder.in_worker(identity, max_pixels)
         self.dim = self.embedder.extractor.dim
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -130,8 +132,8 @@ def _import_ray() -> Any:
     return ray
 
 
-class RayFeaturePool:
-    """Photo files → CNN features on Ray Data actors (a context manager, like
+class RayFeaturePool(FeatureBackend):
+    """Photo files → CNN features on Ray Data actors (a ``FeatureBackend``, like
     ``FeaturePool``).
 
     Args:
@@ -158,7 +160,7 @@ class RayFeaturePool:
         window: int | None = None,
         progress: bool = False,
     ) -> None:
-        get_spec(identity.partition("-10crop")[0])  # an unknown backbone fails here
+        check_identity(identity)  # an unknown backbone fails here
         if any(n is not None and n < 1 for n in (actors, batch_size, window)):
             raise ValueError("actors, batch_size and window must be ≥ 1")
         self.identity, self.address, self.requested = identity, address, actors
@@ -173,17 +175,9 @@ class RayFeaturePool:
         self._log_level = logging.NOTSET
         self._embedded = False  # whether the cluster has given back any result
 
-    def __enter__(self) -> RayFeaturePool:
+    def __enter__(self) -> Self:
         self.check()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def check(self) -> None:
         """Fail now (``RayClusterError``) if Ray is missing or the cluster cannot be
@@ -315,10 +309,8 @@ class RayFeaturePool:
             for index, features, reason, message in zip(
                 batch["index"], batch["features"], batch["reason"], batch["message"], strict=True
             ):
-                if reason:
-                    yield int(index), PhotoError(reason, str(message))
-                else:
-                    yield int(index), np.array(features, dtype=np.float32)
+                outcome = (reason, str(message)) if reason else np.array(features, np.float32)
+                yield int(index), as_result(outcome)
 
     def _here(
         self, items: list[T], path_of: Callable[[T], Path]

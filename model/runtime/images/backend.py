@@ -1,0 +1,121 @@
+"""Photo files → CNN features: the interface every backend offers, and the code they share.
+
+Two backends: ``pool.FeaturePool`` (worker processes on this machine) and
+``ray_pool.RayFeaturePool`` (Ray Data actors on a cluster). Each is a ``FeatureBackend``:
+
+    with backend:                                    # starts (or checks) its workers
+        for item, result in backend.map(items, lambda item: item.path):
+            ...  # float32 features, or the PhotoError that says why there are none
+
+and each runs ``PhotoBatchEmbedder`` on a batch of paths (in a worker process, a Ray
+actor or the calling process), so both compute the same features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol, Self, TypeVar
+
+import numpy as np
+import torch
+from PIL import Image
+
+from groundsearch.model.runtime.images.backbones import get_spec
+from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.images.photos import PhotoError, Reason, decode_photo
+
+T = TypeVar("T")
+#: A photo's result as it crosses a process boundary (``PhotoError`` does not pickle).
+Outcome = np.ndarray | tuple[Reason, str]
+
+
+class FeatureBackend(Protocol):
+    """Photo files → CNN features (a context manager; ``close`` may also end it).
+
+    ``map`` gives each item with its photo's float32 features or ``PhotoError``, reading
+    ``items`` lazily; ``FeaturePool`` keeps the items' order, ``RayFeaturePool`` gives
+    them as the cluster finishes them.
+    """
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers (a later ``map`` starts them again where it can)."""
+        ...
+
+    def map(
+        self, items: Iterable[T], path_of: Callable[[T], Path]
+    ) -> Iterator[tuple[T, np.ndarray | PhotoError]]: ...
+
+
+def check_identity(identity: str) -> None:
+    """``BackboneError`` unless ``identity`` (a ``FeatureExtractor`` identity, e.g.
+    ``efficientnet-lite2-10crop``) names a known backbone."""
+    get_spec(identity.partition("-10crop")[0])
+
+
+class PhotoBatchEmbedder:
+    """One extractor and the pixel limit: decodes and embeds a batch of paths.
+
+    What every backend's workers run: ``run(paths)`` gives each path's float32 features
+    or ``(reason, message)``, in order.
+    """
+
+    def __init__(self, identity: str, max_pixels: int) -> None:
+        self.extractor = FeatureExtractor.for_identity(identity)
+        self.max_pixels = max_pixels
+
+    @classmethod
+    def in_worker(cls, identity: str, max_pixels: int) -> PhotoBatchEmbedder:
+        """A worker's embedder: torch on one thread, one core's worth of work."""
+        torch.set_num_threads(1)
+        return cls(identity, max_pixels)
+
+    def run(self, paths: list[str]) -> list[Outcome]:
+        """Each path's features or ``(reason, message)``, in order."""
+        out: list[Outcome | None] = [None] * len(paths)
+        images: list[Image.Image] = []
+        good: list[int] = []
+        for i, path in enumerate(paths):
+            try:
+                img, _ = decode_photo(path, self.max_pixels, min_side=self.extractor.spec.resize)
+            except PhotoError as exc:
+                out[i] = (exc.reason, str(exc))
+            except OSError as exc:
+                out[i] = ("corrupt", f"{path}: cannot be read ({exc})")
+            else:
+                images.append(img)
+                good.append(i)
+        if images:
+            try:
+                vectors = list(self.extractor.embed_images(images))
+            except Exception:  # one odd image: embed one by one to find it
+                vectors = [
+                    self._embed_one(img, paths[i]) for i, img in zip(good, images, strict=True)
+                ]
+            for i, vector in zip(good, vectors, strict=True):
+                out[i] = vector
+        return [o for o in out if o is not None]
+
+    def _embed_one(self, img: Image.Image, path: str) -> Outcome:
+        try:
+            return self.extractor.embed_images([img])[0]
+        except Exception as exc:
+            return ("corrupt", f"{path}: features failed ({exc})")
+
+
+def as_result(outcome: Outcome) -> np.ndarray | PhotoError:
+    """An outcome as ``map`` gives it: the features, or the ``PhotoError``."""
+    if isinstance(outcome, tuple):
+        return PhotoError(*outcome)
+    return outcome
