@@ -26,6 +26,7 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from groundsearch.model.runtime.sentences import UnusableText
 from groundsearch.service.problems import ServiceError, problem
 
 #: The kinds of work of each route that takes any (the routes take the same slots).
@@ -145,13 +146,12 @@ class EarlyRefusal:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            for kind in self._work(scope):
-                gate = self.admission.gates[kind]
-                if gate.full:
-                    exc = gate.refuse()
-                    answer = problem(Request(scope), 429, exc.detail, exc.slug, exc.headers)
-                    await answer(scope, receive, send)
-                    return
+            full = [k for k in self._work(scope) if self.admission.gates[k].full]
+            if full and not self._cached_search(scope):
+                exc = self.admission.gates[full[0]].refuse()
+                answer = problem(Request(scope), 429, exc.detail, exc.slug, exc.headers)
+                await answer(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
     def _work(self, scope: Scope) -> tuple[str, ...]:
@@ -159,10 +159,18 @@ class EarlyRefusal:
         if (method, path) == ("POST", "/arithmetic"):
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             return ("parse",) if query.get("plus") or query.get("minus") else ()
-        kinds = ROUTE_WORK.get((method, path), ())
-        if path == "/search" and kinds:
-            engine = scope["app"].state.engine
-            texts = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("text")
-            if engine is not None and texts and engine.is_cached(texts[0]):
-                return ()
-        return kinds
+        return ROUTE_WORK.get((method, path), ())
+
+    def _cached_search(self, scope: Scope) -> bool:
+        """A ``/search`` whose query vector is cached (asked only when its gate is full:
+        the query is cleaned here only then)."""
+        capabilities = scope["app"].state.capabilities
+        if scope["path"] != "/search" or capabilities is None:
+            return False
+        texts = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("text")
+        if not texts:
+            return False
+        try:
+            return capabilities.search.is_cached(capabilities.search.clean(texts[0]))
+        except UnusableText:
+            return False

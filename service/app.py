@@ -1,11 +1,13 @@
 """The FastAPI application, made by ``create_app``.
 
-    app = create_app()                      # settings from GROUNDSEARCH_* variables
-    app = create_app(settings, engine)      # an engine loaded elsewhere (tests)
+    app = create_app()                        # settings from GROUNDSEARCH_* variables
+    app = create_app(settings, components)    # components loaded elsewhere (tests)
 
-Without an engine, the app loads one in a worker thread at startup: ``/health``
-answers at once, ``/ready`` says 503 until the checkpoint, parser, backbone and gallery
-are loaded, and the other routes answer 503 meanwhile.
+Without components, the app loads them (``Components.load``) in a worker thread at
+startup: ``/health`` answers at once, ``/ready`` says 503 until the checkpoint, parser,
+backbone and gallery are loaded, and the other routes answer 503 meanwhile. Once loaded,
+the capabilities over them (``Capabilities.over``) are built once; each route gets its
+own through ``service.deps``.
 """
 
 from __future__ import annotations
@@ -25,17 +27,27 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from groundsearch.index.errors import StoreError, UnknownItemError
+from groundsearch.model.runtime.sentences import UnusableText
 from groundsearch.service import openapi, problems
 from groundsearch.service.admission import Admission, EarlyRefusal, Gate
-from groundsearch.service.engine import Engine, NoDecoder, QueryError, UnusableText
+from groundsearch.service.components import Capabilities, Components
 from groundsearch.service.memory import return_freed_memory
 from groundsearch.service.metrics import Metrics, MetricsMiddleware
 from groundsearch.service.photo_workers import PhotoWorkers
 from groundsearch.service.problems import problem
-from groundsearch.service.routes import gallery, images, ops, search
+from groundsearch.service.routes import (
+    arithmetic,
+    describe,
+    explain,
+    gallery,
+    images,
+    ops,
+    search,
+)
 from groundsearch.service.routes.ops import STATIC
 from groundsearch.service.settings import ServiceSettings
 from groundsearch.service.uploads import UploadLimitMiddleware
+from groundsearch.service.writing import NoDecoder
 
 log = logging.getLogger("groundsearch.service")
 #: Routes that take uploads: refused by Content-Length before the body is read.
@@ -47,9 +59,18 @@ MULTIPART_SLACK = 64 * 1024
 SWITCH_INTERVAL_S = 0.001
 #: Typical seconds one request holds a slot of each kind (for ``Retry-After``).
 SECONDS_PER_REQUEST = {"parse": 0.03, "cnn": 0.15}
+#: How an unusable text is answered, by why: (status, problem type).
+UNUSABLE_TEXT = {
+    "too-long": (422, "invalid-text"),
+    "unparsable": (422, "invalid-text"),
+    "no-words": (404, "unusable-text"),
+    "unknown-words": (404, "unusable-text"),
+}
 
 
-def create_app(settings: ServiceSettings | None = None, engine: Engine | None = None) -> FastAPI:
+def create_app(
+    settings: ServiceSettings | None = None, components: Components | None = None
+) -> FastAPI:
     """A groundsearch app over ``settings`` (default: from the environment)."""
     settings = settings or ServiceSettings()
     metrics = Metrics()
@@ -58,25 +79,27 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         task = None
-        if app.state.engine is None:
+        if app.state.components is None:
             task = asyncio.create_task(asyncio.to_thread(_load, app))
         yield
         if task is not None:
             if not task.done():
                 task.cancel()
-            elif app.state.engine is not None:  # the engine this app loaded, not a lent one
-                app.state.engine.close()
+            elif app.state.components is not None:  # what this app loaded, not lent ones
+                app.state.components.close()
 
     def _load(app: FastAPI) -> None:
         try:
-            app.state.engine = Engine(settings, observe=metrics.observe_stage)
+            components = Components.load(settings, observe=metrics.observe_stage)
+            app.state.components = components
+            app.state.capabilities = Capabilities.over(components)
             # What is loaded stays for the process's life: out of the collector's way, so a
             # full collection does not stall every request for a scan of the model.
             gc.freeze()
             # The event loop waits for the GIL behind the model threads at most this long
             # (default 5 ms): requests, refusals above all, are read and answered sooner.
             sys.setswitchinterval(SWITCH_INTERVAL_S)
-            log.info("ready: %s", app.state.engine.counts())
+            log.info("ready: %s", components.gallery.counts())
         except Exception as exc:  # reported by /ready, logged with its traceback
             app.state.load_error = str(exc) or type(exc).__name__
             log.exception("could not load the model or the gallery")
@@ -90,7 +113,8 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
         redoc_url=None,  # ReDoc's bundle fetches its logo from a CDN
     )
     app.state.settings, app.state.metrics = settings, metrics
-    app.state.engine, app.state.load_error = engine, None
+    app.state.components, app.state.load_error = components, None
+    app.state.capabilities = Capabilities.over(components) if components is not None else None
     app.state.photo_workers = PhotoWorkers(settings.cnn_concurrency)
     app.state.admission = Admission(
         [
@@ -101,8 +125,8 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
             )
         ]
     )
-    if engine is not None:  # its stage timings go to this app's metrics
-        engine.observe = metrics.observe_stage
+    if components is not None:  # their stage timings go to this app's metrics
+        components.stages.observe = metrics.observe_stage
 
     app.add_middleware(
         UploadLimitMiddleware,
@@ -117,11 +141,8 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
 
     @app.exception_handler(UnusableText)
     async def _unusable(request: Request, exc: UnusableText) -> JSONResponse:
-        return problem(request, 404, str(exc), "unusable-text")
-
-    @app.exception_handler(QueryError)
-    async def _query_error(request: Request, exc: QueryError) -> JSONResponse:
-        return problem(request, 422, str(exc), "invalid-text")
+        status, slug = UNUSABLE_TEXT[exc.reason]
+        return problem(request, status, str(exc), slug)
 
     @app.exception_handler(NoDecoder)
     async def _no_decoder(request: Request, exc: NoDecoder) -> JSONResponse:
@@ -137,8 +158,8 @@ def create_app(settings: ServiceSettings | None = None, engine: Engine | None = 
         detail = f"the gallery could not be read or written: {exc}"
         return problem(request, 503, detail, "store-unavailable", {"Retry-After": "5"})
 
-    for router in (search.router, images.router, gallery.router, ops.router):
-        app.include_router(router)
+    for module in (search, describe, arithmetic, explain, images, gallery, ops):
+        app.include_router(module.router)
     openapi.install(app, settings)
     app.mount("/docs-static", StaticFiles(directory=DOCS_ASSETS), name="docs-static")
 

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from groundsearch.model.runtime.parsing import DependencyTree, ParseError, Parser
+from groundsearch.model.runtime.parsing import DependencyTree, Parser
 from groundsearch.model.runtime.parsing.pool import Outcome, ParserProcess, parse_each
 
 Job = tuple[str, Future[DependencyTree]]
@@ -42,19 +42,15 @@ class ParseBatcher:
         for thread in self._threads:
             thread.start()
 
-    def parse(self, texts: Sequence[str]) -> list[DependencyTree]:
-        """Trees of (cleaned) texts, in order; ParseError naming the first bad text."""
+    def outcomes(self, texts: Sequence[str]) -> list[Outcome]:
+        """One outcome per (cleaned) text, in order: its tree, or the error that says why
+        it has none (``ParseError``; a crashed parser's error for every text of its batch).
+        Never raises for a bad text: ``model.runtime.sentences`` applies the verdicts."""
         futures: list[Future[DependencyTree]] = []
         for text in texts:
             futures.append(Future())
             self._queue.put((text, futures[-1]))
-        trees = []
-        for i, future in enumerate(futures):
-            try:
-                trees.append(future.result())
-            except ParseError as exc:
-                raise ParseError(f"text {i}: {exc}" if len(texts) > 1 else str(exc)) from None
-        return trees
+        return [future.exception() or future.result() for future in futures]
 
     def close(self) -> None:
         for _ in self._threads:

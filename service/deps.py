@@ -1,4 +1,5 @@
-"""Typed dependencies of the routes: engine, settings, admission, limits, the writer check.
+"""Typed dependencies of the routes: each route's capability, settings, admission, the
+photo workers, limits, the writer check.
 
 They are ``async``: FastAPI runs a plain ``def`` dependency in the thread pool, a hop that
 waits behind the model work under load; these only read app state.
@@ -13,7 +14,13 @@ from fastapi import Depends, Request, Security, UploadFile
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from groundsearch.service.admission import Admission
-from groundsearch.service.engine import Engine
+from groundsearch.service.capabilities.arithmetic import Arithmetic
+from groundsearch.service.capabilities.describe import Describe
+from groundsearch.service.capabilities.explain import Explain
+from groundsearch.service.capabilities.gallery_writes import GalleryWrites
+from groundsearch.service.capabilities.photos import Photos
+from groundsearch.service.capabilities.search import Search
+from groundsearch.service.components import Capabilities
 from groundsearch.service.photo_workers import PhotoWorkers
 from groundsearch.service.problems import ServiceError
 from groundsearch.service.settings import ServiceSettings
@@ -24,13 +31,38 @@ async def get_settings(request: Request) -> ServiceSettings:
     return request.app.state.settings
 
 
-async def get_engine(request: Request) -> Engine:
-    engine = request.app.state.engine
-    if engine is None:
+def _capabilities(request: Request) -> Capabilities:
+    """The app's capabilities; 503 while the model and gallery are loading."""
+    capabilities = request.app.state.capabilities
+    if capabilities is None:
         error = request.app.state.load_error
         detail = f"not ready: {error}" if error else "the model is still loading"
         raise ServiceError(503, detail, "not-ready", {"Retry-After": "5"})
-    return engine
+    return capabilities
+
+
+async def get_search(request: Request) -> Search:
+    return _capabilities(request).search
+
+
+async def get_photos(request: Request) -> Photos:
+    return _capabilities(request).photos
+
+
+async def get_describe(request: Request) -> Describe:
+    return _capabilities(request).describe
+
+
+async def get_arithmetic(request: Request) -> Arithmetic:
+    return _capabilities(request).arithmetic
+
+
+async def get_explain(request: Request) -> Explain:
+    return _capabilities(request).explain
+
+
+async def get_writes(request: Request) -> GalleryWrites:
+    return _capabilities(request).writes
 
 
 async def get_admission(request: Request) -> Admission:
@@ -42,7 +74,12 @@ async def get_photo_workers(request: Request) -> PhotoWorkers:
 
 
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
-EngineDep = Annotated[Engine, Depends(get_engine)]
+SearchDep = Annotated[Search, Depends(get_search)]
+PhotosDep = Annotated[Photos, Depends(get_photos)]
+DescribeDep = Annotated[Describe, Depends(get_describe)]
+ArithmeticDep = Annotated[Arithmetic, Depends(get_arithmetic)]
+ExplainDep = Annotated[Explain, Depends(get_explain)]
+GalleryWritesDep = Annotated[GalleryWrites, Depends(get_writes)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]
 PhotoWorkersDep = Annotated[PhotoWorkers, Depends(get_photo_workers)]
 

@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 #: Added to the threads' niceness (Linux: setpriority on a thread id is per thread).
 NICENESS = 10
+#: The threads' names begin with this.
+THREAD_PREFIX = "photo"
 
 
 def _lower_priority() -> None:
@@ -33,7 +35,7 @@ class PhotoWorkers:
 
     def __init__(self, concurrency: int) -> None:
         self._pool = ThreadPoolExecutor(
-            max_workers=concurrency, thread_name_prefix="photo", initializer=_lower_priority
+            max_workers=concurrency, thread_name_prefix=THREAD_PREFIX, initializer=_lower_priority
         )
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:

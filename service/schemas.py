@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from groundsearch.index.gallery import ImageRecord
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.parsing.tree import DependencyTree
-from groundsearch.service.engine import Description
+from groundsearch.service.capabilities.describe import Description
 
 
 class ImageHit(BaseModel):

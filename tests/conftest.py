@@ -100,12 +100,12 @@ def service_gallery(tmp_path_factory: pytest.TempPathFactory, parser) -> Path:
 
 
 @pytest.fixture(scope="session")
-def service_engine(service_gallery: Path, parser, tmp_path_factory: pytest.TempPathFactory):
-    """One loaded engine (checkpoint, parser, backbone, gallery) over a copy of the
-    service gallery, shared by the read-only API tests."""
+def service_components(service_gallery: Path, parser, tmp_path_factory: pytest.TempPathFactory):
+    """The service's components, loaded once (checkpoint, parser, backbone, gallery) over
+    a copy of the service gallery, shared by the read-only API tests."""
     import shutil
 
-    from groundsearch.service.engine import Engine
+    from groundsearch.service.components import Components
     from groundsearch.service.settings import ServiceSettings
 
     index = tmp_path_factory.mktemp("service-index") / "gallery"
@@ -114,4 +114,4 @@ def service_engine(service_gallery: Path, parser, tmp_path_factory: pytest.TempP
     settings = ServiceSettings(
         index_dir=index, cache_dir=parser.cache_dir, parse_workers=0, caption_bank="none"
     )
-    return Engine(settings, parser=parser)
+    return Components.load(settings, parser=parser)

@@ -1,4 +1,8 @@
-"""Gallery writes: add an uploaded photo (with captions) or remove one. Token required."""
+"""Gallery writes: add an uploaded photo (with captions) or remove one. Token required.
+
+An upload is decoded, run through the backbone and written on the niced ``PhotoWorkers``
+threads (as ``/describe``'s photos are), holding a ``cnn`` slot (and ``parse`` with
+captions)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.service.deps import (
     AdmissionDep,
-    EngineDep,
+    GalleryWritesDep,
     PhotoWorkersDep,
     SettingsDep,
     WriterDep,
@@ -31,7 +35,7 @@ router = APIRouter(prefix="/gallery", tags=["gallery"])
 )
 async def add_photo(
     _: WriterDep,
-    engine: EngineDep,
+    writes: GalleryWritesDep,
     settings: SettingsDep,
     admission: AdmissionDep,
     workers: PhotoWorkersDep,
@@ -45,17 +49,15 @@ async def add_photo(
     captions = [c for c in captions if c.strip()]
     data = await read_upload(image, settings)
     async with admission.slots("cnn", *(("parse",) if captions else ())):
-        photo, fmt = await run_in_threadpool(read_photo, data, settings.max_pixels, engine.min_side)
-        image_id, caption_ids, new = await run_in_threadpool(
-            engine.add_photo, data, fmt, photo, captions
-        )
+        photo, fmt = await workers.run(read_photo, data, settings.max_pixels, writes.min_side)
+        image_id, caption_ids, new = await workers.run(writes.add, data, fmt, photo, captions)
     return AddedPhoto(id=image_id, url=f"/images/{image_id}", captions=caption_ids, new=new)
 
 
 @router.delete(
     "/images/{image_id}", response_model=RemovedPhoto, responses=responses(401, 403, 404, 422, 503)
 )
-async def remove_photo(_: WriterDep, engine: EngineDep, image_id: ImageId) -> RemovedPhoto:
+async def remove_photo(_: WriterDep, writes: GalleryWritesDep, image_id: ImageId) -> RemovedPhoto:
     """Remove a photo and its captions from the gallery."""
-    removed = await run_in_threadpool(engine.remove_photo, image_id)
+    removed = await run_in_threadpool(writes.remove, image_id)
     return RemovedPhoto(id=image_id, removed_captions=removed)

@@ -7,7 +7,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
 from groundsearch.model.runtime.images.photos import EXTENSIONS
-from groundsearch.service.deps import EngineDep, SettingsDep, check_k
+from groundsearch.service.deps import PhotosDep, SettingsDep, check_k
 from groundsearch.service.problems import responses
 from groundsearch.service.routes.params import ImageId, K
 from groundsearch.service.schemas import ImageHit, ImagesResponse
@@ -31,9 +31,9 @@ PHOTO_TYPES = sorted({*MEDIA_TYPES.values(), OTHER})
         **responses(404, 422, 503),
     },
 )
-async def photo(engine: EngineDep, image_id: ImageId) -> FileResponse:
+async def photo(photos: PhotosDep, image_id: ImageId) -> FileResponse:
     """The gallery photo's bytes."""
-    path = engine.photo_path(image_id)
+    path = photos.path(image_id)
     content_type = MEDIA_TYPES.get(path.suffix.lower(), OTHER)
     return FileResponse(path, media_type=content_type, headers={"Cache-Control": "max-age=3600"})
 
@@ -44,9 +44,9 @@ async def photo(engine: EngineDep, image_id: ImageId) -> FileResponse:
     responses=responses(404, 422, 503),
 )
 async def similar(
-    engine: EngineDep, settings: SettingsDep, image_id: ImageId, k: K = 10
+    photos: PhotosDep, settings: SettingsDep, image_id: ImageId, k: K = 10
 ) -> ImagesResponse:
     """The ``k`` gallery photos closest to this one (itself excluded)."""
     check_k(k, settings)
-    hits = await run_in_threadpool(engine.similar, image_id, k)
+    hits = await run_in_threadpool(photos.similar, image_id, k)
     return ImagesResponse(results=[ImageHit.of(h) for h in hits])

@@ -23,24 +23,12 @@ async def health() -> Health:
 @router.get("/ready", response_model=Readiness, responses=responses(503))
 async def ready(request: Request) -> Readiness:
     """Model and gallery loaded, with the gallery's item counts (503 until then)."""
-    engine = request.app.state.engine
-    if engine is None:
+    capabilities = request.app.state.capabilities
+    if capabilities is None:
         error = request.app.state.load_error
         detail = f"failed to load: {error}" if error else "the model is still loading"
         raise ServiceError(503, detail, "not-ready", {"Retry-After": "5"})
-    counts = engine.counts()
-    return Readiness(
-        ready=True,
-        encoder=engine.encoder,
-        checkpoint=engine.identity["checkpoint_sha256"],
-        images=counts["images"],
-        captions=counts["captions"],
-        caption_bank=engine.bank_status,
-        indexes=engine.gallery.index_kinds(),
-        read_only=engine.settings.read_only,
-        decoder=engine.decoder_status,
-        concepts=engine.concept_weight,
-    )
+    return capabilities.status.readiness()
 
 
 @router.get(
@@ -52,9 +40,9 @@ async def metrics(request: Request) -> Response:
     """Prometheus text format: latency per route and stage, refusals and queue depths per
     kind of work, gallery sizes."""
     m = request.app.state.metrics
-    engine = request.app.state.engine
-    if engine is not None:
-        for store, n in engine.counts().items():
+    capabilities = request.app.state.capabilities
+    if capabilities is not None:
+        for store, n in capabilities.status.counts().items():
             m.items.labels(store).set(n)
     return Response(m.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -1,4 +1,5 @@
-"""Parameters shared by the routes, with the limits the OpenAPI document declares.
+"""Parameters shared by the routes, with the limits the OpenAPI document declares, and
+the error statuses routes of a kind declare.
 
 The limits that are settings (``max_k``, ``max_text_chars``, ``max_captions``,
 ``max_upload_bytes``) are written into the document by ``service.openapi`` from the
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Path, Query
+from fastapi import File, Path, Query, UploadFile
+
+from groundsearch.service.problems import responses
 
 #: Photo ids are SQLite row ids.
 MAX_ID = 2**63 - 1
@@ -34,3 +37,11 @@ Beam = Annotated[
     int | None,
     Query(ge=1, le=10, description="Beam width for written sentences (default: the server's)."),
 ]
+Photo = Annotated[UploadFile, File(description="A photo (JPEG, PNG, GIF, WebP, BMP, TIFF).")]
+
+#: Routes that read a text.
+TEXT_ERRORS = responses(404, 422, 429, 503)
+#: Routes that can write sentences: 501 without a caption decoder.
+WRITING_ERRORS = responses(404, 422, 429, 501, 503)
+#: Routes that read an uploaded photo.
+PHOTO_STATUSES = (400, 413, 415, 422, 429, 501, 503)

@@ -76,21 +76,22 @@ def test_slots_of_several_kinds_are_all_released():
     assert all(g.active == 0 for g in admission.gates.values())
 
 
-def test_a_full_server_answers_429_with_retry_after(service_engine):
+def test_a_full_server_answers_429_with_retry_after(service_components):
     """One photo in the backbone, none waiting: a second photo is refused at once, with
     the refusal counted in /metrics; the first is answered."""
-    data = service_engine.photo_path(service_engine.gallery.image_ids()[0]).read_bytes()
-    settings = service_engine.settings.model_copy(update={"cnn_concurrency": 1, "cnn_queue": 0})
+    gallery = service_components.gallery
+    data = gallery.photo_path(gallery.image_ids()[0]).read_bytes()
+    settings = service_components.settings.model_copy(update={"cnn_concurrency": 1, "cnn_queue": 0})
     entered, leave = threading.Event(), threading.Event()
-    describe = service_engine.describe
 
     def slow_describe(*args, **kwargs):
         entered.set()
         leave.wait(30)
         return describe(*args, **kwargs)
 
-    with TestClient(create_app(settings, service_engine)) as client:
-        service_engine.describe = slow_describe  # type: ignore[method-assign]
+    with TestClient(create_app(settings, service_components)) as client:
+        describe = client.app.state.capabilities.describe.run
+        client.app.state.capabilities.describe.run = slow_describe
         try:
             results: list[int] = []
             first = threading.Thread(
@@ -115,4 +116,3 @@ def test_a_full_server_answers_429_with_retry_after(service_engine):
             assert 'groundsearch_in_flight{kind="cnn"} 0.0' in metrics
         finally:
             leave.set()
-            del service_engine.describe

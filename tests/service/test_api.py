@@ -13,16 +13,16 @@ from groundsearch.service.settings import ServiceSettings
 
 
 @pytest.fixture(scope="module")
-def client(service_engine):
-    with TestClient(create_app(service_engine.settings, service_engine)) as c:
+def client(service_components):
+    with TestClient(create_app(service_components.settings, service_components)) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def gallery_photo(service_engine) -> tuple[int, bytes, list[str]]:
-    image_id = service_engine.gallery.image_ids()[0]
-    path = service_engine.photo_path(image_id)
-    return image_id, path.read_bytes(), list(service_engine.gallery.image(image_id).captions)
+def gallery_photo(service_components) -> tuple[int, bytes, list[str]]:
+    image_id = service_components.gallery.image_ids()[0]
+    path = service_components.gallery.photo_path(image_id)
+    return image_id, path.read_bytes(), list(service_components.gallery.image(image_id).captions)
 
 
 def png_bytes(width: int = 64, height: int = 48) -> bytes:
@@ -67,7 +67,9 @@ def test_photo_and_similar(client, gallery_photo):
     assert len(similar) == 3 and image_id not in [r["id"] for r in similar]
 
 
-def test_arithmetic_moves_the_query_and_excludes_the_start(client, gallery_photo, service_engine):
+def test_arithmetic_moves_the_query_and_excludes_the_start(
+    client, gallery_photo, service_components
+):
     image_id, _, _ = gallery_photo
     plain = client.post("/arithmetic", params={"image_id": image_id, "k": 7}).json()["results"]
     assert image_id not in [r["id"] for r in plain] and len(plain) == 7
@@ -81,34 +83,13 @@ def test_arithmetic_moves_the_query_and_excludes_the_start(client, gallery_photo
     )
     assert reranked.status_code == 200 and len(reranked.json()["results"]) == 7
     # "+ snow" must raise the similarity to the snow query of what it returns, on average
-    snow = service_engine.embed_text("snow", {})
-    gallery = service_engine.gallery
+    snow = service_components.queries.vector("snow", {})
+    gallery = service_components.gallery
 
     def mean_snow(hits: list[dict]) -> float:
         return sum(float(gallery.image_vector(h["id"]) @ snow) for h in hits[:3]) / 3
 
     assert mean_snow(moved.json()["results"]) >= mean_snow(plain)
-
-
-@pytest.mark.parametrize("rerank", [False, True])
-def test_the_measured_protocol_ranks_as_the_service_does(service_engine, rerank):
-    """``groundsearch evaluate-arithmetic`` scores what ``/arithmetic`` answers: the same
-    query and the same top k (re-ranked or not) for every start photo of the gallery."""
-    import numpy as np
-
-    from groundsearch.model.runtime.arithmetic import arithmetic_query
-    from groundsearch.model.training.evaluation.arithmetic import top_k
-
-    ids = service_engine.gallery.image_ids()
-    vectors = np.stack([service_engine.gallery.image_vector(i) for i in ids]).astype(np.float32)
-    snow, dog = (service_engine.embed_text(w, {}) for w in ("snow", "dog"))
-    # the shipped model's concept channel: the protocol leaves the photo's columns out too
-    channel = service_engine.model.channel_columns
-    assert channel == 50
-    for start, image_id in enumerate(ids):
-        hits, _, _ = service_engine.arithmetic(image_id, ["snow"], ["dog"], 3, rerank)
-        query = arithmetic_query(vectors[start], [snow], [dog], channel)
-        assert [h[0].id for h in hits] == [ids[i] for i in top_k(query, vectors, 3, start, rerank)]
 
 
 def test_arithmetic_from_an_uploaded_photo(client, gallery_photo):
@@ -201,9 +182,9 @@ def test_unknown_routes_and_methods_are_problems(client):
     assert res.status_code == 404 and res.json()["type"] == "/problems/not-found"
 
 
-def test_the_schema_states_the_limits_errors_and_security(client, service_engine):
+def test_the_schema_states_the_limits_errors_and_security(client, service_components):
     doc = client.get("/openapi.json").json()
-    settings = service_engine.settings
+    settings = service_components.settings
     search = doc["paths"]["/search"]["post"]
     params = {p["name"]: p["schema"] for p in search["parameters"]}
     assert params["k"]["maximum"] == settings.max_k and params["k"]["minimum"] == 1
@@ -249,9 +230,9 @@ def test_a_decompression_bomb_is_413(client):
     assert "bomb" not in detail and "DOS" not in detail  # our words, not Pillow's
 
 
-def test_an_upload_over_the_byte_limit_is_413(service_engine):
-    settings = service_engine.settings.model_copy(update={"max_upload_bytes": 1000})
-    with TestClient(create_app(settings, service_engine)) as small:
+def test_an_upload_over_the_byte_limit_is_413(service_components):
+    settings = service_components.settings.model_copy(update={"max_upload_bytes": 1000})
+    with TestClient(create_app(settings, service_components)) as small:
         body = png_bytes(400, 400) + b"\0" * 2000
         res = small.post("/describe", files={"image": ("big.png", body)})
         assert res.status_code == 413 and "limit" in res.json()["detail"]

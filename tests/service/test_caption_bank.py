@@ -12,7 +12,7 @@ from groundsearch.index.caption_bank import BANK_DIR, CaptionBank
 from groundsearch.index.indexer import index_photos
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.service.app import create_app
-from groundsearch.service.engine import Engine
+from groundsearch.service.components import Components
 from groundsearch.service.settings import ServiceSettings
 from groundsearch.settings import get_settings
 from tests.tiny_data import make_tiny_flickr
@@ -38,13 +38,13 @@ def test_describe_draws_from_the_bank_when_the_gallery_has_no_captions(photos_an
     settings = ServiceSettings(
         index_dir=gallery, cache_dir=parser.cache_dir, parse_workers=0, caption_bank=str(bank)
     )
-    engine = Engine(settings, parser=parser)
+    components = Components.load(settings, parser=parser)
     try:
         deadline = time.monotonic() + 120
-        while engine.bank is None and time.monotonic() < deadline:
-            assert not engine.bank_status.startswith("failed"), engine.bank_status
+        while components.bank.bank is None and time.monotonic() < deadline:
+            assert not components.bank.status.startswith("failed"), components.bank.status
             time.sleep(0.2)
-        with TestClient(create_app(settings, engine)) as client:
+        with TestClient(create_app(settings, components)) as client:
             ready = client.get("/ready").json()
             assert ready["captions"] == 0 and ready["caption_bank"] == "bank.tsv (40 captions)"
             hits_at_5 = 0
@@ -58,7 +58,7 @@ def test_describe_draws_from_the_bank_when_the_gallery_has_no_captions(photos_an
                 hits_at_5 += any(r["text"] in own for r in results)
             assert hits_at_5 >= 6  # of 8 photos (chance: 5 of 40 captions are its own)
     finally:
-        engine.close()
+        components.close()
 
 
 def test_a_bank_is_embedded_once_then_loaded(tmp_path, parser):

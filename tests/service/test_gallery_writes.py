@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import io
 import shutil
+import threading
 
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
 from groundsearch.index.gallery import CaptionRecord, Gallery, checkpoint_identity
+from groundsearch.service import uploads
 from groundsearch.service.app import create_app
-from groundsearch.service.engine import Engine
+from groundsearch.service.components import Components
+from groundsearch.service.photo_workers import THREAD_PREFIX as PHOTO_THREADS
 from groundsearch.service.settings import ServiceSettings
 
 TOKEN = "a-long-enough-write-token"
@@ -30,15 +33,16 @@ def writable(service_gallery, parser, tmp_path_factory):
         parse_workers=0,
         caption_bank="none",
     )
-    engine = Engine(settings, parser=parser)
-    with TestClient(create_app(settings, engine)) as client:
-        yield client, engine, index
+    components = Components.load(settings, parser=parser)
+    with TestClient(create_app(settings, components)) as client:
+        yield client, components, index
 
 
 @pytest.fixture(scope="module")
-def gallery_photo(service_engine) -> bytes:
+def gallery_photo(service_components) -> bytes:
     """The bytes of a photo the gallery holds."""
-    return service_engine.photo_path(service_engine.gallery.image_ids()[-1]).read_bytes()
+    gallery = service_components.gallery
+    return gallery.photo_path(gallery.image_ids()[-1]).read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +53,9 @@ def photo(gallery_photo) -> bytes:
     return buf.getvalue()
 
 
-def disk_counts(engine: Engine, index) -> tuple[int, int]:
+def disk_counts(components: Components, index) -> tuple[int, int]:
     """The counts a fresh open of the gallery folder sees (what survives a restart)."""
-    g = Gallery.open(index, checkpoint_identity(engine.settings.checkpoint_path))
+    g = Gallery.open(index, checkpoint_identity(components.settings.checkpoint_path))
     try:
         return g.counts()["images"], g.counts()["captions"]
     finally:
@@ -70,15 +74,15 @@ def test_writes_need_the_token(writable, photo):
     assert client.delete("/gallery/images/0", headers=basic).status_code == 401
 
 
-def test_writes_are_forbidden_without_a_configured_token(service_engine, photo):
-    with TestClient(create_app(service_engine.settings, service_engine)) as client:
+def test_writes_are_forbidden_without_a_configured_token(service_components, photo):
+    with TestClient(create_app(service_components.settings, service_components)) as client:
         res = client.post("/gallery/images", files={"image": ("p.jpg", photo)}, headers=AUTH)
         assert res.status_code == 403 and "disabled" in res.json()["detail"]
 
 
 def test_add_search_serve_and_remove_a_photo(writable, photo):
-    client, engine, index = writable
-    before = disk_counts(engine, index)
+    client, components, index = writable
+    before = disk_counts(components, index)
     res = client.post(
         "/gallery/images",
         files={"image": ("mine.jpg", photo, "image/jpeg")},
@@ -88,7 +92,7 @@ def test_add_search_serve_and_remove_a_photo(writable, photo):
     assert res.status_code == 201, res.text
     added = res.json()
     assert len(added["captions"]) == 2
-    assert disk_counts(engine, index) == (before[0] + 1, before[1] + 2)  # persisted at once
+    assert disk_counts(components, index) == (before[0] + 1, before[1] + 2)  # persisted at once
     served = client.get(added["url"])
     assert served.status_code == 200 and served.content == photo
     hits = client.post("/search", params={"text": CAPTIONS[0], "k": 9}).json()["results"]
@@ -96,18 +100,18 @@ def test_add_search_serve_and_remove_a_photo(writable, photo):
     assert mine["source"] == "upload" and mine["captions"] == CAPTIONS
     assert added["new"] is True
     for cid, text in zip(added["captions"], CAPTIONS, strict=True):
-        assert engine.gallery.caption(cid) == CaptionRecord(cid, text, added["id"])
+        assert components.gallery.caption(cid) == CaptionRecord(cid, text, added["id"])
 
     res = client.delete(f"/gallery/images/{added['id']}", headers=AUTH)
     assert res.status_code == 200 and res.json() == {"id": added["id"], "removed_captions": 2}
-    assert disk_counts(engine, index) == before
+    assert disk_counts(components, index) == before
     assert client.get(added["url"]).status_code == 404
     assert client.delete(f"/gallery/images/{added['id']}", headers=AUTH).status_code == 404
 
 
 def test_a_photo_already_in_the_gallery_is_stored_once(writable, gallery_photo):
-    client, engine, index = writable
-    before = disk_counts(engine, index)
+    client, components, index = writable
+    before = disk_counts(components, index)
     res = client.post(
         "/gallery/images",
         files={"image": ("again.jpg", gallery_photo, "image/jpeg")},
@@ -117,7 +121,7 @@ def test_a_photo_already_in_the_gallery_is_stored_once(writable, gallery_photo):
     assert res.status_code == 201, res.text
     added = res.json()
     assert added["new"] is False and len(added["captions"]) == 1
-    assert disk_counts(engine, index) == (before[0], before[1] + 1)
+    assert disk_counts(components, index) == (before[0], before[1] + 1)
     assert not (index / "uploads").exists() or not list((index / "uploads").iterdir())
     hits = client.post("/search", params={"text": "A photo we had already .", "k": 9}).json()
     assert len({h["id"] for h in hits["results"]}) == len(hits["results"])
@@ -135,8 +139,8 @@ def test_a_photo_already_in_the_gallery_is_stored_once(writable, gallery_photo):
     ],
 )
 def test_a_bad_write_changes_nothing(writable, photo, files, data, status):
-    client, engine, index = writable
-    before = disk_counts(engine, index), engine.counts()
+    client, components, index = writable
+    before = disk_counts(components, index), components.gallery.counts()
     uploads = sorted((index / "uploads").glob("*")) if (index / "uploads").exists() else []
     if files == "photo":
         files = {"image": ("p.jpg", photo)}
@@ -144,6 +148,35 @@ def test_a_bad_write_changes_nothing(writable, photo, files, data, status):
         files = {"image": ("p.jpg", photo[: len(photo) // 3])}
     res = client.post("/gallery/images", files=files, data=data, headers=AUTH)
     assert res.status_code == status, res.text
-    assert (disk_counts(engine, index), engine.counts()) == before
+    assert (disk_counts(components, index), components.gallery.counts()) == before
     now = sorted((index / "uploads").glob("*")) if (index / "uploads").exists() else []
     assert now == uploads
+
+
+def test_an_upload_is_decoded_and_embedded_on_the_photo_workers(writable, photo, monkeypatch):
+    """The upload's decode and backbone run on the niced photo workers' threads, as
+    /describe's do, not on the default thread pool."""
+    client, components, _ = writable
+    threads: dict[str, list[str]] = {"decode": [], "cnn": []}
+    decode, embed = uploads.decode_photo, components.photos.extractor.embed_images
+
+    def recorded(kind, fn):
+        def call(*args, **kwargs):
+            threads[kind].append(threading.current_thread().name)
+            return fn(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(uploads, "decode_photo", recorded("decode", decode))
+    monkeypatch.setattr(components.photos.extractor, "embed_images", recorded("cnn", embed))
+    res = client.post(
+        "/gallery/images",
+        files={"image": ("workers.jpg", photo, "image/jpeg")},
+        data={"captions": ["A dog ."]},
+        headers=AUTH,
+    )
+    assert res.status_code == 201, res.text
+    assert client.delete(f"/gallery/images/{res.json()['id']}", headers=AUTH).status_code == 200
+    assert threads["decode"] and threads["cnn"]
+    names = threads["decode"] + threads["cnn"]
+    assert all(name.startswith(PHOTO_THREADS) for name in names), threads

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from groundsearch.model.runtime.captioning import DecoderError
 from groundsearch.service.app import create_app
+from groundsearch.service.writing import served_decoder
 
 #: Words that name nothing in a photo (a shared one proves nothing).
 STOP = set(
@@ -39,10 +40,11 @@ STOP = set(
 
 
 @pytest.fixture(scope="module")
-def client(service_engine):
-    if service_engine.decoder is None:
-        pytest.fail(f"the shipped caption decoder did not load: {service_engine.decoder_status}")
-    with TestClient(create_app(service_engine.settings, service_engine)) as c:
+def client(service_components):
+    writer = service_components.writer
+    if writer.decoder is None:
+        pytest.fail(f"the shipped caption decoder did not load: {writer.status}")
+    with TestClient(create_app(service_components.settings, service_components)) as c:
         yield c
 
 
@@ -50,15 +52,16 @@ def words(text: str) -> set[str]:
     return set(re.findall(r"[a-z]+", text.lower())) - STOP
 
 
-def photo(engine, image_id: int) -> tuple[bytes, list[str]]:
-    return engine.photo_path(image_id).read_bytes(), list(engine.gallery.image(image_id).captions)
+def photo(components, image_id: int) -> tuple[bytes, list[str]]:
+    gallery = components.gallery
+    return gallery.photo_path(image_id).read_bytes(), list(gallery.image(image_id).captions)
 
 
-def test_describe_writes_sentences_that_name_what_is_in_the_photo(client, service_engine):
+def test_describe_writes_sentences_that_name_what_is_in_the_photo(client, service_components):
     named = 0
-    ids = service_engine.gallery.image_ids()
+    ids = service_components.gallery.image_ids()
     for image_id in ids:
-        data, references = photo(service_engine, image_id)
+        data, references = photo(service_components, image_id)
         res = client.post("/describe", params={"k": 3}, files={"image": ("p.jpg", data)})
         assert res.status_code == 200, res.text
         body = res.json()
@@ -73,8 +76,8 @@ def test_describe_writes_sentences_that_name_what_is_in_the_photo(client, servic
     assert named >= len(ids) - 2, f"only {named} of {len(ids)} written sentences fit"
 
 
-def test_describe_answers_one_kind_when_asked_and_is_deterministic(client, service_engine):
-    data, _ = photo(service_engine, service_engine.gallery.image_ids()[1])
+def test_describe_answers_one_kind_when_asked_and_is_deterministic(client, service_components):
+    data, _ = photo(service_components, service_components.gallery.image_ids()[1])
     upload = {"image": ("p.jpg", data)}
     only_written = client.post(
         "/describe", params={"sentences": "generated", "beam": 5}, files=upload
@@ -92,8 +95,8 @@ def test_describe_answers_one_kind_when_asked_and_is_deterministic(client, servi
     assert {e["loc"][-1] for e in bad.json()["errors"]} == {"sentences", "beam"}
 
 
-def test_arithmetic_says_the_result_in_words(client, service_engine):
-    image_id = service_engine.gallery.image_ids()[0]
+def test_arithmetic_says_the_result_in_words(client, service_components):
+    image_id = service_components.gallery.image_ids()[0]
     plain = client.post("/arithmetic", params={"image_id": image_id, "k": 3})
     assert plain.status_code == 200 and plain.json()["generated"] == []
     said = client.post(
@@ -125,10 +128,10 @@ def test_metrics_and_ready_name_the_decoder(client):
     assert client.get("/ready").json()["decoder"].startswith("decoder.pt")
 
 
-def test_a_server_without_a_decoder_says_so(client, service_engine, monkeypatch):
-    monkeypatch.setattr(service_engine, "decoder", None)
-    monkeypatch.setattr(service_engine, "decoder_status", "none")
-    data, _ = photo(service_engine, service_engine.gallery.image_ids()[0])
+def test_a_server_without_a_decoder_says_so(client, service_components, monkeypatch):
+    monkeypatch.setattr(service_components.writer, "decoder", None)
+    monkeypatch.setattr(service_components.writer, "status", "none")
+    data, _ = photo(service_components, service_components.gallery.image_ids()[0])
     both = client.post("/describe", files={"image": ("p.jpg", data)})
     assert both.status_code == 200 and both.json()["generated"] == []
     assert both.json()["results"]
@@ -143,17 +146,15 @@ def test_a_server_without_a_decoder_says_so(client, service_engine, monkeypatch)
     assert client.get("/ready").json()["decoder"] == "none"
 
 
-def test_which_decoder_the_server_loads(service_engine, monkeypatch, tmp_path):
-    settings = service_engine.settings
+def test_which_decoder_the_server_loads(service_components, tmp_path):
+    settings = service_components.settings
     # the shipped decoder against another checkpoint: off, and /ready says why
-    monkeypatch.setattr(service_engine, "identity", {"checkpoint_sha256": "another"})
-    decoder, status = service_engine._load_decoder()
+    decoder, status = served_decoder(settings, {"checkpoint_sha256": "another"})
     assert decoder is None and status.startswith("off: ")
     # a decoder file named in the settings must load, or the server does not start
+    identity = service_components.identity
     missing = settings.model_copy(update={"decoder": str(tmp_path / "none.pt")})
-    monkeypatch.setattr(service_engine, "settings", missing)
     with pytest.raises(DecoderError, match="decoder not found"):
-        service_engine._load_decoder()
+        served_decoder(missing, identity)
     off = settings.model_copy(update={"decoder": "none"})
-    monkeypatch.setattr(service_engine, "settings", off)
-    assert service_engine._load_decoder() == (None, "none")
+    assert served_decoder(off, identity) == (None, "none")

@@ -1,0 +1,98 @@
+"""Sentences for a photo (found among the gallery's and the bank's captions, and written
+by the caption decoder) and for a text (``/paraphrase``: written for its vector)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from groundsearch.index.gallery import Gallery
+from groundsearch.model.runtime.captioning import Generated
+from groundsearch.service.bank_loader import BankLoader
+from groundsearch.service.photo_vectors import PhotoVectors
+from groundsearch.service.queries import QueryVectors
+from groundsearch.service.timing import Stages, Timings
+from groundsearch.service.writing import Writer
+
+
+@dataclass(frozen=True)
+class Description:
+    """A caption that describes a photo: from the gallery (with its photo) or the bank."""
+
+    text: str
+    score: float
+    source: str
+    id: int | None = None
+    image_id: int | None = None
+
+
+class Describe:
+    """``/describe`` and ``/paraphrase``."""
+
+    def __init__(
+        self,
+        photos: PhotoVectors,
+        queries: QueryVectors,
+        gallery: Gallery,
+        bank: BankLoader,
+        writer: Writer,
+        stages: Stages,
+    ) -> None:
+        self.photos, self.queries, self.gallery = photos, queries, gallery
+        self.bank, self.writer, self.stages = bank, writer, stages
+
+    @property
+    def min_side(self) -> int:
+        return self.photos.min_side
+
+    @property
+    def writes(self) -> bool:
+        """Whether the server has a caption decoder."""
+        return self.writer.decoder is not None
+
+    def run(
+        self,
+        image: Image.Image,
+        k: int,
+        retrieved: bool = True,
+        written: bool = False,
+        beam: int | None = None,
+    ) -> tuple[list[Description], list[Generated], Timings]:
+        """The ``k`` best captions for a photo among the gallery's and the bank's (one
+        text once, the gallery's first) if ``retrieved``, and the sentences the decoder
+        writes for it (beam ``beam``) if ``written``."""
+        timings: Timings = {}
+        vec = self.photos.vector(image, timings)
+        sentences = self.writer.write(vec, timings, beam) if written else []
+        if not retrieved:
+            return [], sentences, timings
+        with self.stages.stage("search", timings):
+            found = self._found(vec, k)
+        found.sort(key=lambda d: (-d.score, d.source != "gallery"))
+        unique: dict[str, Description] = {}
+        for d in found:
+            unique.setdefault(d.text, d)
+        return list(unique.values())[:k], sentences, timings
+
+    def _found(self, vec: np.ndarray, k: int) -> list[Description]:
+        found = [
+            Description(r.text, score, "gallery", r.id, r.image_id)
+            for r, score in self.gallery.search_captions(vec, k)
+        ]
+        bank = self.bank.bank
+        if bank is not None:
+            found += [Description(t, score, "bank") for t, score in bank.search(vec, k)]
+        return found
+
+    def clean(self, text: str) -> str:
+        """The text as cleaned (once, at the route); UnusableText if it cannot be used."""
+        return self.queries.clean(text)
+
+    def paraphrase(self, cleaned: str, beam: int | None = None) -> tuple[list[Generated], Timings]:
+        """Sentences the decoder writes for the vector of a cleaned text."""
+        timings: Timings = {}
+        self.writer.require()  # before the parse: refuse at once
+        vec = self.queries.vector(cleaned, timings)
+        return self.writer.write(vec, timings, beam), timings

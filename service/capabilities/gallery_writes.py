@@ -1,0 +1,46 @@
+"""Gallery writes: an uploaded photo (with its captions) in, a photo out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PIL import Image
+
+from groundsearch.index.gallery import Gallery
+from groundsearch.model.runtime.images.photos import EXTENSIONS
+from groundsearch.model.runtime.sentences import labels
+from groundsearch.service.photo_vectors import PhotoVectors
+from groundsearch.service.queries import QueryVectors
+from groundsearch.service.timing import Timings
+
+
+class GalleryWrites:
+    """``POST /gallery/images`` and ``DELETE /gallery/images/{id}``; the gallery commits
+    each as one transaction."""
+
+    def __init__(self, photos: PhotoVectors, queries: QueryVectors, gallery: Gallery) -> None:
+        self.photos, self.queries, self.gallery = photos, queries, gallery
+
+    @property
+    def min_side(self) -> int:
+        return self.photos.min_side
+
+    def add(
+        self, data: bytes, fmt: str, image: Image.Image, captions: Sequence[str]
+    ) -> tuple[int, list[int], bool]:
+        """Embed an uploaded photo (and its captions) and add it to the gallery; every
+        caption is checked before anything changes. Returns the image id, the new
+        caption ids and whether the photo was new (same bytes: stored once)."""
+        timings: Timings = {}
+        whats = labels(len(captions))
+        cleaned = [self.queries.clean(c, w) for c, w in zip(captions, whats, strict=True)]
+        trees = self.queries.trees(cleaned, whats, timings) if captions else []
+        image_vec = self.photos.vector(image, timings)
+        caption_vecs = self.queries.door.embed(trees) if trees else None
+        return self.gallery.add_photo(
+            data, EXTENSIONS[fmt], image_vec, [t.text for t in trees], caption_vecs
+        )
+
+    def remove(self, image_id: int) -> int:
+        """Remove a photo and its captions from the gallery; returns the captions removed."""
+        return self.gallery.remove_photo(image_id)

@@ -1,0 +1,23 @@
+"""Gallery photos by id: the file itself and its nearest neighbours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from groundsearch.index.gallery import Gallery
+from groundsearch.service.capabilities.search import ImageHits
+
+
+class Photos:
+    """``/images/{id}`` and ``/images/{id}/similar`` (UnknownItemError: 404)."""
+
+    def __init__(self, gallery: Gallery) -> None:
+        self.gallery = gallery
+
+    def path(self, image_id: int) -> Path:
+        """The file of a gallery photo (UnknownItemError if the item or file is gone)."""
+        return self.gallery.photo_path(image_id)
+
+    def similar(self, image_id: int, k: int) -> ImageHits:
+        """The ``k`` gallery photos closest to this one (itself excluded)."""
+        return self.gallery.similar_images(image_id, k)

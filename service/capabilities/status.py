@@ -1,0 +1,37 @@
+"""What the server serves: for ``/ready`` and the gallery sizes of ``/metrics``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from groundsearch.service.schemas import Readiness
+
+if TYPE_CHECKING:
+    from groundsearch.service.components import Components
+
+
+class Status:
+    """The served checkpoint, gallery, caption bank and decoder, in facts."""
+
+    def __init__(self, components: Components) -> None:
+        self.components = components
+
+    def counts(self) -> dict[str, int]:
+        return self.components.gallery.counts()
+
+    def readiness(self) -> Readiness:
+        c = self.components
+        counts = self.counts()
+        channel = getattr(c.model, "concepts", None)  # the open-vocabulary channel
+        return Readiness(
+            ready=True,
+            encoder=c.model.encoder,
+            checkpoint=c.identity["checkpoint_sha256"],
+            images=counts["images"],
+            captions=counts["captions"],
+            caption_bank=c.bank.status,
+            indexes=c.gallery.index_kinds(),
+            read_only=c.settings.read_only,
+            decoder=c.writer.status,
+            concepts=channel.config.weight if channel is not None else 0.0,
+        )

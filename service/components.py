@@ -1,0 +1,145 @@
+"""What the service loads once at startup, shared by every capability.
+
+    components = Components.load(settings)     # checkpoint, parser, backbone, gallery, ...
+    capabilities = Capabilities.over(components)
+    components.close()
+
+The checkpoint (``model``), the parse batcher and the text front door over it
+(``sentences``, ``queries``), the image backbone (``photos``), the gallery (following
+other processes' writes every second), the caption decoder (``writer``), the caption
+bank (``bank``, loaded in the background) and the stage timer (``stages``).
+``Capabilities.over(components)`` builds the small objects (``service.capabilities``)
+the routes use, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from PIL import Image
+
+from groundsearch.index.gallery import Gallery, checkpoint_identity
+from groundsearch.index.index_kinds import IndexSettings
+from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.embedder import Embedder
+from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.parsing import Parser
+from groundsearch.model.runtime.sentences import Sentences
+from groundsearch.service.bank_loader import BankLoader
+from groundsearch.service.batching import ParseBatcher
+from groundsearch.service.capabilities.arithmetic import Arithmetic
+from groundsearch.service.capabilities.describe import Describe
+from groundsearch.service.capabilities.explain import Explain
+from groundsearch.service.capabilities.gallery_writes import GalleryWrites
+from groundsearch.service.capabilities.photos import Photos
+from groundsearch.service.capabilities.search import Search
+from groundsearch.service.capabilities.status import Status
+from groundsearch.service.photo_vectors import PhotoVectors
+from groundsearch.service.queries import QueryVectors
+from groundsearch.service.settings import ServiceSettings
+from groundsearch.service.timing import Observe, Stages
+from groundsearch.service.writing import Writer, served_decoder
+
+#: How often the gallery reads writes other processes committed (seconds).
+FOLLOW_EVERY = 1.0
+
+
+@dataclass
+class Components:
+    """Checkpoint, parser, backbone, gallery, decoder and caches, loaded once."""
+
+    settings: ServiceSettings
+    model: Embedder
+    identity: dict[str, str]
+    gallery: Gallery
+    batcher: ParseBatcher
+    sentences: Sentences
+    queries: QueryVectors
+    photos: PhotoVectors
+    writer: Writer
+    bank: BankLoader
+    stages: Stages
+
+    @classmethod
+    def load(
+        cls,
+        settings: ServiceSettings,
+        observe: Observe | None = None,
+        parser: Parser | None = None,
+    ) -> Components:
+        """Load everything, warm it up, and start the caption bank's loading."""
+        torch.set_num_threads(settings.torch_threads)  # process-wide
+        stages = Stages(observe)
+        parser = parser or Parser(settings.parser_dir, settings.cache_dir, use_cache=False)
+        checkpoint = settings.checkpoint_path
+        model: Embedder = load_checkpoint(checkpoint, parser=parser.version)
+        identity = checkpoint_identity(checkpoint)
+        extractor = FeatureExtractor.for_identity(model.backbone)
+        search = IndexSettings(
+            nprobe=settings.search_nprobe,
+            k_factor=settings.search_k_factor,
+            ef_search=settings.hnsw_ef_search,
+        )
+        gallery = Gallery.open(settings.index_path, identity, settings.read_only, search)
+        gallery.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
+        batcher = ParseBatcher(parser, workers=settings.parse_workers)
+        sentences = Sentences(model, batcher.outcomes, settings.max_text_chars)
+        decoder, status = served_decoder(settings, identity)
+        writer = Writer(
+            decoder, status, sentences, stages, settings.decoder_beam, settings.decoder_rerank
+        )
+        photos = PhotoVectors(extractor, model, stages)
+        _warm_up(sentences, photos, writer)
+        return cls(
+            settings=settings,
+            model=model,
+            identity=identity,
+            gallery=gallery,
+            batcher=batcher,
+            sentences=sentences,
+            queries=QueryVectors(sentences, stages, settings.query_cache),
+            photos=photos,
+            writer=writer,
+            bank=BankLoader(settings, model, identity),
+            stages=stages,
+        )
+
+    def close(self) -> None:
+        """Stop the parser threads (and processes) and close the gallery."""
+        self.batcher.close()
+        self.gallery.close()
+
+
+def _warm_up(sentences: Sentences, photos: PhotoVectors, writer: Writer) -> None:
+    """Load the stanza pipeline and the ensemble members now, not on a first request."""
+    sentences.vectors(["A dog runs on the beach ."])
+    features = photos.extractor.embed_images([Image.new("RGB", (64, 64))])
+    vec = photos.model.embed_images(features)  # not timed: no request's stage
+    if writer.decoder is not None:
+        writer.decoder.generate(vec, beam=1, max_len=3)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """One object per capability, built once over the components."""
+
+    search: Search
+    photos: Photos
+    describe: Describe
+    arithmetic: Arithmetic
+    explain: Explain
+    writes: GalleryWrites
+    status: Status
+
+    @classmethod
+    def over(cls, c: Components) -> Capabilities:
+        return cls(
+            search=Search(c.queries, c.gallery, c.stages),
+            photos=Photos(c.gallery),
+            describe=Describe(c.photos, c.queries, c.gallery, c.bank, c.writer, c.stages),
+            arithmetic=Arithmetic(c.model, c.photos, c.queries, c.gallery, c.writer, c.stages),
+            explain=Explain(c.model, c.queries, c.stages),
+            writes=GalleryWrites(c.photos, c.queries, c.gallery),
+            status=Status(c),
+        )

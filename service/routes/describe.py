@@ -1,0 +1,83 @@
+"""Photo → sentences (found and written), and text → sentences written for its vector.
+
+The photo is decoded and run through the backbone on the niced ``PhotoWorkers`` threads,
+holding a ``cnn`` admission slot; a paraphrase holds a ``parse`` slot.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+
+from groundsearch.service.deps import (
+    AdmissionDep,
+    DescribeDep,
+    PhotoWorkersDep,
+    SettingsDep,
+    check_k,
+    read_upload,
+)
+from groundsearch.service.problems import responses
+from groundsearch.service.routes.params import PHOTO_STATUSES, WRITING_ERRORS, Beam, K, Photo, Text
+from groundsearch.service.schemas import (
+    CaptionHit,
+    DescribeResponse,
+    ParaphraseResponse,
+    WrittenSentence,
+)
+from groundsearch.service.uploads import read_photo
+
+router = APIRouter(tags=["search"])
+Sentences = Annotated[
+    Literal["both", "generated", "retrieved"],
+    Query(
+        description="'generated': sentences the caption decoder writes; 'retrieved': existing "
+        "captions; 'both' (written ones only when the server has a decoder)."
+    ),
+]
+
+
+@router.post("/describe", response_model=DescribeResponse, responses=responses(*PHOTO_STATUSES))
+async def describe(
+    capability: DescribeDep,
+    settings: SettingsDep,
+    admission: AdmissionDep,
+    workers: PhotoWorkersDep,
+    image: Photo,
+    k: K = 5,
+    sentences: Sentences = "both",
+    beam: Beam = None,
+) -> DescribeResponse:
+    """Sentences for a photo: new ones the caption decoder writes (Kiros et al. 2014) and
+    the ``k`` existing captions (the gallery's and the caption bank's) that fit it best."""
+    check_k(k, settings)
+    if sentences == "generated":  # refused (501) before any work when none can be written
+        capability.writer.require()
+    written = sentences == "generated" or (sentences == "both" and capability.writes)
+    retrieved = sentences != "generated"
+    data = await read_upload(image, settings)
+    async with admission.slots("cnn"):
+        photo, _ = await workers.run(read_photo, data, settings.max_pixels, capability.min_side)
+        hits, wrote, timings = await workers.run(capability.run, photo, k, retrieved, written, beam)
+    return DescribeResponse(
+        generated=[WrittenSentence.of(g) for g in wrote],
+        results=[CaptionHit.of(h) for h in hits],
+        timings_ms=timings,
+    )
+
+
+@router.post("/paraphrase", response_model=ParaphraseResponse, responses=WRITING_ERRORS)
+async def paraphrase(
+    capability: DescribeDep, admission: AdmissionDep, text: Text, beam: Beam = None
+) -> ParaphraseResponse:
+    """Sentences the caption decoder writes for the vector of ``text``: what the joint
+    space keeps of a sentence, said again in words."""
+    capability.writer.require()  # 501 before any work
+    cleaned = capability.clean(text)
+    async with admission.slots("parse"):
+        wrote, timings = await run_in_threadpool(capability.paraphrase, cleaned, beam)
+    return ParaphraseResponse(
+        query=text, generated=[WrittenSentence.of(g) for g in wrote], timings_ms=timings
+    )
