@@ -1,6 +1,6 @@
 """From a Flickr8k-layout folder to training-ready splits: parse once, embed once.
 
-    >>> splits = load_splits(data_dir / "flickr8k", ["train", "dev"], parser, extractor)
+    >>> split = build_split(load_captioned_images(root, split="train"), parser, extractor)
 
 Captions go through the text front door (``model.runtime.sentences``) over the parser's
 disk cache, and photos through the feature cache, so the second call costs only the
@@ -12,11 +12,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
-from groundsearch.model.data import CaptionedImages, load_captioned_images
+from groundsearch.model.data import CaptionedImages
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.parsing.tree import DependencyTree
@@ -42,11 +41,12 @@ def named_trees(
     return door.trees(texts, whats)
 
 
-def text_trees(parser: Parser, noun: str = "text") -> TreesFn:
-    """Texts → trees through a model-less ``corpus_door`` (for protocols that embed
-    sentences whatever their words: benchmarks, concept queries, written captions)."""
+def text_trees(parser: Parser) -> TreesFn:
+    """Texts → trees through a model-less ``corpus_door``, for protocols that embed
+    sentences whatever their words (sentence benchmarks, expert judgments, concept
+    queries); UnusableText names a text that cannot be parsed (``text 3 ('…'): …``)."""
     door = corpus_door(parser)
-    return lambda texts: named_trees(door, texts, noun)
+    return lambda texts: named_trees(door, texts, "text")
 
 
 def build_split(
@@ -63,17 +63,3 @@ def build_split(
         [ds.image_path(i) for i in range(len(ds.images))], progress=progress
     )
     return Split(trees, features, np.asarray(ds.caption_image))
-
-
-def load_splits(
-    root: Path,
-    names: Sequence[str | None],
-    parser: Parser,
-    extractor: FeatureExtractor,
-    progress: bool = False,
-) -> dict[str, Split]:
-    """``build_split`` for each named split (``None`` = the whole dataset)."""
-    return {
-        str(name): build_split(load_captioned_images(root, split=name), parser, extractor, progress)
-        for name in names
-    }
