@@ -30,7 +30,8 @@ from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.captioning import load_decoder, rerank
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
-from groundsearch.model.runtime.parsing import Parser, clean_text
+from groundsearch.model.runtime.parsing import Parser
+from groundsearch.model.runtime.sentences import Sentences
 from groundsearch.settings import get_settings
 
 
@@ -70,8 +71,10 @@ def main() -> None:
     parser = Parser(s.parser_dir, s.cache_dir, use_cache=False)
     model = load_checkpoint(s.default_checkpoint, parser=parser.version)
 
+    door = Sentences(None, parser.parse)
+
     def embed(texts: list[str]) -> np.ndarray:
-        return model.embed_sentences(parser.parse([clean_text(t) for t in texts]))
+        return model.embed_sentences(door.trees(texts))
 
     embed(["A dog runs on the beach."])  # load the parser before timing
     results: dict[str, object] = {}

@@ -17,6 +17,7 @@ from PIL import Image
 from groundsearch.cli.common import make_parser
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.sentences import Sentences
 from groundsearch.settings import get_settings
 
 
@@ -44,7 +45,7 @@ def main() -> None:
     extractor = FeatureExtractor(on.backbone)
     photo = Image.fromarray(skimage.data.chelsea())
     text = "a brown dog runs through the snow ."
-    trees = parser.parse([text])
+    trees = Sentences(None, parser.parse).trees([text])
     feats = extractor.embed_images([photo])
     print(
         json.dumps(

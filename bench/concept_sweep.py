@@ -21,6 +21,7 @@ from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.concepts import ConceptConfig
 from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.training.corpus import text_trees
 from groundsearch.model.training.evaluation.concepts import held_out_metrics
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 from groundsearch.settings import get_settings
@@ -41,9 +42,7 @@ def main() -> None:
 
     s = get_settings()
     parser = make_parser()
-
-    def parse(texts: list[str]) -> list:
-        return parser.parse(texts, workers=2)
+    parse = text_trees(parser)  # the text front door, over the parse cache
 
     model = load_checkpoint(args.checkpoint, parser=parser.version, concept_weight=1.0)
     assert isinstance(model, JointEmbedder) and model.concepts is not None
@@ -51,7 +50,7 @@ def main() -> None:
     ds = load_captioned_images(s.data_dir / "flickr8k", split=args.split)
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
     feats = extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
-    trees = parse(list(ds.captions))
+    trees = parse(ds.captions)
     links = np.asarray(ds.caption_image)
     for familiar in args.familiar:
         for weight in args.weights:

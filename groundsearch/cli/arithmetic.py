@@ -25,8 +25,7 @@ from groundsearch.settings import get_settings
 def cmd_evaluate_arithmetic(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
-    from groundsearch.model.runtime.parsing import ParseError
-    from groundsearch.model.runtime.text import NoKnownWordError
+    from groundsearch.model.runtime.sentences import UnusableText
     from groundsearch.model.training.evaluation.arithmetic import parse_pairs
     from groundsearch.model.training.experiment import evaluate_arithmetic_checkpoint
 
@@ -37,7 +36,7 @@ def cmd_evaluate_arithmetic(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and (out.is_dir() or not out.parent.is_dir()):
         raise CliError(f"--out {out}: not a file in an existing folder")
-    with user_errors(DatasetError, CheckpointError, ParseError, NoKnownWordError, ValueError):
+    with user_errors(DatasetError, CheckpointError, UnusableText, ValueError):
         result = evaluate_arithmetic_checkpoint(
             checkpoint_path(args),
             data_root(args),

@@ -78,15 +78,17 @@ def _caption_set(vectors: ExportedVectors) -> CaptionSet:
 
 
 def _embed_texts(checkpoint: Path) -> EmbedTexts:
-    """Texts → the joint model's sentence vectors (parsed as the service parses)."""
+    """Written sentences → the joint model's sentence vectors, through the text front door
+    (each sentence scored whatever its words, as the service scores what it writes)."""
     from groundsearch.model.runtime.checkpoints import load_checkpoint
-    from groundsearch.model.runtime.parsing import clean_text
+    from groundsearch.model.runtime.sentences import Sentences
 
     parser = make_parser()
     model = load_checkpoint(checkpoint, parser=parser.version)
+    door = Sentences(None, parser.parse)
 
     def embed(texts: list[str]) -> Any:
-        return model.embed_sentences(parser.parse([clean_text(t) for t in texts]))
+        return model.embed_sentences(door.trees(texts))
 
     return embed
 

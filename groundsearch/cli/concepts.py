@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -49,16 +48,14 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
     from groundsearch.model.runtime.checkpoints import CheckpointError, load_checkpoint
     from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.images.photos import PhotoError
-    from groundsearch.model.runtime.parsing import ParseError
+    from groundsearch.model.runtime.sentences import UnusableText
+    from groundsearch.model.training.corpus import text_trees
     from groundsearch.model.training.evaluation.concepts import held_out_metrics, photo_best_words
 
     s = get_settings()
     parser = make_parser()
-
-    def parse(texts: list[str]) -> Any:
-        return parser.parse(texts, workers=os.cpu_count() or 1)
-
-    with user_errors(DatasetError, CheckpointError, ParseError, PhotoError):
+    parse = text_trees(parser)  # the text front door, over the parse cache
+    with user_errors(DatasetError, CheckpointError, UnusableText, PhotoError):
         concepts = resolve(args.hold_out)
         model = load_checkpoint(
             checkpoint_path(args), parser=parser.version, concept_weight=args.concepts
@@ -74,7 +71,7 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
             photos = model.embed_images(
                 extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
             )
-            trees = parse(list(ds.captions))
+            trees = parse(ds.captions)
             result["split"] = args.split
             result.update(
                 held_out_metrics(model.embed_sentences, photos, ds, trees, parse, concepts)

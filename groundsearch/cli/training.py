@@ -93,12 +93,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
-    from groundsearch.model.runtime.parsing import ParseError
-    from groundsearch.model.runtime.text import NoKnownWordError
+    from groundsearch.model.runtime.sentences import UnusableText
     from groundsearch.model.training.experiment import evaluate_checkpoint
 
     s = get_settings()
-    with user_errors(DatasetError, CheckpointError, ParseError, NoKnownWordError):
+    with user_errors(DatasetError, CheckpointError, UnusableText):
         result = evaluate_checkpoint(
             checkpoint_path(args),
             data_root(args),
@@ -117,11 +116,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
-    from groundsearch.model.runtime.parsing import ParseError
-    from groundsearch.model.runtime.text import NoKnownWordError
+    from groundsearch.model.runtime.sentences import UnusableText
     from groundsearch.model.training.experiment import compare_checkpoints
 
-    with user_errors(DatasetError, CheckpointError, ParseError, NoKnownWordError, ValueError):
+    with user_errors(DatasetError, CheckpointError, UnusableText, ValueError):
         result = compare_checkpoints(
             Path(args.first),
             Path(args.second),

@@ -21,13 +21,13 @@ here, so a text is refused by one rule with one message:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
-from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.parsing.parser import MAX_TEXT_CHARS, ParseError, clean_text
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.text.vocab import NoKnownWordError
@@ -37,6 +37,16 @@ Reason = Literal["too-long", "no-words", "unparsable", "unknown-words"]
 #: Texts (cleaned) → one tree per text, or for a text that fails, its ParseError in its
 #: place; a callable may instead raise ParseError for the whole batch.
 ParseFn = Callable[[Sequence[str]], Sequence[DependencyTree | BaseException]]
+
+
+class SentenceModel(Protocol):
+    """What the door needs of a model (any ``Embedder``, an ensemble too): its rule for
+    a known word and its sentence vectors."""
+
+    def require_known_words(self, trees: Sequence[DependencyTree], what: str) -> None: ...
+
+    def embed_sentences(self, trees: Sequence[DependencyTree]) -> np.ndarray: ...
+
 
 ADVICE = (
     "write a phrase or sentence in English with at least one common word, "
@@ -67,16 +77,20 @@ def clean(text: str, what: str = "text", max_chars: int = MAX_TEXT_CHARS) -> str
     """The cleaned text (what is parsed, and the query cache's key); UnusableText if it is
     over ``max_chars`` or holds no letter or digit."""
     if isinstance(text, str) and len(text) > max_chars:  # before cleaning: the raw length
-        raise UnusableText(
-            what, "too-long", f"{len(text)} characters long; the limit is {max_chars}"
-        )
+        raise _too_long(what, len(text), max_chars)
     try:
-        cleaned = clean_text(text, max_chars)
-    except ParseError:
+        cleaned = clean_text(text, sys.maxsize)
+    except ParseError:  # not a string, or nothing but whitespace and control characters
         raise UnusableText(what, "no-words") from None
+    if len(cleaned) > max_chars:  # NFC can lengthen a text
+        raise _too_long(what, len(cleaned), max_chars)
     if not any(c.isalnum() for c in cleaned):
         raise UnusableText(what, "no-words")
     return cleaned
+
+
+def _too_long(what: str, length: int, max_chars: int) -> UnusableText:
+    return UnusableText(what, "too-long", f"{length} characters long; the limit is {max_chars}")
 
 
 def labels(n: int, noun: str = "caption") -> list[str]:
@@ -122,7 +136,7 @@ class Sentences:
     """Texts into trees and vectors for one model, through one parse callable."""
 
     def __init__(
-        self, model: Embedder | None, parse: ParseFn, max_chars: int = MAX_TEXT_CHARS
+        self, model: SentenceModel | None, parse: ParseFn, max_chars: int = MAX_TEXT_CHARS
     ) -> None:
         #: None: trees only (training parses before its model exists).
         self.model, self.parse, self.max_chars = model, parse, max_chars

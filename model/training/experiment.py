@@ -7,7 +7,6 @@ cache folder of image features; nothing here reads the settings.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -36,9 +35,9 @@ from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.joint import JointConfig, JointModel, build_inventory
 from groundsearch.model.runtime.kcca import KCCAModel
 from groundsearch.model.runtime.parsing import Parser
-from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.model.runtime.sentences import Sentences
 from groundsearch.model.runtime.text.glove import glove_vocabulary
-from groundsearch.model.training.corpus import build_split
+from groundsearch.model.training.corpus import build_split, corpus_door, named_trees, text_trees
 from groundsearch.model.training.evaluation import protocol
 from groundsearch.model.training.evaluation.arithmetic import (
     MIN_B_PHOTOS,
@@ -140,13 +139,9 @@ def evaluate_checkpoint(
         model = EnsembleEmbedder(joint)
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
     ds = load_captioned_images(data_root, split=split)
-    sp = build_split(ds, parser, extractor, progress)
-    if not isinstance(model, KCCAModel):
-        model.require_known_words(sp.trees)
-
-    def parse(texts: list[str]) -> list[DependencyTree]:
-        return parser.parse(texts, workers=os.cpu_count() or 1)
-
+    known = None if isinstance(model, KCCAModel) else model
+    sp = build_split(ds, parser, extractor, progress, model=known)
+    parse = text_trees(parser)
     result = {
         "checkpoint": str(checkpoint),
         "encoder": model.encoder,
@@ -189,12 +184,11 @@ def compare_checkpoints(
     paired bootstrap intervals over the split's photos (``retrieval.paired_bootstrap``)."""
     models = [load_checkpoint(path, parser=parser.version) for path in (first, second)]
     ds = load_captioned_images(data_root, split=split)
-    trees = parser.parse(list(ds.captions), workers=os.cpu_count() or 1)
     caption_image = np.asarray(ds.caption_image)
     scores, metrics = [], []
     for path, model in zip((first, second), models, strict=True):
-        if isinstance(model, JointEmbedder):
-            model.model.require_known_words(trees)
+        known = model if isinstance(model, JointEmbedder) else None
+        trees = named_trees(corpus_door(parser, known), ds.captions)
         extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
         features = extractor.embed_files(
             [ds.image_path(i) for i in range(len(ds.images))], progress=progress
@@ -235,14 +229,12 @@ def evaluate_arithmetic_checkpoint(
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
     ds = load_captioned_images(data_root, split=split)
     sp = build_split(ds, parser, extractor, progress)
+    door = Sentences(model if isinstance(model, JointEmbedder) else None, parser.parse)
     words = sorted({c.text for p in pairs for c in (p.a, p.b)})
-    word_trees = parser.parse(words)
-    if isinstance(model, JointEmbedder):
-        for word, tree in zip(words, word_trees, strict=True):
-            model.model.require_known_words([tree], f"concept {word!r}")
+    door.trees(words, [f"concept {word!r}" for word in words])  # each must be known
 
     def embed_texts(texts: list[str]) -> np.ndarray:
-        return model.embed_sentences(parser.parse(texts))
+        return model.embed_sentences(door.trees(texts))
 
     result = evaluate_arithmetic(
         model.embed_images(sp.features), sp.trees, sp.caption_image, embed_texts, pairs,

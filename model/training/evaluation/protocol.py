@@ -36,7 +36,7 @@ from groundsearch.model.training.evaluation.similarity import (
     spearman,
 )
 
-#: Texts → trees, in order (a Parser's ``parse``, batched and cached).
+#: Texts → trees, in order (the text front door over the parse cache: ``corpus.text_trees``).
 ParseFn = Callable[[list[str]], list[DependencyTree]]
 #: Image files → backbone features, in order (a FeatureExtractor's ``embed_files``).
 ImageFn = Callable[[list[Path]], np.ndarray]
