@@ -25,7 +25,7 @@ import torch
 from PIL import Image
 
 from groundsearch.index.caption_bank import CaptionBank, captions_from, training_captions
-from groundsearch.index.gallery import Gallery, ImageRecord, checkpoint_identity
+from groundsearch.index.gallery import Gallery, ImageRecord
 from groundsearch.index.index_kinds import IndexSettings
 from groundsearch.index.sample_gallery import SAMPLE_CAPTIONS
 from groundsearch.model.runtime.arithmetic import arithmetic_query, centre_rerank
@@ -36,7 +36,7 @@ from groundsearch.model.runtime.captioning import (
     load_decoder,
     rerank,
 )
-from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import EXTENSIONS

@@ -10,11 +10,12 @@ import sqlite3
 import numpy as np
 import pytest
 
-from groundsearch.index import gallery as gallery_module
+from groundsearch.index import search_indexes
 from groundsearch.index import vectors as vectors_module
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
-from groundsearch.index.gallery import Gallery, IndexedFile
+from groundsearch.index.gallery import Gallery
 from groundsearch.index.index_kinds import IndexSettings, choose_kind
+from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
 
 DIM = 8
 ID = {"checkpoint_sha256": "c" * 64}
@@ -63,21 +64,22 @@ def test_an_upload_and_its_captions_are_one_write_and_stored_once(gallery, tmp_p
 
 def test_indexed_files_dedup_by_content_and_follow_changes(gallery):
     v = vecs(4)
-    added = gallery.add_files([indexed(i, v[i], (f"cap {i}",)) for i in range(3)], run=1)
+    files = IndexedFiles(gallery)
+    added = files.add_files([indexed(i, v[i], (f"cap {i}",)) for i in range(3)], run=1)
     assert (added.photos, added.files, added.captions) == (3, 3, 3)
     copy = IndexedFile("/elsewhere/copy.jpg", 10, 1000, "sha-0")  # same content as 0.jpg
-    assert gallery.add_files([copy], run=1).photos == 0
+    assert files.add_files([copy], run=1).photos == 0
     assert gallery.counts()["images"] == 3
     hits = gallery.search_images(v[0], 3)
     assert len({r.id for r, _ in hits}) == 3  # never the same photo twice
     # 0.jpg's content changes: the photo moves to the copy's path, a new photo appears
     changed = IndexedFile("/photos/0.jpg", 99, 2000, "sha-new", v[3])
-    assert gallery.add_files([changed], run=2).photos == 1
+    assert files.add_files([changed], run=2).photos == 1
     first = gallery.image(hits[0][0].id if hits[0][0].path.endswith("0.jpg") else 1)
     assert first.path == "/elsewhere/copy.jpg"
     # run 3 sees only 1.jpg under /photos: 0.jpg and 2.jpg are gone from disk
-    gallery.mark_seen(["/photos/1.jpg"], run=3)
-    assert gallery.forget_unseen(["/photos"], run=3) == 2  # sha-new and 2.jpg's photo
+    files.mark_seen(["/photos/1.jpg"], run=3)
+    assert files.forget_unseen(["/photos"], run=3) == 2  # sha-new and 2.jpg's photo
     paths = sorted(r.path for r, _ in gallery.search_images(v[0], 10))
     assert paths == ["/elsewhere/copy.jpg", "/photos/1.jpg"]
     assert gallery.counts() == {"images": 2, "captions": 2}
@@ -87,12 +89,12 @@ def test_another_process_writes_are_followed(tmp_path):
     writer = Gallery.create(tmp_path / "g", DIM, ID)
     reader = Gallery.open(tmp_path / "g", ID)
     v = vecs(3)
-    writer.add_files([indexed(i, v[i], ("x",)) for i in range(3)], run=1)
+    IndexedFiles(writer).add_files([indexed(i, v[i], ("x",)) for i in range(3)], run=1)
     assert reader.counts()["images"] == 0
-    reader.refresh()
+    reader.indexes.refresh()
     assert reader.counts() == {"images": 3, "captions": 3}
     writer.remove_photo(2)
-    reader.refresh()
+    reader.indexes.refresh()
     assert reader.counts() == {"images": 2, "captions": 2}
     assert {r.id for r, _ in reader.search_images(v[2], 5)} == {1, 3}
     reader.close()
@@ -102,12 +104,12 @@ def test_another_process_writes_are_followed(tmp_path):
 def test_snapshots_are_loaded_then_caught_up(tmp_path):
     v = vecs(6)
     g = Gallery.create(tmp_path / "g", DIM, ID)
-    g.add_files([indexed(i, v[i]) for i in range(4)], run=1)
+    IndexedFiles(g).add_files([indexed(i, v[i]) for i in range(4)], run=1)
     g.close()  # snapshots both indexes
     doc = json.loads((tmp_path / "g" / "index" / "images.json").read_text())
     assert doc["last_id"] == 4
     other = Gallery.open(tmp_path / "g", ID)
-    other.add_files([indexed(4, v[4])], run=2)
+    IndexedFiles(other).add_files([indexed(4, v[4])], run=2)
     other.remove_photo(1)
     other.close(snapshot=False)  # the snapshot on disk is now behind the records
     again = Gallery.open(tmp_path / "g", ID)
@@ -126,15 +128,15 @@ def test_snapshots_are_loaded_then_caught_up(tmp_path):
 
 
 def test_many_removals_are_compacted(tmp_path, monkeypatch):
-    monkeypatch.setattr(gallery_module, "COMPACT_MIN", 5)
+    monkeypatch.setattr(search_indexes, "COMPACT_MIN", 5)
     g = Gallery.create(tmp_path / "g", DIM, ID, kind="hnsw")
     v = vecs(20)
-    g.add_files([indexed(i, v[i]) for i in range(20)], run=1)
+    IndexedFiles(g).add_files([indexed(i, v[i]) for i in range(20)], run=1)
     for image_id in range(1, 11):
         g.remove_photo(image_id)
-    assert g._indexes["images"].tombstones == 10
-    g.maintain()
-    assert g._indexes["images"].tombstones == 0 and g._indexes["images"].total == 10
+    assert g.indexes["images"].tombstones == 10
+    g.indexes.maintain()
+    assert g.indexes["images"].tombstones == 0 and g.indexes["images"].total == 10
     assert {r.id for r, _ in g.search_images(v[15], 20)} == set(range(11, 21))
     g.close()
 
@@ -203,10 +205,10 @@ def test_a_reader_is_closed_once_its_thread_is_gone(tmp_path):
 
 
 def test_a_new_gallery_picks_its_index_kind_by_size(gallery):
-    assert gallery.kind == "auto" and gallery._indexes["images"].kind == "flat"
+    assert gallery.kind == "auto" and gallery.indexes["images"].kind == "flat"
     assert [choose_kind(n) for n in (1000, 500_000, 5_000_000)] == ["flat", "hnsw", "ivfpq"]
-    assert gallery._kind_for(150_000, "hnsw") == "hnsw"  # shrinking a little keeps it
-    assert gallery._kind_for(50_000, "hnsw") == "flat"
+    assert gallery.indexes._kind_for(150_000, "hnsw") == "hnsw"  # shrinking a little keeps it
+    assert gallery.indexes._kind_for(50_000, "hnsw") == "flat"
 
 
 def test_a_compressed_gallery_takes_writes_and_a_replica_takes_up_its_rebuilds(
@@ -214,19 +216,19 @@ def test_a_compressed_gallery_takes_writes_and_a_replica_takes_up_its_rebuilds(
 ):
     monkeypatch.setattr(vectors_module, "DELTA_MIN", 100)
     writer = Gallery.create(tmp_path / "g", DIM, ID, kind="ivfpq")
-    writer.settings = IndexSettings(m=4, nprobe=64, k_factor=50)
+    writer.indexes.settings = IndexSettings(m=4, nprobe=64, k_factor=50)
     replica = Gallery.open(tmp_path / "g", ID, read_only=True)
     v = vecs(400)
-    writer.add_files([indexed(i, v[i], ("x",)) for i in range(300)], run=1)
-    assert writer._indexes["images"].delta == 300  # not trained yet: all exact
-    writer.maintain()  # the delta is due: trained, filled, written, snapshotted
+    IndexedFiles(writer).add_files([indexed(i, v[i], ("x",)) for i in range(300)], run=1)
+    assert writer.indexes["images"].delta == 300  # not trained yet: all exact
+    writer.indexes.maintain()  # the delta is due: trained, filled, written, snapshotted
     assert writer.index_kinds()["images"].startswith("IVF64,PQ4,Refine(SQfp16) + 0 exact")
-    replica.refresh()
-    replica.maintain()
+    replica.indexes.refresh()
+    replica.indexes.maintain()
     assert replica.index_kinds() == writer.index_kinds()
     image_id, _, _ = writer.add_photo(b"new", "jpg", v[300])  # uploads and deletes still work
     writer.remove_photo(5)
-    replica.refresh()
+    replica.indexes.refresh()
     for query in (v[300], v[4], v[150]):
         hits = [(r.id, round(s, 5)) for r, s in replica.search_images(query, 10)]
         assert hits == [(r.id, round(s, 5)) for r, s in writer.search_images(query, 10)]

@@ -9,7 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from groundsearch.index.gallery import CaptionRecord, Gallery, checkpoint_identity
+from groundsearch.index.gallery import CaptionRecord, Gallery
+from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.service.app import create_app
 from groundsearch.service.engine import Engine
 from groundsearch.service.settings import ServiceSettings
