@@ -11,7 +11,8 @@ A gallery folder holds ``gallery.db`` (``groundsearch.index.records``: the syste
 record, and the only module that knows its schema), ``index/`` (snapshots of the two
 FAISS indexes, ``groundsearch.index.search_indexes``: derived, rebuilt when missing or
 stale) and ``uploads/`` (photos added through the API; indexed photos stay where they
-are and are recorded by ``groundsearch.index.indexing_runs``). The index kind is fixed
+are and are recorded by ``groundsearch.index.indexing_runs``; ``upload_files`` keeps the
+uploads' files). The index kind is fixed
 at creation or ``auto``: picked by size and changed by a rebuild when the gallery
 outgrows it.
 
@@ -30,23 +31,19 @@ gallery.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
-import logging
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from groundsearch.files import atomic_path
 from groundsearch.index import records
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
 from groundsearch.index.index_kinds import AUTO, KINDS, IndexSettings
 from groundsearch.index.records import DB_FILE, Records, caption_rows
 from groundsearch.index.search_indexes import SearchIndexes
+from groundsearch.index.upload_files import UploadFiles
 from groundsearch.index.vectors import as_matrix
 
 __all__ = [
@@ -58,9 +55,7 @@ __all__ = [
     "UnknownItemError",
 ]
 
-log = logging.getLogger("groundsearch.index")
-INDEX_DIR, UPLOADS = "index", "uploads"
-UPLOADS_LOCK = "uploads.lock"
+INDEX_DIR = "index"
 #: The old layout (two ``VectorStore`` folders), refused with what to run.
 LEGACY_MARKERS = ("images/meta.json", "captions/meta.json")
 
@@ -111,6 +106,7 @@ class Gallery:
         settings: IndexSettings | None = None,
     ) -> None:
         self.folder, self.records, self.read_only = Path(folder), records, read_only
+        self.uploads = UploadFiles(self.folder)
         #: the two search indexes, kept up with the records
         self.indexes = SearchIndexes(self.folder / INDEX_DIR, records, read_only, settings)
         self.dim, self.kind = self.indexes.dim, self.indexes.kind
@@ -159,28 +155,10 @@ class Gallery:
             return cls.open(folder, identity)
         return cls.create(folder, dim, identity, kind)
 
-    @contextlib.contextmanager
-    def _uploads_lock(self, mode: int) -> Iterator[None]:
-        """Uploads hold it shared from their file to their commit; clearing leftovers
-        holds it exclusively, so it never takes a file whose record is on its way."""
-        with open(self.folder / UPLOADS_LOCK, "a") as fh:
-            fcntl.flock(fh, mode)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
     def _clear_leftovers(self) -> None:
         """Delete uploaded files no photo names and temp files of interrupted writes."""
         self.indexes.clear_leftovers()
-        uploads = self.folder / UPLOADS
-        if uploads.is_dir():
-            with self._uploads_lock(fcntl.LOCK_EX):
-                named = records.uploaded_paths(self.records.reader())
-                for path in uploads.iterdir():
-                    if f"{UPLOADS}/{path.name}" not in named:
-                        log.info("removing %s: no photo names it (an interrupted write)", path)
-                        path.unlink(missing_ok=True)
+        self.uploads.clear(lambda: records.uploaded_paths(self.records.reader()))
 
     def follow(self, every: float = 1.0) -> None:
         """Follow the records every ``every`` seconds in a background thread (other
@@ -283,18 +261,13 @@ class Gallery:
         bytes) is not stored twice: its new captions are added to it. Returns the image
         id, the new caption ids and whether the photo was new."""
         sha = hashlib.sha256(data).hexdigest()
-        file = f"{UPLOADS}/{sha}.{extension}"
+        file = self.uploads.name_for(sha, extension)
         vec = as_matrix(vector, self.dim, "vector")[0]
         rows = caption_rows(captions, caption_vectors, self.dim)
-        path = self.folder / file
-        with self._uploads_lock(fcntl.LOCK_SH), self.records.transaction() as db:
+        with self.uploads.locked(), self.records.transaction() as db:
             found = records.photo_of_sha(db, sha)
             if found is None:
-                if not path.exists():  # the file before its record
-                    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-                        fh.write(data)
-                        fh.flush()
-                        os.fsync(fh.fileno())
+                self.uploads.write(file, data)  # the file before its record
                 image_id, new = records.insert_photo(db, sha, file, vec, uploaded=True), True
             else:
                 image_id, new = found, False
@@ -311,9 +284,9 @@ class Gallery:
                 raise UnknownItemError(f"no image with id {image_id} in the gallery")
         path, uploaded, count = removed
         if uploaded:  # unless the same bytes were uploaded again since the commit
-            with self._uploads_lock(fcntl.LOCK_EX):
+            with self.uploads.locked(exclusive=True):
                 if not records.holds_upload(self.records.reader(), path):
-                    (self.folder / path).unlink(missing_ok=True)
+                    self.uploads.delete(path)
         self.indexes.refresh()
         return count
 
