@@ -10,10 +10,10 @@
 A gallery folder holds ``gallery.db`` (``groundsearch.index.records``: the system of
 record, and the only module that knows its schema), ``index/`` (snapshots of the two
 FAISS indexes, ``groundsearch.index.search_indexes``: derived, rebuilt when missing or
-stale) and ``uploads/`` (photos added through the API; indexed photos stay where they
-are and are recorded by ``groundsearch.index.indexing_runs``; ``upload_files`` keeps the
-uploads' files). The index kind is fixed
-at creation or ``auto``: picked by size and changed by a rebuild when the gallery
+stale) and ``uploads/`` (the files of photos added through the API,
+``groundsearch.index.upload_files``). Indexed photos stay where they are; an indexing
+run records their files through ``groundsearch.index.indexing_runs``. The index kind is
+fixed at creation or ``auto``: picked by size and changed by a rebuild when the gallery
 outgrows it.
 
 Several processes may serve one gallery: one writer (it compacts and snapshots) and

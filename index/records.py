@@ -24,8 +24,10 @@ This module is the only one that knows the schema: ``Records`` holds the connect
 and every statement is a function of the connection it runs on (a thread's reader, a
 read ``snapshot`` or a write ``transaction``), so a caller chooses what runs together:
 
-    with records.transaction() as db:
-        photo = photo_of_sha(db, sha) or insert_photo(db, sha, path, vector, uploaded=True)
+    with store.transaction() as db:                       # store: a Records
+        photo = photo_of_sha(db, sha)
+        if photo is None:
+            photo = insert_photo(db, sha, path, vector, uploaded=True)
         insert_captions(db, photo, caption_rows(texts, vectors, dim))
 """
 
