@@ -25,10 +25,9 @@ import torch
 from PIL import Image
 
 from groundsearch.index.export import export_vectors
-from groundsearch.index.gallery import checkpoint_identity
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.captioning import load_decoder, rerank
-from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import Sentences

@@ -39,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from groundsearch.index.gallery import Gallery, IndexedFile
+from groundsearch.index.gallery import Gallery
+from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_COMMIT = "984e308"
@@ -94,7 +95,7 @@ def fill(folder: Path, size: int, real: np.ndarray, rng: np.random.Generator) ->
     for start in range(0, size, chunk):
         n = min(chunk, size - start)
         v = synthetic(real, n, rng)
-        g.add_files(
+        IndexedFiles(g).add_files(
             [
                 IndexedFile(f"/photos/{start + i}.jpg", 1, 1, f"sha-{start + i}", v[i])
                 for i in range(n)

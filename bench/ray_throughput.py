@@ -21,7 +21,7 @@ other jobs cannot blur, and the measure of Ray's overhead: on a machine of its o
 CPU-bound, throughput ∝ 1 / CPU per photo.
 
 The writer: one process writes the gallery whatever the cluster's size, so its rate is
-the ceiling: ``Gallery.add_files`` of batches of 64 photos (random unit vectors) into an
+the ceiling: ``IndexedFiles.add_files`` of batches of 64 photos (random unit vectors) into an
 empty gallery, and the driver's whole share of a photo (SHA-256 of the file, projection
 of its features, ``add_files``; Flickr8k's files are ~120 KB, larger photos hash
 slower). The projection for 1M and 100M photos on M machines of C cores assumes linear
@@ -190,16 +190,18 @@ def writer(
 ) -> dict[str, float]:
     """The gallery writer's rates: ``add_files`` alone, and with hashing and projection."""
     from groundsearch.files import sha256_file
-    from groundsearch.index.gallery import Gallery, IndexedFile
+    from groundsearch.index.gallery import Gallery
+    from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
 
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((n, dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     gallery = Gallery.open_or_create(work / "writer", dim, {"checkpoint": "bench"}, "flat")
+    files = IndexedFiles(gallery)
     try:
         start = time.perf_counter()
         for i in range(0, n, 64):
-            gallery.add_files(
+            files.add_files(
                 [
                     IndexedFile(f"/bench/{j}.jpg", 1000, j, f"{j:064x}", vectors[j])
                     for j in range(i, min(n, i + 64))

@@ -24,8 +24,8 @@ from groundsearch.index.caption_files import read_caption_file
 from groundsearch.index.vectors import VectorIndex
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.embedder import Embedder
-from groundsearch.model.runtime.parsing import ParseError, Parser, clean_text
-from groundsearch.model.runtime.text.vocab import NoKnownWordError
+from groundsearch.model.runtime.parsing import Parser
+from groundsearch.model.runtime.sentences import Sentences
 
 BANK_DIR = "caption-banks"
 
@@ -73,7 +73,8 @@ class CaptionBank:
         cache_dir: Path,
         workers: int = 1,
     ) -> CaptionBank:
-        """The bank from its cache file, or embedded now and cached."""
+        """The bank from its cache file, or embedded now and cached (texts the model
+        cannot embed are left out)."""
         texts = sorted(set(texts))
         digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
         path = cache_dir / BANK_DIR / f"{identity['checkpoint_sha256'][:12]}-{digest}.npz"
@@ -82,36 +83,8 @@ class CaptionBank:
                 return cls(name, [str(t) for t in saved["texts"]], saved["vectors"])
         except (OSError, KeyError, ValueError):
             pass
-        kept, vectors = embed_captions(texts, model, parser, workers)
+        door = Sentences(model, lambda cleaned: parser.parse(cleaned, workers=workers))
+        kept, vectors, _ = door.usable_vectors(texts)  # kept: each text as cleaned
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, texts=np.asarray(kept, dtype=str), vectors=vectors)
         return cls(name, kept, vectors)
-
-
-def embed_captions(
-    texts: Sequence[str], model: Embedder, parser: Parser, workers: int = 1, chunk: int = 2048
-) -> tuple[list[str], np.ndarray]:
-    """Vectors of the texts the model can embed (the others are left out), in order."""
-    kept: list[str] = []
-    parts: list[np.ndarray] = []
-    usable = []
-    for text in texts:
-        try:
-            usable.append(clean_text(text))
-        except ParseError:
-            continue
-    for start in range(0, len(usable), chunk):
-        part = usable[start : start + chunk]
-        trees = parser.parse(part, workers=workers)
-        good = []
-        for tree in trees:
-            try:
-                model.require_known_words([tree], "caption")
-            except NoKnownWordError:
-                continue
-            good.append(tree)
-        if good:
-            parts.append(model.embed_sentences(good))
-            kept += [t.text for t in good]
-    dim = parts[0].shape[1] if parts else 1
-    return kept, np.concatenate(parts) if parts else np.zeros((0, dim), np.float32)

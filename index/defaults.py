@@ -13,10 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from groundsearch.index.gallery import Gallery, checkpoint_identity, is_gallery
+from groundsearch.index.gallery import Gallery, is_gallery
 from groundsearch.index.indexer import IndexReport, index_photos
+from groundsearch.index.indexing_runs import IndexedFiles
 from groundsearch.index.sample_gallery import SAMPLE_DATA, prepare_sample_dataset
 from groundsearch.model.data.flickr import CAPTIONS_FILE, FLICKR8K_SPLITS, IMAGES_DIR
+from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.parsing import Parser
 
 
@@ -79,7 +81,7 @@ def ensure_gallery(
     if is_gallery(folder):
         gallery = Gallery.open(folder, checkpoint_identity(checkpoint))
         try:
-            if gallery.has_files_under(cache_dir / SAMPLE_DATA):  # a cleared cache
+            if IndexedFiles(gallery).has_files_under(cache_dir / SAMPLE_DATA):  # a cleared cache
                 prepare_sample_dataset(cache_dir / SAMPLE_DATA)
             return f"the gallery at {folder} ({gallery.counts()['images']} photos)"
         finally:

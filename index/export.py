@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from groundsearch.index import records
 from groundsearch.index.errors import StoreError
-from groundsearch.index.records import DB_FILE, Records, unblob
+from groundsearch.index.records import DB_FILE, Records
 
 
 @dataclass(frozen=True)
@@ -60,20 +61,17 @@ def export_vectors(folder: Path, identity: Mapping[str, str] | None = None) -> E
     path = Path(folder) / DB_FILE
     if not path.is_file():
         raise StoreError(f"no gallery at {folder}")
-    records = Records.open(path, None if identity is None else dict(identity))
+    store = Records.open(path, None if identity is None else dict(identity))
     try:
-        dim = int(records.meta["dim"])
-        with records.snapshot() as db:
-            photo_ids, photo_blobs = Records.vectors_after(db, "images", 0)
-            caption_ids, caption_blobs = Records.vectors_after(db, "captions", 0)
-            files = db.execute("SELECT path, photo_id FROM files ORDER BY path").fetchall()
-            uploads = db.execute("SELECT id, path FROM photos WHERE uploaded = 1").fetchall()
-            captions = records.captions(caption_ids)
+        dim = int(store.meta["dim"])
+        with store.snapshot() as db:
+            photo_ids, vectors = records.vectors_after(db, "images", 0, dim)
+            caption_ids, caption_vectors = records.vectors_after(db, "captions", 0, dim)
+            named = [(Path(p).name, pid) for p, pid in records.named_files(db)]
+            captions = records.captions(db, caption_ids)
     finally:
-        records.close()
+        store.close()
     row_of = {pid: i for i, pid in enumerate(photo_ids)}
-    named = [(Path(p).name, pid) for p, pid in files] + [(Path(p).name, i) for i, p in uploads]
-    vectors = _matrix(photo_blobs, dim)
     names = [n for n, pid in named if pid in row_of]
     photo_rows = np.array([row_of[pid] for _, pid in named if pid in row_of], dtype=np.int64)
     texts, caption_photo, caption_rows = [], [], []
@@ -91,11 +89,5 @@ def export_vectors(folder: Path, identity: Mapping[str, str] | None = None) -> E
         vectors[photo_rows] if len(photo_rows) else np.zeros((0, dim), np.float32),
         tuple(texts),
         np.array(caption_photo, dtype=np.int64),
-        _matrix(caption_blobs, dim)[np.array(caption_rows, dtype=np.int64)],
+        caption_vectors[np.array(caption_rows, dtype=np.int64)],
     )
-
-
-def _matrix(blobs: Sequence[bytes], dim: int) -> np.ndarray:
-    if not blobs:
-        return np.zeros((0, dim), dtype=np.float32)
-    return np.stack([unblob(b) for b in blobs]).astype(np.float32, copy=False)

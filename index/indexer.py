@@ -32,16 +32,17 @@ import torch
 
 from groundsearch.files import sha256_file
 from groundsearch.index.caption_files import CaptionFile, read_caption_file
-from groundsearch.index.gallery import Gallery, IndexedFile, checkpoint_identity
+from groundsearch.index.gallery import Gallery
+from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
 from groundsearch.index.photo_files import PhotoFile, Skipped, walk_photos
-from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.backbones import get_spec
 from groundsearch.model.runtime.images.photos import MAX_PIXELS, PhotoError
 from groundsearch.model.runtime.images.pool import FeaturePool
 from groundsearch.model.runtime.images.ray_pool import RayFeaturePool
-from groundsearch.model.runtime.parsing import DependencyTree, ParseError, Parser, clean_text
-from groundsearch.model.runtime.text.vocab import NoKnownWordError
+from groundsearch.model.runtime.parsing import DependencyTree, Parser
+from groundsearch.model.runtime.sentences import Sentences
 
 #: Photos per commit (each commit is one transaction: photos with their captions).
 COMMIT_EVERY = 64
@@ -126,7 +127,8 @@ class _Run:
         self.gallery, self.model, self.roots = gallery, model, list(roots)
         self.caption_file, self.trees, self.report = captions, trees, report
         self.only, self.tick = only, tick
-        self.run = gallery.next_run()
+        self.files = IndexedFiles(gallery)
+        self.run = self.files.next_run()
         self.batch: list[tuple[_Pending, np.ndarray | None]] = []
         self.seen: list[str] = []
         self.in_flight: dict[str, list[_Pending]] = {}  # sha → duplicates waiting for it
@@ -159,7 +161,7 @@ class _Run:
 
     def _examine(self, file: PhotoFile) -> _Pending | None:
         path = str(file.path)
-        state = self.gallery.records.file_state(path)
+        state = self.files.file_state(path)
         texts = self.captions_of(file.path)
         if state is not None and state[:2] == (file.size, file.mtime_ns):
             self.report.unchanged += 1
@@ -168,7 +170,7 @@ class _Run:
             else:
                 self.seen.append(path)
                 if len(self.seen) >= SEEN_EVERY:  # bounded memory on a re-run of millions
-                    self.gallery.mark_seen(self.seen, self.run)
+                    self.files.mark_seen(self.seen, self.run)
                     self.seen = []
             self.tick(1)
             return None
@@ -182,7 +184,7 @@ class _Run:
             self.in_flight[sha].append(pending)
             self.report.duplicates += 1
             return None
-        if sha in self.queued or self.gallery.records.photo_of_sha(sha) is not None:
+        if sha in self.queued or self.files.photo_of_sha(sha) is not None:
             self.report.duplicates += 1
             self._queue(pending, None)
             self.tick(1)
@@ -223,7 +225,7 @@ class _Run:
     def commit(self) -> None:
         """Embed the batch's photos and captions and record them in one transaction."""
         if self.seen:
-            self.gallery.mark_seen(self.seen, self.run)
+            self.files.mark_seen(self.seen, self.run)
             self.seen = []
         if not self.batch:
             return
@@ -252,7 +254,7 @@ class _Run:
                     np.stack(cvecs) if cvecs else None,
                 )
             )
-        added = self.gallery.add_files(files, self.run)
+        added = self.files.add_files(files, self.run)
         self.report.captions += added.captions
 
 
@@ -277,38 +279,19 @@ def parse_captions(
     only: set[str] | None = None,
 ) -> dict[str, DependencyTree]:
     """Trees of the usable captions of the file (of the photos ``only`` names, if
-    given), keyed by the caption's text as written there; captions that cannot be
-    cleaned, parsed or embedded are reported and left out."""
-    raw: list[str] = []
-    cleaned: list[str] = []
+    given), keyed by the caption's text as written there; the others are reported with
+    why (``sentences.UnusableText``) and left out."""
     wanted = {t for key, texts in captions.captions.items() if _named(key, only) for t in texts}
-    for text in sorted(wanted):
-        try:
-            cleaned.append(clean_text(text))
-            raw.append(text)
-        except ParseError as exc:
-            report.caption_problems.append(f"{captions.path}: {text[:60]!r}: {exc}")
-    parsed: list[DependencyTree | None]
-    try:
-        parsed = list(parser.parse(cleaned, workers=workers))
-    except ParseError:  # one text spoils the batch: each alone, so only that one fails
-        parsed = []
-        for text in cleaned:
-            try:
-                parsed.append(parser.parse([text])[0])
-            except ParseError as exc:
-                parsed.append(None)
-                report.caption_problems.append(f"{captions.path}: {text[:60]!r}: {exc}")
+    texts = sorted(wanted)
+    door = Sentences(model, lambda cleaned: parser.parse(cleaned, workers=workers))
     out = {}
-    for text, tree in zip(raw, parsed, strict=True):
-        if tree is None:
-            continue
-        try:
-            model.require_known_words([tree], "caption")
-        except NoKnownWordError as exc:
-            report.caption_problems.append(f"{captions.path}: {exc}")
-            continue
-        out[text] = tree
+    for outcome in door.outcomes(texts, ["caption"] * len(texts)):
+        if outcome.tree is not None:
+            out[outcome.text] = outcome.tree
+        else:
+            report.caption_problems.append(
+                f"{captions.path}: {outcome.text[:60]!r}: {outcome.error}"
+            )
     return out
 
 
@@ -384,7 +367,8 @@ def index_photos(
                 for item, result in pool.map(pending, lambda p: p.file.path):
                     run.embedded(item, result)
             run.commit()
-            report.forgotten = gallery.forget_unseen([str(r) for r in roots if r.is_dir()], run.run)
+            gone = [str(r) for r in roots if r.is_dir()]
+            report.forgotten = run.files.forget_unseen(gone, run.run)
             if caption_file is not None:
                 unused = caption_file.unused()
                 unused = [k for k in unused if _named(k, only)]

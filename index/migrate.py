@@ -21,9 +21,10 @@ from typing import Any
 import faiss
 import numpy as np
 
+from groundsearch.index import records
 from groundsearch.index.errors import StoreError
 from groundsearch.index.gallery import Gallery, is_legacy_gallery
-from groundsearch.index.records import DB_FILE, Records, blob
+from groundsearch.index.records import DB_FILE, Records
 
 IMAGES_DIR = "Images"
 
@@ -57,9 +58,9 @@ def migrate_legacy(folder: Path) -> dict[str, int]:
     for leftover in folder.glob(f".{DB_FILE}.migrating*"):
         leftover.unlink()
     dim = int(image_index.d)
-    records = Records.create(tmp, dim, str(images["kind"]), dict(images["identity"]))
+    store = Records.create(tmp, dim, str(images["kind"]), dict(images["identity"]))
     new_id: dict[int, int] = {}
-    with records.transaction() as db:
+    with store.transaction() as db:
         for old_id, meta in images["items"]:
             uploaded = meta["source"] == "upload"
             path = (
@@ -68,35 +69,24 @@ def migrate_legacy(folder: Path) -> dict[str, int]:
                 else Path(meta["source"]) / IMAGES_DIR / meta["file"]
             )
             sha = _sha(path) or f"missing:{path}"
-            found = db.execute("SELECT id FROM photos WHERE sha256 = ?", (sha,)).fetchone()
-            if found is None:
+            photo = records.photo_of_sha(db, sha)
+            if photo is None:
                 vector = np.asarray(image_index.reconstruct(int(old_id)))
                 stored = meta["file"] if uploaded else str(path)
-                cur = db.execute(
-                    "INSERT INTO photos (sha256, path, uploaded, vector) VALUES (?, ?, ?, ?)",
-                    (sha, stored, int(uploaded), blob(vector)),
-                )
-                found = (cur.lastrowid,)
-            new_id[int(old_id)] = int(found[0])
+                photo = records.insert_photo(db, sha, stored, vector, uploaded)
+            new_id[int(old_id)] = photo
             if not uploaded and path.is_file():
                 st = path.stat()
-                db.execute(
-                    "INSERT OR IGNORE INTO files (path, photo_id, size, mtime_ns) "
-                    "VALUES (?, ?, ?, ?)",
-                    (str(path), found[0], st.st_size, st.st_mtime_ns),
-                )
+                records.record_file(db, str(path), photo, st.st_size, st.st_mtime_ns)
         moved = 0
         for old_id, meta in captions["items"]:
             photo = new_id.get(int(meta["image_id"]))
             if photo is None:
                 continue
             vector = np.asarray(caption_index.reconstruct(int(old_id)))
-            cur = db.execute(
-                "INSERT OR IGNORE INTO captions (photo_id, text, vector) VALUES (?, ?, ?)",
-                (photo, meta["text"], blob(vector)),
-            )
-            moved += cur.rowcount
-    records.close()  # the last connection: SQLite folds the WAL into the file
+            rows = [(meta["text"], records.blob(vector))]
+            moved += len(records.insert_captions(db, photo, rows))
+    store.close()  # the last connection: SQLite folds the WAL into the file
     if Path(f"{tmp}-wal").exists():
         raise StoreError(f"could not finish writing {tmp}; the old gallery is unchanged")
     os.replace(tmp, folder / DB_FILE)

@@ -19,6 +19,16 @@ Ids come from ``AUTOINCREMENT``: never reused, increasing in commit order (SQLit
 one writer at a time), so "everything after id N" is how a search index catches up.
 Every write is one transaction with ``synchronous=FULL``: acknowledged means on disk,
 and a crash leaves it whole or absent.
+
+This module is the only one that knows the schema: ``Records`` holds the connections,
+and every statement is a function of the connection it runs on (a thread's reader, a
+read ``snapshot`` or a write ``transaction``), so a caller chooses what runs together:
+
+    with store.transaction() as db:                       # store: a Records
+        photo = photo_of_sha(db, sha)
+        if photo is None:
+            photo = insert_photo(db, sha, path, vector, uploaded=True)
+        insert_captions(db, photo, caption_rows(texts, vectors, dim))
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from groundsearch.index.errors import IdentityMismatch, StoreError
+from groundsearch.index.vectors import as_matrix
 
 DB_FILE = "gallery.db"
 FORMAT = 2
@@ -86,6 +97,25 @@ def unblob(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype=np.float32)
 
 
+def matrix(blobs: Sequence[bytes], dim: int) -> np.ndarray:
+    """Vector blobs as the rows of one (n, dim) matrix."""
+    return np.frombuffer(b"".join(blobs), np.float32).reshape(-1, dim)
+
+
+def caption_rows(
+    texts: Sequence[str], vectors: np.ndarray | None, dim: int
+) -> list[tuple[str, bytes]]:
+    """Captions with their vectors as rows to insert; ValueError if they do not match."""
+    if not texts:
+        return []
+    if vectors is None:
+        raise ValueError("captions were given without their vectors")
+    rows = as_matrix(vectors, dim, "caption vectors")
+    if rows.shape[0] != len(texts):
+        raise ValueError(f"{len(texts)} captions but {rows.shape[0]} caption vectors")
+    return [(text, blob(v)) for text, v in zip(texts, rows, strict=True)]
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
     try:
@@ -98,7 +128,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 class Records:
-    """Typed access to ``gallery.db``: one write connection (serialised by a lock) and
+    """The connections to ``gallery.db``: one write connection (serialised by a lock) and
     one read connection per thread."""
 
     def __init__(self, path: Path) -> None:
@@ -208,127 +238,244 @@ class Records:
         finally:
             db.execute("COMMIT")
 
-    # --- following changes ------------------------------------------------------------------
 
-    @staticmethod
-    def vectors_after(
-        db: sqlite3.Connection, kind: str, after: int, limit: int | None = None
-    ) -> tuple[list[int], list[bytes]]:
-        """Ids and vector blobs of ``kind`` with id > ``after``, in id order."""
-        sql = f"SELECT id, vector FROM {TABLES[kind]} WHERE id > ? ORDER BY id"
-        rows = db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), (after,)).fetchall()
-        return [r[0] for r in rows], [r[1] for r in rows]
+# --- following changes (the search indexes) ---------------------------------------------------
 
-    @staticmethod
-    def count(db: sqlite3.Connection, kind: str) -> int:
-        return int(db.execute(f"SELECT count(*) FROM {TABLES[kind]}").fetchone()[0])
 
-    @staticmethod
-    def sample_vectors(db: sqlite3.Connection, kind: str, n: int, seed: int = 0) -> list[bytes]:
-        """About ``n`` vector blobs of ``kind`` at random (by id: no table scan)."""
-        top = Records.last_id(db, kind)
-        if top <= 0 or n <= 0:
-            return []
-        rng = np.random.default_rng(seed)
-        ids = np.sort(rng.choice(top, size=min(n, top), replace=False) + 1)
-        out: list[bytes] = []
-        for start in range(0, ids.size, 900):  # SQLite's bound-parameter limit
-            part = ids[start : start + 900].tolist()
-            marks = ",".join("?" * len(part))
-            sql = f"SELECT vector FROM {TABLES[kind]} WHERE id IN ({marks})"
-            out += [r[0] for r in db.execute(sql, part)]
-        return out
+def vectors_after(
+    db: sqlite3.Connection, kind: str, after: int, dim: int, limit: int | None = None
+) -> tuple[list[int], np.ndarray]:
+    """Ids and vectors of ``kind`` with id > ``after``, in id order."""
+    sql = f"SELECT id, vector FROM {TABLES[kind]} WHERE id > ? ORDER BY id"
+    rows = db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), (after,)).fetchall()
+    return [r[0] for r in rows], matrix([r[1] for r in rows], dim)
 
-    @staticmethod
-    def removals_after(db: sqlite3.Connection, after: int) -> list[tuple[int, str, int]]:
-        """(seq, kind, id) of removals after ``after``."""
-        return db.execute(
-            "SELECT seq, kind, item FROM removals WHERE seq > ? ORDER BY seq", (after,)
-        ).fetchall()
 
-    @staticmethod
-    def last_removal(db: sqlite3.Connection) -> int:
-        row = db.execute("SELECT max(seq) FROM removals").fetchone()
-        return int(row[0] or 0)
+def count(db: sqlite3.Connection, kind: str) -> int:
+    return int(db.execute(f"SELECT count(*) FROM {TABLES[kind]}").fetchone()[0])
 
-    @staticmethod
-    def last_id(db: sqlite3.Connection, kind: str) -> int:
-        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (TABLES[kind],))
-        found = row.fetchone()
-        return int(found[0]) if found else 0
 
-    # --- reading ----------------------------------------------------------------------------
+def sample_vectors(
+    db: sqlite3.Connection, kind: str, n: int, dim: int, seed: int = 0
+) -> np.ndarray:
+    """About ``n`` vectors of ``kind`` at random (by id: no table scan)."""
+    top = last_id(db, kind)
+    if top <= 0 or n <= 0:
+        return matrix([], dim)
+    rng = np.random.default_rng(seed)
+    ids = np.sort(rng.choice(top, size=min(n, top), replace=False) + 1)
+    out: list[bytes] = []
+    for start in range(0, ids.size, 900):  # SQLite's bound-parameter limit
+        part = ids[start : start + 900].tolist()
+        marks = ",".join("?" * len(part))
+        sql = f"SELECT vector FROM {TABLES[kind]} WHERE id IN ({marks})"
+        out += [r[0] for r in db.execute(sql, part)]
+    return matrix(out, dim)
 
-    def photos(self, ids: Sequence[int]) -> dict[int, tuple[str, str, bool]]:
-        """id → (path, sha256, uploaded) of the live photos among ``ids``."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self.reader().execute(
-            f"SELECT id, path, sha256, uploaded FROM photos WHERE id IN ({marks})", list(ids)
+
+def removals_after(db: sqlite3.Connection, after: int) -> list[tuple[int, str, int]]:
+    """(seq, kind, id) of removals after ``after``."""
+    return db.execute(
+        "SELECT seq, kind, item FROM removals WHERE seq > ? ORDER BY seq", (after,)
+    ).fetchall()
+
+
+def last_removal(db: sqlite3.Connection) -> int:
+    row = db.execute("SELECT max(seq) FROM removals").fetchone()
+    return int(row[0] or 0)
+
+
+def last_id(db: sqlite3.Connection, kind: str) -> int:
+    row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (TABLES[kind],))
+    found = row.fetchone()
+    return int(found[0]) if found else 0
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def photo_ids(db: sqlite3.Connection) -> list[int]:
+    """Every photo's id, oldest first."""
+    return [r[0] for r in db.execute("SELECT id FROM photos ORDER BY id")]
+
+
+def photos(db: sqlite3.Connection, ids: Sequence[int]) -> dict[int, tuple[str, str, bool]]:
+    """id → (path, sha256, uploaded) of the live photos among ``ids``."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = db.execute(
+        f"SELECT id, path, sha256, uploaded FROM photos WHERE id IN ({marks})", list(ids)
+    )
+    return {r[0]: (r[1], r[2], bool(r[3])) for r in rows}
+
+
+def caption_texts(
+    db: sqlite3.Connection, photo_ids: Sequence[int]
+) -> dict[int, list[tuple[int, str]]]:
+    """photo id → [(caption id, text)], in caption order."""
+    if not photo_ids:
+        return {}
+    marks = ",".join("?" * len(photo_ids))
+    out: dict[int, list[tuple[int, str]]] = {}
+    rows = db.execute(
+        f"SELECT photo_id, id, text FROM captions WHERE photo_id IN ({marks}) ORDER BY id",
+        list(photo_ids),
+    )
+    for photo_id, caption_id, text in rows:
+        out.setdefault(photo_id, []).append((caption_id, text))
+    return out
+
+
+def captions(db: sqlite3.Connection, ids: Sequence[int]) -> dict[int, tuple[str, int]]:
+    """caption id → (text, photo id) of the live captions among ``ids``."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = db.execute(f"SELECT id, text, photo_id FROM captions WHERE id IN ({marks})", list(ids))
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def vector(db: sqlite3.Connection, kind: str, item: int) -> np.ndarray | None:
+    row = db.execute(f"SELECT vector FROM {TABLES[kind]} WHERE id = ?", (item,)).fetchone()
+    return None if row is None else unblob(row[0]).copy()
+
+
+def files_of(db: sqlite3.Connection, photo_id: int) -> list[str]:
+    """The indexed files that hold a photo's content, oldest first."""
+    rows = db.execute("SELECT path FROM files WHERE photo_id = ? ORDER BY rowid", (photo_id,))
+    return [r[0] for r in rows]
+
+
+def photo_of_sha(db: sqlite3.Connection, sha256: str) -> int | None:
+    row = db.execute("SELECT id FROM photos WHERE sha256 = ?", (sha256,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def file_state(db: sqlite3.Connection, path: str) -> tuple[int, int, int, str] | None:
+    """(size, mtime_ns, photo id, content hash) recorded for an indexed file."""
+    row = db.execute(
+        "SELECT f.size, f.mtime_ns, f.photo_id, p.sha256 FROM files f "
+        "JOIN photos p ON p.id = f.photo_id WHERE f.path = ?",
+        (path,),
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]), int(row[2]), str(row[3]))
+
+
+def holds_upload(db: sqlite3.Connection, path: str) -> bool:
+    """Whether an uploaded photo is stored at ``path`` (``uploads/…``)."""
+    sql = "SELECT 1 FROM photos WHERE uploaded = 1 AND path = ? LIMIT 1"
+    return db.execute(sql, (path,)).fetchone() is not None
+
+
+def uploaded_paths(db: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in db.execute("SELECT path FROM photos WHERE uploaded = 1")}
+
+
+def named_files(db: sqlite3.Connection) -> list[tuple[str, int]]:
+    """(path, photo id) of every indexed file (by path), then of every uploaded photo."""
+    files = db.execute("SELECT path, photo_id FROM files ORDER BY path").fetchall()
+    uploads = db.execute("SELECT path, id FROM photos WHERE uploaded = 1").fetchall()
+    return [(str(p), int(i)) for p, i in files + uploads]
+
+
+def has_files_under(db: sqlite3.Connection, folder: str) -> bool:
+    """Whether any indexed file lies under ``folder``."""
+    prefix = folder.rstrip("/") + "/"
+    sql = "SELECT 1 FROM files WHERE substr(path, 1, ?) = ? LIMIT 1"
+    return db.execute(sql, (len(prefix), prefix)).fetchone() is not None
+
+
+def next_run(db: sqlite3.Connection) -> int:
+    """A number for a new indexing run (larger than every run before)."""
+    row = db.execute("SELECT max(seen_run) FROM files").fetchone()
+    return int(row[0] or 0) + 1
+
+
+# --- writing (inside ``Records.transaction``) -------------------------------------------------
+
+
+def insert_photo(
+    db: sqlite3.Connection, sha256: str, path: str, vector: np.ndarray, uploaded: bool = False
+) -> int:
+    """A new photo's id."""
+    cur = db.execute(
+        "INSERT INTO photos (sha256, path, uploaded, vector) VALUES (?, ?, ?, ?)",
+        (sha256, path, int(uploaded), blob(vector)),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def insert_captions(
+    db: sqlite3.Connection, photo_id: int, rows: Sequence[tuple[str, bytes]]
+) -> list[int]:
+    """Insert captions (``caption_rows``) a photo does not have yet; returns the new ids."""
+    ids = []
+    for text, vec in rows:
+        cur = db.execute(
+            "INSERT OR IGNORE INTO captions (photo_id, text, vector) VALUES (?, ?, ?)",
+            (photo_id, text, vec),
         )
-        return {r[0]: (r[1], r[2], bool(r[3])) for r in rows}
+        if cur.rowcount:
+            ids.append(int(cur.lastrowid or 0))
+    return ids
 
-    def caption_texts(self, photo_ids: Sequence[int]) -> dict[int, list[tuple[int, str]]]:
-        """photo id → [(caption id, text)], in caption order."""
-        if not photo_ids:
-            return {}
-        marks = ",".join("?" * len(photo_ids))
-        out: dict[int, list[tuple[int, str]]] = {}
-        rows = self.reader().execute(
-            f"SELECT photo_id, id, text FROM captions WHERE photo_id IN ({marks}) ORDER BY id",
-            list(photo_ids),
-        )
-        for photo_id, caption_id, text in rows:
-            out.setdefault(photo_id, []).append((caption_id, text))
-        return out
 
-    def captions(self, ids: Sequence[int]) -> dict[int, tuple[str, int]]:
-        """caption id → (text, photo id) of the live captions among ``ids``."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self.reader().execute(
-            f"SELECT id, text, photo_id FROM captions WHERE id IN ({marks})", list(ids)
-        )
-        return {r[0]: (r[1], r[2]) for r in rows}
+def delete_photo(db: sqlite3.Connection, photo_id: int) -> tuple[str, bool, int] | None:
+    """Delete a photo with its captions and files; its path, whether it was uploaded and
+    how many captions went (None if there is no such photo)."""
+    row = db.execute("SELECT path, uploaded FROM photos WHERE id = ?", (photo_id,)).fetchone()
+    if row is None:
+        return None
+    n = db.execute("SELECT count(*) FROM captions WHERE photo_id = ?", (photo_id,)).fetchone()[0]
+    db.execute("DELETE FROM photos WHERE id = ?", (photo_id,))
+    return str(row[0]), bool(row[1]), int(n)
 
-    def vector(self, kind: str, item: int) -> np.ndarray | None:
-        row = (
-            self.reader()
-            .execute(f"SELECT vector FROM {TABLES[kind]} WHERE id = ?", (item,))
-            .fetchone()
-        )
-        return None if row is None else unblob(row[0]).copy()
 
-    def other_files(self, photo_id: int) -> list[str]:
-        rows = self.reader().execute(
-            "SELECT path FROM files WHERE photo_id = ? ORDER BY rowid", (photo_id,)
-        )
-        return [r[0] for r in rows]
+def record_file(
+    db: sqlite3.Connection, path: str, photo_id: int, size: int, mtime_ns: int, run: int = 0
+) -> int | None:
+    """Record that the file at ``path`` holds a photo's content (seen by ``run``); the
+    photo it held before (None for a new file)."""
+    before = db.execute("SELECT photo_id FROM files WHERE path = ?", (path,)).fetchone()
+    db.execute(
+        "INSERT INTO files (path, photo_id, size, mtime_ns, seen_run) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET "
+        "photo_id = excluded.photo_id, size = excluded.size, "
+        "mtime_ns = excluded.mtime_ns, seen_run = excluded.seen_run",
+        (path, photo_id, size, mtime_ns, run),
+    )
+    return None if before is None else int(before[0])
 
-    def photo_of_sha(self, sha256: str) -> int | None:
-        row = self.reader().execute("SELECT id FROM photos WHERE sha256 = ?", (sha256,)).fetchone()
-        return None if row is None else int(row[0])
 
-    def file_state(self, path: str) -> tuple[int, int, int, str] | None:
-        """(size, mtime_ns, photo id, content hash) recorded for an indexed file."""
-        row = (
-            self.reader()
-            .execute(
-                "SELECT f.size, f.mtime_ns, f.photo_id, p.sha256 FROM files f "
-                "JOIN photos p ON p.id = f.photo_id WHERE f.path = ?",
-                (path,),
-            )
-            .fetchone()
-        )
-        return None if row is None else (int(row[0]), int(row[1]), int(row[2]), str(row[3]))
+def mark_seen(db: sqlite3.Connection, paths: Sequence[str], run: int) -> None:
+    db.executemany("UPDATE files SET seen_run = ? WHERE path = ?", [(run, p) for p in paths])
 
-    def holds_upload(self, path: str) -> bool:
-        """Whether an uploaded photo is stored at ``path`` (``uploads/…``)."""
-        sql = "SELECT 1 FROM photos WHERE uploaded = 1 AND path = ? LIMIT 1"
-        return self.reader().execute(sql, (path,)).fetchone() is not None
 
-    def uploaded_paths(self) -> set[str]:
-        rows = self.reader().execute("SELECT path FROM photos WHERE uploaded = 1")
-        return {r[0] for r in rows}
+def forget_unseen(db: sqlite3.Connection, root: str, run: int) -> None:
+    """Forget the files at or under ``root`` that ``run`` did not see."""
+    prefix = root.rstrip("/") + "/"
+    db.execute(
+        "DELETE FROM files WHERE seen_run <> ? AND (path = ? OR substr(path, 1, ?) = ?)",
+        (run, root, len(prefix), prefix),
+    )
+
+
+def drop_orphans(db: sqlite3.Connection, photo_id: int | None = None) -> int:
+    """Remove indexed photos no file holds any more (only ``photo_id``, if given), and
+    point a photo whose recorded path is no longer one of its files at another of them;
+    returns the photos removed."""
+    where = "AND id = ?" if photo_id is not None else ""
+    args = (photo_id,) if photo_id is not None else ()
+    cur = db.execute(
+        "DELETE FROM photos WHERE uploaded = 0 AND NOT EXISTS "
+        f"(SELECT 1 FROM files WHERE files.photo_id = photos.id) {where}",
+        args,
+    )
+    db.execute(
+        "UPDATE photos SET path = (SELECT path FROM files WHERE files.photo_id = photos.id "
+        "ORDER BY rowid LIMIT 1) WHERE uploaded = 0 AND NOT EXISTS (SELECT 1 FROM files "
+        f"WHERE files.path = photos.path AND files.photo_id = photos.id) {where}",
+        args,
+    )
+    return cur.rowcount

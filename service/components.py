@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import torch
 from PIL import Image
 
-from groundsearch.index.gallery import Gallery, checkpoint_identity
+from groundsearch.index.gallery import Gallery
 from groundsearch.index.index_kinds import IndexSettings
-from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.parsing import Parser

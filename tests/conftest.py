@@ -16,7 +16,7 @@ import pytest
 from groundsearch.settings import get_settings
 
 # Servers started by tests leave the caption bank out (embedding Flickr8k's 30,000
-# training captions would run beside every test); tests/service/test_caption_bank.py
+# training captions would run beside every test); tests/index/test_caption_bank.py
 # names its own bank.
 os.environ.setdefault("GROUNDSEARCH_CAPTION_BANK", "none")
 

@@ -41,10 +41,10 @@ def _threads(args: argparse.Namespace) -> None:
 def _split_vectors(args: argparse.Namespace, split: str) -> tuple[ExportedVectors, list[list[str]]]:
     """The gallery's vectors of a Flickr8k split's photos, and their reference captions."""
     from groundsearch.index.errors import StoreError
-    from groundsearch.index.gallery import checkpoint_identity
     from groundsearch.model.data import DatasetError, load_captioned_images
+    from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
 
-    with user_errors(StoreError, DatasetError):
+    with user_errors(StoreError, DatasetError, CheckpointError):
         exported = _exported(args, checkpoint_identity(_checkpoint(args)))
         ds = load_captioned_images(data_root(args), split=split or None)
         refs: dict[int, list[str]] = {}
@@ -94,8 +94,8 @@ def _embed_texts(checkpoint: Path) -> EmbedTexts:
 
 
 def cmd_train_decoder(args: argparse.Namespace) -> int:
-    from groundsearch.index.gallery import checkpoint_identity
     from groundsearch.model.runtime.captioning import DecoderConfig, save_decoder
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.training.captioning import DecoderTrainConfig, train_decoder
     from groundsearch.model.training.evaluation.captions import evaluate_decoder
 
@@ -125,14 +125,14 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate_captions(args: argparse.Namespace) -> int:
-    from groundsearch.index.gallery import checkpoint_identity
     from groundsearch.model.runtime.captioning import DecoderError, load_decoder
+    from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
     from groundsearch.model.training.evaluation.captions import evaluate_decoder
 
     _threads(args)
     checkpoint = _checkpoint(args)
     path = Path(args.decoder) if args.decoder else get_settings().default_decoder
-    with user_errors(DecoderError):
+    with user_errors(DecoderError, CheckpointError):
         decoder = load_decoder(path, identity=checkpoint_identity(checkpoint))
     test, refs = _split_vectors(args, args.split)
     train, _ = _split_vectors(args, "train")

@@ -50,7 +50,6 @@ def cmd_index(args: argparse.Namespace) -> int:
     s = get_settings()
     gallery = Path(args.index or s.gallery_dir)
     if args.migrate:
-        from groundsearch.index.errors import StoreError
         from groundsearch.index.migrate import migrate_legacy
 
         if args.paths or args.flickr8k or args.sample:

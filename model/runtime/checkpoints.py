@@ -1,4 +1,4 @@
-"""Checkpoint formats, their errors and origin checks: every model file goes through here.
+"""Checkpoint formats, their identity, errors and origin checks: every model file goes through here.
 
 Two formats: a joint model (config, vocabulary, matrix inventory, weights, snapshot
 ensemble) and the kCCA baseline (kernel projections and vocabulary, tensors only, so a
@@ -7,6 +7,7 @@ made with, and are refused against others: their trees or features would not mat
 what the model learned.
 
     model = load_checkpoint(path, parser=parser.version)     # an ``Embedder``
+    identity = checkpoint_identity(path)    # what vectors made with it depend on
     save_joint(joint_model, path, extra=summary, half=True)
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from groundsearch.files import torch_save
+from groundsearch.files import sha256_file, torch_save
 from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
 from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.encoders.registry import INVENTORIES
@@ -33,6 +34,15 @@ KCCA_FORMAT = 1
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used here, with the reason."""
+
+
+def checkpoint_identity(checkpoint: Path) -> dict[str, str]:
+    """What vectors made with a checkpoint depend on (a gallery's, a caption bank's, a
+    decoder's): the checkpoint's bytes. CheckpointError if it cannot be read."""
+    try:
+        return {"checkpoint_sha256": sha256_file(checkpoint)}
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checkpoint {checkpoint}: {exc.strerror}") from None
 
 
 def check_origin(

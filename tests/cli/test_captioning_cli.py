@@ -9,7 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from groundsearch.index.gallery import Gallery, IndexedFile, checkpoint_identity
+from groundsearch.index.gallery import Gallery
+from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
+from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.settings import get_settings
 from tests.tiny_data import make_tiny_flickr
 
@@ -32,7 +34,7 @@ def gallery_of(root, folder, identity, skip: int = 0) -> None:
         v = rng.normal(size=DIM).astype(np.float32)
         files.append(IndexedFile(str(root / "Images" / name), 1, 1, f"sha{i}", v, texts, vectors))
     g = Gallery.create(folder, DIM, identity)
-    g.add_files(files)
+    IndexedFiles(g).add_files(files)
     g.close()
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from groundsearch.index.errors import IdentityMismatch, StoreError
 from groundsearch.index.export import export_vectors
-from groundsearch.index.gallery import Gallery, IndexedFile
+from groundsearch.index.gallery import Gallery
+from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
 
 DIM, ID = 4, {"checkpoint_sha256": "test"}
 
@@ -17,7 +18,7 @@ def test_vectors_and_captions_come_out_by_file_name_and_subsets_name_missing_pho
     v = rng.normal(size=(3, DIM)).astype(np.float32)
     cv = rng.normal(size=(4, DIM)).astype(np.float32)
     g = Gallery.create(tmp_path / "g", DIM, ID)
-    g.add_files(
+    IndexedFiles(g).add_files(
         [
             IndexedFile("/p/a.jpg", 1, 1, "sha-a", v[0], ("A dog .", "A black dog ."), cv[:2]),
             IndexedFile("/p/b.jpg", 1, 1, "sha-b", v[1], ("Two cats .",), cv[2:3]),

@@ -12,8 +12,11 @@ import pytest
 from PIL import Image
 
 from groundsearch.index import indexer
+from groundsearch.index.caption_files import CaptionFile
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.indexer import IndexingError, index_photos
+from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.sentences import ADVICE
 from groundsearch.settings import get_settings
 
 FLICKR = get_settings().flickr8k_dir
@@ -154,3 +157,18 @@ def test_index_cli_reports_and_refuses_clearly(cli, messy, tmp_path):
     empty.mkdir()
     res = cli("index", str(empty), "--index", str(tmp_path / "g2"), "--quiet")
     assert res.returncode == 0 and "no photo files found" in res.stderr
+
+
+def test_each_unusable_caption_is_named_with_its_reason(tmp_path, parser):
+    model = load_checkpoint(CHECKPOINT, parser=parser.version)
+    texts = ["A dog runs through the snow .", "qzxv wpqk", "...", "a" * 2001]
+    file = CaptionFile(tmp_path / "c.tsv", {"a.jpg": texts[:2], "b.jpg": texts[2:]}, [])
+    report = indexer.IndexReport("g")
+    trees = indexer.parse_captions(file, parser, model, 1, report)
+    assert list(trees) == ["A dog runs through the snow ."]
+    no_words = f"caption has no word the model knows: {ADVICE}"
+    assert report.caption_problems == [
+        f"{file.path}: '...': {no_words}",
+        f"{file.path}: {'a' * 60!r}: caption is 2001 characters long; the limit is 2000",
+        f"{file.path}: 'qzxv wpqk': {no_words}",
+    ]

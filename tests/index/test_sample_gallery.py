@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from groundsearch.index import records
 from groundsearch.index.defaults import index_preset, sample_preset
-from groundsearch.index.gallery import Gallery, checkpoint_identity
+from groundsearch.index.gallery import Gallery
 from groundsearch.index.sample_gallery import (
     SAMPLE_CAPTIONS,
     prepare_sample_dataset,
@@ -18,7 +19,7 @@ from groundsearch.index.sample_gallery import (
     skimage_data_dir,
 )
 from groundsearch.model.data import load_captioned_images
-from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.images.photos import decode_photo
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain
@@ -87,7 +88,7 @@ def test_captions_find_their_own_photo_above_chance(built):
     hits = []
     for image_id in gallery.image_ids():
         for caption in gallery.captions_of(image_id):
-            vector = gallery.records.vector("captions", caption.id)
+            vector = records.vector(gallery.records.reader(), "captions", caption.id)
             best = gallery.search_images(vector, k=1)[0][0]
             hits.append(best.id == image_id)
     assert np.mean(hits) >= 2 / len(gallery.image_ids())  # twice chance (measured: 11/50)

@@ -10,7 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from groundsearch.index.gallery import CaptionRecord, Gallery, checkpoint_identity
+from groundsearch.index.gallery import CaptionRecord, Gallery
+from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.service import uploads
 from groundsearch.service.app import create_app
 from groundsearch.service.components import Components

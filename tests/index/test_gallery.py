@@ -1,0 +1,89 @@
+"""A gallery's public verbs, with synthetic vectors: an upload and its captions in one
+write, stored once; reads; opening refuses other models, old formats and missing
+galleries, and clears the leftovers of interrupted writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
+from groundsearch.index.gallery import Gallery
+from tests.index.synthetic import DIM, ID, vecs
+
+
+@pytest.fixture
+def gallery(tmp_path):
+    g = Gallery.create(tmp_path / "g", DIM, ID)
+    yield g
+    g.close()
+
+
+def test_an_upload_and_its_captions_are_one_write_and_stored_once(gallery, tmp_path):
+    v = vecs(3)
+    image_id, caption_ids, new = gallery.add_photo(b"bytes", "jpg", v[0], ["a", "b"], v[1:])
+    assert new and len(caption_ids) == 2
+    assert gallery.counts() == {"images": 1, "captions": 2}
+    record = gallery.image(image_id)
+    assert record.uploaded and record.captions == ("a", "b")
+    assert gallery.photo_path(image_id).read_bytes() == b"bytes"
+    again, more, new = gallery.add_photo(b"bytes", "jpg", v[0], ["b", "c"], v[1:])
+    assert (again, new, len(more)) == (image_id, False, 1)  # same bytes: one photo
+    assert [c.text for c in gallery.captions_of(image_id)] == ["a", "b", "c"]
+    assert gallery.search_images(v[0], 5)[0][0].id == image_id
+    with pytest.raises(ValueError, match="caption vectors"):
+        gallery.add_photo(b"other", "jpg", v[0], ["x", "y"], v[1:2])
+    assert gallery.counts() == {"images": 1, "captions": 3}  # the bad write changed nothing
+    assert gallery.remove_photo(image_id) == 3
+    assert gallery.counts() == {"images": 0, "captions": 0}
+    assert list((tmp_path / "g" / "uploads").iterdir()) == []
+    with pytest.raises(UnknownItemError):
+        gallery.remove_photo(image_id)
+    with pytest.raises(UnknownItemError):
+        gallery.image(image_id)
+
+
+def test_open_clears_leftovers_of_interrupted_writes(tmp_path):
+    g = Gallery.create(tmp_path / "g", DIM, ID)
+    kept, _, _ = g.add_photo(b"kept", "png", vecs(1)[0])
+    g.close()
+    uploads, index = tmp_path / "g" / "uploads", tmp_path / "g" / "index"
+    (uploads / "deadbeef.jpg").write_bytes(b"never committed")
+    (uploads / ".x.jpg.abc.tmp").write_bytes(b"half written")
+    (index / ".images-123.faiss.tmp").write_bytes(b"half a snapshot")
+    (index / "images-0123456789ab.faiss").write_bytes(b"replaced snapshot")
+    g = Gallery.open(tmp_path / "g", ID)
+    assert sorted(p.name for p in uploads.iterdir()) == [g.image(kept).file]
+    assert sorted(p.name for p in index.iterdir() if "images" in p.name and "faiss" in p.name) == [
+        json.loads((index / "images.json").read_text())["file"]
+    ]
+    g.close()
+
+
+def test_other_models_old_formats_and_missing_galleries_are_refused(tmp_path):
+    Gallery.create(tmp_path / "g", DIM, ID).close()
+    with pytest.raises(IdentityMismatch, match="was built by"):
+        Gallery.open(tmp_path / "g", {"checkpoint_sha256": "0" * 64})
+    with pytest.raises(StoreError, match=r"no gallery at .*groundsearch index"):
+        Gallery.open(tmp_path / "nothing")
+    legacy = tmp_path / "legacy"
+    (legacy / "images").mkdir(parents=True)
+    (legacy / "images" / "meta.json").write_text("{}")
+    with pytest.raises(StoreError, match=r"old format.*--migrate"):
+        Gallery.open(legacy)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "gallery.db").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a gallery database"):
+        Gallery.open(tmp_path / "bad")
+
+
+def test_the_same_bytes_uploaded_again_after_a_delete_keep_their_file(tmp_path):
+    g = Gallery.create(tmp_path / "g", DIM, ID)
+    v = vecs(1)
+    first, _, _ = g.add_photo(b"same bytes", "jpg", v[0])
+    g.remove_photo(first)
+    again, _, new = g.add_photo(b"same bytes", "jpg", v[0])
+    assert new and again != first
+    assert g.photo_path(again).read_bytes() == b"same bytes"
+    g.close()
