@@ -38,6 +38,7 @@ from groundsearch.index.photo_files import PhotoFile, Skipped, walk_photos
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.backbones import get_spec
+from groundsearch.model.runtime.images.backend import FeatureBackend
 from groundsearch.model.runtime.images.photos import MAX_PIXELS, PhotoError
 from groundsearch.model.runtime.images.pool import FeaturePool
 from groundsearch.model.runtime.images.ray_pool import RayFeaturePool
@@ -341,12 +342,15 @@ def index_photos(
     gallery_dir = Path(os.path.abspath(gallery_dir))
     caption_file = read_caption_file(captions) if captions is not None else None
     model = load_checkpoint(checkpoint, parser=parser.version)
-    pool: FeaturePool | RayFeaturePool
+    pool: FeatureBackend
     if ray is None:
         pool = FeaturePool(model.backbone, workers, max_pixels=max_pixels)
     else:  # checked now, before the captions' parse: a bad address fails at once
-        pool = RayFeaturePool(model.backbone, ray, actors, max_pixels=max_pixels, progress=progress)
-        pool.check()
+        cluster = RayFeaturePool(
+            model.backbone, ray, actors, max_pixels=max_pixels, progress=progress
+        )
+        cluster.check()
+        pool = cluster
     try:
         report = IndexReport(str(gallery_dir))
         trees: dict[str, DependencyTree] = {}
