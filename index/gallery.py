@@ -23,8 +23,8 @@ writer and take up the writer's rebuilt indexes from its snapshots.
 Each write is one database transaction, so a photo and its captions appear together or
 not at all, and costs the same whatever the gallery's size; the search indexes then read
 what was committed after their watermark (``SearchIndexes.refresh``), which is also how
-a process sees another's writes (``follow`` does it every second in a background
-thread). An uploaded photo's file is written (and synced) before its transaction and
+a process sees another's writes (``gallery.indexes.follow`` does it every second in a
+background thread). An uploaded photo's file is written (and synced) before its transaction and
 deleted after its removal's; files no record names are cleared when a writer opens the
 gallery.
 """
@@ -160,11 +160,6 @@ class Gallery:
         self.indexes.clear_leftovers()
         self.uploads.clear(lambda: records.uploaded_paths(self.records.reader()))
 
-    def follow(self, every: float = 1.0) -> None:
-        """Follow the records every ``every`` seconds in a background thread (other
-        processes' writes appear within that time), maintaining the search indexes."""
-        self.indexes.follow(every)
-
     def close(self, snapshot: bool = True) -> None:
         """Stop following; snapshot the search indexes if anything changed since the last."""
         self.indexes.close(snapshot)
@@ -174,10 +169,6 @@ class Gallery:
 
     def counts(self) -> dict[str, int]:
         return self.indexes.counts()
-
-    def index_kinds(self) -> dict[str, str]:
-        """What each search index is now, e.g. ``IVF1024,PQ64,Refine(SQfp16) + 12 exact``."""
-        return self.indexes.describe()
 
     def _image_records(self, ids: Sequence[int]) -> dict[int, ImageRecord]:
         db = self.records.reader()
@@ -198,12 +189,6 @@ class Gallery:
     def image_ids(self) -> list[int]:
         """Every photo's id, oldest first."""
         return records.photo_ids(self.records.reader())
-
-    def caption(self, caption_id: int) -> CaptionRecord:
-        found = records.captions(self.records.reader(), [caption_id]).get(caption_id)
-        if found is None:
-            raise UnknownItemError(f"no caption with id {caption_id} in the gallery")
-        return CaptionRecord(caption_id, *found)
 
     def captions_of(self, image_id: int) -> list[CaptionRecord]:
         """The captions of a photo (an index lookup)."""

@@ -82,7 +82,7 @@ class Components:
             ef_search=settings.hnsw_ef_search,
         )
         gallery = Gallery.open(settings.index_path, identity, settings.read_only, search)
-        gallery.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
+        gallery.indexes.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
         batcher = ParseBatcher(parser, workers=settings.parse_workers)
         sentences = Sentences(model, batcher.outcomes, settings.max_text_chars)
         decoder, status = served_decoder(settings, identity)

@@ -30,7 +30,7 @@ class Status:
             images=counts["images"],
             captions=counts["captions"],
             caption_bank=c.bank.status,
-            indexes=c.gallery.index_kinds(),
+            indexes=c.gallery.indexes.describe(),
             read_only=c.settings.read_only,
             decoder=c.writer.status,
             concepts=channel.config.weight if channel is not None else 0.0,

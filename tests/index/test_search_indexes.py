@@ -91,10 +91,10 @@ def test_a_compressed_gallery_takes_writes_and_a_replica_takes_up_its_rebuilds(
     IndexedFiles(writer).add_files([indexed(i, v[i], ("x",)) for i in range(300)], run=1)
     assert writer.indexes["images"].delta == 300  # not trained yet: all exact
     writer.indexes.maintain()  # the delta is due: trained, filled, written, snapshotted
-    assert writer.index_kinds()["images"].startswith("IVF64,PQ4,Refine(SQfp16) + 0 exact")
+    assert writer.indexes.describe()["images"].startswith("IVF64,PQ4,Refine(SQfp16) + 0 exact")
     replica.indexes.refresh()
     replica.indexes.maintain()
-    assert replica.index_kinds() == writer.index_kinds()
+    assert replica.indexes.describe() == writer.indexes.describe()
     image_id, _, _ = writer.add_photo(b"new", "jpg", v[300])  # uploads and deletes still work
     writer.remove_photo(5)
     replica.indexes.refresh()
@@ -108,5 +108,7 @@ def test_a_compressed_gallery_takes_writes_and_a_replica_takes_up_its_rebuilds(
     assert (tmp_path / "g" / "index" / "images.json").stat().st_mtime_ns == snapshot
     writer.close()
     again = Gallery.open(tmp_path / "g", ID)
-    assert again.index_kinds()["images"].endswith("+ 1 exact") and again.counts()["images"] == 300
+    assert (
+        again.indexes.describe()["images"].endswith("+ 1 exact") and again.counts()["images"] == 300
+    )
     again.close()

@@ -100,8 +100,10 @@ def test_add_search_serve_and_remove_a_photo(writable, photo):
     mine = next(h for h in hits if h["id"] == added["id"])
     assert mine["source"] == "upload" and mine["captions"] == CAPTIONS
     assert added["new"] is True
-    for cid, text in zip(added["captions"], CAPTIONS, strict=True):
-        assert components.gallery.caption(cid) == CaptionRecord(cid, text, added["id"])
+    assert components.gallery.captions_of(added["id"]) == [
+        CaptionRecord(cid, text, added["id"])
+        for cid, text in zip(added["captions"], CAPTIONS, strict=True)
+    ]
 
     res = client.delete(f"/gallery/images/{added['id']}", headers=AUTH)
     assert res.status_code == 200 and res.json() == {"id": added["id"], "removed_captions": 2}
