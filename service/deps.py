@@ -8,7 +8,8 @@ waits behind the model work under load; these only read app state.
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request, Security, UploadFile
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -26,6 +27,8 @@ from groundsearch.service.problems import ServiceError
 from groundsearch.service.settings import ServiceSettings
 from groundsearch.service.uploads import check_size
 
+T = TypeVar("T")
+
 
 async def get_settings(request: Request) -> ServiceSettings:
     return request.app.state.settings
@@ -41,28 +44,21 @@ def _capabilities(request: Request) -> Capabilities:
     return capabilities
 
 
-async def get_search(request: Request) -> Search:
-    return _capabilities(request).search
+def _capability(pick: Callable[[Capabilities], T]) -> Callable[[Request], Awaitable[T]]:
+    """A dependency: the capability ``pick`` chooses among the app's (503 while loading)."""
+
+    async def get(request: Request) -> T:
+        return pick(_capabilities(request))
+
+    return get
 
 
-async def get_photos(request: Request) -> Photos:
-    return _capabilities(request).photos
-
-
-async def get_describe(request: Request) -> Describe:
-    return _capabilities(request).describe
-
-
-async def get_arithmetic(request: Request) -> Arithmetic:
-    return _capabilities(request).arithmetic
-
-
-async def get_explain(request: Request) -> Explain:
-    return _capabilities(request).explain
-
-
-async def get_writes(request: Request) -> GalleryWrites:
-    return _capabilities(request).writes
+get_search = _capability(lambda c: c.search)
+get_photos = _capability(lambda c: c.photos)
+get_describe = _capability(lambda c: c.describe)
+get_arithmetic = _capability(lambda c: c.arithmetic)
+get_explain = _capability(lambda c: c.explain)
+get_writes = _capability(lambda c: c.writes)
 
 
 async def get_admission(request: Request) -> Admission:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
@@ -18,24 +19,16 @@ from groundsearch.service.timing import Stages, Timings
 from groundsearch.service.writing import Writer
 
 
+@dataclass(eq=False)
 class Arithmetic:
     """``/arithmetic`` (from a gallery photo) and ``/arithmetic/upload`` (from a photo)."""
 
-    def __init__(
-        self,
-        model: Embedder,
-        photos: PhotoVectors,
-        queries: QueryVectors,
-        gallery: Gallery,
-        writer: Writer,
-        stages: Stages,
-    ) -> None:
-        self.model, self.photos, self.queries = model, photos, queries
-        self.gallery, self.writer, self.stages = gallery, writer, stages
-
-    @property
-    def min_side(self) -> int:
-        return self.photos.min_side
+    model: Embedder
+    photos: PhotoVectors
+    queries: QueryVectors
+    gallery: Gallery
+    writer: Writer
+    stages: Stages
 
     def run(
         self,

@@ -28,24 +28,16 @@ class Description:
     image_id: int | None = None
 
 
+@dataclass(eq=False)
 class Describe:
     """``/describe`` and ``/paraphrase``."""
 
-    def __init__(
-        self,
-        photos: PhotoVectors,
-        queries: QueryVectors,
-        gallery: Gallery,
-        bank: BankLoader,
-        writer: Writer,
-        stages: Stages,
-    ) -> None:
-        self.photos, self.queries, self.gallery = photos, queries, gallery
-        self.bank, self.writer, self.stages = bank, writer, stages
-
-    @property
-    def min_side(self) -> int:
-        return self.photos.min_side
+    photos: PhotoVectors
+    queries: QueryVectors
+    gallery: Gallery
+    bank: BankLoader
+    writer: Writer
+    stages: Stages
 
     @property
     def writes(self) -> bool:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.parsing import DependencyTree
 from groundsearch.service.queries import QueryVectors
 from groundsearch.service.timing import Stages, Timings
 
 
+@dataclass(eq=False)
 class Explain:
     """``/explain``."""
 
-    def __init__(self, model: Embedder, queries: QueryVectors, stages: Stages) -> None:
-        self.model, self.queries, self.stages = model, queries, stages
+    model: Embedder
+    queries: QueryVectors
+    stages: Stages
 
     @property
     def encoder(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from PIL import Image
 
@@ -14,16 +15,14 @@ from groundsearch.service.queries import QueryVectors
 from groundsearch.service.timing import Timings
 
 
+@dataclass(eq=False)
 class GalleryWrites:
     """``POST /gallery/images`` and ``DELETE /gallery/images/{id}``; the gallery commits
     each as one transaction."""
 
-    def __init__(self, photos: PhotoVectors, queries: QueryVectors, gallery: Gallery) -> None:
-        self.photos, self.queries, self.gallery = photos, queries, gallery
-
-    @property
-    def min_side(self) -> int:
-        return self.photos.min_side
+    photos: PhotoVectors
+    queries: QueryVectors
+    gallery: Gallery
 
     def add(
         self, data: bytes, fmt: str, image: Image.Image, captions: Sequence[str]

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from groundsearch.index.gallery import Gallery
 from groundsearch.service.capabilities.search import ImageHits
 
 
+@dataclass(eq=False)
 class Photos:
     """``/images/{id}`` and ``/images/{id}/similar`` (UnknownItemError: 404)."""
 
-    def __init__(self, gallery: Gallery) -> None:
-        self.gallery = gallery
+    gallery: Gallery
 
     def path(self, image_id: int) -> Path:
         """The file of a gallery photo (UnknownItemError if the item or file is gone)."""

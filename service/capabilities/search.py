@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from groundsearch.index.gallery import Gallery, ImageRecord
 from groundsearch.service.queries import QueryVectors
 from groundsearch.service.timing import Stages, Timings
@@ -10,11 +12,13 @@ from groundsearch.service.timing import Stages, Timings
 ImageHits = list[tuple[ImageRecord, float]]
 
 
+@dataclass(eq=False)
 class Search:
     """``/search``: a cleaned query's vector (cached), then the gallery's nearest photos."""
 
-    def __init__(self, queries: QueryVectors, gallery: Gallery, stages: Stages) -> None:
-        self.queries, self.gallery, self.stages = queries, gallery, stages
+    queries: QueryVectors
+    gallery: Gallery
+    stages: Stages
 
     def clean(self, text: str) -> str:
         """The query as cleaned (once, at the route); UnusableText if it cannot be used."""

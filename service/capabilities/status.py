@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from groundsearch.service.schemas import Readiness
@@ -10,11 +11,11 @@ if TYPE_CHECKING:
     from groundsearch.service.components import Components
 
 
+@dataclass(eq=False)
 class Status:
     """The served checkpoint, gallery, caption bank and decoder, in facts."""
 
-    def __init__(self, components: Components) -> None:
-        self.components = components
+    components: Components
 
     def counts(self) -> dict[str, int]:
         return self.components.gallery.counts()

@@ -4,13 +4,15 @@ The phrases are cleaned once, by ``Arithmetic.run``, in the order they are read.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.model.runtime.captioning import Generated
+from groundsearch.service.capabilities.arithmetic import Arithmetic
 from groundsearch.service.capabilities.search import ImageHits
 from groundsearch.service.deps import (
     AdmissionDep,
@@ -32,6 +34,7 @@ from groundsearch.service.routes.params import (
     Rerank,
 )
 from groundsearch.service.schemas import ImageHit, ImagesResponse, WrittenSentence
+from groundsearch.service.settings import ServiceSettings
 from groundsearch.service.timing import Timings
 from groundsearch.service.uploads import read_photo
 
@@ -41,28 +44,64 @@ Sentence = Annotated[
 ]
 
 
-@router.post("/arithmetic", response_model=ImagesResponse, responses=WRITING_ERRORS)
-async def arithmetic(
-    capability: ArithmeticDep,
-    settings: SettingsDep,
-    admission: AdmissionDep,
-    image_id: Annotated[
-        int, Query(ge=1, le=MAX_ID, description="The gallery photo to start from.")
-    ],
+@dataclass(frozen=True)
+class Terms:
+    """What both routes read besides the photo: the phrases to add and to take away, how
+    many results, whether to rerank and whether to write a sentence."""
+
+    plus: list[str]
+    minus: list[str]
+    k: int
+    rerank: bool
+    sentence: bool
+
+    def check(self, capability: Arithmetic, settings: ServiceSettings) -> None:
+        """422 for a ``k`` over the limit; 501 before any work when no sentence can be
+        written."""
+        check_k(self.k, settings)
+        if self.sentence:
+            capability.writer.require()
+
+
+async def _terms(
     plus: Plus = [],  # noqa: B006
     minus: Minus = [],  # noqa: B006
     k: K = 10,
     rerank: Rerank = False,
     sentence: Sentence = False,
+) -> Terms:
+    return Terms(plus, minus, k, rerank, sentence)
+
+
+async def _gallery_photo(
+    image_id: Annotated[
+        int, Query(ge=1, le=MAX_ID, description="The gallery photo to start from.")
+    ],
+) -> int:
+    return image_id
+
+
+#: ``async``, as ``service.deps``'s are (no thread-pool hop). The gallery photo is one too,
+#: so that FastAPI reads it, and reports it invalid, before the terms, as it is declared.
+TermsDep = Annotated[Terms, Depends(_terms)]
+GalleryPhoto = Annotated[int, Depends(_gallery_photo)]
+
+
+@router.post("/arithmetic", response_model=ImagesResponse, responses=WRITING_ERRORS)
+async def arithmetic(
+    capability: ArithmeticDep,
+    settings: SettingsDep,
+    admission: AdmissionDep,
+    image_id: GalleryPhoto,
+    terms: TermsDep,
 ) -> ImagesResponse:
     """Photos near ``photo − Σ minus + Σ plus`` (Kiros et al. 2014), from a gallery photo;
     with ``sentence``, what the result vector says in words."""
-    check_k(k, settings)
-    if sentence:  # refused (501) before any work when none can be written
-        capability.writer.require()
+    terms.check(capability, settings)  # before any work
+    plus, minus, sentence = terms.plus, terms.minus, terms.sentence
     async with admission.slots(*(("parse",) if plus or minus or sentence else ())):
         hits, wrote, timings = await run_in_threadpool(
-            capability.run, image_id, plus, minus, k, rerank, written=sentence
+            capability.run, image_id, plus, minus, terms.k, terms.rerank, written=sentence
         )
     return _images(hits, wrote, timings)
 
@@ -84,20 +123,18 @@ async def arithmetic_upload(
     admission: AdmissionDep,
     workers: PhotoWorkersDep,
     image: Photo,
-    plus: Plus = [],  # noqa: B006
-    minus: Minus = [],  # noqa: B006
-    k: K = 10,
-    rerank: Rerank = False,
-    sentence: Sentence = False,
+    terms: TermsDep,
 ) -> ImagesResponse:
     """Photos near ``photo − Σ minus + Σ plus`` (Kiros et al. 2014), from an uploaded photo;
     with ``sentence``, what the result vector says in words."""
-    check_k(k, settings)
-    if sentence:
-        capability.writer.require()
+    terms.check(capability, settings)
     data = await read_upload(image, settings)
-    async with admission.slots("cnn", *(("parse",) if plus or minus else ())):
-        photo, _ = await workers.run(read_photo, data, settings.max_pixels, capability.min_side)
-        compute = partial(capability.run, written=sentence)
-        hits, wrote, timings = await workers.run(compute, photo, plus, minus, k, rerank)
+    async with admission.slots("cnn", *(("parse",) if terms.plus or terms.minus else ())):
+        photo, _ = await workers.run(
+            read_photo, data, settings.max_pixels, capability.photos.min_side
+        )
+        compute = partial(capability.run, written=terms.sentence)
+        hits, wrote, timings = await workers.run(
+            compute, photo, terms.plus, terms.minus, terms.k, terms.rerank
+        )
     return _images(hits, wrote, timings)

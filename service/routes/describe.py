@@ -59,7 +59,9 @@ async def describe(
     retrieved = sentences != "generated"
     data = await read_upload(image, settings)
     async with admission.slots("cnn"):
-        photo, _ = await workers.run(read_photo, data, settings.max_pixels, capability.min_side)
+        photo, _ = await workers.run(
+            read_photo, data, settings.max_pixels, capability.photos.min_side
+        )
         hits, wrote, timings = await workers.run(capability.run, photo, k, retrieved, written, beam)
     return DescribeResponse(
         generated=[WrittenSentence.of(g) for g in wrote],

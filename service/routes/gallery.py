@@ -49,7 +49,9 @@ async def add_photo(
     captions = [c for c in captions if c.strip()]
     data = await read_upload(image, settings)
     async with admission.slots("cnn", *(("parse",) if captions else ())):
-        photo, fmt = await workers.run(read_photo, data, settings.max_pixels, writes.min_side)
+        photo, fmt = await workers.run(
+            read_photo, data, settings.max_pixels, writes.photos.min_side
+        )
         image_id, caption_ids, new = await workers.run(writes.add, data, fmt, photo, captions)
     return AddedPhoto(id=image_id, url=f"/images/{image_id}", captions=caption_ids, new=new)
 

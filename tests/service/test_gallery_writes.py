@@ -63,6 +63,18 @@ def disk_counts(components: Components, index) -> tuple[int, int]:
         g.close(snapshot=False)
 
 
+def add_photo(client: TestClient, name: str, photo: bytes, captions: list[str]) -> dict:
+    """Add a photo with its captions (with the token): the 201 answer's body."""
+    res = client.post(
+        "/gallery/images",
+        files={"image": (name, photo, "image/jpeg")},
+        data={"captions": captions},
+        headers=AUTH,
+    )
+    assert res.status_code == 201, res.text
+    return res.json()
+
+
 def test_writes_need_the_token(writable, photo):
     client, _, _ = writable
     files = {"image": ("p.jpg", photo)}
@@ -84,14 +96,7 @@ def test_writes_are_forbidden_without_a_configured_token(service_components, pho
 def test_add_search_serve_and_remove_a_photo(writable, photo):
     client, components, index = writable
     before = disk_counts(components, index)
-    res = client.post(
-        "/gallery/images",
-        files={"image": ("mine.jpg", photo, "image/jpeg")},
-        data={"captions": CAPTIONS},
-        headers=AUTH,
-    )
-    assert res.status_code == 201, res.text
-    added = res.json()
+    added = add_photo(client, "mine.jpg", photo, CAPTIONS)
     assert len(added["captions"]) == 2
     assert disk_counts(components, index) == (before[0] + 1, before[1] + 2)  # persisted at once
     served = client.get(added["url"])
@@ -115,14 +120,7 @@ def test_add_search_serve_and_remove_a_photo(writable, photo):
 def test_a_photo_already_in_the_gallery_is_stored_once(writable, gallery_photo):
     client, components, index = writable
     before = disk_counts(components, index)
-    res = client.post(
-        "/gallery/images",
-        files={"image": ("again.jpg", gallery_photo, "image/jpeg")},
-        data={"captions": ["A photo we had already ."]},
-        headers=AUTH,
-    )
-    assert res.status_code == 201, res.text
-    added = res.json()
+    added = add_photo(client, "again.jpg", gallery_photo, ["A photo we had already ."])
     assert added["new"] is False and len(added["captions"]) == 1
     assert disk_counts(components, index) == (before[0], before[1] + 1)
     assert not (index / "uploads").exists() or not list((index / "uploads").iterdir())
@@ -172,14 +170,8 @@ def test_an_upload_is_decoded_and_embedded_on_the_photo_workers(writable, photo,
 
     monkeypatch.setattr(uploads, "decode_photo", recorded("decode", decode))
     monkeypatch.setattr(components.photos.extractor, "embed_images", recorded("cnn", embed))
-    res = client.post(
-        "/gallery/images",
-        files={"image": ("workers.jpg", photo, "image/jpeg")},
-        data={"captions": ["A dog ."]},
-        headers=AUTH,
-    )
-    assert res.status_code == 201, res.text
-    assert client.delete(f"/gallery/images/{res.json()['id']}", headers=AUTH).status_code == 200
+    added = add_photo(client, "workers.jpg", photo, ["A dog ."])
+    assert client.delete(f"/gallery/images/{added['id']}", headers=AUTH).status_code == 200
     assert threads["decode"] and threads["cnn"]
     names = threads["decode"] + threads["cnn"]
     assert all(name.startswith(PHOTO_THREADS) for name in names), threads
