@@ -98,19 +98,13 @@ def is_legacy_gallery(folder: Path) -> bool:
 class Gallery:
     """Photos and captions in ``folder``, searchable by inner product."""
 
-    def __init__(
-        self,
-        folder: Path,
-        records: Records,
-        read_only: bool = False,
-        settings: IndexSettings | None = None,
-    ) -> None:
-        self.folder, self.records, self.read_only = Path(folder), records, read_only
+    def __init__(self, folder: Path, indexes: SearchIndexes) -> None:
+        """The gallery in ``folder`` whose records ``indexes`` (in ``folder/index``) follow."""
+        self.folder, self.records = Path(folder), indexes.records
         self.uploads = UploadFiles(self.folder)
         #: the two search indexes, kept up with the records
-        self.indexes = SearchIndexes(self.folder / INDEX_DIR, records, read_only, settings)
-        self.dim, self.kind = self.indexes.dim, self.indexes.kind
-        self.identity = self.indexes.identity
+        self.indexes = indexes
+        self.dim, self.kind, self.identity = indexes.dim, indexes.kind, indexes.identity
 
     # --- opening ----------------------------------------------------------------------------
 
@@ -121,7 +115,8 @@ class Gallery:
             raise ValueError(f"kind must be one of {(AUTO, *KINDS)}, got {kind!r}")
         folder = Path(folder)
         _refuse_legacy(folder)
-        return cls(folder, Records.create(folder / DB_FILE, dim, kind, identity))
+        records = Records.create(folder / DB_FILE, dim, kind, identity)
+        return cls(folder, SearchIndexes(folder / INDEX_DIR, records))
 
     @classmethod
     def open(
@@ -141,7 +136,8 @@ class Gallery:
                 f"no gallery at {folder} (make one with `groundsearch index PHOTOS "
                 f"--index {folder}`)"
             )
-        gallery = cls(folder, Records.open(folder / DB_FILE, identity), read_only, settings)
+        records = Records.open(folder / DB_FILE, identity)
+        gallery = cls(folder, SearchIndexes(folder / INDEX_DIR, records, read_only, settings))
         if not read_only:
             gallery._clear_leftovers()
         return gallery

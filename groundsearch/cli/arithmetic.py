@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from groundsearch.cli.common import (
@@ -13,9 +12,9 @@ from groundsearch.cli.common import (
     command,
     data_option,
     data_root,
+    json_text,
     make_parser,
     positive_int,
-    rounded,
     user_errors,
 )
 from groundsearch.files import write_text
@@ -51,7 +50,7 @@ def cmd_evaluate_arithmetic(args: argparse.Namespace) -> int:
             min_b_photos=args.min_b_photos,
             progress=True,
         )
-    text = json.dumps(rounded(result), indent=2, ensure_ascii=False) + "\n"
+    text = json_text(result, ascii_only=False) + "\n"
     if out is None:
         print(text, end="")
     else:

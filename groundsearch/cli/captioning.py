@@ -4,24 +4,24 @@ joint space, trained and scored from a gallery's stored vectors."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from groundsearch.cli.common import (
     CliError,
     add_config_flags,
+    checkpoint_path,
     command,
     config_from,
     data_option,
     data_root,
+    json_text,
     make_parser,
     positive_int,
-    rounded,
     user_errors,
 )
 from groundsearch.settings import get_settings
@@ -45,7 +45,7 @@ def _split_vectors(args: argparse.Namespace, split: str) -> tuple[ExportedVector
     from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
 
     with user_errors(StoreError, DatasetError, CheckpointError):
-        exported = _exported(args, checkpoint_identity(_checkpoint(args)))
+        exported = _exported(args, checkpoint_identity(checkpoint_path(args)))
         ds = load_captioned_images(data_root(args), split=split or None)
         refs: dict[int, list[str]] = {}
         for text, i in zip(ds.captions, ds.caption_image, strict=True):
@@ -63,10 +63,6 @@ def _exported(args: argparse.Namespace, identity: dict[str, str]) -> ExportedVec
     if key not in _EXPORTS:
         _EXPORTS[key] = export_vectors(Path(args.gallery), identity)
     return _EXPORTS[key]
-
-
-def _checkpoint(args: argparse.Namespace) -> Path:
-    return Path(args.checkpoint) if args.checkpoint else get_settings().default_checkpoint
 
 
 def _caption_set(vectors: ExportedVectors) -> CaptionSet:
@@ -110,8 +106,8 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
         decoder, dev.photo_vectors, dev_refs, train.caption_texts, beam=3, meteor=False
     )
     summary["dev_captions"] = {k: v for k, v in scores.items() if k != "sentences"}
-    print(json.dumps(rounded(summary["dev_captions"]), indent=2))
-    checkpoint = _checkpoint(args)
+    print(json_text(summary["dev_captions"]))
+    checkpoint = checkpoint_path(args)
     extra = {
         "command": shlex.join(["groundsearch", *sys.argv[1:]]),
         "joint_checkpoint": checkpoint.name,
@@ -119,7 +115,7 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
     }
     out = Path(args.out)
     save_decoder(decoder, out, checkpoint_identity(checkpoint), extra)
-    out.with_suffix(".json").write_text(json.dumps(rounded(extra, 4), indent=2) + "\n")
+    out.with_suffix(".json").write_text(json_text(extra, 4) + "\n")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
     return 0
 
@@ -130,7 +126,7 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
     from groundsearch.model.training.evaluation.captions import evaluate_decoder
 
     _threads(args)
-    checkpoint = _checkpoint(args)
+    checkpoint = checkpoint_path(args)
     path = Path(args.decoder) if args.decoder else get_settings().default_decoder
     with user_errors(DecoderError, CheckpointError):
         decoder = load_decoder(path, identity=checkpoint_identity(checkpoint))
@@ -155,9 +151,8 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
     sentences = result.pop("sentences")
     print(_table(result))
     if args.json:
-        out = cast(dict[str, Any], rounded(result, 3))
-        out["sentences"] = dict(zip(test.photo_names, sentences, strict=True))
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        named = dict(zip(test.photo_names, sentences, strict=True))
+        Path(args.json).write_text(json_text({**result, "sentences": named}, 3) + "\n")
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,6 +70,11 @@ def rounded(value: object, digits: int = 2) -> object:
     if isinstance(value, list):
         return [rounded(v, digits) for v in value]
     return value
+
+
+def json_text(value: object, digits: int = 2, ascii_only: bool = True) -> str:
+    """``value`` as indented JSON, its floats ``rounded`` to ``digits``."""
+    return json.dumps(rounded(value, digits), indent=2, ensure_ascii=ascii_only)
 
 
 def add_config_flags(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,8 @@ from groundsearch.cli.common import (
     command,
     data_option,
     data_root,
+    json_text,
     make_parser,
-    rounded,
     user_errors,
 )
 from groundsearch.settings import get_settings
@@ -87,7 +86,7 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
             result["sample"] = photo_best_words(
                 model.embed_sentences, photos, list(sample.images), parse
             )
-    text = json.dumps(rounded(result), indent=2)
+    text = json_text(result)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     print(text)

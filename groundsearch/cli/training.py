@@ -16,9 +16,9 @@ from groundsearch.cli.common import (
     config_from,
     data_option,
     data_root,
+    json_text,
     make_parser,
     positive_int,
-    rounded,
     user_errors,
 )
 from groundsearch.cli.concepts import concept_weight, held_out_names
@@ -86,7 +86,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 **common,
             )
             keys = ("encoder", "dev", "best_epoch", "train_seconds")
-    print(json.dumps(rounded({k: summary[k] for k in keys}), indent=2))
+    print(json_text({k: summary[k] for k in keys}))
     return 0
 
 
@@ -109,7 +109,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             concept_weight=args.concepts,
             ensemble_with=[Path(p) for p in args.with_ or ()],
         )
-    print(json.dumps(rounded(result), indent=2))
+    print(json_text(result))
     return 0
 
 
@@ -130,7 +130,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             resamples=args.resamples,
             progress=True,
         )
-    print(json.dumps(rounded(result), indent=2))
+    print(json_text(result))
     return 0
 
 

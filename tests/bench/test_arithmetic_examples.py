@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -10,19 +9,15 @@ from types import ModuleType
 import pytest
 from PIL import Image
 
+from tests.bench import load_script
 from tests.tiny_data import FLICKR
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "arithmetic_examples.py"
 PHOTOS = (FLICKR / "Flickr_8k.testImages.txt").read_text().split()[:17]
 
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("arithmetic_examples", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("arithmetic_examples")
 
 
 def result(encoder: str, share: float) -> dict:

@@ -3,23 +3,18 @@ with dashes), verb groups, rebuilt train commands, published rows."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "results_table.py"
+from tests.bench import load_script
 
 
 @pytest.fixture(scope="module")
 def table() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("results_table", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("results_table")
 
 
 def _side(r1: float, med: float) -> dict[str, float]:

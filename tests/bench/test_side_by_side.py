@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 from PIL import Image
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "side_by_side.py"
+from tests.bench import load_script
 
 
 @pytest.fixture(scope="module")
 def sbs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("side_by_side", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("side_by_side")
 
 
 def hit(score: float) -> dict:

@@ -12,7 +12,12 @@ from functools import cached_property
 import numpy as np
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
+from torch.nn.utils.rnn import (
+    PackedSequence,
+    pack_padded_sequence,
+    pad_packed_sequence,
+    pad_sequence,
+)
 
 from groundsearch.model.runtime.encoders.words import word_embedding
 
@@ -27,6 +32,19 @@ def char_batch(texts: Sequence[str], max_chars: int = 300) -> tuple[torch.Tensor
     lookup = {c: i + 2 for i, c in enumerate(CHARS)}
     seqs = [torch.tensor([lookup.get(c, 1) for c in t.lower()[:max_chars]]) for t in texts]
     return pad_sequence(seqs, batch_first=True), torch.tensor([len(s) for s in seqs])
+
+
+def _packed(embed: nn.Embedding, batch: tuple[torch.Tensor, torch.Tensor]) -> PackedSequence:
+    """A batch of padded ids and lengths, embedded and packed for an RNN."""
+    ids, lengths = batch
+    return pack_padded_sequence(embed(ids), lengths, batch_first=True, enforce_sorted=False)
+
+
+def _states(
+    rnn: nn.RNNBase, embed: nn.Embedding, batch: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """``rnn``'s output at every step of the batch (batch × time × features, 0 past the end)."""
+    return pad_packed_sequence(rnn(_packed(embed, batch))[0], batch_first=True)[0]
 
 
 class WordRNN(nn.Module):
@@ -50,11 +68,7 @@ class WordRNN(nn.Module):
         self.out = nn.Linear(rnn_hidden, hidden, bias=False)
 
     def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        ids, lengths = batch
-        packed = pack_padded_sequence(
-            self.embed(ids), lengths, batch_first=True, enforce_sorted=False
-        )
-        _, state = self.rnn(packed)
+        _, state = self.rnn(_packed(self.embed, batch))
         h = state[0] if isinstance(state, tuple) else state
         return self.out(h[-1])
 
@@ -87,11 +101,8 @@ class CharGRUAttention(nn.Module):
     def forward(
         self, batch: tuple[torch.Tensor, torch.Tensor], return_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        ids, lengths = batch
-        packed = pack_padded_sequence(
-            self.embed(ids), lengths, batch_first=True, enforce_sorted=False
-        )
-        states, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True)
+        lengths = batch[1]
+        states = _states(self.rnn, self.embed, batch)
         mask = torch.arange(states.shape[1])[None, :] < lengths[:, None]
         scores = self.att(states).squeeze(-1).masked_fill(~mask, float("-inf"))
         weights = scores.softmax(dim=1)
@@ -170,11 +181,8 @@ class MerkxFrankCharEncoder(nn.Module):
     def forward(
         self, batch: tuple[torch.Tensor, torch.Tensor], return_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        ids, lengths = batch
-        packed = pack_padded_sequence(
-            self.embed(ids), lengths, batch_first=True, enforce_sorted=False
-        )
-        states, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True)
+        lengths = batch[1]
+        states = _states(self.rnn, self.embed, batch)
         mask = (torch.arange(states.shape[1])[None, :] < lengths[:, None])[..., None]
         if self.pooling == "max":
             pooled = states.masked_fill(~mask, float("-inf")).max(dim=1).values

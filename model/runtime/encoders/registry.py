@@ -244,23 +244,33 @@ def _tree_rnn(
     )
 
 
+InventoryT = TypeVar("InventoryT", bound=Inventory)
+
+
+def _needs(inventory: Inventory | None, kind: type[InventoryT], what: str) -> InventoryT:
+    """``inventory``, checked to be the ``kind`` an encoder needs (ValueError: ``what``)."""
+    if not isinstance(inventory, kind):
+        raise ValueError(what)
+    return inventory
+
+
 def _tree_lstm_lr(
     config: JointConfig, options: LeftRightOptions, vocab: Vocabulary, inventory: Inventory | None
 ) -> nn.Module:
-    if not isinstance(inventory, ChildOrderInventory):
-        raise ValueError("tree-lstm-lr needs a child-order inventory")
-    return LeftRightTreeLSTM(
-        vocab.vectors, n_positions=len(inventory), **_recurrent(config, options)
-    )
+    orders = _needs(inventory, ChildOrderInventory, "tree-lstm-lr needs a child-order inventory")
+    return LeftRightTreeLSTM(vocab.vectors, n_positions=len(orders), **_recurrent(config, options))
 
 
 def _char_mf(
     config: JointConfig, options: CharMFOptions, vocab: Vocabulary, inventory: Inventory | None
 ) -> nn.Module:
-    if not isinstance(inventory, CharInventory):
-        raise ValueError("char-gru-mf needs the character inventory of its training captions")
+    chars = _needs(
+        inventory,
+        CharInventory,
+        "char-gru-mf needs the character inventory of its training captions",
+    )
     return MerkxFrankCharEncoder(
-        len(inventory),
+        len(chars),
         cell=options.char_cell,
         pooling=options.char_pooling,
         rnn_hidden=options.rnn_hidden,

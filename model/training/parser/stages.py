@@ -51,13 +51,72 @@ def _ewt(ewt_dir: Path, split: str) -> str:
     return str(ewt_dir / f"en_ewt-ud-{split}.conllu")
 
 
+def _tagger(lr: str, steps: str, *optim: str) -> tuple[str, ...]:
+    """The POS tagger's hyperparameters (``optim``: flags after the optimiser's)."""
+    # fmt: off
+    return (
+        "--share_hid", "--char_hidden_dim", "100", "--char_emb_dim", "50",
+        "--batch_size", "50",
+        "--optim", "adam", "--lr", lr, "--beta2", "0.95", *optim,
+        "--max_steps", steps, "--eval_interval", "200", "--fix_eval_interval",
+        "--max_steps_before_stop", "6000",
+    )
+    # fmt: on
+
+
+def _parser(lr: str, steps: str) -> tuple[str, ...]:
+    """The dependency parser's hyperparameters."""
+    # fmt: off
+    return (
+        "--batch_size", "1000", "--hidden_dim", "200", "--num_layers", "2",
+        "--deep_biaff_hidden_dim", "200",
+        "--char_hidden_dim", "100", "--char_emb_dim", "50",
+        "--optim", "adam", "--lr", lr, "--beta2", "0.95",
+        "--no_second_optim", "--no_plateau",
+        "--max_steps", steps, "--eval_interval", "250",
+        "--max_steps_before_stop", "6000", "--no_checkpoint",
+    )
+    # fmt: on
+
+
 def stages(ewt_dir: Path, work: Path, out: Path, pretrain: Path) -> dict[str, Stage]:
     """The trainer command lines, chosen for 2 CPU cores (see docs/PARSER.md)."""
-    # fmt: off
     common = ("--lang", "en", "--shorthand", SHORTHAND, "--seed", str(SEED))
     data = work / "data"
-    return {
-        "tokenize": Stage(
+    vectors = ("--wordvec_pretrain_file", str(pretrain))
+
+    def on_ewt(name: str, *args: str, start: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """Train on EWT train, score on EWT dev into ``dev.<name>.conllu``."""
+        # fmt: off
+        return (
+            *start,
+            "--mode", "train",
+            "--train_file", _ewt(ewt_dir, "train"),
+            "--eval_file", _ewt(ewt_dir, "dev"),
+            "--output_file", str(work / f"dev.{name}.conllu"),
+            *args,
+        )
+        # fmt: on
+
+    def saved(folder: Path, file: str) -> tuple[str, ...]:
+        return ("--save_dir", str(folder), "--save_name", file, *common)
+
+    def anneal(base: str, module: str, start: str, hyper: tuple[str, ...]) -> Stage:
+        """The trainer of ``base`` again from its model, at a lower learning rate; the
+        result replaces the model only if dev improves."""
+        name, candidate, model = (
+            f"{base}-anneal",
+            work / f"{base}.anneal.pt",
+            out / MODEL_FILES[base],
+        )
+        args = on_ewt(
+            name, *vectors, *hyper, *saved(work, candidate.name), start=(start, str(model))
+        )
+        return Stage(name, module, args, 45 * 60, promote=(str(candidate), str(model), base))
+
+    # fmt: off
+    plan = (
+        Stage(
             "tokenize",
             "stanza.models.tokenizer",
             (
@@ -70,130 +129,59 @@ def stages(ewt_dir: Path, work: Path, out: Path, pretrain: Path) -> dict[str, St
                 "--dev_conll_gold", _ewt(ewt_dir, "dev"),
                 "--conll_file", str(work / "dev.tokenize.conllu"),
                 "--steps", "8000", "--eval_steps", "500",
-                "--save_dir", str(out), "--save_name", MODEL_FILES["tokenize"],
-                *common,
+                *saved(out, MODEL_FILES["tokenize"]),
             ),
             wall_limit_s=20 * 60,
         ),
-        "mwt": Stage(
+        Stage(
             "mwt",
             "stanza.models.mwt_expander",
-            (
-                "--mode", "train",
-                "--train_file", _ewt(ewt_dir, "train"),
-                "--eval_file", _ewt(ewt_dir, "dev"),
-                "--output_file", str(work / "dev.mwt.conllu"),
+            on_ewt(
+                "mwt",
                 "--gold_file", _ewt(ewt_dir, "dev"),
                 "--num_epoch", "15",
-                "--save_dir", str(out), "--save_name", MODEL_FILES["mwt"],
-                *common,
+                *saved(out, MODEL_FILES["mwt"]),
             ),
             wall_limit_s=10 * 60,
         ),
-        "lemma": Stage(
+        Stage(
             "lemma",
             "stanza.models.lemmatizer",
-            (
-                "--mode", "train",
-                "--train_file", _ewt(ewt_dir, "train"),
-                "--eval_file", _ewt(ewt_dir, "dev"),
-                "--output_file", str(work / "dev.lemma.conllu"),
+            on_ewt(
+                "lemma",
                 "--num_epoch", "1",
                 "--shorthand", SHORTHAND, "--seed", str(SEED),
                 "--save_dir", str(out), "--save_name", MODEL_FILES["lemma"],
             ),
             wall_limit_s=15 * 60,
         ),
-        "pos": Stage(
+        Stage(
             "pos",
             "stanza.models.tagger",
-            (
-                "--mode", "train",
-                "--train_file", _ewt(ewt_dir, "train"),
-                "--eval_file", _ewt(ewt_dir, "dev"),
-                "--output_file", str(work / "dev.pos.conllu"),
-                "--wordvec_pretrain_file", str(pretrain),
-                "--share_hid", "--char_hidden_dim", "100", "--char_emb_dim", "50",
-                "--batch_size", "50",
-                "--optim", "adam", "--lr", "0.003", "--beta2", "0.95",
-                "--max_steps", "6000", "--eval_interval", "200", "--fix_eval_interval",
-                "--max_steps_before_stop", "6000",
-                "--save_dir", str(out), "--save_name", MODEL_FILES["pos"],
-                *common,
-            ),
+            on_ewt("pos", *vectors, *_tagger("0.003", "6000"), *saved(out, MODEL_FILES["pos"])),
             wall_limit_s=75 * 60,
         ),
-        "depparse": Stage(
+        Stage(
             "depparse",
             "stanza.models.parser",
-            (
-                "--mode", "train",
-                "--train_file", _ewt(ewt_dir, "train"),
-                "--eval_file", _ewt(ewt_dir, "dev"),
-                "--output_file", str(work / "dev.depparse.conllu"),
-                "--wordvec_pretrain_file", str(pretrain),
-                "--batch_size", "1000", "--hidden_dim", "200", "--num_layers", "2",
-                "--deep_biaff_hidden_dim", "200",
-                "--char_hidden_dim", "100", "--char_emb_dim", "50",
-                "--optim", "adam", "--lr", "0.003", "--beta2", "0.95",
-                "--no_second_optim", "--no_plateau",
-                "--max_steps", "6500", "--eval_interval", "250",
-                "--max_steps_before_stop", "6000", "--no_checkpoint",
-                "--save_dir", str(out), "--save_name", MODEL_FILES["depparse"],
-                *common,
+            on_ewt(
+                "depparse",
+                *vectors,
+                *_parser("0.003", "6500"),
+                *saved(out, MODEL_FILES["depparse"]),
             ),
             wall_limit_s=100 * 60,
         ),
-        # Annealing: the same trainers, started from the models above with a lower
-        # learning rate; the result is kept only if dev improves.
-        "pos-anneal": Stage(
-            "pos-anneal",
+        anneal(
+            "pos",
             "groundsearch.model.training.parser.anneal_tagger",
-            (
-                "--init_from", str(out / MODEL_FILES["pos"]),
-                "--mode", "train",
-                "--train_file", _ewt(ewt_dir, "train"),
-                "--eval_file", _ewt(ewt_dir, "dev"),
-                "--output_file", str(work / "dev.pos-anneal.conllu"),
-                "--wordvec_pretrain_file", str(pretrain),
-                "--share_hid", "--char_hidden_dim", "100", "--char_emb_dim", "50",
-                "--batch_size", "50",
-                "--optim", "adam", "--lr", "0.0006", "--beta2", "0.95",
-                "--no_second_optim",
-                "--max_steps", "4000", "--eval_interval", "200",
-                "--fix_eval_interval", "--max_steps_before_stop", "6000",
-                "--save_dir", str(work), "--save_name", "pos.anneal.pt",
-                *common,
-            ),
-            wall_limit_s=45 * 60,
-            promote=(str(work / "pos.anneal.pt"), str(out / MODEL_FILES["pos"]), "pos"),
+            "--init_from",
+            _tagger("0.0006", "4000", "--no_second_optim"),
         ),
-        "depparse-anneal": Stage(
-            "depparse-anneal",
-            "stanza.models.parser",
-            (
-                "--continue_from", str(out / MODEL_FILES["depparse"]),
-                "--mode", "train",
-                "--train_file", _ewt(ewt_dir, "train"),
-                "--eval_file", _ewt(ewt_dir, "dev"),
-                "--output_file", str(work / "dev.depparse-anneal.conllu"),
-                "--wordvec_pretrain_file", str(pretrain),
-                "--batch_size", "1000", "--hidden_dim", "200", "--num_layers", "2",
-                "--deep_biaff_hidden_dim", "200",
-                "--char_hidden_dim", "100", "--char_emb_dim", "50",
-                "--optim", "adam", "--lr", "0.0006", "--beta2", "0.95",
-                "--no_second_optim", "--no_plateau",
-                "--max_steps", "2500", "--eval_interval", "250",
-                "--max_steps_before_stop", "6000", "--no_checkpoint",
-                "--save_dir", str(work), "--save_name", "depparse.anneal.pt",
-                *common,
-            ),
-            wall_limit_s=45 * 60,
-            promote=(str(work / "depparse.anneal.pt"), str(out / MODEL_FILES["depparse"]),
-                     "depparse"),
-        ),
-    }
+        anneal("depparse", "stanza.models.parser", "--continue_from", _parser("0.0006", "2500")),
+    )
     # fmt: on
+    return {stage.name: stage for stage in plan}
 
 
 STAGE_ORDER = ("tokenize", "mwt", "pos", "pos-anneal", "lemma", "depparse", "depparse-anneal")
