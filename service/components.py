@@ -37,6 +37,7 @@ from groundsearch.service.capabilities.search import Search
 from groundsearch.service.capabilities.status import Status
 from groundsearch.service.photo_vectors import PhotoVectors
 from groundsearch.service.queries import QueryVectors
+from groundsearch.service.relevance import Judge, served_relevance
 from groundsearch.service.settings import ServiceSettings
 from groundsearch.service.timing import Observe, Stages
 from groundsearch.service.writing import Writer, served_decoder
@@ -60,6 +61,9 @@ class Components:
     writer: Writer
     bank: BankLoader
     stages: Stages
+    #: each hit's relevance (the model is None when none fits the checkpoint)
+    judge: Judge
+    relevance_status: str
 
     @classmethod
     def load(
@@ -90,6 +94,8 @@ class Components:
             decoder, status, sentences, stages, settings.decoder_beam, settings.decoder_rerank
         )
         photos = PhotoVectors(extractor, model, stages)
+        relevance, relevance_status = served_relevance(settings, identity)
+        judge = Judge(relevance, int(getattr(model, "channel_columns", 0)))
         _warm_up(sentences, photos, writer)
         return cls(
             settings=settings,
@@ -103,6 +109,8 @@ class Components:
             writer=writer,
             bank=BankLoader(settings, model, identity),
             stages=stages,
+            judge=judge,
+            relevance_status=relevance_status,
         )
 
     def close(self) -> None:
@@ -135,10 +143,12 @@ class Capabilities:
     @classmethod
     def over(cls, c: Components) -> Capabilities:
         return cls(
-            search=Search(c.queries, c.gallery, c.stages),
-            photos=Photos(c.gallery),
-            describe=Describe(c.photos, c.queries, c.gallery, c.bank, c.writer, c.stages),
-            arithmetic=Arithmetic(c.model, c.photos, c.queries, c.gallery, c.writer, c.stages),
+            search=Search(c.queries, c.gallery, c.stages, c.judge),
+            photos=Photos(c.gallery, c.judge),
+            describe=Describe(c.photos, c.queries, c.gallery, c.bank, c.writer, c.stages, c.judge),
+            arithmetic=Arithmetic(
+                c.model, c.photos, c.queries, c.gallery, c.writer, c.stages, c.judge
+            ),
             explain=Explain(c.model, c.queries, c.stages),
             writes=GalleryWrites(c.photos, c.queries, c.gallery),
             status=Status(c),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -10,13 +11,21 @@ from groundsearch.index.gallery import ImageRecord
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.service.capabilities.describe import Description
+from groundsearch.service.relevance import split
+
+#: What a hit's ``relevance`` is (docs/API.md, "Relevance").
+RELEVANCE = (
+    "The calibrated probability (0..1) that this hit matches the query, fitted on "
+    "Flickr8k dev; null when the server has no relevance model for its checkpoint."
+)
 
 
 class ImageHit(BaseModel):
-    """A gallery photo with its score and captions."""
+    """A gallery photo with its score, relevance and captions."""
 
     id: int
     score: float
+    relevance: float | None = Field(description=RELEVANCE)
     url: str = Field(description="Where the photo itself is served.")
     file: str = Field(description="The photo's file name.")
     captions: list[str]
@@ -25,11 +34,12 @@ class ImageHit(BaseModel):
     )
 
     @classmethod
-    def of(cls, hit: tuple[ImageRecord, float]) -> ImageHit:
+    def of(cls, hit: tuple[ImageRecord, float], relevance: float | None = None) -> ImageHit:
         record, score = hit
         return cls(
             id=record.id,
             score=round(score, 6),
+            relevance=None if relevance is None else round(relevance, 6),
             url=f"/images/{record.id}",
             file=record.file,
             captions=list(record.captions),
@@ -43,6 +53,7 @@ class CaptionHit(BaseModel):
 
     id: int | None = Field(description="The gallery caption's id; null for the bank's.")
     score: float
+    relevance: float | None = Field(description=RELEVANCE)
     text: str
     source: Literal["gallery", "bank"]
     image_id: int | None
@@ -54,6 +65,7 @@ class CaptionHit(BaseModel):
         return cls(
             id=hit.id,
             score=round(hit.score, 6),
+            relevance=None if hit.relevance is None else round(hit.relevance, 6),
             text=hit.text,
             source="gallery" if hit.source == "gallery" else "bank",
             image_id=hit.image_id,
@@ -76,16 +88,57 @@ class WrittenSentence(BaseModel):
 
 
 WRITTEN = "Sentences the caption decoder wrote (the top of its beam, best first)."
+RESULTS = "The hits whose relevance reaches min_relevance, best first."
+WEAK = (
+    "The hits below min_relevance, best first, kept apart (results then weak is the "
+    "whole ranking of the k hits, with their scores)."
+)
+NO_MATCH = "True when no hit reaches min_relevance: nothing in the gallery is a good match."
+MIN_RELEVANCE = (
+    "The min_relevance applied (the one asked for, or the server's default); null without "
+    "a relevance model."
+)
+
+
+def image_hits(
+    hits: Sequence[tuple[ImageRecord, float]],
+    relevance: Sequence[float | None],
+    threshold: float | None,
+) -> dict[str, Any]:
+    """``results``, ``weak``, ``no_match`` and ``min_relevance`` of an answer's photos."""
+    made = [ImageHit.of(h, r) for h, r in zip(hits, relevance, strict=True)]
+    strong, weak = split(made, relevance, threshold)
+    return {"results": strong, "weak": weak, "no_match": not strong, "min_relevance": threshold}
+
+
+def caption_hits(
+    hits: Sequence[Description], threshold: float | None, retrieved: bool = True
+) -> dict[str, Any]:
+    """``results``, ``weak``, ``no_match`` and ``min_relevance`` of found captions."""
+    made = [CaptionHit.of(h) for h in hits]
+    strong, weak = split(made, [h.relevance for h in hits], threshold)
+    return {
+        "results": strong,
+        "weak": weak,
+        "no_match": retrieved and not strong,
+        "min_relevance": threshold,
+    }
 
 
 class SearchResponse(BaseModel):
     query: str
-    results: list[ImageHit]
+    results: list[ImageHit] = Field(description=RESULTS)
+    weak: list[ImageHit] = Field(default_factory=list, description=WEAK)
+    no_match: bool = Field(default=False, description=NO_MATCH)
+    min_relevance: float | None = Field(default=None, description=MIN_RELEVANCE)
     timings_ms: dict[str, float]
 
 
 class ImagesResponse(BaseModel):
-    results: list[ImageHit]
+    results: list[ImageHit] = Field(description=RESULTS)
+    weak: list[ImageHit] = Field(default_factory=list, description=WEAK)
+    no_match: bool = Field(default=False, description=NO_MATCH)
+    min_relevance: float | None = Field(default=None, description=MIN_RELEVANCE)
     generated: list[WrittenSentence] = Field(
         default_factory=list, description=WRITTEN + " Only when asked for (`sentence=true`)."
     )
@@ -94,8 +147,13 @@ class ImagesResponse(BaseModel):
 
 class DescribeResponse(BaseModel):
     generated: list[WrittenSentence] = Field(description=WRITTEN)
-    results: list[CaptionHit] = Field(description="Existing captions, best first.")
+    results: list[CaptionHit] = Field(
+        description="Existing captions whose relevance reaches min_relevance, best first."
+    )
     timings_ms: dict[str, float]
+    weak: list[CaptionHit] = Field(default_factory=list, description=WEAK)
+    no_match: bool = Field(default=False, description=NO_MATCH)
+    min_relevance: float | None = Field(default=None, description=MIN_RELEVANCE)
 
 
 class ParaphraseResponse(BaseModel):
@@ -186,4 +244,9 @@ class Readiness(BaseModel):
         default=0.0,
         description="Weight of the open-vocabulary channel (ImageNet classes named in GloVe) "
         "beside the joint score; 0 when the checkpoint has none.",
+    )
+    relevance: str = Field(
+        default="none",
+        description="The relevance model that gives each hit its 'relevance' (with the "
+        "default min_relevance), or why none.",
     )

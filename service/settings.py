@@ -66,6 +66,12 @@ class ServiceSettings(Settings):
         description="Re-sort written sentences by the joint model's own score (parses each "
         "candidate: slower).",
     )
+    relevance: str = Field(
+        default="default",
+        description="Relevance model that gives each hit its 'relevance': 'default' (the "
+        "shipped one, used when it was fitted for the served checkpoint), 'none', or a "
+        "relevance JSON file (which must be fitted for the served checkpoint).",
+    )
     query_cache: int = Field(default=4096, ge=0, description="Query vectors kept in memory.")
     parse_workers: int = Field(
         default=1,

@@ -4,6 +4,7 @@ groundsearch parse "A man wearing a helmet jumps on his bike near a beach."
 groundsearch train --encoder sdt-rnn --out runs/sdt.pt   # Eq. 5, selected on dev rsum
 groundsearch evaluate                                    # the shipped SDT-RNN on test
 groundsearch evaluate-arithmetic --out a.json           # photo − "dog" + "man", measured
+groundsearch fit-relevance                               # relevance of hits, on dev
 groundsearch index ~/Photos                              # your photos → a gallery
 groundsearch serve                                       # the web service on :8000
 """
@@ -13,7 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from groundsearch.cli import arithmetic, captioning, concepts, indexing, parsing, serving, training
+from groundsearch.cli import (
+    arithmetic,
+    captioning,
+    concepts,
+    indexing,
+    parsing,
+    relevance,
+    serving,
+    training,
+)
 from groundsearch.cli.common import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -26,7 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = ap.add_subparsers(dest="command", required=True)
-    for group in (parsing, serving, indexing, training, concepts, arithmetic, captioning):
+    for group in (
+        parsing,
+        serving,
+        indexing,
+        training,
+        concepts,
+        arithmetic,
+        captioning,
+        relevance,
+    ):
         group.register(sub)
     return ap
 

@@ -12,9 +12,10 @@ from groundsearch.index.gallery import Gallery
 from groundsearch.model.runtime.arithmetic import arithmetic_query, centre_rerank
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.embedder import Embedder
-from groundsearch.service.capabilities.search import ImageHits
+from groundsearch.service.capabilities.search import ImageHits, Relevances
 from groundsearch.service.photo_vectors import PhotoVectors
 from groundsearch.service.queries import QueryVectors
+from groundsearch.service.relevance import NO_JUDGE, Judge
 from groundsearch.service.timing import Stages, Timings
 from groundsearch.service.writing import Writer
 
@@ -29,6 +30,7 @@ class Arithmetic:
     gallery: Gallery
     writer: Writer
     stages: Stages
+    judge: Judge = NO_JUDGE
 
     def run(
         self,
@@ -39,11 +41,12 @@ class Arithmetic:
         rerank: bool,
         rerank_top: int = 5,
         written: bool = False,
-    ) -> tuple[ImageHits, list[Generated], Timings]:
+    ) -> tuple[ImageHits, Relevances, list[Generated], Timings]:
         """Images near ``base − Σ minus + Σ plus``. With ``rerank``, a wider candidate
         list is re-sorted by its similarity to the mean of its top ``rerank_top`` photos,
         which pulls the answer toward what those photos share. With ``written``, also the
-        sentences the decoder writes for the result vector."""
+        sentences the decoder writes for the result vector. Each hit's relevance is read
+        from the query's own scores (before any rerank)."""
         timings: Timings = {}
         if isinstance(base, int):
             start = self.gallery.image_vector(base)
@@ -55,15 +58,21 @@ class Arithmetic:
         exclude = {base} if isinstance(base, int) else set()
         fetch = k + len(exclude) + (max(4 * k, 50) if rerank else 0)
         with self.stages.stage("search", timings):
-            found = self.gallery.search_images(query, fetch)
-        hits = [h for h in found if h[0].id not in exclude]
+            found = self.gallery.search_images(
+                query, max(fetch, self.judge.fetch(k) + len(exclude))
+            )
+        ranked = [h for h in found if h[0].id not in exclude]
+        judged = self.judge.of("arithmetic", [s for _, s in ranked])
+        relevance = {r.id: p for (r, _), p in zip(ranked, judged, strict=True)}
+        hits = [h for h in found[:fetch] if h[0].id not in exclude]
         sentences = self.writer.write(query, timings) if written else []
         if rerank and hits:
             with self.stages.stage("rerank", timings):
                 vectors = np.stack([self.gallery.image_vector(r.id) for r, _ in hits])
                 order, scores = centre_rerank(vectors, rerank_top)
                 hits = [(hits[i][0], float(s)) for i, s in zip(order, scores, strict=True)]
-        return hits[:k], sentences, timings
+        hits = hits[:k]
+        return hits, [relevance[r.id] for r, _ in hits], sentences, timings
 
     def _phrase(self, text: str, what: str, timings: Timings) -> np.ndarray:
         """A phrase's vector, cleaned here (once), in the order the phrases are read."""

@@ -3,7 +3,7 @@ by the caption decoder) and for a text (``/paraphrase``: written for its vector)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from PIL import Image
@@ -13,6 +13,7 @@ from groundsearch.model.runtime.captioning import Generated
 from groundsearch.service.bank_loader import BankLoader
 from groundsearch.service.photo_vectors import PhotoVectors
 from groundsearch.service.queries import QueryVectors
+from groundsearch.service.relevance import NO_JUDGE, Judge
 from groundsearch.service.timing import Stages, Timings
 from groundsearch.service.writing import Writer
 
@@ -26,6 +27,8 @@ class Description:
     source: str
     id: int | None = None
     image_id: int | None = None
+    #: the probability that it describes the photo (None without a relevance model)
+    relevance: float | None = None
 
 
 @dataclass(eq=False)
@@ -38,6 +41,7 @@ class Describe:
     bank: BankLoader
     writer: Writer
     stages: Stages
+    judge: Judge = NO_JUDGE
 
     @property
     def writes(self) -> bool:
@@ -54,29 +58,44 @@ class Describe:
     ) -> tuple[list[Description], list[Generated], Timings]:
         """The ``k`` best captions for a photo among the gallery's and the bank's (one
         text once, the gallery's first) if ``retrieved``, and the sentences the decoder
-        writes for it (beam ``beam``) if ``written``."""
+        writes for it (beam ``beam``) if ``written``. Each caption's relevance is read
+        from the photo's top caption scores, the gallery's and the bank's together."""
         timings: Timings = {}
         vec = self.photos.vector(image, timings)
         sentences = self.writer.write(vec, timings, beam) if written else []
         if not retrieved:
             return [], sentences, timings
         with self.stages.stage("search", timings):
-            found = self._found(vec, k)
+            found, pool = self._found(vec, k)
         found.sort(key=lambda d: (-d.score, d.source != "gallery"))
+        found = self._judged(found, pool)
         unique: dict[str, Description] = {}
         for d in found:
             unique.setdefault(d.text, d)
         return list(unique.values())[:k], sentences, timings
 
-    def _found(self, vec: np.ndarray, k: int) -> list[Description]:
-        found = [
+    def _found(self, vec: np.ndarray, k: int) -> tuple[list[Description], list[Description]]:
+        """The first ``k`` captions of the gallery's and of the bank's (the candidates),
+        and all those fetched for the score distribution (``Judge.fetch``)."""
+        fetch = self.judge.fetch(k)
+        gallery = [
             Description(r.text, score, "gallery", r.id, r.image_id)
-            for r, score in self.gallery.search_captions(vec, k)
+            for r, score in self.gallery.search_captions(vec, fetch)
         ]
         bank = self.bank.bank
-        if bank is not None:
-            found += [Description(t, score, "bank") for t, score in bank.search(vec, k)]
-        return found
+        banked = (
+            [Description(t, score, "bank") for t, score in bank.search(vec, fetch)]
+            if bank is not None
+            else []
+        )
+        return gallery[:k] + banked[:k], gallery + banked
+
+    def _judged(self, found: list[Description], pool: list[Description]) -> list[Description]:
+        """``found`` with each caption's relevance, read from the pool's scores."""
+        pool = sorted(pool, key=lambda d: (-d.score, d.source != "gallery"))
+        judged = self.judge.of("image-caption", [d.score for d in pool])
+        relevance = {(d.source, d.id, d.text): p for d, p in zip(pool, judged, strict=True)}
+        return [replace(d, relevance=relevance.get((d.source, d.id, d.text))) for d in found]
 
     def clean(self, text: str) -> str:
         """The text as cleaned (once, at the route); UnusableText if it cannot be used."""

@@ -35,4 +35,5 @@ class Status:
             read_only=c.settings.read_only,
             decoder=c.writer.status,
             concepts=channel.config.weight if channel is not None else 0.0,
+            relevance=c.relevance_status,
         )

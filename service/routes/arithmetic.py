@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.service.capabilities.arithmetic import Arithmetic
-from groundsearch.service.capabilities.search import ImageHits
+from groundsearch.service.capabilities.search import ImageHits, Relevances
 from groundsearch.service.deps import (
     AdmissionDep,
     ArithmeticDep,
@@ -28,12 +28,13 @@ from groundsearch.service.routes.params import (
     PHOTO_STATUSES,
     WRITING_ERRORS,
     K,
+    MinRelevance,
     Minus,
     Photo,
     Plus,
     Rerank,
 )
-from groundsearch.service.schemas import ImageHit, ImagesResponse, WrittenSentence
+from groundsearch.service.schemas import ImagesResponse, WrittenSentence, image_hits
 from groundsearch.service.settings import ServiceSettings
 from groundsearch.service.timing import Timings
 from groundsearch.service.uploads import read_photo
@@ -54,6 +55,7 @@ class Terms:
     k: int
     rerank: bool
     sentence: bool
+    min_relevance: float | None
 
     def check(self, capability: Arithmetic, settings: ServiceSettings) -> None:
         """422 for a ``k`` over the limit; 501 before any work when no sentence can be
@@ -69,8 +71,9 @@ async def _terms(
     k: K = 10,
     rerank: Rerank = False,
     sentence: Sentence = False,
+    min_relevance: MinRelevance = None,
 ) -> Terms:
-    return Terms(plus, minus, k, rerank, sentence)
+    return Terms(plus, minus, k, rerank, sentence, min_relevance)
 
 
 async def _gallery_photo(
@@ -100,15 +103,21 @@ async def arithmetic(
     terms.check(capability, settings)  # before any work
     plus, minus, sentence = terms.plus, terms.minus, terms.sentence
     async with admission.slots(*(("parse",) if plus or minus or sentence else ())):
-        hits, wrote, timings = await run_in_threadpool(
+        hits, relevance, wrote, timings = await run_in_threadpool(
             capability.run, image_id, plus, minus, terms.k, terms.rerank, written=sentence
         )
-    return _images(hits, wrote, timings)
+    return _images(hits, relevance, capability.judge.threshold(terms.min_relevance), wrote, timings)
 
 
-def _images(hits: ImageHits, wrote: list[Generated], timings: Timings) -> ImagesResponse:
+def _images(
+    hits: ImageHits,
+    relevance: Relevances,
+    threshold: float | None,
+    wrote: list[Generated],
+    timings: Timings,
+) -> ImagesResponse:
     return ImagesResponse(
-        results=[ImageHit.of(h) for h in hits],
+        **image_hits(hits, relevance, threshold),
         generated=[WrittenSentence.of(g) for g in wrote],
         timings_ms=timings,
     )
@@ -134,7 +143,7 @@ async def arithmetic_upload(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )
         compute = partial(capability.run, written=terms.sentence)
-        hits, wrote, timings = await workers.run(
+        hits, relevance, wrote, timings = await workers.run(
             compute, photo, terms.plus, terms.minus, terms.k, terms.rerank
         )
-    return _images(hits, wrote, timings)
+    return _images(hits, relevance, capability.judge.threshold(terms.min_relevance), wrote, timings)

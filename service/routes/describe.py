@@ -20,12 +20,20 @@ from groundsearch.service.deps import (
     read_upload,
 )
 from groundsearch.service.problems import responses
-from groundsearch.service.routes.params import PHOTO_STATUSES, WRITING_ERRORS, Beam, K, Photo, Text
+from groundsearch.service.routes.params import (
+    PHOTO_STATUSES,
+    WRITING_ERRORS,
+    Beam,
+    K,
+    MinRelevance,
+    Photo,
+    Text,
+)
 from groundsearch.service.schemas import (
-    CaptionHit,
     DescribeResponse,
     ParaphraseResponse,
     WrittenSentence,
+    caption_hits,
 )
 from groundsearch.service.uploads import read_photo
 
@@ -49,9 +57,12 @@ async def describe(
     k: K = 5,
     sentences: Sentences = "both",
     beam: Beam = None,
+    min_relevance: MinRelevance = None,
 ) -> DescribeResponse:
     """Sentences for a photo: new ones the caption decoder writes (Kiros et al. 2014) and
-    the ``k`` existing captions (the gallery's and the caption bank's) that fit it best."""
+    the ``k`` existing captions (the gallery's and the caption bank's) that fit it best:
+    those whose relevance reaches ``min_relevance`` in ``results``, the others in
+    ``weak``."""
     check_k(k, settings)
     if sentences == "generated":  # refused (501) before any work when none can be written
         capability.writer.require()
@@ -63,9 +74,10 @@ async def describe(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )
         hits, wrote, timings = await workers.run(capability.run, photo, k, retrieved, written, beam)
+    threshold = capability.judge.threshold(min_relevance)
     return DescribeResponse(
         generated=[WrittenSentence.of(g) for g in wrote],
-        results=[CaptionHit.of(h) for h in hits],
+        **caption_hits(hits, threshold, retrieved),
         timings_ms=timings,
     )
 

@@ -9,8 +9,8 @@ from fastapi.responses import FileResponse
 from groundsearch.model.runtime.images.photos import EXTENSIONS
 from groundsearch.service.deps import PhotosDep, SettingsDep, check_k
 from groundsearch.service.problems import responses
-from groundsearch.service.routes.params import ImageId, K
-from groundsearch.service.schemas import ImageHit, ImagesResponse
+from groundsearch.service.routes.params import ImageId, K, MinRelevance
+from groundsearch.service.schemas import ImagesResponse, image_hits
 
 router = APIRouter(tags=["images"])
 BINARY = {"schema": {"type": "string", "format": "binary"}}
@@ -44,9 +44,14 @@ async def photo(photos: PhotosDep, image_id: ImageId) -> FileResponse:
     responses=responses(404, 422, 503),
 )
 async def similar(
-    photos: PhotosDep, settings: SettingsDep, image_id: ImageId, k: K = 10
+    photos: PhotosDep,
+    settings: SettingsDep,
+    image_id: ImageId,
+    k: K = 10,
+    min_relevance: MinRelevance = None,
 ) -> ImagesResponse:
-    """The ``k`` gallery photos closest to this one (itself excluded)."""
+    """The ``k`` gallery photos closest to this one (itself excluded): those whose
+    relevance reaches ``min_relevance`` in ``results``, the others in ``weak``."""
     check_k(k, settings)
-    hits = await run_in_threadpool(photos.similar, image_id, k)
-    return ImagesResponse(results=[ImageHit.of(h) for h in hits])
+    hits, relevance = await run_in_threadpool(photos.similar, image_id, k)
+    return ImagesResponse(**image_hits(hits, relevance, photos.judge.threshold(min_relevance)))

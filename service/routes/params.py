@@ -32,6 +32,16 @@ Plus = Annotated[
     list[str], Query(max_length=MAX_PHRASES, description="Phrases to add, e.g. 'red'.")
 ]
 Minus = Annotated[list[str], Query(max_length=MAX_PHRASES, description="Phrases to take away.")]
+MinRelevance = Annotated[
+    float | None,
+    Query(
+        ge=0.0,
+        le=1.0,
+        description="Hits whose relevance (a calibrated probability, 0..1) is below this are "
+        "returned apart, in 'weak'; 'no_match' is true when none reaches it. Default: the "
+        "server's (chosen on Flickr8k dev; /ready says it). 0 keeps every hit in 'results'.",
+    ),
+]
 Rerank = Annotated[bool, Query(description="Re-sort by the mean of the top photos.")]
 Beam = Annotated[
     int | None,

@@ -114,6 +114,26 @@ function scoreBar(score) {
     el("span", { class: "score-num" }, score.toFixed(3)));
 }
 
+function relevanceTag(relevance) {
+  // the calibrated probability that the hit matches (null: the server has no model)
+  if (relevance === null || relevance === undefined) return null;
+  return el("span", { class: "relevance", title: "relevance: the calibrated probability that it matches" },
+    "relevance " + percent(relevance));
+}
+
+function noMatchNote(data, what) {
+  // "no good match": nothing reached min_relevance; the weak hits, if any, are shown apart
+  if (!data.no_match) return null;
+  const weak = (data.weak || []).length;
+  return el("p", { class: "no-match", role: "status" },
+    `No good match ${what}` + (weak ? ` — the ${weak} closest, below, are guesses.` : "."));
+}
+
+function weakHeading(data) {
+  const cut = data.min_relevance === null || data.min_relevance === undefined ? "" : ` (relevance below ${percent(data.min_relevance)})`;
+  return el("h3", { class: "weak-title" }, "Weak matches" + cut);
+}
+
 // ---------------------------------------------------------------- image grids
 
 function hitCard(hit) {
@@ -128,6 +148,7 @@ function hitCard(hit) {
       el("span", { class: "hit-id", title: "gallery id" }, "#" + hit.id)),
     el("figcaption", {},
       scoreBar(hit.score),
+      relevanceTag(hit.relevance),
       el("p", { class: "hit-caption", title: (hit.captions || []).join("\n") }, caption),
       others.length ? el("details", {}, el("summary", {}, `${others.length} more caption${others.length > 1 ? "s" : ""}`), el("ul", {}, others)) : null,
       el("div", { class: "hit-actions" },
@@ -135,9 +156,26 @@ function hitCard(hit) {
         el("button", { type: "button", class: "small ghost", onclick: () => similar(hit.id) }, "similar"))));
 }
 
-function renderGrid(container, hits) {
-  container.replaceChildren(...hits.map(hitCard));
-  if (!hits.length) container.append(el("p", { class: "empty" }, "No photos in the gallery."));
+function renderGrid(container, data) {
+  // data: an answer with results (good matches), weak (below min_relevance) and no_match
+  const strong = data.results || [], weak = data.weak || [];
+  container.replaceChildren(...strong.map(hitCard));
+  if (!strong.length && !weak.length) {
+    container.append(el("p", { class: "empty" }, "No photos in the gallery."));
+    return;
+  }
+  const note = noMatchNote(data, "in the gallery");
+  if (note) container.append(note);
+  if (weak.length) {
+    container.append(el("section", { class: "weak-hits", "aria-label": "Weak matches" },
+      weakHeading(data), el("div", { class: "grid weak-grid" }, ...weak.map(hitCard))));
+  }
+}
+
+function counted(data, noun) {
+  // "8 photos (3 good, 5 weak)": the k hits, then how min_relevance split them
+  const strong = data.results.length, weak = (data.weak || []).length;
+  return `${strong + weak} ${noun}` + (weak ? ` (${strong} good, ${weak} weak)` : "");
 }
 
 // ---------------------------------------------------------------- search + tree
@@ -149,9 +187,9 @@ async function search(event) {
   await busy($("#search-btn"), "Searching…", async () => {
     try {
       const data = await api("POST", "/search", { text, k: 12 });
-      renderGrid($("#results"), data.results);
+      renderGrid($("#results"), data);
       $("#search-status").textContent =
-        `${data.results.length} photos for “${data.query ?? text}” — ${timings(data.timings_ms)}`;
+        `${counted(data, "photos")} for “${data.query ?? text}” — ${timings(data.timings_ms)}`;
     } catch (exc) {
       $("#results").replaceChildren();
       $("#search-status").textContent = "";
@@ -167,8 +205,8 @@ async function similar(id) {
   clearError();
   try {
     const data = await api("GET", `/images/${id}/similar`, { k: 12 });
-    renderGrid($("#results"), data.results);
-    $("#search-status").textContent = `${data.results.length} photos similar to #${id}`;
+    renderGrid($("#results"), data);
+    $("#search-status").textContent = `${counted(data, "photos")} similar to #${id}`;
     $("#search-section").scrollIntoView({ behavior: "smooth", block: "start" });
   } catch (exc) {
     showError(exc);
@@ -253,15 +291,20 @@ async function describe(file) {
   try {
     const data = await api("POST", "/describe", { k: 5 }, form);
     writtenBlock($("#written"), data.generated, "Written for this photo");
-    const items = data.results.map((c) => el("li", { class: "caption", dataset: { id: c.id ?? "", imageId: c.image_id ?? "", source: c.source } },
+    const item = (c, weak) => el("li", { class: weak ? "caption weak" : "caption", dataset: { id: c.id ?? "", imageId: c.image_id ?? "", source: c.source } },
       c.image_url
         ? el("img", { src: c.image_url, alt: c.text, class: "caption-thumb", title: `gallery image #${c.image_id}` })
         : el("span", { class: "caption-thumb caption-bank", title: "from the caption bank (no gallery photo)" }, "bank"),
       el("div", { class: "caption-body" },
         el("p", { class: "caption-text" }, c.text),
-        scoreBar(c.score))));
-    $("#captions").replaceChildren(...items);
-    status.textContent = `${data.results.length} captions — ${timings(data.timings_ms)}`;
+        scoreBar(c.score), relevanceTag(c.relevance)));
+    const weak = data.weak || [];
+    const note = noMatchNote(data, "among the captions");
+    $("#captions").replaceChildren(...data.results.map((c) => item(c, false)),
+      ...(note ? [el("li", { class: "no-match-item" }, note)] : []),
+      ...(weak.length ? [el("li", { class: "weak-title-item" }, weakHeading(data))] : []),
+      ...weak.map((c) => item(c, true)));
+    status.textContent = `${counted(data, "captions")} — ${timings(data.timings_ms)}`;
   } catch (exc) {
     $("#captions").replaceChildren();
     writtenBlock($("#written"), []);
@@ -339,7 +382,7 @@ async function arithmetic(event) {
   await busy($("#arith-btn"), "Computing…", async () => {
     try {
       const data = await api("POST", id ? "/arithmetic" : "/arithmetic/upload", params, body);
-      renderGrid($("#arith-results"), data.results);
+      renderGrid($("#arith-results"), data);
       writtenBlock($("#arith-written"), data.generated, "The result in words");
       const expr = [id ? `#${id}` : file.name, ...params.minus.map((m) => `− ${m}`), ...params.plus.map((p) => `+ ${p}`)].join(" ");
       $("#arith-status").textContent = `${expr} — ${data.results.length} photos — ${timings(data.timings_ms)}`;

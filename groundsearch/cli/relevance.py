@@ -1,0 +1,147 @@
+"""``groundsearch fit-relevance`` and ``evaluate-relevance``: the calibrated relevance
+model (``model.runtime.relevance``), fitted on Flickr8k dev and measured on test."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from groundsearch.cli.common import (
+    checkpoint_argument,
+    checkpoint_path,
+    command,
+    data_option,
+    data_root,
+    json_text,
+    make_parser,
+    user_errors,
+)
+from groundsearch.settings import get_settings
+
+
+def _split_data(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]:
+    """The checkpoint's model, the split embedded (``SplitData``) and the text parse."""
+    from groundsearch.model.data import load_captioned_images
+    from groundsearch.model.runtime.checkpoints import load_checkpoint
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.training.corpus import text_trees
+    from groundsearch.model.training.relevance import SplitData
+
+    s = get_settings()
+    parser = make_parser()
+    parse = text_trees(parser)
+    model = load_checkpoint(checkpoint_path(args), parser=parser.version)
+    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
+    ds = load_captioned_images(data_root(args), split=split)
+    trees = parse(list(ds.captions))
+    photos = model.embed_images(
+        extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))], progress=True)
+    )
+    captions = model.embed_sentences(trees)
+    columns = int(getattr(model, "channel_columns", 0))
+    return model, SplitData(ds, trees, photos, captions, columns), parse
+
+
+def _errors() -> tuple[type[BaseException], ...]:
+    from groundsearch.model.data import DatasetError
+    from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.images.photos import PhotoError
+    from groundsearch.model.runtime.relevance import RelevanceError
+    from groundsearch.model.runtime.sentences import UnusableText
+
+    return DatasetError, CheckpointError, UnusableText, PhotoError, RelevanceError
+
+
+def cmd_fit_relevance(args: argparse.Namespace) -> int:
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.relevance import RelevanceModel
+    from groundsearch.model.training.relevance import (
+        CONCEPT_SHARE,
+        KEEP,
+        choose_threshold,
+        fit,
+        gather,
+        no_match_figures,
+    )
+
+    out = Path(args.out) if args.out else get_settings().model_dir / "relevance.json"
+    with user_errors(*_errors()):
+        model, data, parse = _split_data(args, args.split)
+        pools, runs = gather(data, model.embed_sentences, parse)
+        kinds = fit(pools)
+        info = {
+            "command": "groundsearch fit-relevance",
+            "checkpoint": checkpoint_path(args).name,
+            "split": args.split,
+            "queries": {k: p.queries for k, p in pools.items()},
+            "concept_share": CONCEPT_SHARE,
+            "threshold_rule": f"highest keeping {KEEP:.0%} of relevant top-5 hits of "
+            f"single-concept queries on {args.split}",
+        }
+        identity = checkpoint_identity(checkpoint_path(args))
+        fitted = RelevanceModel(kinds, 0.5, identity, info=info)
+        threshold = choose_threshold(runs, fitted)
+        fitted = RelevanceModel(kinds, threshold, identity, info=info)
+        fitted.save(out)
+    summary = {
+        "out": str(out),
+        "threshold": threshold,
+        "queries": info["queries"],
+        f"{args.split}_no_match": no_match_figures(runs, fitted, threshold),
+    }
+    print(json_text(summary, digits=3))
+    return 0
+
+
+def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.relevance import load_relevance
+    from groundsearch.model.training.relevance import gather, measure, reliability_figure
+
+    path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
+    with user_errors(*_errors()):
+        relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
+        model, data, parse = _split_data(args, args.split)
+        pools, runs = gather(data, model.embed_sentences, parse)
+        result = {
+            "relevance": str(path),
+            "checkpoint": str(checkpoint_path(args)),
+            "split": args.split,
+            **measure(pools, runs, relevance),
+        }
+        if args.figure:
+            reliability_figure(result, Path(args.figure))
+    text = json_text(result, digits=4)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = command(
+        sub,
+        "fit-relevance",
+        cmd_fit_relevance,
+        "fit the calibrated relevance model on Flickr8k dev (captions, photos, concept "
+        "queries, arithmetic) and write it as JSON",
+    )
+    checkpoint_argument(p, "the joint-model checkpoint whose scores are calibrated")
+    data_option(p)
+    p.add_argument("--split", default="dev", choices=("dev", "train"), help="never test")
+    p.add_argument("--out", help="where to write it (default: the artifacts' relevance.json)")
+
+    p = command(
+        sub,
+        "evaluate-relevance",
+        cmd_evaluate_relevance,
+        "the relevance model's calibration error, AUROC on concept queries and 'no match' "
+        "shares on a split",
+    )
+    checkpoint_argument(p, "the joint-model checkpoint the relevance model was fitted for")
+    data_option(p)
+    p.add_argument("--split", default="test", help="the split measured")
+    p.add_argument("--relevance", help="the relevance model (default: the shipped one)")
+    p.add_argument("--out", help="also write the JSON here")
+    p.add_argument("--figure", help="write the reliability diagram (PNG) here")

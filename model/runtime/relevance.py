@@ -1,0 +1,232 @@
+"""Relevance: a calibrated probability that a hit matches its query.
+
+A retrieval score ranks a query's hits, but its level says little about whether the best
+of them is a match: "a giraffe" on a gallery without giraffes still gets a best photo,
+scored in the range of real matches. The relevance model reads, for each hit, what is
+known at query time and turns it into a probability:
+
+- ``score``: the hit's inner product with the query (the served space: the joint cosine,
+  the text's part scaled by 1 − ρ, plus the concept channel's);
+- ``gap``: the score less the mean of the query's top ``top`` scores (``top`` = 20): the
+  shape of the query's score distribution: a match stands out of the crowd, a guess
+  does not;
+- ``lead``: the query's best score less that mean (one value per query: how much its
+  best hit stands out);
+- ``log_rank``: log(1 + the hit's rank − 1);
+- ``novelty``: the concept channel's novelty share ρ of a text query (how much of it the
+  joint space never trained: ``model.runtime.concepts``); 0 for photo queries.
+
+One model per kind of query (``KINDS``): the scores of a text against photos, a photo
+against captions, a photo against photos and an arithmetic sum do not share a scale. Each
+is a logistic regression on the standardised features, whose output is mapped through an
+isotonic regression (piecewise linear between its thresholds, clipped at the ends), both
+fitted with scikit-learn by ``groundsearch fit-relevance`` (``model.training.relevance``)
+on Flickr8k dev. The fitted numbers are stored as JSON (``relevance.json`` in the
+artifacts: no pickle) with the checkpoint they were fitted for, since the scores are
+that checkpoint's, and the default threshold chosen on dev. Evaluating them needs only
+numpy.
+
+Relevance never changes a hit's score or its place in the ranking.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Kinds of query, each with its own fitted model.
+KINDS = ("text-image", "image-caption", "image-image", "arithmetic")
+#: The features a model may use, in the order ``features`` computes them.
+FEATURES = ("score", "gap", "lead", "log_rank", "novelty")
+#: How many of a query's top scores its distribution is read from.
+TOP = 20
+FORMAT = 1
+
+
+class RelevanceError(ValueError):
+    """A relevance file that cannot be used (unreadable, another format, inconsistent)."""
+
+
+def features(
+    scores: Sequence[float] | np.ndarray, novelty: float = 0.0, top: int = TOP
+) -> np.ndarray:
+    """Every feature (``FEATURES``, columns) of each hit (rows) of one query, from its
+    scores best first (at least its first ``top``, when the gallery holds that many)."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if s.size == 0:
+        return np.zeros((0, len(FEATURES)))
+    head = s[: max(top, 1)]
+    mean = float(head.mean())
+    best = float(head.max())
+    ranks = np.arange(s.size, dtype=np.float64)
+    return np.column_stack(
+        [
+            s,
+            s - mean,
+            np.full(s.size, best - mean),
+            np.log1p(ranks),
+            np.full(s.size, float(novelty)),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class KindModel:
+    """One kind's fitted model: logistic regression on standardised features, then an
+    isotonic map of its probability."""
+
+    features: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    iso_x: np.ndarray
+    iso_y: np.ndarray
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.features if f not in FEATURES]
+        if unknown:
+            raise RelevanceError(f"unknown relevance features {unknown}")
+        n = len(self.features)
+        if not (self.mean.shape == self.scale.shape == self.coef.shape == (n,)):
+            raise RelevanceError("relevance coefficients do not match its features")
+        if self.iso_x.ndim != 1 or self.iso_x.shape != self.iso_y.shape or self.iso_x.size < 1:
+            raise RelevanceError("relevance isotonic thresholds are inconsistent")
+        if np.any(np.diff(self.iso_x) < 0) or np.any(np.diff(self.iso_y) < 0):
+            raise RelevanceError("relevance isotonic thresholds must be non-decreasing")
+        if np.any(self.scale <= 0):
+            raise RelevanceError("relevance feature scales must be positive")
+
+    def logistic(self, table: np.ndarray) -> np.ndarray:
+        """The logistic regression's probability for rows of ``features`` (all columns)."""
+        cols = [FEATURES.index(f) for f in self.features]
+        z = (table[:, cols] - self.mean) / self.scale @ self.coef + self.intercept
+        return 1.0 / (1.0 + np.exp(-z))
+
+    def predict(self, table: np.ndarray) -> np.ndarray:
+        """Calibrated probabilities for rows of ``features`` (all columns)."""
+        if table.shape[0] == 0:
+            return np.zeros(0)
+        p = np.interp(self.logistic(table), self.iso_x, self.iso_y)
+        return np.clip(p, 0.0, 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "features": list(self.features),
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "coef": self.coef.tolist(),
+            "intercept": self.intercept,
+            "isotonic": {"x": self.iso_x.tolist(), "y": self.iso_y.tolist()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> KindModel:
+        try:
+            return cls(
+                features=tuple(d["features"]),
+                mean=np.asarray(d["mean"], np.float64),
+                scale=np.asarray(d["scale"], np.float64),
+                coef=np.asarray(d["coef"], np.float64),
+                intercept=float(d["intercept"]),
+                iso_x=np.asarray(d["isotonic"]["x"], np.float64),
+                iso_y=np.asarray(d["isotonic"]["y"], np.float64),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, RelevanceError):
+                raise
+            raise RelevanceError(f"a relevance model is malformed: {exc!r}") from None
+
+
+@dataclass(frozen=True)
+class RelevanceModel:
+    """Every kind's model, the checkpoint they were fitted for and the default threshold.
+
+    Args:
+        kinds: each kind's model (a kind without one has no relevance).
+        threshold: the default ``min_relevance``: below it a hit is weak (chosen on dev).
+        identity: the checkpoint the scores come from (``checkpoint_identity``).
+        top: how many top scores the distribution features read.
+        info: how it was fitted (data, command), kept for the record.
+    """
+
+    kinds: Mapping[str, KindModel]
+    threshold: float
+    identity: Mapping[str, str]
+    top: int = TOP
+    info: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.kinds if k not in KINDS]
+        if unknown:
+            raise RelevanceError(f"unknown relevance kinds {unknown}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise RelevanceError(f"the relevance threshold must be in [0, 1], got {self.threshold}")
+        if self.top < 1:
+            raise RelevanceError(f"top must be at least 1, got {self.top}")
+
+    def predict(
+        self, kind: str, scores: Sequence[float] | np.ndarray, novelty: float = 0.0
+    ) -> np.ndarray:
+        """The relevance of each hit of one query of ``kind``, from its scores best
+        first (pass at least its top ``top``); KeyError for a kind without a model."""
+        return self.kinds[kind].predict(features(scores, novelty, self.top))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "identity": dict(self.identity),
+            "threshold": self.threshold,
+            "top": self.top,
+            "kinds": {k: m.to_dict() for k, m in self.kinds.items()},
+            "info": dict(self.info or {}),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RelevanceModel:
+        if not isinstance(d, Mapping) or d.get("format") != FORMAT:
+            raise RelevanceError(f"not a relevance model of format {FORMAT}")
+        try:
+            return cls(
+                kinds={k: KindModel.from_dict(m) for k, m in d["kinds"].items()},
+                threshold=float(d["threshold"]),
+                identity={str(k): str(v) for k, v in d["identity"].items()},
+                top=int(d["top"]),
+                info=d.get("info") or {},
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RelevanceError(f"a relevance model is malformed: {exc!r}") from None
+
+    def save(self, path: Path) -> None:
+        from groundsearch.files import atomic_path
+
+        with atomic_path(Path(path)) as tmp:
+            Path(tmp).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+
+def load_relevance(path: Path, identity: Mapping[str, str] | None = None) -> RelevanceModel:
+    """The relevance model in ``path`` (JSON); RelevanceError if it cannot be read, or,
+    with ``identity``, was fitted for another checkpoint."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RelevanceError(f"cannot read relevance model {path}: {exc}") from None
+    model = RelevanceModel.from_dict(data)
+    if identity is not None and dict(model.identity) != dict(identity):
+        raise RelevanceError(f"{path} was fitted for another checkpoint")
+    return model
+
+
+def novelty_of(vector: np.ndarray, channel_columns: int) -> float:
+    """ρ of a text query, read off its vector: a normalised ``JointEmbedder`` scales the
+    text's unit joint part by 1 − ρ (``model.runtime.embedder``), so ρ = 1 − its norm.
+    0 without a concept channel."""
+    if channel_columns <= 0:
+        return 0.0
+    joint = np.asarray(vector, np.float64).reshape(-1)[:-channel_columns]
+    return float(np.clip(1.0 - np.linalg.norm(joint), 0.0, 1.0))

@@ -1,0 +1,509 @@
+"""Fitting and measuring the relevance model (``model.runtime.relevance``).
+
+Every query below is answered as the service answers it: its top ``TOP`` hits by the
+model's inner product, best first, each hit labelled relevant or not:
+
+- **captions → photos** (``text-image``): each caption of the split as a query against
+  the split's photos; its own photo is relevant, the others not;
+- **photos → captions** (``image-caption``): each photo against the split's captions; its
+  own five are relevant;
+- **photos → photos** (``image-image``, ``/images/{id}/similar``): each photo against the
+  others; relevant when the two share a *consensus noun*, a noun lemma at least three of
+  each photo's five captions use ("dog", "beach", "man");
+- **concept queries** (``text-image``, ``model.training.evaluation.concepts``): the
+  held-out-concept protocol's single-concept and compositional queries ("a cat", "a man
+  riding a horse"), relevant when a caption of the photo mentions the concept, asked
+  twice: against the split's photos, and against the split's photos less the concept's
+  own (where every hit is a guess: what "no match" must learn);
+- **arithmetic** (``arithmetic``): the measured protocol's pairs
+  (``model.training.evaluation.arithmetic``): ``photo − "A" + "B"`` from photos of A (at
+  most ``MAX_STARTS`` per pair), relevant when the hit's captions mention B.
+
+``fit`` fits each kind's logistic regression (scikit-learn, standardised features) and an
+isotonic regression on its out-of-fold probabilities (5 folds grouped by query), on the
+dev split; ``choose_threshold`` picks the default ``min_relevance`` on dev; ``measure``
+gives the figures on a split (test): expected calibration error, AUROC over the concept
+queries' hits, and the "no match" shares.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from groundsearch.model.data.concepts import HELD_OUT, photos_mentioning
+from groundsearch.model.data.flickr import CaptionedImages
+from groundsearch.model.runtime.arithmetic import arithmetic_query
+from groundsearch.model.runtime.concepts import NOUNS
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.model.runtime.relevance import (
+    FEATURES,
+    TOP,
+    KindModel,
+    RelevanceModel,
+    features,
+    novelty_of,
+)
+from groundsearch.model.training.evaluation.arithmetic import (
+    DEFAULT_PAIRS,
+    mentions,
+    parse_pairs,
+    photo_words,
+)
+from groundsearch.model.training.evaluation.concepts import (
+    ConceptQuery,
+    compositional_queries,
+    single_queries,
+)
+
+#: Start photos per arithmetic pair (the first ones of the split).
+MAX_STARTS = 25
+#: Captions of a photo that must use a noun for it to be the photo's consensus noun.
+CONSENSUS = 3
+#: Bins of the expected calibration error and the reliability diagram.
+BINS = 15
+#: The share of relevant top-5 hits a present concept must keep (choose_threshold).
+KEEP = 0.9
+
+ParseFn = Callable[[list[str]], list[DependencyTree]]
+EmbedFn = Callable[[Sequence[DependencyTree]], np.ndarray]
+
+
+@dataclass
+class Pool:
+    """Hits of many queries of one kind: their features, labels, query ids and sources."""
+
+    rows: list[np.ndarray] = field(default_factory=list)
+    labels: list[np.ndarray] = field(default_factory=list)
+    groups: list[np.ndarray] = field(default_factory=list)
+    sources: list[np.ndarray] = field(default_factory=list)
+    queries: int = 0
+
+    def add(
+        self, scores: np.ndarray, relevant: np.ndarray, source: str, novelty: float = 0.0
+    ) -> None:
+        """One query's hits: its top scores (best first) and whether each is relevant."""
+        self.rows.append(features(scores, novelty))
+        self.labels.append(np.asarray(relevant, dtype=np.int8))
+        self.groups.append(np.full(len(scores), self.queries))
+        self.sources.append(np.full(len(scores), source))
+        self.queries += 1
+
+    def arrays(self, sources: Sequence[str] | None = None) -> tuple[np.ndarray, ...]:
+        """features, labels, groups, sources (only ``sources``' hits when given)."""
+        x = np.concatenate(self.rows) if self.rows else np.zeros((0, len(FEATURES)))
+        y = np.concatenate(self.labels) if self.labels else np.zeros(0, np.int8)
+        g = np.concatenate(self.groups) if self.groups else np.zeros(0, int)
+        s = np.concatenate(self.sources) if self.sources else np.zeros(0, str)
+        if sources is not None:
+            keep = np.isin(s, list(sources))
+            x, y, g, s = x[keep], y[keep], g[keep], s[keep]
+        return x, y, g, s
+
+
+def top_of(scores: np.ndarray, top: int = TOP) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``top`` largest columns, best first (ties by column), and their scores."""
+    k = min(top, scores.shape[1])
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    vals = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -vals), axis=1)
+    idx = np.take_along_axis(part, order, axis=1)
+    return idx, np.take_along_axis(scores, idx, axis=1)
+
+
+@dataclass
+class SplitData:
+    """A split embedded once: photo and caption vectors, caption trees and novelty."""
+
+    ds: CaptionedImages
+    trees: list[DependencyTree]
+    photos: np.ndarray
+    captions: np.ndarray
+    channel_columns: int
+
+    @property
+    def caption_image(self) -> np.ndarray:
+        return np.asarray(self.ds.caption_image)
+
+    def novelty(self, vectors: np.ndarray) -> np.ndarray:
+        return np.array([novelty_of(v, self.channel_columns) for v in vectors])
+
+
+def caption_pools(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) -> None:
+    """captions → photos and photos → captions (their own relevant)."""
+    own = data.caption_image
+    idx, vals = top_of(data.captions @ data.photos.T, top)
+    novelty = data.novelty(data.captions)
+    for i in range(len(idx)):
+        pools["text-image"].add(vals[i], idx[i] == own[i], "captions", novelty[i])
+    idx, vals = top_of(data.photos @ data.captions.T, top)
+    for i in range(len(idx)):
+        pools["image-caption"].add(vals[i], own[idx[i]] == i, "captions")
+
+
+def consensus_nouns(data: SplitData, least: int = CONSENSUS) -> list[frozenset[str]]:
+    """Each photo's noun lemmas used by at least ``least`` of its captions."""
+    counts: list[Counter[str]] = [Counter() for _ in data.ds.images]
+    for tree, image in zip(data.trees, data.caption_image, strict=True):
+        counts[int(image)].update({n.lemma.lower() for n in tree if n.upos in NOUNS})
+    return [frozenset(w for w, c in cnt.items() if c >= least) for cnt in counts]
+
+
+def similar_pool(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) -> None:
+    """photos → other photos, relevant when they share a consensus noun."""
+    nouns = consensus_nouns(data)
+    scores = data.photos @ data.photos.T
+    np.fill_diagonal(scores, -np.inf)
+    idx, vals = top_of(scores, top)
+    for i in range(len(idx)):
+        rel = np.array([bool(nouns[i] & nouns[j]) for j in idx[i]])
+        pools["image-image"].add(vals[i], rel, "similar")
+
+
+def concept_queries(concepts: Mapping[str, Sequence[str]] = HELD_OUT) -> list[ConceptQuery]:
+    return single_queries(concepts) + compositional_queries(concepts)
+
+
+@dataclass(frozen=True)
+class ConceptRun:
+    """One concept query on a split: its relevant photos and, against the whole split
+    (``present``) and the split less the concept's photos (``absent``), its top hits."""
+
+    query: ConceptQuery
+    single: bool
+    relevant: frozenset[int]
+    novelty: float
+    present_idx: np.ndarray
+    present_scores: np.ndarray
+    absent_idx: np.ndarray
+    absent_scores: np.ndarray
+
+
+def concept_runs(
+    data: SplitData,
+    embed: EmbedFn,
+    parse: ParseFn,
+    top: int = TOP,
+    concepts: Mapping[str, Sequence[str]] = HELD_OUT,
+) -> list[ConceptRun]:
+    """Every concept query with a relevant photo in the split, asked both ways."""
+    singles = {q.text for q in single_queries(concepts)}
+    queries = [q for q in concept_queries(concepts) if photos_mentioning(data.ds, *q.groups)]
+    vectors = embed(parse([q.text for q in queries]))
+    scores = vectors @ data.photos.T
+    runs = []
+    for q, vec, row in zip(queries, vectors, scores, strict=True):
+        relevant = frozenset(photos_mentioning(data.ds, *q.groups))
+        # absent: the concept's own photos (any caption mentions it) left out
+        own = photos_mentioning(data.ds, *q.groups[:1])
+        p_idx, p_val = top_of(row[None, :], top)
+        masked = row.copy()
+        masked[list(own)] = -np.inf
+        a_idx, a_val = top_of(masked[None, :], top)
+        runs.append(
+            ConceptRun(
+                q,
+                q.text in singles,
+                relevant,
+                novelty_of(vec, data.channel_columns),
+                p_idx[0],
+                p_val[0],
+                a_idx[0],
+                a_val[0],
+            )
+        )
+    return runs
+
+
+def concept_pool(runs: Sequence[ConceptRun], pools: Mapping[str, Pool]) -> None:
+    for r in runs:
+        rel = np.array([int(i) in r.relevant for i in r.present_idx])
+        pools["text-image"].add(r.present_scores, rel, "concepts", r.novelty)
+        pools["text-image"].add(
+            r.absent_scores, np.zeros(len(r.absent_idx), bool), "concepts-absent", r.novelty
+        )
+
+
+def arithmetic_pool(
+    data: SplitData,
+    embed: EmbedFn,
+    parse: ParseFn,
+    pools: Mapping[str, Pool],
+    pairs: str = DEFAULT_PAIRS,
+    top: int = TOP,
+    max_starts: int = MAX_STARTS,
+) -> None:
+    """``photo − A + B`` from photos of A (not B); relevant when the hit mentions B."""
+    words = photo_words(data.trees, data.caption_image, len(data.ds.images))
+    for pair in parse_pairs(pairs):
+        a_vec, b_vec = embed(parse([pair.a.text, pair.b.text]))
+        has_a, has_b = mentions(words, pair.a), mentions(words, pair.b)
+        starts = np.flatnonzero(has_a & ~has_b)[:max_starts]
+        for s in starts:
+            query = arithmetic_query(data.photos[s], [b_vec], [a_vec], data.channel_columns)
+            row = data.photos @ query
+            row[s] = -np.inf
+            idx, vals = top_of(row[None, :], top)
+            pools["arithmetic"].add(vals[0], has_b[idx[0]], pair.label)
+
+
+def gather(
+    data: SplitData, embed: EmbedFn, parse: ParseFn, top: int = TOP
+) -> tuple[dict[str, Pool], list[ConceptRun]]:
+    """Every kind's pooled hits on a split, and the concept queries' runs."""
+    pools = {k: Pool() for k in ("text-image", "image-caption", "image-image", "arithmetic")}
+    caption_pools(data, pools, top)
+    similar_pool(data, pools, top)
+    runs = concept_runs(data, embed, parse, top)
+    concept_pool(runs, pools)
+    arithmetic_pool(data, embed, parse, pools, top=top)
+    return pools, runs
+
+
+#: The features each kind's model reads (novelty only where the query is a text).
+KIND_FEATURES: dict[str, tuple[str, ...]] = {
+    "text-image": ("score", "gap", "lead", "log_rank", "novelty"),
+    "image-caption": ("score", "gap", "lead", "log_rank"),
+    "image-image": ("score", "gap", "lead", "log_rank"),
+    "arithmetic": ("score", "gap", "lead", "log_rank"),
+}
+
+
+def fit_kind(
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    names: Sequence[str],
+    weights: np.ndarray | None = None,
+    folds: int = 5,
+    seed: int = 0,
+) -> KindModel:
+    """A logistic regression on the standardised ``names`` columns of ``x``, then an
+    isotonic regression fitted on its out-of-fold probabilities (folds by query)."""
+    from sklearn.isotonic import IsotonicRegression
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold
+
+    cols = [FEATURES.index(n) for n in names]
+    z = x[:, cols]
+    mean, scale = z.mean(axis=0), z.std(axis=0)
+    scale = np.where(scale > 1e-12, scale, 1.0)
+    z = (z - mean) / scale
+    w = np.ones(len(y)) if weights is None else weights
+
+    def logistic() -> LogisticRegression:
+        return LogisticRegression(C=1.0, max_iter=1000)
+
+    oof = np.zeros(len(y))
+    splitter = GroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+    for tr, te in splitter.split(z, y, groups):
+        oof[te] = logistic().fit(z[tr], y[tr], sample_weight=w[tr]).predict_proba(z[te])[:, 1]
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+    iso.fit(oof, y, sample_weight=w)
+    final = logistic().fit(z, y, sample_weight=w)
+    return KindModel(
+        features=tuple(names),
+        mean=mean,
+        scale=scale,
+        coef=final.coef_[0].astype(np.float64),
+        intercept=float(final.intercept_[0]),
+        iso_x=np.asarray(iso.X_thresholds_, np.float64),
+        iso_y=np.asarray(iso.y_thresholds_, np.float64),
+    )
+
+
+def source_weights(sources: np.ndarray, share: Mapping[str, float]) -> np.ndarray:
+    """Weights giving each named source ``share`` of the total weight (others keep 1 per
+    hit and share what is left)."""
+    w = np.ones(len(sources))
+    named = {s: f for s, f in share.items() if np.any(sources == s)}
+    rest = ~np.isin(sources, list(named))
+    left = 1.0 - sum(named.values())
+    total = float(len(sources))
+    for s, f in named.items():
+        m = sources == s
+        w[m] = f * total / m.sum()
+    if rest.any():
+        w[rest] = left * total / rest.sum()
+    return w
+
+
+#: Of the text → image fit's weight, what the concept queries carry (present and absent
+#: galleries); the captions carry the rest. They are few (a few dozen queries against
+#: 5,000 captions) but they are the queries the threshold is for.
+CONCEPT_SHARE = {"concepts": 0.25, "concepts-absent": 0.25}
+
+
+def fit(
+    pools: Mapping[str, Pool], concept_share: Mapping[str, float] = CONCEPT_SHARE
+) -> dict[str, KindModel]:
+    out = {}
+    for kind, pool in pools.items():
+        x, y, g, s = pool.arrays()
+        if len(y) == 0 or y.min() == y.max():
+            continue
+        w = source_weights(s, concept_share) if kind == "text-image" else None
+        out[kind] = fit_kind(x, y, g, KIND_FEATURES[kind], w)
+    return out
+
+
+def no_match_figures(
+    runs: Sequence[ConceptRun], model: RelevanceModel, threshold: float, singles_only: bool = True
+) -> dict[str, Any]:
+    """At ``threshold``: the share of concept queries answered "no match" (no hit at or
+    above it) against the split less the concept's photos, and the share of relevant
+    top-5 hits kept (at or above it) against the whole split."""
+    chosen = [r for r in runs if r.single or not singles_only]
+    kind = model.kinds["text-image"]
+    no_match, kept, relevant = [], 0, 0
+    for r in chosen:
+        absent = kind.predict(features(r.absent_scores, r.novelty, model.top))
+        no_match.append(bool(absent.max(initial=0.0) < threshold))
+        present = kind.predict(features(r.present_scores, r.novelty, model.top))
+        for i, p in zip(r.present_idx[:5], present[:5], strict=True):
+            if int(i) in r.relevant:
+                relevant += 1
+                kept += bool(p >= threshold)
+    return {
+        "queries": len(chosen),
+        "no_match_share": float(np.mean(no_match)) if no_match else 0.0,
+        "relevant_top5": relevant,
+        "kept_share": kept / relevant if relevant else 0.0,
+    }
+
+
+def choose_threshold(
+    runs: Sequence[ConceptRun], model: RelevanceModel, keep: float = KEEP
+) -> float:
+    """The default ``min_relevance``: the highest threshold (a grid of 0.005) at which the
+    single-concept queries keep at least ``keep`` of their relevant top-5 hits."""
+    best = 0.0
+    for t in np.round(np.arange(0.0, 1.0, 0.005), 3):
+        if no_match_figures(runs, model, float(t))["kept_share"] >= keep:
+            best = float(t)
+    return best
+
+
+def calibration(p: np.ndarray, y: np.ndarray, bins: int = BINS) -> dict[str, Any]:
+    """Expected calibration error (equal-width bins, weighted by their hits) and each
+    bin's mean prediction, observed rate and count (the reliability diagram)."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.clip(np.digitize(p, edges[1:-1]), 0, bins - 1)
+    rows, ece = [], 0.0
+    for b in range(bins):
+        m = which == b
+        if not m.any():
+            continue
+        conf, rate = float(p[m].mean()), float(y[m].mean())
+        ece += m.sum() / len(p) * abs(conf - rate)
+        rows.append({"bin": b, "predicted": conf, "observed": rate, "hits": int(m.sum())})
+    return {"ece": float(ece), "hits": len(p), "bins": rows}
+
+
+def predict_pool(
+    model: RelevanceModel, kind: str, pool: Pool, sources: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x, y, _, _ = pool.arrays(sources)
+    return model.kinds[kind].predict(x), y, x[:, FEATURES.index("score")]
+
+
+def measure(
+    pools: Mapping[str, Pool], runs: Sequence[ConceptRun], model: RelevanceModel
+) -> dict[str, Any]:
+    """The figures of ``model`` on one split's pools (see the module docstring)."""
+    from sklearn.metrics import roc_auc_score
+
+    out: dict[str, Any] = {"threshold": model.threshold}
+    cal: dict[str, Any] = {}
+    both_p, both_y = [], []
+    for kind in ("text-image", "image-caption"):
+        p, y, _ = predict_pool(model, kind, pools[kind], ["captions"])
+        cal[kind] = calibration(p, y)
+        both_p.append(p)
+        both_y.append(y)
+    cal["captions, both directions"] = calibration(np.concatenate(both_p), np.concatenate(both_y))
+    for kind in ("image-image", "arithmetic"):
+        x, y, _, _ = pools[kind].arrays()
+        if kind in model.kinds and len(y):
+            cal[kind] = calibration(model.kinds[kind].predict(x), y)
+    out["calibration"] = cal
+    p, y, score = predict_pool(model, "text-image", pools["text-image"], ["concepts"])
+    out["concepts_auroc"] = {
+        "queries": len(runs),
+        "hits": len(y),
+        "relevant": int(y.sum()),
+        "relevance": float(roc_auc_score(y, p)),
+        "score": float(roc_auc_score(y, score)),
+    }
+    singles = [r for r in runs if r.single]
+    ps = np.concatenate(
+        [
+            model.kinds["text-image"].predict(features(r.present_scores, r.novelty, model.top))
+            for r in singles
+        ]
+    )
+    ys = np.concatenate([[int(i) in r.relevant for i in r.present_idx] for r in singles])
+    ss = np.concatenate([r.present_scores for r in singles])
+    out["concepts_auroc"]["single"] = {
+        "relevance": float(roc_auc_score(ys, ps)),
+        "score": float(roc_auc_score(ys, ss)),
+    }
+    out["no_match"] = no_match_figures(runs, model, model.threshold)
+    out["no_match"]["per_query"] = [
+        {
+            "query": r.query.text,
+            "relevant": len(r.relevant),
+            "absent_best": round(
+                float(
+                    model.kinds["text-image"].predict(
+                        features(r.absent_scores, r.novelty, model.top)
+                    )[0]
+                ),
+                3,
+            ),
+            "present_top5": [
+                round(float(v), 3)
+                for v in model.kinds["text-image"].predict(
+                    features(r.present_scores, r.novelty, model.top)
+                )[:5]
+            ],
+            "present_top5_relevant": [int(i) in r.relevant for i in r.present_idx[:5]],
+        }
+        for r in singles
+    ]
+    return out
+
+
+def reliability_figure(figures: Mapping[str, Any], path: Any) -> None:
+    """The reliability diagram of ``measure``'s calibration (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cal = figures["calibration"]
+    shown = [k for k in ("text-image", "image-caption", "image-image", "arithmetic") if k in cal]
+    fig, ax = plt.subplots(figsize=(5.5, 5.0), dpi=110)
+    ax.plot([0, 1], [0, 1], color="0.7", lw=1, ls="--", label="perfect")
+    for kind in shown:
+        rows = cal[kind]["bins"]
+        ax.plot(
+            [r["predicted"] for r in rows],
+            [r["observed"] for r in rows],
+            marker="o",
+            ms=3,
+            label=f"{kind} (ECE {cal[kind]['ece']:.3f}, {cal[kind]['hits']} hits)",
+        )
+    ax.set_xlabel("relevance (predicted probability)")
+    ax.set_ylabel("observed share relevant")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_title("Relevance reliability, Flickr8k test (top-20 hits)")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,102 @@
+"""Each hit's relevance (``model.runtime.relevance``) as the service serves it.
+
+The relevance model reads a query's top ``top`` scores (20), so a capability fetches at
+least that many hits (``fetch``) and keeps the first ``k`` it fetched before: on an exact
+(flat) index the first ``k`` of a longer list are the same hits, so relevance changes
+neither the hits, nor their order, nor their scores. A route then splits the hits at
+``min_relevance``: at or above it in ``results``, below it in ``weak`` (each list in the
+ranking's order), and ``no_match`` when ``results`` is empty.
+
+The shipped ``relevance.json`` is served when it was fitted for the served checkpoint
+(``GROUNDSEARCH_RELEVANCE``: ``default``, ``none`` or a file, which must match); without
+one every hit's relevance is null, every hit is in ``results``, and ``min_relevance`` is
+read but changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from groundsearch.model.runtime.relevance import (
+    RelevanceError,
+    RelevanceModel,
+    load_relevance,
+    novelty_of,
+)
+from groundsearch.service.settings import ServiceSettings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def served_relevance(
+    settings: ServiceSettings, identity: dict[str, str]
+) -> tuple[RelevanceModel | None, str]:
+    """The relevance model and a line for ``/ready``. The shipped one is skipped when it
+    was fitted for another checkpoint; a file named in the settings must match, or the
+    server does not start."""
+    if settings.relevance == "none":
+        return None, "none"
+    default = settings.relevance == "default"
+    path = settings.model_dir / "relevance.json" if default else Path(settings.relevance)
+    if default and not path.exists():
+        return None, "none (no shipped relevance model)"
+    try:
+        model = load_relevance(path, identity)
+    except RelevanceError as exc:
+        if not default:
+            raise
+        log.warning("relevance off: %s", exc)
+        return None, "off: the shipped relevance model was fitted for another checkpoint"
+    return model, f"{path.name} (default min_relevance {model.threshold:g})"
+
+
+@dataclass(frozen=True)
+class Judge:
+    """The served relevance model (or None) and how a text query's novelty is read."""
+
+    model: RelevanceModel | None
+    channel_columns: int = 0
+
+    def fetch(self, k: int) -> int:
+        """How many hits to fetch for ``k``: enough for the score distribution."""
+        return max(k, self.model.top) if self.model is not None else k
+
+    def of(
+        self, kind: str, scores: Sequence[float], vector: np.ndarray | None = None
+    ) -> list[float | None]:
+        """The relevance of each of a query's hits (scores best first); ``vector``: a
+        text query's vector, whose novelty share is a feature."""
+        if self.model is None or kind not in self.model.kinds:
+            return [None] * len(scores)
+        novelty = novelty_of(vector, self.channel_columns) if vector is not None else 0.0
+        return [float(p) for p in self.model.predict(kind, np.asarray(scores), novelty)]
+
+    def threshold(self, asked: float | None) -> float | None:
+        """The ``min_relevance`` applied: the one asked for, else the model's default
+        (None without a model)."""
+        if self.model is None:
+            return None
+        return self.model.threshold if asked is None else asked
+
+
+def split(
+    items: Sequence[T], relevance: Sequence[float | None], threshold: float | None
+) -> tuple[list[T], list[T]]:
+    """``items`` at or above ``threshold`` and those below it, each in order (all of
+    them above when there is no threshold or no relevance)."""
+    strong: list[T] = []
+    weak: list[T] = []
+    for item, r in zip(items, relevance, strict=True):
+        (weak if threshold is not None and r is not None and r < threshold else strong).append(item)
+    return strong, weak
+
+
+#: No relevance model: every hit's relevance is null (capabilities built without one).
+NO_JUDGE = Judge(None)
