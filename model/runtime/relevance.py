@@ -7,14 +7,15 @@ known at query time and turns it into a probability:
 
 - ``score``: the hit's inner product with the query (the served space: the joint cosine,
   the text's part scaled by 1 − ρ, plus the concept channel's);
-- ``gap``: the score less the mean of the query's top ``top`` scores (``top`` = 20): the
-  shape of the query's score distribution: a match stands out of the crowd, a guess
-  does not;
-- ``lead``: the query's best score less that mean (one value per query: how much its
-  best hit stands out);
-- ``log_rank``: log(1 + the hit's rank − 1);
+- ``mean``: the mean of the query's top ``top`` scores (``top`` = 20) and ``lead``, its
+  best score less that mean: the shape of the query's score distribution (a query many
+  photos match scores high far down its list; a match stands out of the crowd, a guess
+  does not);
 - ``novelty``: the concept channel's novelty share ρ of a text query (how much of it the
-  joint space never trained: ``model.runtime.concepts``); 0 for photo queries.
+  joint space never trained: ``model.runtime.concepts``); 0 for photo queries;
+- ``log_words``: log(1 + the number of words of a text query); 0 for photo queries. A
+  short query ("a cat") names a kind of thing many photos show, a caption-long one
+  one scene: the same score means more for the first.
 
 One model per kind of query (``KINDS``): the scores of a text against photos, a photo
 against captions, a photo against photos and an arithmetic sum do not share a scale. Each
@@ -26,7 +27,9 @@ artifacts: no pickle) with the checkpoint they were fitted for, since the scores
 that checkpoint's, and the default threshold chosen on dev. Evaluating them needs only
 numpy.
 
-Relevance never changes a hit's score or its place in the ranking.
+Every feature but ``score`` is one value per query, and a fit whose score coefficient is
+not positive is refused, so relevance never rises down a query's ranking. Relevance
+never changes a hit's score or its place in the ranking.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import numpy as np
 #: Kinds of query, each with its own fitted model.
 KINDS = ("text-image", "image-caption", "image-image", "arithmetic")
 #: The features a model may use, in the order ``features`` computes them.
-FEATURES = ("score", "gap", "lead", "log_rank", "novelty")
+FEATURES = ("score", "mean", "lead", "novelty", "log_words")
 #: How many of a query's top scores its distribution is read from.
 TOP = 20
 FORMAT = 1
@@ -53,24 +56,24 @@ class RelevanceError(ValueError):
 
 
 def features(
-    scores: Sequence[float] | np.ndarray, novelty: float = 0.0, top: int = TOP
+    scores: Sequence[float] | np.ndarray, novelty: float = 0.0, top: int = TOP, words: int = 0
 ) -> np.ndarray:
     """Every feature (``FEATURES``, columns) of each hit (rows) of one query, from its
-    scores best first (at least its first ``top``, when the gallery holds that many)."""
+    scores best first (at least its first ``top``, when the gallery holds that many), a
+    text query's novelty share and its number of words."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     if s.size == 0:
         return np.zeros((0, len(FEATURES)))
     head = s[: max(top, 1)]
     mean = float(head.mean())
     best = float(head.max())
-    ranks = np.arange(s.size, dtype=np.float64)
     return np.column_stack(
         [
             s,
-            s - mean,
+            np.full(s.size, mean),
             np.full(s.size, best - mean),
-            np.log1p(ranks),
             np.full(s.size, float(novelty)),
+            np.full(s.size, np.log1p(max(words, 0))),
         ]
     )
 
@@ -101,6 +104,8 @@ class KindModel:
             raise RelevanceError("relevance isotonic thresholds must be non-decreasing")
         if np.any(self.scale <= 0):
             raise RelevanceError("relevance feature scales must be positive")
+        if "score" not in self.features or self.coef[self.features.index("score")] <= 0:
+            raise RelevanceError("a relevance model must rise with the score")
 
     def logistic(self, table: np.ndarray) -> np.ndarray:
         """The logistic regression's probability for rows of ``features`` (all columns)."""
@@ -171,11 +176,16 @@ class RelevanceModel:
             raise RelevanceError(f"top must be at least 1, got {self.top}")
 
     def predict(
-        self, kind: str, scores: Sequence[float] | np.ndarray, novelty: float = 0.0
+        self,
+        kind: str,
+        scores: Sequence[float] | np.ndarray,
+        novelty: float = 0.0,
+        words: int = 0,
     ) -> np.ndarray:
         """The relevance of each hit of one query of ``kind``, from its scores best
-        first (pass at least its top ``top``); KeyError for a kind without a model."""
-        return self.kinds[kind].predict(features(scores, novelty, self.top))
+        first (pass at least its top ``top``), and for a text query its novelty share and
+        number of words; KeyError for a kind without a model."""
+        return self.kinds[kind].predict(features(scores, novelty, self.top, words))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -220,6 +230,12 @@ def load_relevance(path: Path, identity: Mapping[str, str] | None = None) -> Rel
     if identity is not None and dict(model.identity) != dict(identity):
         raise RelevanceError(f"{path} was fitted for another checkpoint")
     return model
+
+
+def word_count(text: str) -> int:
+    """The words of a text query as ``log_words`` counts them: its space-separated
+    tokens with a letter or digit (so "A dog runs ." and "A dog runs." both have 3)."""
+    return sum(any(ch.isalnum() for ch in token) for token in text.split())
 
 
 def novelty_of(vector: np.ndarray, channel_columns: int) -> float:

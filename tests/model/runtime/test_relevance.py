@@ -1,0 +1,134 @@
+"""The relevance model at query time: the shipped JSON, and what it makes of real scores."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
+from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.relevance import (
+    FEATURES,
+    KINDS,
+    RelevanceError,
+    RelevanceModel,
+    features,
+    load_relevance,
+    novelty_of,
+)
+from groundsearch.settings import get_settings
+from tests.tiny_data import FLICKR
+
+SHIPPED = get_settings().model_dir / "relevance.json"
+
+
+@pytest.fixture(scope="module")
+def shipped() -> RelevanceModel:
+    return load_relevance(SHIPPED, checkpoint_identity(get_settings().default_checkpoint))
+
+
+@pytest.fixture(scope="module")
+def real_scores(parser, tmp_path_factory) -> dict[str, np.ndarray]:
+    """Scores of the shipped checkpoint over 30 real Flickr8k test photos, best first:
+    a caption of the first photo, a word no photo shows, and the first photo itself."""
+    model = load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
+    names = (FLICKR / "Flickr_8k.testImages.txt").read_text().split()[:30]
+    extractor = FeatureExtractor(model.backbone, cache_dir=tmp_path_factory.mktemp("f"))
+    photos = model.embed_images(extractor.embed_files([FLICKR / "Images" / n for n in names]))
+    caption = next(
+        ln.split("\t", 1)[1]
+        for ln in (FLICKR / "Flickr8k.token.txt").read_text().splitlines()
+        if ln.startswith(names[0] + "#")
+    )
+    texts = model.embed_sentences(parser.parse([caption, "a giraffe"]))
+    return {
+        "caption": np.sort(photos @ texts[0])[::-1],
+        "giraffe": np.sort(photos @ texts[1])[::-1],
+        "photo": np.sort(np.delete(photos @ photos[0], 0))[::-1],
+        "novelty": np.array([novelty_of(v, model.channel_columns) for v in texts]),
+    }
+
+
+def test_the_shipped_model_is_small_json_for_the_shipped_checkpoint(shipped):
+    assert SHIPPED.stat().st_size < 64_000
+    assert json.loads(SHIPPED.read_text())["format"] == 1  # JSON, no pickle
+    assert set(shipped.kinds) == set(KINDS)
+    assert 0.0 < shipped.threshold < 1.0
+    with pytest.raises(RelevanceError, match="another checkpoint"):
+        load_relevance(SHIPPED, {"checkpoint_sha256": "0" * 64})
+
+
+def test_relevance_is_a_probability_that_falls_along_the_ranking(shipped, real_scores):
+    for kind, scores in (
+        ("text-image", real_scores["caption"]),
+        ("text-image", real_scores["giraffe"]),
+        ("arithmetic", real_scores["caption"]),
+        ("image-image", real_scores["photo"]),
+        ("image-caption", real_scores["caption"]),
+    ):
+        p = shipped.predict(kind, scores)
+        assert p.shape == scores.shape
+        assert np.all((p >= 0) & (p <= 1))
+        assert np.all(np.diff(p) <= 1e-12), (kind, p)  # monotone in the score
+
+
+def test_a_higher_score_with_the_same_shape_is_no_less_relevant(shipped, real_scores):
+    scores = real_scores["caption"]
+    for kind in KINDS:
+        before = shipped.predict(kind, scores)
+        after = shipped.predict(kind, scores + 0.1)  # the same gaps, every score higher
+        assert np.all(after >= before - 1e-12), kind
+
+
+def test_a_caption_of_a_photo_is_more_relevant_than_a_word_no_photo_shows(shipped, real_scores):
+    novelty = real_scores["novelty"]
+    assert novelty[0] < 0.5 and novelty[1] == pytest.approx(1.0)  # "giraffe": untrained
+    match = shipped.predict("text-image", real_scores["caption"], novelty[0])[0]
+    guess = shipped.predict("text-image", real_scores["giraffe"], novelty[1])[0]
+    assert match > guess
+    assert guess < shipped.threshold  # no giraffe among the 30: "no match"
+
+
+def test_features_of_a_query():
+    table = features([0.5, 0.3, 0.1, 0.1], novelty=0.25, top=3)
+    col = {name: table[:, i] for i, name in enumerate(FEATURES)}
+    np.testing.assert_allclose(col["score"], [0.5, 0.3, 0.1, 0.1])
+    np.testing.assert_allclose(col["gap"], [0.2, 0.0, -0.2, -0.2])  # mean of the top 3
+    np.testing.assert_allclose(col["lead"], 0.2)
+    np.testing.assert_allclose(col["log_rank"], np.log1p([0, 1, 2, 3]))
+    np.testing.assert_allclose(col["novelty"], 0.25)
+    assert features([]).shape == (0, len(FEATURES))
+
+
+def test_a_malformed_file_is_refused(tmp_path, shipped):
+    bad = tmp_path / "r.json"
+    bad.write_text("{not json")
+    with pytest.raises(RelevanceError, match="cannot read"):
+        load_relevance(bad)
+    data = shipped.to_dict()
+    data["kinds"]["text-image"]["isotonic"]["y"] = data["kinds"]["text-image"]["isotonic"]["y"][
+        ::-1
+    ]
+    bad.write_text(json.dumps(data))
+    with pytest.raises(RelevanceError, match="non-decreasing"):
+        load_relevance(bad)
+    data = shipped.to_dict()
+    data["kinds"]["text-image"]["features"] = ["score", "colour"]
+    bad.write_text(json.dumps(data))
+    with pytest.raises(RelevanceError):
+        load_relevance(bad)
+    bad.write_text(json.dumps({"format": 99}))
+    with pytest.raises(RelevanceError, match="format"):
+        load_relevance(bad)
+
+
+def test_the_model_round_trips_through_json(tmp_path, shipped):
+    path = tmp_path / "again.json"
+    shipped.save(path)
+    again = load_relevance(path)
+    scores = np.linspace(0.6, 0.1, 20)
+    for kind in KINDS:
+        np.testing.assert_array_equal(again.predict(kind, scores), shipped.predict(kind, scores))
+    assert again.threshold == shipped.threshold

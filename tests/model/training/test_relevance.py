@@ -1,0 +1,117 @@
+"""Fitting and measuring the relevance model, on a few real Flickr8k photos."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from groundsearch.model.data import load_captioned_images
+from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.relevance import FEATURES, RelevanceModel
+from groundsearch.model.training.relevance import (
+    KIND_FEATURES,
+    Pool,
+    SplitData,
+    calibration,
+    caption_pools,
+    concept_runs,
+    consensus_nouns,
+    fit,
+    no_match_figures,
+    similar_pool,
+    source_weights,
+    top_of,
+)
+from groundsearch.settings import get_settings
+from tests.tiny_data import make_tiny_flickr
+
+
+@pytest.fixture(scope="module")
+def split(parser, tmp_path_factory) -> tuple[SplitData, object]:
+    """20 real Flickr8k test photos and their 100 captions, embedded by the shipped model."""
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+
+    root = make_tiny_flickr(tmp_path_factory.mktemp("rel"), train=0, dev=0, test=20)
+    ds = load_captioned_images(root, split="test")
+    model = load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
+    extractor = FeatureExtractor(model.backbone, cache_dir=tmp_path_factory.mktemp("feat"))
+    photos = model.embed_images(extractor.embed_files([ds.image_path(i) for i in range(20)]))
+    trees = parser.parse(list(ds.captions))
+    data = SplitData(ds, trees, photos, model.embed_sentences(trees), model.channel_columns)
+    return data, model
+
+
+def test_top_of_sorts_each_row_best_first():
+    scores = np.array([[0.1, 0.5, 0.3, 0.5], [0.0, -1.0, 2.0, 1.0]])
+    idx, vals = top_of(scores, 3)
+    assert idx.tolist() == [[1, 3, 2], [2, 3, 0]]  # ties by column
+    np.testing.assert_allclose(vals, [[0.5, 0.5, 0.3], [2.0, 1.0, 0.0]])
+
+
+def test_calibration_error_of_known_predictions():
+    y = np.array([1, 1, 0, 0, 0, 0, 0, 0, 0, 0])
+    assert calibration(np.full(10, 0.2), y)["ece"] == pytest.approx(0.0)
+    assert calibration(np.full(10, 0.9), y)["ece"] == pytest.approx(0.7)
+    both = calibration(np.array([0.95] * 2 + [0.05] * 8), y)
+    assert both["ece"] == pytest.approx(0.05 * 0.2 + 0.05 * 0.8)
+    assert sum(b["hits"] for b in both["bins"]) == 10
+
+
+def test_source_weights_give_each_source_its_share():
+    sources = np.array(["captions"] * 8 + ["concepts"] * 2)
+    w = source_weights(sources, {"concepts": 0.5})
+    assert w[sources == "concepts"].sum() == pytest.approx(w[sources == "captions"].sum())
+    assert w.sum() == pytest.approx(10)
+
+
+def test_fitted_on_real_captions_relevance_rises_with_the_score(split):
+    data, _ = split
+    pools = {k: Pool() for k in ("text-image", "image-caption", "image-image", "arithmetic")}
+    caption_pools(data, pools, top=10)
+    assert pools["text-image"].queries == 100 and pools["image-caption"].queries == 20
+    kinds = fit({k: pools[k] for k in ("text-image", "image-caption")}, {})
+    for kind, model in kinds.items():
+        assert model.features == KIND_FEATURES[kind]
+        assert model.coef[model.features.index("score")] > 0, kind
+        x, y, _, _ = pools[kind].arrays()
+        p = model.predict(x)
+        assert np.all((p >= 0) & (p <= 1))
+        assert p[y == 1].mean() > p[y == 0].mean() + 0.2, kind  # it tells matches apart
+        # out-of-fold isotonic: calibrated on its own data within a few points
+        assert calibration(p, y)["ece"] < 0.1, kind
+
+
+def test_similar_photos_share_a_consensus_noun(split):
+    data, _ = split
+    nouns = consensus_nouns(data)
+    assert len(nouns) == 20 and any(nouns)
+    assert all(isinstance(w, str) for n in nouns for w in n)
+    pools = {"image-image": Pool()}
+    similar_pool(data, pools, top=5)
+    x, y, g, _ = pools["image-image"].arrays()
+    assert x.shape == (100, len(FEATURES)) and len(set(g.tolist())) == 20
+    # a photo never finds itself
+    assert np.all(x[:, FEATURES.index("score")] < 0.999)
+
+
+def test_concept_queries_are_asked_with_and_without_their_photos(split, parser):
+    data, model = split
+    runs = concept_runs(
+        data, model.embed_sentences, parser.parse, top=5, concepts={"dog": ("dog", "dogs")}
+    )
+    assert runs, "the first 20 test photos hold dogs"
+    for r in runs:
+        assert not set(r.absent_idx.tolist()) & {int(i) for i in r.relevant}
+        assert r.present_scores[0] >= r.absent_scores[0]
+    kinds = fit({"text-image": _caption_pool(data)}, {})
+    relevance = RelevanceModel(kinds, 0.5, {}, top=5)
+    figures = no_match_figures(runs, relevance, 0.0)
+    assert figures["no_match_share"] == 0.0 and figures["kept_share"] == 1.0
+    figures = no_match_figures(runs, relevance, 1.01)
+    assert figures["no_match_share"] == 1.0 and figures["kept_share"] == 0.0
+
+
+def _caption_pool(data: SplitData) -> Pool:
+    pools = {"text-image": Pool(), "image-caption": Pool()}
+    caption_pools(data, pools, top=5)
+    return pools["text-image"]
