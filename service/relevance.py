@@ -28,6 +28,7 @@ from groundsearch.model.runtime.relevance import (
     RelevanceModel,
     load_relevance,
     novelty_of,
+    word_count,
 )
 from groundsearch.service.settings import ServiceSettings
 
@@ -69,14 +70,19 @@ class Judge:
         return max(k, self.model.top) if self.model is not None else k
 
     def of(
-        self, kind: str, scores: Sequence[float], vector: np.ndarray | None = None
+        self,
+        kind: str,
+        scores: Sequence[float],
+        vector: np.ndarray | None = None,
+        text: str = "",
     ) -> list[float | None]:
-        """The relevance of each of a query's hits (scores best first); ``vector``: a
-        text query's vector, whose novelty share is a feature."""
+        """The relevance of each of a query's hits (scores best first); a text query's
+        vector (its novelty share) and text (its number of words) are features too."""
         if self.model is None or kind not in self.model.kinds:
             return [None] * len(scores)
         novelty = novelty_of(vector, self.channel_columns) if vector is not None else 0.0
-        return [float(p) for p in self.model.predict(kind, np.asarray(scores), novelty)]
+        p = self.model.predict(kind, np.asarray(scores), novelty, word_count(text))
+        return [float(x) for x in p]
 
     def threshold(self, asked: float | None) -> float | None:
         """The ``min_relevance`` applied: the one asked for, else the model's default

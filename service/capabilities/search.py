@@ -39,5 +39,5 @@ class Search:
         vec = self.queries.vector(cleaned, timings)
         with self.stages.stage("search", timings):
             hits = self.gallery.search_images(vec, self.judge.fetch(k))
-        relevance = self.judge.of("text-image", [s for _, s in hits], vec)
+        relevance = self.judge.of("text-image", [s for _, s in hits], vec, cleaned)
         return hits[:k], relevance[:k], timings

@@ -17,6 +17,7 @@ from groundsearch.model.runtime.relevance import (
     features,
     load_relevance,
     novelty_of,
+    word_count,
 )
 from groundsearch.settings import get_settings
 from tests.tiny_data import FLICKR
@@ -48,6 +49,7 @@ def real_scores(parser, tmp_path_factory) -> dict[str, np.ndarray]:
         "giraffe": np.sort(photos @ texts[1])[::-1],
         "photo": np.sort(np.delete(photos @ photos[0], 0))[::-1],
         "novelty": np.array([novelty_of(v, model.channel_columns) for v in texts]),
+        "words": word_count(caption),
     }
 
 
@@ -74,31 +76,30 @@ def test_relevance_is_a_probability_that_falls_along_the_ranking(shipped, real_s
         assert np.all(np.diff(p) <= 1e-12), (kind, p)  # monotone in the score
 
 
-def test_a_higher_score_with_the_same_shape_is_no_less_relevant(shipped, real_scores):
-    scores = real_scores["caption"]
-    for kind in KINDS:
-        before = shipped.predict(kind, scores)
-        after = shipped.predict(kind, scores + 0.1)  # the same gaps, every score higher
-        assert np.all(after >= before - 1e-12), kind
+def test_every_kind_rises_with_the_score(shipped):
+    for kind, model in shipped.kinds.items():
+        assert model.coef[model.features.index("score")] > 0, kind
+        assert np.all(np.diff(model.iso_y) >= 0), kind  # the isotonic map never falls
 
 
-def test_a_caption_of_a_photo_is_more_relevant_than_a_word_no_photo_shows(shipped, real_scores):
+def test_a_word_no_photo_shows_is_no_match(shipped, real_scores):
     novelty = real_scores["novelty"]
     assert novelty[0] < 0.5 and novelty[1] == pytest.approx(1.0)  # "giraffe": untrained
-    match = shipped.predict("text-image", real_scores["caption"], novelty[0])[0]
-    guess = shipped.predict("text-image", real_scores["giraffe"], novelty[1])[0]
-    assert match > guess
-    assert guess < shipped.threshold  # no giraffe among the 30: "no match"
+    guess = shipped.predict("text-image", real_scores["giraffe"], novelty[1], 2)
+    assert guess.max() < shipped.threshold  # no giraffe among the 30: "no match"
+    words = real_scores["words"]
+    match = shipped.predict("text-image", real_scores["caption"], novelty[0], words)
+    assert match[0] == match.max() > 0
 
 
 def test_features_of_a_query():
-    table = features([0.5, 0.3, 0.1, 0.1], novelty=0.25, top=3)
+    table = features([0.5, 0.3, 0.1, 0.1], novelty=0.25, top=3, words=word_count("A dog ."))
     col = {name: table[:, i] for i, name in enumerate(FEATURES)}
     np.testing.assert_allclose(col["score"], [0.5, 0.3, 0.1, 0.1])
-    np.testing.assert_allclose(col["gap"], [0.2, 0.0, -0.2, -0.2])  # mean of the top 3
+    np.testing.assert_allclose(col["mean"], 0.3)  # of the top 3
     np.testing.assert_allclose(col["lead"], 0.2)
-    np.testing.assert_allclose(col["log_rank"], np.log1p([0, 1, 2, 3]))
     np.testing.assert_allclose(col["novelty"], 0.25)
+    np.testing.assert_allclose(col["log_words"], np.log1p(2))
     assert features([]).shape == (0, len(FEATURES))
 
 
@@ -115,9 +116,14 @@ def test_a_malformed_file_is_refused(tmp_path, shipped):
     with pytest.raises(RelevanceError, match="non-decreasing"):
         load_relevance(bad)
     data = shipped.to_dict()
-    data["kinds"]["text-image"]["features"] = ["score", "colour"]
+    data["kinds"]["text-image"]["features"] = ["score", "colour", "mean", "lead", "novelty"]
     bad.write_text(json.dumps(data))
     with pytest.raises(RelevanceError):
+        load_relevance(bad)
+    data = shipped.to_dict()
+    data["kinds"]["arithmetic"]["coef"][0] = -1.0  # falling with the score: refused
+    bad.write_text(json.dumps(data))
+    with pytest.raises(RelevanceError, match="rise with the score"):
         load_relevance(bad)
     bad.write_text(json.dumps({"format": 99}))
     with pytest.raises(RelevanceError, match="format"):

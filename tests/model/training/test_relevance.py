@@ -88,7 +88,7 @@ def test_similar_photos_share_a_consensus_noun(split):
     assert all(isinstance(w, str) for n in nouns for w in n)
     pools = {"image-image": Pool()}
     similar_pool(data, pools, top=5)
-    x, y, g, _ = pools["image-image"].arrays()
+    x, _, g, _ = pools["image-image"].arrays()
     assert x.shape == (100, len(FEATURES)) and len(set(g.tolist())) == 20
     # a photo never finds itself
     assert np.all(x[:, FEATURES.index("score")] < 0.999)
