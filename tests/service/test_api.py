@@ -36,7 +36,7 @@ def png_bytes(width: int = 64, height: int = 48) -> bytes:
 
 def test_search_ranks_a_photo_first_for_its_own_caption(client, gallery_photo):
     image_id, _, captions = gallery_photo
-    res = client.post("/search", params={"text": captions[0], "k": 3})
+    res = client.post("/search", params={"text": captions[0], "k": 3, "min_relevance": 0})
     assert res.status_code == 200, res.text
     body = res.json()
     assert body["query"] == captions[0] and len(body["results"]) == 3
@@ -50,7 +50,11 @@ def test_search_ranks_a_photo_first_for_its_own_caption(client, gallery_photo):
 
 def test_describe_finds_the_captions_of_an_uploaded_gallery_photo(client, gallery_photo):
     image_id, data, captions = gallery_photo
-    res = client.post("/describe", params={"k": 5}, files={"image": ("p.jpg", data, "image/jpeg")})
+    res = client.post(
+        "/describe",
+        params={"k": 5, "min_relevance": 0},
+        files={"image": ("p.jpg", data, "image/jpeg")},
+    )
     assert res.status_code == 200, res.text
     hits = res.json()["results"]
     assert len(hits) == 5
@@ -63,7 +67,8 @@ def test_photo_and_similar(client, gallery_photo):
     res = client.get(f"/images/{image_id}")
     assert res.status_code == 200 and res.content == data
     assert res.headers["content-type"] == "image/jpeg"
-    similar = client.get(f"/images/{image_id}/similar", params={"k": 3}).json()["results"]
+    similar = client.get(f"/images/{image_id}/similar", params={"k": 3, "min_relevance": 0})
+    similar = similar.json()["results"]
     assert len(similar) == 3 and image_id not in [r["id"] for r in similar]
 
 
@@ -71,17 +76,25 @@ def test_arithmetic_moves_the_query_and_excludes_the_start(
     client, gallery_photo, service_components
 ):
     image_id, _, _ = gallery_photo
-    plain = client.post("/arithmetic", params={"image_id": image_id, "k": 7}).json()["results"]
+    plain = client.post("/arithmetic", params={"image_id": image_id, "k": 7, "min_relevance": 0})
+    plain = plain.json()["results"]
     assert image_id not in [r["id"] for r in plain] and len(plain) == 7
     moved = client.post(
         "/arithmetic",
-        params={"image_id": image_id, "plus": ["snow"], "minus": ["grass"], "k": 7},
+        params={
+            "image_id": image_id,
+            "plus": ["snow"],
+            "minus": ["grass"],
+            "k": 7,
+            "min_relevance": 0,
+        },
     )
     assert moved.status_code == 200, moved.text
     reranked = client.post(
         "/arithmetic", params={"image_id": image_id, "plus": "snow", "k": 7, "rerank": "true"}
     )
-    assert reranked.status_code == 200 and len(reranked.json()["results"]) == 7
+    body = reranked.json()
+    assert reranked.status_code == 200 and len(body["results"] + body["weak"]) == 7
     # "+ snow" must raise the similarity to the snow query of what it returns, on average
     snow = service_components.queries.vector("snow", {})
     gallery = service_components.gallery
@@ -95,7 +108,9 @@ def test_arithmetic_moves_the_query_and_excludes_the_start(
 def test_arithmetic_from_an_uploaded_photo(client, gallery_photo):
     _, data, _ = gallery_photo
     res = client.post(
-        "/arithmetic/upload", params={"plus": "dog", "k": 2}, files={"image": ("p.jpg", data)}
+        "/arithmetic/upload",
+        params={"plus": "dog", "k": 2, "min_relevance": 0},
+        files={"image": ("p.jpg", data)},
     )
     assert res.status_code == 200 and len(res.json()["results"]) == 2
 
@@ -317,3 +332,59 @@ def test_the_api_docs_load_nothing_from_outside(client):
     for asset in assets:
         assert client.get(asset).status_code == 200
     assert "/openapi.json" in html
+
+
+# --- relevance ---------------------------------------------------------------------------
+
+
+def test_every_hit_carries_its_relevance_and_the_default_splits_them(client, gallery_photo):
+    image_id, data, _ = gallery_photo
+    answers = [
+        client.post("/search", params={"text": "a dog runs", "k": 8}),
+        client.get(f"/images/{image_id}/similar", params={"k": 5}),
+        client.post("/arithmetic", params={"image_id": image_id, "plus": ["snow"], "k": 5}),
+        client.post("/describe", params={"k": 5}, files={"image": ("p.jpg", data, "image/jpeg")}),
+    ]
+    ready = client.get("/ready").json()
+    assert ready["relevance"].startswith("relevance.json")
+    for res in answers:
+        assert res.status_code == 200, res.text
+        body = res.json()
+        threshold = body["min_relevance"]
+        assert 0 < threshold < 1
+        hits = body["results"] + body["weak"]
+        assert hits and all(0 <= h["relevance"] <= 1 for h in hits)
+        assert all(h["relevance"] >= threshold for h in body["results"])
+        assert all(h["relevance"] < threshold for h in body["weak"])
+        assert body["no_match"] == (not body["results"])
+
+
+def test_min_relevance_moves_hits_without_changing_the_ranking(client):
+    everything = client.post("/search", params={"text": "a dog runs", "k": 8, "min_relevance": 0})
+    nothing = client.post("/search", params={"text": "a dog runs", "k": 8, "min_relevance": 1})
+    a, b = everything.json(), nothing.json()
+    assert a["weak"] == [] and not a["no_match"] and len(a["results"]) == 8
+    # relevance 1 is never reached here: every hit is weak, in the same order and scores
+    assert b["results"] == [] and b["no_match"] and b["weak"] == a["results"]
+
+
+def test_a_query_with_no_match_in_the_gallery_says_so(client):
+    for text in ("a giraffe", "a laptop"):
+        res = client.post("/search", params={"text": text, "k": 5})
+        assert res.status_code == 200, res.text
+        body = res.json()
+        assert body["no_match"] is True and body["results"] == []
+        assert len(body["weak"]) == 5  # the guesses, apart
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1.5", "abc", "nan"])
+def test_a_bad_min_relevance_is_a_422_problem(client, value, gallery_photo):
+    image_id, _, _ = gallery_photo
+    for res in (
+        client.post("/search", params={"text": "a dog", "min_relevance": value}),
+        client.get(f"/images/{image_id}/similar", params={"min_relevance": value}),
+        client.post("/arithmetic", params={"image_id": image_id, "min_relevance": value}),
+    ):
+        assert res.status_code == 422, res.text
+        assert res.headers["content-type"].startswith("application/problem+json")
+        assert "min_relevance" in res.text
