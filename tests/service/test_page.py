@@ -273,3 +273,16 @@ def test_a_query_the_model_cannot_read_shows_the_error_box(page, text):
     _search(page, PHRASE)  # a good query clears it
     expect(page.locator("#results .hit")).to_have_count(GALLERY_PHOTOS)
     expect(box).to_be_hidden()
+
+
+def test_a_query_with_no_good_match_says_so_and_shows_the_guesses_apart(page):
+    _search(page, "a giraffe")  # no giraffe among the 8 photos
+    note = page.locator("#results .no-match")
+    expect(note).to_be_visible()
+    expect(note).to_contain_text("No good match")
+    weak = page.locator("#results .weak-hits .hit")
+    expect(weak).to_have_count(GALLERY_PHOTOS)  # k=12: every photo, each a guess
+    expect(page.locator("#results .weak-hits .weak-title")).to_contain_text("Weak matches")
+    expect(page.locator("#results > .hit")).to_have_count(0)
+    expect(page.locator("#results .weak-hits .relevance").first).to_contain_text("relevance")
+    expect(page.locator("#search-status")).to_contain_text(f"{GALLERY_PHOTOS} photos (0 good")
