@@ -1,8 +1,8 @@
 """Sweep the concept channel's weight on a split: standard rsum and the held-out-concept
-figures for each (weight, familiar, rare), the model's joint weights fixed.
+figures for each (weight, familiar, rare or halfway), the model's joint weights fixed.
 
     python bench/concept_sweep.py runs/concepts/sdt-heldout.pt --split dev \
-        --weights 0,0.5,1,2 --familiar 0,0.25 --rare 2
+        --weights 0,0.5,1,2 --familiar 0,0.25 --rare 2 --halfway 0,5,20
 
 (docs/RESULTS.md, "Concepts Flickr8k never showed": how w was chosen on dev.)
 """
@@ -38,6 +38,7 @@ def main() -> None:
     ap.add_argument("--weights", type=floats, default=[0.0, 0.5, 1.0, 2.0])
     ap.add_argument("--familiar", type=floats, default=[0.0])
     ap.add_argument("--rare", type=int, default=ConceptConfig.rare)
+    ap.add_argument("--halfway", type=floats, default=[ConceptConfig.halfway])
     args = ap.parse_args()
 
     s = get_settings()
@@ -52,25 +53,26 @@ def main() -> None:
     feats = extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
     trees = parse(ds.captions)
     links = np.asarray(ds.caption_image)
-    for familiar in args.familiar:
-        for weight in args.weights:
-            channel.config = ConceptConfig(weight=weight, familiar=familiar, rare=args.rare)
-            model.concepts = channel if weight > 0 else None
-            photos = model.embed_images(feats)
-            rsum = retrieval_metrics(photos @ model.embed_sentences(trees).T, links)["rsum"]
-            held = held_out_metrics(model.embed_sentences, photos, ds, trees, parse)
-            row = {
-                "weight": weight,
-                "familiar": familiar,
-                "rare": args.rare,
-                "rsum": rsum,
-                "single_p@5": held["single"]["p@5"],
-                "compositional_p@5": held["compositional"]["p@5"],
-                "held_out_captions_r@10": held["captions"]["held_out"]["r@10"],
-            }
-            print(
-                json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()})
-            )
+    grid = [(f, h, w) for f in args.familiar for h in args.halfway for w in args.weights]
+    for familiar, halfway, weight in grid:
+        channel.config = ConceptConfig(
+            weight=weight, familiar=familiar, rare=args.rare, halfway=halfway
+        )
+        model.concepts = channel if weight > 0 else None
+        photos = model.embed_images(feats)
+        rsum = retrieval_metrics(photos @ model.embed_sentences(trees).T, links)["rsum"]
+        held = held_out_metrics(model.embed_sentences, photos, ds, trees, parse)
+        row = {
+            "weight": weight,
+            "familiar": familiar,
+            "rare": args.rare,
+            "halfway": halfway,
+            "rsum": rsum,
+            "single_p@5": held["single"]["p@5"],
+            "compositional_p@5": held["compositional"]["p@5"],
+            "held_out_captions_r@10": held["captions"]["held_out"]["r@10"],
+        }
+        print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}))
 
 
 if __name__ == "__main__":

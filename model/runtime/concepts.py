@@ -58,6 +58,10 @@ class ConceptConfig:
     #: nouns seen fewer times than this in training count as untrained (2, chosen on
     #: dev: a word seen once is as good as unseen; docs/RESULTS.md)
     rare: int = 2
+    #: 0: the step rule above; > 0: a noun seen n times in training counts
+    #: a_n = familiar + (1 − familiar) / (1 + (n / halfway)²), so the channel fades as
+    #: the joint space has seen a word more often (a_n = ½ at n = halfway)
+    halfway: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.familiar <= 1.0:
@@ -68,6 +72,8 @@ class ConceptConfig:
             raise ValueError(f"the concept weight must be in [0, 10], got {self.weight}")
         if not 1 <= self.top <= 1000:
             raise ValueError(f"the concept top-k must be in 1..1000, got {self.top}")
+        if not 0.0 <= self.halfway <= 1e6:
+            raise ValueError(f"halfway must be a count of at least 0, got {self.halfway}")
 
 
 def imagenet_classes() -> list[str]:
@@ -185,9 +191,13 @@ class ConceptChannel:
         return _unit(p @ self.class_vectors) - self.class_mean
 
     def novelty(self, word: str) -> float:
-        """a_n: 1 for a word the joint model never trained, ``familiar`` otherwise."""
+        """a_n: 1 for a word the joint model never trained; for one it trained on,
+        ``familiar`` (the step rule) or fading with its training count (``halfway``)."""
         seen = self.trained.get(word.lower(), 0)
-        return 1.0 if seen < max(self.config.rare, 1) else self.config.familiar
+        c = self.config
+        if c.halfway > 0:
+            return c.familiar + (1.0 - c.familiar) / (1.0 + (seen / c.halfway) ** 2)
+        return 1.0 if seen < max(c.rare, 1) else c.familiar
 
     def sentence_vectors(self, trees: Sequence[DependencyTree]) -> np.ndarray:
         """g(s) of each text: its content words' unit GloVe vectors, each weighted by its
