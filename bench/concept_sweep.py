@@ -18,7 +18,7 @@ import numpy as np
 from groundsearch.cli.common import make_parser
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_checkpoint
-from groundsearch.model.runtime.concepts import ConceptConfig
+from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
 from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.training.corpus import text_trees
@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("--familiar", type=floats, default=[0.0])
     ap.add_argument("--rare", type=int, default=ConceptConfig.rare)
     ap.add_argument("--halfway", type=floats, default=[ConceptConfig.halfway])
+    ap.add_argument("--names", default=ConceptConfig.names, help="imagenet, entry, both (a,b)")
     args = ap.parse_args()
 
     s = get_settings()
@@ -53,10 +54,24 @@ def main() -> None:
     feats = extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
     trees = parse(ds.captions)
     links = np.asarray(ds.caption_image)
-    grid = [(f, h, w) for f in args.familiar for h in args.halfway for w in args.weights]
-    for familiar, halfway, weight in grid:
-        channel.config = ConceptConfig(
-            weight=weight, familiar=familiar, rare=args.rare, halfway=halfway
+    grid = [
+        (n, f, h, w)
+        for n in args.names.split(",")
+        for f in args.familiar
+        for h in args.halfway
+        for w in args.weights
+    ]
+    for names, familiar, halfway, weight in grid:
+        channel = ConceptChannel(
+            model.backbone,
+            ConceptConfig(
+                weight=weight,
+                familiar=familiar,
+                rare=args.rare,
+                halfway=halfway,
+                names=names,
+            ),
+            channel.trained,
         )
         model.concepts = channel if weight > 0 else None
         photos = model.embed_images(feats)
@@ -67,6 +82,7 @@ def main() -> None:
             "familiar": familiar,
             "rare": args.rare,
             "halfway": halfway,
+            "names": names,
             "rsum": rsum,
             "single_p@5": held["single"]["p@5"],
             "compositional_p@5": held["compositional"]["p@5"],

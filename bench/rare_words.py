@@ -26,6 +26,7 @@ from groundsearch.cli.common import make_parser
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import words_of
 from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.concepts import ConceptChannel
 from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.training.corpus import text_trees
@@ -44,6 +45,7 @@ def main() -> None:
     ap.add_argument("--split", default="dev")
     ap.add_argument("--weights", type=floats, default=[1.0])
     ap.add_argument("--halfway", type=floats, default=[0.0, 5.0])
+    ap.add_argument("--names", default="imagenet", help="imagenet, entry, both (a,b)")
     ap.add_argument("--min-count", type=int, default=2)
     ap.add_argument("--max-count", type=int, default=30)
     ap.add_argument("--min-photos", type=int, default=2)
@@ -86,30 +88,32 @@ def main() -> None:
     )
 
     rows = []
-    for halfway in args.halfway:
-        for weight in args.weights:
-            channel.config = replace(base, weight=weight, halfway=halfway)
-            model.concepts = channel if weight > 0 else None
-            photos = model.embed_images(feats)
-            rsum = retrieval_metrics(photos @ model.embed_sentences(trees).T, links)["rsum"]
-            y = model.embed_sentences([t for _, t in nouns])
-            per = ranked_query_metrics(y @ photos.T, relevant)
-            row = {
-                "halfway": halfway,
-                "weight": weight,
-                "rsum": round(rsum, 1),
-                "rare_p@5": round(float(np.mean([m["p@5"] for m in per])), 1),
-                "rare_r@10": round(float(np.mean([m["r@10"] for m in per])), 1),
-                "best_p@5": round(best, 1),
-                "at_zero": sum(m["p@5"] == 0 for m in per),
-                "queries": len(per),
-            }
-            print(json.dumps(row))
-            row["per_query"] = [
-                {"word": w, "count": counts.get(w, 0), **m}
-                for (w, _), m in zip(nouns, per, strict=True)
-            ]
-            rows.append(row)
+    grid = [(n, h, w) for n in args.names.split(",") for h in args.halfway for w in args.weights]
+    for names, halfway, weight in grid:
+        config = replace(base, weight=weight, halfway=halfway, names=names)
+        channel = ConceptChannel(model.backbone, config, counts)
+        model.concepts = channel if weight > 0 else None
+        photos = model.embed_images(feats)
+        rsum = retrieval_metrics(photos @ model.embed_sentences(trees).T, links)["rsum"]
+        y = model.embed_sentences([t for _, t in nouns])
+        per = ranked_query_metrics(y @ photos.T, relevant)
+        row = {
+            "halfway": halfway,
+            "names": names,
+            "weight": weight,
+            "rsum": round(rsum, 1),
+            "rare_p@5": round(float(np.mean([m["p@5"] for m in per])), 1),
+            "rare_r@10": round(float(np.mean([m["r@10"] for m in per])), 1),
+            "best_p@5": round(best, 1),
+            "at_zero": sum(m["p@5"] == 0 for m in per),
+            "queries": len(per),
+        }
+        print(json.dumps(row))
+        row["per_query"] = [
+            {"word": w, "count": counts.get(w, 0), **m}
+            for (w, _), m in zip(nouns, per, strict=True)
+        ]
+        rows.append(row)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
