@@ -87,6 +87,7 @@ def main() -> None:
             "single_p@5": held["single"]["p@5"],
             "compositional_p@5": held["compositional"]["p@5"],
             "held_out_captions_r@10": held["captions"]["held_out"]["r@10"],
+            "single_p@5_by_concept": {q["concept"]: q["p@5"] for q in held["single"]["queries"]},
         }
         print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}))
 

@@ -25,6 +25,7 @@ import numpy as np
 from groundsearch.cli.common import make_parser
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import words_of
+from groundsearch.model.runtime.captioning.entry_level import EntryLevel
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.concepts import ConceptChannel
 from groundsearch.model.runtime.embedder import JointEmbedder
@@ -49,6 +50,12 @@ def main() -> None:
     ap.add_argument("--min-count", type=int, default=2)
     ap.add_argument("--max-count", type=int, default=30)
     ap.add_argument("--min-photos", type=int, default=2)
+    ap.add_argument(
+        "--seen-words",
+        action="store_true",
+        help="only nouns some ImageNet class is called by (model/artifacts/entry_level.tsv): "
+        "the things the backbone was taught to see",
+    )
     ap.add_argument("--out", type=Path, default=None, help="JSON of every row and query")
     args = ap.parse_args()
 
@@ -73,6 +80,9 @@ def main() -> None:
             if args.min_count <= counts.get(w, 0) <= args.max_count:
                 mentioned.setdefault(w, set()).add(int(photo))
     words = sorted(w for w, p in mentioned.items() if len(p) >= args.min_photos)
+    if args.seen_words:
+        seen = set(EntryLevel.load().vocabulary)
+        words = [w for w in words if w in seen or w.rstrip("s") in seen]
     queries = parse([f"a {w}" for w in words])
     nouns = [
         (w, t)
