@@ -1,8 +1,8 @@
 """Sweep the concept channel's weight on a split: standard rsum and the held-out-concept
-figures for each (weight, familiar, rare), the model's joint weights fixed.
+figures for each (weight, familiar, rare or halfway), the model's joint weights fixed.
 
     python bench/concept_sweep.py runs/concepts/sdt-heldout.pt --split dev \
-        --weights 0,0.5,1,2 --familiar 0,0.25 --rare 2
+        --weights 0,0.5,1,2 --familiar 0,0.25 --rare 2 --halfway 0,5,20
 
 (docs/RESULTS.md, "Concepts Flickr8k never showed": how w was chosen on dev.)
 """
@@ -18,7 +18,7 @@ import numpy as np
 from groundsearch.cli.common import make_parser
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_checkpoint
-from groundsearch.model.runtime.concepts import ConceptConfig
+from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
 from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.training.corpus import text_trees
@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--weights", type=floats, default=[0.0, 0.5, 1.0, 2.0])
     ap.add_argument("--familiar", type=floats, default=[0.0])
     ap.add_argument("--rare", type=int, default=ConceptConfig.rare)
+    ap.add_argument("--halfway", type=floats, default=[ConceptConfig.halfway])
+    ap.add_argument("--names", default=ConceptConfig.names, help="imagenet, entry, both (a,b)")
     args = ap.parse_args()
 
     s = get_settings()
@@ -52,25 +54,42 @@ def main() -> None:
     feats = extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
     trees = parse(ds.captions)
     links = np.asarray(ds.caption_image)
-    for familiar in args.familiar:
-        for weight in args.weights:
-            channel.config = ConceptConfig(weight=weight, familiar=familiar, rare=args.rare)
-            model.concepts = channel if weight > 0 else None
-            photos = model.embed_images(feats)
-            rsum = retrieval_metrics(photos @ model.embed_sentences(trees).T, links)["rsum"]
-            held = held_out_metrics(model.embed_sentences, photos, ds, trees, parse)
-            row = {
-                "weight": weight,
-                "familiar": familiar,
-                "rare": args.rare,
-                "rsum": rsum,
-                "single_p@5": held["single"]["p@5"],
-                "compositional_p@5": held["compositional"]["p@5"],
-                "held_out_captions_r@10": held["captions"]["held_out"]["r@10"],
-            }
-            print(
-                json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()})
-            )
+    grid = [
+        (n, f, h, w)
+        for n in args.names.split(",")
+        for f in args.familiar
+        for h in args.halfway
+        for w in args.weights
+    ]
+    for names, familiar, halfway, weight in grid:
+        channel = ConceptChannel(
+            model.backbone,
+            ConceptConfig(
+                weight=weight,
+                familiar=familiar,
+                rare=args.rare,
+                halfway=halfway,
+                names=names,
+            ),
+            channel.trained,
+        )
+        model.concepts = channel if weight > 0 else None
+        photos = model.embed_images(feats)
+        rsum = retrieval_metrics(photos @ model.embed_sentences(trees).T, links)["rsum"]
+        held = held_out_metrics(model.embed_sentences, photos, ds, trees, parse)
+        row = {
+            "weight": weight,
+            "familiar": familiar,
+            "rare": args.rare,
+            "halfway": halfway,
+            "names": names,
+            "rsum": rsum,
+            "single_p@5": held["single"]["p@5"],
+            "compositional_p@5": held["compositional"]["p@5"],
+            "held_out_captions_r@10": held["captions"]["held_out"]["r@10"],
+            "single_p@5_by_concept": {q["concept"]: q["p@5"] for q in held["single"]["queries"]},
+        }
+        print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}))
 
 
 if __name__ == "__main__":

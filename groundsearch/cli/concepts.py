@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from groundsearch.cli.common import (
+    CliError,
     checkpoint_argument,
     checkpoint_path,
     command,
@@ -16,6 +17,7 @@ from groundsearch.cli.common import (
     make_parser,
     user_errors,
 )
+from groundsearch.model.runtime.concepts import CLASS_NAMES
 from groundsearch.settings import get_settings
 
 
@@ -93,7 +95,44 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_set_concepts(args: argparse.Namespace) -> int:
+    from groundsearch.model.runtime.checkpoints import CheckpointError, record_concepts
+
+    changes: dict[str, Any] = {
+        k: v
+        for k, v in (("weight", args.concepts), ("names", args.names), ("halfway", args.halfway))
+        if v is not None
+    }
+    if not changes:
+        raise CliError("name a setting to change: --concepts, --names or --halfway")
+    with user_errors(CheckpointError):
+        config = record_concepts(checkpoint_path(args), Path(args.out), **changes)
+    print(json_text({"checkpoint": args.out, "concepts": vars(config)}))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = command(
+        sub,
+        "set-concepts",
+        cmd_set_concepts,
+        "a copy of a checkpoint with its concept channel's settings changed (weights as they are)",
+    )
+    checkpoint_argument(p, "a joint-model checkpoint (.pt)")
+    p.add_argument("--out", required=True, help="where the copy goes")
+    p.add_argument("--concepts", type=concept_weight, default=None, help="the channel's weight")
+    p.add_argument(
+        "--names",
+        choices=CLASS_NAMES,
+        default=None,
+        help="what a class is called on the photo side (imagenet, entry: the everyday word)",
+    )
+    p.add_argument(
+        "--halfway",
+        type=float,
+        default=None,
+        help="the training count at which a noun's channel share is ½ (0: the step rule)",
+    )
     p = command(
         sub,
         "evaluate-concepts",

@@ -13,7 +13,7 @@ what the model learned.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,20 @@ def concept_config(extra: dict[str, Any], weight: float | None = None) -> Concep
         raise CheckpointError(f"bad concept channel {recorded} (weight {weight}): {exc}") from exc
 
 
+def record_concepts(path: Path, out: Path, **changes: Any) -> ConceptConfig:
+    """Write ``path`` to ``out`` with its concept channel's settings changed (``weight``,
+    ``names``, ``halfway``, …): the weights and everything else are copied as they are."""
+    state = _read_joint_state(path)
+    extra = dict(state.get("extra") or {})
+    try:
+        config = replace(concept_config(extra), **changes)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"bad concept channel setting {changes}: {exc}") from None
+    state["extra"] = {**extra, "concepts": asdict(config)}
+    torch_save(state, out)
+    return config
+
+
 # --- joint models -------------------------------------------------------------------------
 
 
@@ -121,8 +135,7 @@ def save_joint(
     torch_save(state, path)
 
 
-def load_joint(path: Path, parser: str | None = None, backbone: str | None = None) -> JointModel:
-    """Rebuild a joint model; refuse it if it was trained with another parser or backbone."""
+def _read_joint_state(path: Path) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
     except FileNotFoundError:
@@ -131,6 +144,12 @@ def load_joint(path: Path, parser: str | None = None, backbone: str | None = Non
         raise CheckpointError(f"{path} is not a groundsearch checkpoint ({exc})") from None
     if not isinstance(state, dict) or state.get("format") != JOINT_FORMAT:
         raise CheckpointError(f"{path} is not a groundsearch checkpoint (format {JOINT_FORMAT})")
+    return state
+
+
+def load_joint(path: Path, parser: str | None = None, backbone: str | None = None) -> JointModel:
+    """Rebuild a joint model; refuse it if it was trained with another parser or backbone."""
+    state = _read_joint_state(path)
     check_origin(path, state, parser, backbone, made="trained")
     try:
         config = JointConfig.from_dict(state["config"])

@@ -45,6 +45,8 @@ FUNCTION_TAGS = frozenset(
     {"DET", "ADP", "PRON", "AUX", "CCONJ", "SCONJ", "PART", "PUNCT", "SYM", "NUM"}
 )
 DIM = 50  # GloVe 6B 50-d
+#: How the photo side may call a class (``ConceptConfig.names``).
+CLASS_NAMES = ("imagenet", "entry", "both")
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,14 @@ class ConceptConfig:
     #: nouns seen fewer times than this in training count as untrained (2, chosen on
     #: dev: a word seen once is as good as unseen; docs/RESULTS.md)
     rare: int = 2
+    #: 0: the step rule above; > 0: a noun seen n times in training counts
+    #: a_n = familiar + (1 − familiar) / (1 + (n / halfway)²), so the channel fades as
+    #: the joint space has seen a word more often (a_n = ½ at n = halfway)
+    halfway: float = 0.0
+    #: what a class is called on the photo side: ``imagenet`` (its own name, "tabby,
+    #: tabby cat"), ``entry`` (the everyday word people say, "cat": model/artifacts/
+    #: entry_level.tsv; classes never named keep their own) or ``both`` (the two averaged)
+    names: str = "imagenet"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.familiar <= 1.0:
@@ -68,6 +78,10 @@ class ConceptConfig:
             raise ValueError(f"the concept weight must be in [0, 10], got {self.weight}")
         if not 1 <= self.top <= 1000:
             raise ValueError(f"the concept top-k must be in 1..1000, got {self.top}")
+        if not 0.0 <= self.halfway <= 1e6:
+            raise ValueError(f"halfway must be a count of at least 0, got {self.halfway}")
+        if self.names not in CLASS_NAMES:
+            raise ValueError(f"names must be one of {CLASS_NAMES}, got {self.names!r}")
 
 
 def imagenet_classes() -> list[str]:
@@ -122,6 +136,20 @@ def content_words(tree: DependencyTree) -> list[str]:
     return out
 
 
+def class_vectors(classes: Sequence[str], names: str = "imagenet") -> np.ndarray:
+    """Each class's unit GloVe vector, by the name ``names`` says (``ConceptConfig``)."""
+    own = np.stack([phrase_vector(class_words(c)) for c in classes])
+    if names == "imagenet":
+        return own
+    from groundsearch.model.runtime.captioning.entry_level import EntryLevel
+
+    table = EntryLevel.load()
+    if list(table.classes) != list(classes):
+        raise RuntimeError("the entry-level table's classes are not the classifier's")
+    entry = np.stack([phrase_vector([w]) if w else own[i] for i, w in enumerate(table.words)])
+    return entry if names == "entry" else _unit(entry + own)
+
+
 class ConceptChannel:
     """ConSE vectors of photos (from backbone features) and of texts (from parses).
 
@@ -157,10 +185,14 @@ class ConceptChannel:
             raise RuntimeError(
                 f"{backbone} has {self._weight.shape[0]} classes, the names {len(self.classes)}"
             )
-        self.class_vectors = np.stack([phrase_vector(class_words(c)) for c in self.classes])
+        self.class_vectors = class_vectors(self.classes, config.names)
         #: what every photo's ConSE vector shares: subtracted, so that a word that is
-        #: merely close to "things" in general (clock, microscope) gains no photo
-        self.class_mean = self.class_vectors.mean(axis=0)
+        #: merely close to "things" in general (clock, microscope) gains no photo (over
+        #: distinct names: 118 breeds called "dog" would pull every photo off animals)
+        distinct = self.class_vectors
+        if config.names != "imagenet":
+            distinct = np.unique(self.class_vectors, axis=0)
+        self.class_mean = distinct.mean(axis=0)
 
     @property
     def scale(self) -> float:
@@ -185,9 +217,13 @@ class ConceptChannel:
         return _unit(p @ self.class_vectors) - self.class_mean
 
     def novelty(self, word: str) -> float:
-        """a_n: 1 for a word the joint model never trained, ``familiar`` otherwise."""
+        """a_n: 1 for a word the joint model never trained; for one it trained on,
+        ``familiar`` (the step rule) or fading with its training count (``halfway``)."""
         seen = self.trained.get(word.lower(), 0)
-        return 1.0 if seen < max(self.config.rare, 1) else self.config.familiar
+        c = self.config
+        if c.halfway > 0:
+            return c.familiar + (1.0 - c.familiar) / (1.0 + (seen / c.halfway) ** 2)
+        return 1.0 if seen < max(c.rare, 1) else c.familiar
 
     def sentence_vectors(self, trees: Sequence[DependencyTree]) -> np.ndarray:
         """g(s) of each text: its content words' unit GloVe vectors, each weighted by its

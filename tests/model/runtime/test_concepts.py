@@ -83,3 +83,40 @@ def test_bad_settings_are_refused():
         ConceptConfig(top=0)
     with pytest.raises(ValueError, match="familiar"):
         ConceptConfig(familiar=2)
+    with pytest.raises(ValueError, match="halfway"):
+        ConceptConfig(halfway=-1)
+    with pytest.raises(ValueError, match="names"):
+        ConceptConfig(names="wordnet")
+
+
+def test_with_halfway_a_word_fades_with_its_training_count(extractor):
+    counts = {"dog": 400, "cow": 5, "yak": 0}
+    fading = ConceptChannel(extractor.spec.name, ConceptConfig(weight=1, halfway=5), counts)
+    assert fading.novelty("zebra") == fading.novelty("yak") == 1.0  # never trained
+    assert fading.novelty("cow") == pytest.approx(0.5)  # seen `halfway` times
+    assert fading.novelty("dog") == pytest.approx(1 / (1 + 80**2))  # nearly silent
+    assert fading.novelty("COW") == fading.novelty("cow")
+    floor = ConceptChannel(
+        extractor.spec.name, ConceptConfig(weight=1, halfway=5, familiar=0.2), counts
+    )
+    assert floor.novelty("cow") == pytest.approx(0.2 + 0.8 * 0.5)
+    assert floor.novelty("dog") > 0.2
+
+
+def test_entry_level_names_bring_the_everyday_word_to_the_photo(extractor):
+    import skimage.data
+
+    feats = extractor.embed_images([Image.fromarray(skimage.data.chelsea())])
+    index, unit = glove_table()
+    cat = unit[index["cat"]]
+    by_name = {
+        names: ConceptChannel(extractor.spec.name, ConceptConfig(weight=1, names=names))
+        for names in ("imagenet", "entry", "both")
+    }
+    for names, ch in by_name.items():
+        v = ch.image_vectors(feats)[0]
+        sims = {w: float(unit[index[w]] @ v) for w in ("cat", "dog", "car", "bird", "pizza")}
+        assert max(sims, key=sims.get) == "cat", (names, sims)
+    entry = by_name["entry"]
+    assert np.allclose(entry.class_vectors[281], cat, atol=1e-6)  # tabby: "cat" to people
+    assert np.allclose(by_name["imagenet"].class_vectors[281], unit[index["tabby"]], atol=1e-6)
