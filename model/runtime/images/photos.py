@@ -62,16 +62,19 @@ def decode_photo(
     decoded at reduced scale (Pillow's DCT scaling: 1/2, 1/4 or 1/8), another format is
     box-reduced by a whole factor right after decoding, both sides staying at least
     ``min_side`` pixels; the pixel limit applies to the full size. An animated image gives
-    its first frame. The image is turned upright by its EXIF orientation after the JPEG
-    draft scaling (symmetric: both sides at least ``min_side``) and before the reduce, so
-    the same photo stored with any orientation gives the same pixels.
+    its first frame, a JPEG with more pictures (MPO) its first picture, as ``JPEG``. The
+    image is turned upright by its EXIF orientation after the JPEG draft scaling
+    (symmetric: both sides at least ``min_side``) and before the reduce, so the same
+    photo stored with any orientation gives the same pixels.
     """
     label = name or (str(source) if not isinstance(source, bytes) else "the upload")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as img:
-                fmt = img.format or ""
+                # a camera's JPEG with more pictures in it (MPO: a phone's depth or HDR
+                # gain map) is a JPEG whose first picture is the photo
+                fmt = "JPEG" if img.format == "MPO" else img.format or ""
                 if formats is not None and fmt not in formats:
                     raise PhotoError(
                         "unsupported", f"{label}: unsupported image format {fmt or 'unknown'}"

@@ -163,3 +163,24 @@ def test_every_suffix_is_a_format_the_service_takes():
     from groundsearch.model.runtime.images.photos import EXTENSIONS
 
     assert set(SUFFIX) <= set(EXTENSIONS)
+
+
+def test_a_phone_jpeg_with_a_second_picture_is_a_turned_jpeg(tmp_path):
+    """A camera's JPEG with another picture in it (MPO: a depth or HDR gain map) is read
+    as the JPEG it is — an upload takes it — and turned upright."""
+    from groundsearch.model.runtime.images.photos import EXTENSIONS
+
+    upright = coffee()
+    exif = Image.Exif()
+    exif[ORIENTATION] = 6
+    path = tmp_path / "phone.jpg"
+    stored(upright, 6).save(
+        path, "MPO", save_all=True, append_images=[coffee((60, 40))], exif=exif, quality=95
+    )
+    with Image.open(path) as img:
+        assert img.format == "MPO"
+    img, fmt = decode_photo(path.read_bytes(), formats=EXTENSIONS, min_side=MIN_SIDE)
+    assert fmt == "JPEG" and img.size == upright.size
+    assert np.abs(pixels(img) - pixels(upright)).mean() < 3
+    copy = upright_copy(path)
+    assert copy is not None and copy[1] == "JPEG"
