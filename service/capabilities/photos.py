@@ -42,11 +42,15 @@ class Photos:
         """The gallery photo as ``/images/{id}`` sends it: upright (UnknownItemError if the
         item or file is gone)."""
         path = self.path(image_id)
+        gone = UnknownItemError(f"the photo of image {image_id} is no longer on disk")
         try:
             stat = path.stat()
-            turned = upright_copy(path)
         except FileNotFoundError:  # removed since photo_path found it
-            raise UnknownItemError(f"the photo of image {image_id} is no longer on disk") from None
+            raise gone from None
+        try:
+            turned = upright_copy(path)
+        except FileNotFoundError:
+            raise gone from None
         except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
             turned = None  # a file Pillow cannot turn: sent as it is stored
         return ServedPhoto(path, stat) if turned is None else ServedPhoto(path, stat, *turned)
