@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageOps
 
 from groundsearch.model.training.evaluation.arithmetic import paired_difference
 from groundsearch.settings import get_settings
@@ -42,7 +42,8 @@ def _example(result: dict, pair: str, index: int, path: Path) -> dict:
 
 def _thumb(images: Path, name: str, size: int, frame: tuple[int, int, int] | None) -> Image.Image:
     with Image.open(images / name) as im:
-        thumb = im.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
+        thumb = ImageOps.exif_transpose(im).convert("RGB")
+        thumb = thumb.resize((size, size), Image.Resampling.BICUBIC)
     if frame is not None:
         ImageDraw.Draw(thumb).rectangle([0, 0, size - 1, size - 1], outline=frame, width=4)
     return thumb

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
 
 from groundsearch.index.export import export_vectors
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.captioning import load_decoder, rerank
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.images.photos import decode_photo
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import Sentences
 from groundsearch.settings import get_settings
@@ -92,7 +92,7 @@ def main() -> None:
             results[f"beam {beam}{' + rerank' if reranked else ''}"] = percentiles(samples)
 
     extractor = FeatureExtractor.for_identity(model.backbone)
-    photos = [Image.open(ds.image_path(i)).convert("RGB") for i in range(min(20, len(names)))]
+    photos = [decode_photo(ds.image_path(i))[0] for i in range(min(20, len(names)))]
     cnn = [t for p in photos for t in timed(lambda p=p: extractor.embed_images([p]), 1)]
     results[f"reference: one photo's CNN pass ({model.backbone})"] = percentiles(cnn)
     print(

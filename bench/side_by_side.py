@@ -90,7 +90,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from PIL import Image
+from PIL import Image, ImageOps
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "side-by-side-write-token-0123456789"
@@ -162,7 +162,7 @@ def jpeg(photo: bytes) -> tuple[str, bytes, str]:
 
 def converted(photo: bytes, fmt: str, mode: str = "RGB", size: int | None = None) -> bytes:
     """The photo re-encoded (PNG, GIF, PPM, grayscale JPEG, a thumbnail…)."""
-    image = Image.open(io.BytesIO(photo)).convert(mode)
+    image = ImageOps.exif_transpose(Image.open(io.BytesIO(photo))).convert(mode)
     if size:
         image = image.resize((size, size))
     out = io.BytesIO()
@@ -699,7 +699,8 @@ def tiny_flickr(flickr: Path, root: Path, n: int) -> tuple[Photos, Path]:
 
 def mirrored(photo: bytes) -> bytes:
     """A new photo (other bytes, other pixels) made from a gallery photo."""
-    image = Image.open(io.BytesIO(photo)).convert("RGB").transpose(Image.Transpose.ROTATE_90)
+    image = ImageOps.exif_transpose(Image.open(io.BytesIO(photo))).convert("RGB")
+    image = image.transpose(Image.Transpose.ROTATE_90)
     out = io.BytesIO()
     image.save(out, "JPEG", quality=90)
     return out.getvalue()

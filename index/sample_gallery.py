@@ -40,6 +40,7 @@ from PIL import Image
 from groundsearch.files import atomic_path, write_text
 from groundsearch.model.data import DatasetError, read_caption_ids
 from groundsearch.model.data.flickr import CAPTIONS_FILE, IMAGES_DIR
+from groundsearch.model.runtime.images.photos import upright
 
 SAMPLE_CAPTIONS = Path(__file__).with_name("sample_captions.txt")
 SAMPLE_DATA = "sample-data"
@@ -59,7 +60,8 @@ def sample_photos() -> list[str]:
 
 
 def _copy_photo(src: Path, dest: Path) -> None:
-    """Copy ``src`` to ``dest``: RGB as is, anything else converted to RGB (alpha on white)."""
+    """Copy ``src`` to ``dest``: RGB as is, anything else turned upright (its EXIF
+    orientation) and converted to RGB (alpha on white)."""
     with Image.open(src) as img:
         mode, fmt = img.mode, img.format
         if mode == "RGB":
@@ -67,12 +69,13 @@ def _copy_photo(src: Path, dest: Path) -> None:
                 shutil.copyfile(src, tmp)
             return
         img.load()
+        turned = upright(img)
         if mode in ("RGBA", "LA") or (mode == "P" and "transparency" in img.info):
-            rgba = img.convert("RGBA")
+            rgba = turned.convert("RGBA")
             rgb = Image.new("RGB", rgba.size, (255, 255, 255))
             rgb.paste(rgba, mask=rgba.getchannel("A"))
         else:
-            rgb = img.convert("RGB")
+            rgb = turned.convert("RGB")
     with atomic_path(dest) as tmp:
         rgb.save(tmp, format=fmt or "PNG")
 

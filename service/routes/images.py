@@ -1,12 +1,15 @@
-"""Gallery photos: the file itself and its nearest neighbours."""
+"""Gallery photos: the file itself (upright) and its nearest neighbours."""
 
 from __future__ import annotations
 
+import hashlib
+from email.utils import formatdate
+
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 
-from groundsearch.model.runtime.images.photos import EXTENSIONS
+from groundsearch.model.runtime.images.photos import EXTENSIONS, UPRIGHT_JPEG_QUALITY
 from groundsearch.service.deps import PhotosDep, SettingsDep, check_k
 from groundsearch.service.problems import responses
 from groundsearch.service.routes.params import ImageId, K, MinRelevance
@@ -21,21 +24,44 @@ MEDIA_TYPES = {f".{ext}": f"image/{fmt.lower()}" for fmt, ext in EXTENSIONS.item
 }
 OTHER = "application/octet-stream"
 PHOTO_TYPES = sorted({*MEDIA_TYPES.values(), OTHER})
+#: How long a client may keep a served photo.
+CACHE_CONTROL = "max-age=3600"
 
 
 @router.get(
     "/images/{image_id}",
     response_class=FileResponse,
     responses={
-        200: {"description": "The photo.", "content": {t: BINARY for t in PHOTO_TYPES}},
+        200: {
+            "description": "The photo, upright: its file as stored, or, when the file's EXIF "
+            "orientation says it is stored turned or mirrored, the photo turned upright and "
+            f"re-encoded in the same format (JPEG at quality {UPRIGHT_JPEG_QUALITY}) without the "
+            "orientation tag.",
+            "content": {t: BINARY for t in PHOTO_TYPES},
+        },
         **responses(404, 422, 503),
     },
 )
-async def photo(photos: PhotosDep, image_id: ImageId) -> FileResponse:
-    """The gallery photo's bytes."""
-    path = photos.path(image_id)
-    content_type = MEDIA_TYPES.get(path.suffix.lower(), OTHER)
-    return FileResponse(path, media_type=content_type, headers={"Cache-Control": "max-age=3600"})
+async def photo(photos: PhotosDep, image_id: ImageId) -> Response:
+    """The gallery photo, upright: the file's bytes, or the photo turned as its EXIF
+    orientation says and re-encoded in its own format."""
+    served = await run_in_threadpool(photos.served, image_id)
+    headers = {"Cache-Control": CACHE_CONTROL}
+    content_type = MEDIA_TYPES.get(served.path.suffix.lower(), OTHER)
+    if served.upright is None:
+        return FileResponse(
+            served.path, media_type=content_type, headers=headers, stat_result=served.stat
+        )
+    if served.format in EXTENSIONS:
+        content_type = f"image/{served.format.lower()}"
+    stat = served.stat
+    # validators of the file, marked: another representation than the file's bytes
+    tag = hashlib.md5(f"{stat.st_mtime}-{stat.st_size}-upright".encode(), usedforsecurity=False)
+    headers |= {
+        "ETag": f'"{tag.hexdigest()}"',
+        "Last-Modified": formatdate(stat.st_mtime, usegmt=True),
+    }
+    return Response(served.upright, media_type=content_type, headers=headers)
 
 
 @router.get(

@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -18,6 +19,7 @@ from groundsearch.index.indexer import IndexingError, index_photos
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.sentences import ADVICE
 from groundsearch.settings import get_settings
+from tests.oriented import coffee, write_oriented
 
 FLICKR = get_settings().flickr8k_dir
 CHECKPOINT = get_settings().default_checkpoint
@@ -109,6 +111,24 @@ def test_a_photo_deleted_while_indexing_is_skipped(messy, tmp_path, parser, monk
     gone = [s for s in report.skipped if s.path.name == "b.jpg"]
     assert len(gone) == 1 and gone[0].reason in {"unreadable", "missing"}
     assert report.photos == 5
+
+
+def test_a_photo_in_any_exif_orientation_gets_the_same_vector(tmp_path, parser):
+    """The same real photo stored with each of the 8 orientations (PNG: lossless, so the
+    upright pixels are identical; JPEG: each turned picture compressed on its own)."""
+    root = tmp_path / "phone"
+    files = write_oriented(coffee(), root / "png") + write_oriented(coffee(), root / "jpg", "JPEG")
+    report = run([root], tmp_path / "g", parser)
+    assert report.embedded == 16 and report.skipped == []
+    gallery = Gallery.open(tmp_path / "g")
+    by_path = {gallery.image(i).path: gallery.image_vector(i) for i in gallery.image_ids()}
+    gallery.close()
+    png = [by_path[str(p)] for p in files[:8]]
+    jpg = [by_path[str(p)] for p in files[8:]]
+    for vector in png[1:]:
+        np.testing.assert_allclose(vector, png[0], rtol=0, atol=1e-6)
+    for vector in jpg[1:]:  # JPEG's own error only
+        assert float(vector @ jpg[0]) > 0.995 * float(jpg[0] @ jpg[0])
 
 
 def test_nothing_to_index_leaves_a_usable_gallery(tmp_path, parser):

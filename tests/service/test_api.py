@@ -10,6 +10,7 @@ from PIL import Image
 
 from groundsearch.service.app import create_app
 from groundsearch.service.settings import ServiceSettings
+from tests.oriented import ORIENTATIONS, oriented_bytes
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +61,26 @@ def test_describe_finds_the_captions_of_an_uploaded_gallery_photo(client, galler
     assert len(hits) == 5
     assert hits[0]["image_id"] == image_id and hits[0]["text"] in captions
     assert hits[0]["image_url"] == f"/images/{image_id}"
+
+
+def test_describe_answers_the_same_for_every_exif_orientation(client, gallery_photo):
+    """A gallery photo stored with each of the 8 EXIF orientations (PNG, lossless):
+    the same captions found, with the same scores, and the same sentences written."""
+    image_id, data, _ = gallery_photo
+    upright = Image.open(io.BytesIO(data)).convert("RGB")
+    answers = []
+    for orientation in ORIENTATIONS:
+        photo = oriented_bytes(upright, orientation)
+        res = client.post("/describe", params={"k": 5}, files={"image": ("p.png", photo)})
+        assert res.status_code == 200, res.text
+        answers.append(res.json())
+    first = answers[0]
+    assert first["results"][0]["image_id"] == image_id
+    for orientation, answer in zip(ORIENTATIONS[1:], answers[1:], strict=True):
+        assert [h["id"] for h in answer["results"]] == [h["id"] for h in first["results"]]
+        for hit, want in zip(answer["results"], first["results"], strict=True):
+            assert hit["score"] == pytest.approx(want["score"], abs=1e-5), orientation
+        assert [g["text"] for g in answer["generated"]] == [g["text"] for g in first["generated"]]
 
 
 def test_photo_and_similar(client, gallery_photo):

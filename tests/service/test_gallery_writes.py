@@ -6,6 +6,7 @@ import io
 import shutil
 import threading
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
@@ -17,6 +18,7 @@ from groundsearch.service.app import create_app
 from groundsearch.service.components import Components
 from groundsearch.service.photo_workers import THREAD_PREFIX as PHOTO_THREADS
 from groundsearch.service.settings import ServiceSettings
+from tests.oriented import ORIENTATIONS, coffee, oriented_bytes
 
 TOKEN = "a-long-enough-write-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -117,6 +119,56 @@ def test_add_search_serve_and_remove_a_photo(writable, photo):
     assert disk_counts(components, index) == before
     assert client.get(added["url"]).status_code == 404
     assert client.delete(f"/gallery/images/{added['id']}", headers=AUTH).status_code == 404
+
+
+def test_a_photo_in_any_exif_orientation_is_embedded_and_served_upright(writable):
+    """The same real photo uploaded with each of the 8 EXIF orientations (PNG: the
+    upright pixels are identical): one vector, and served upright."""
+    client, components, _ = writable
+    upright = coffee()
+    sent = {o: oriented_bytes(upright, o) for o in ORIENTATIONS}
+    added = {
+        o: add_photo(client, f"o{o}.png", data, ["A cup of coffee on a saucer ."])
+        for o, data in sent.items()
+    }
+    try:
+        first = components.gallery.image_vector(added[1]["id"])
+        for o in ORIENTATIONS[1:]:
+            vector = components.gallery.image_vector(added[o]["id"])
+            np.testing.assert_allclose(vector, first, rtol=0, atol=1e-6, err_msg=f"o{o}")
+        plain = client.get(added[1]["url"])  # upright already: the file itself
+        assert plain.status_code == 200 and plain.content == sent[1]
+        for o in ORIENTATIONS[1:]:
+            served = client.get(added[o]["url"])
+            assert served.status_code == 200, served.text
+            assert served.headers["content-type"] == "image/png"
+            assert served.headers["cache-control"] == "max-age=3600"
+            assert served.headers["etag"] != plain.headers["etag"]
+            assert "last-modified" in served.headers
+            with Image.open(io.BytesIO(served.content)) as img:  # no EXIF applied here
+                assert img.format == "PNG" and img.getexif().get(0x0112) is None
+                assert np.array_equal(np.asarray(img.convert("RGB")), np.asarray(upright))
+        doc = client.get("/openapi.json").json()["paths"]["/images/{image_id}"]["get"]
+        assert "upright" in doc["responses"]["200"]["description"]
+    finally:
+        for answer in added.values():
+            client.delete(f"/gallery/images/{answer['id']}", headers=AUTH)
+
+
+def test_a_turned_jpeg_is_served_upright_as_a_jpeg(writable):
+    client, _, _ = writable
+    upright = coffee()
+    added = add_photo(client, "phone.jpg", oriented_bytes(upright, 6, "JPEG"), [])
+    try:
+        served = client.get(added["url"])
+        assert served.status_code == 200 and served.headers["content-type"] == "image/jpeg"
+        with Image.open(io.BytesIO(served.content)) as img:
+            assert img.format == "JPEG" and img.size == upright.size
+            assert img.getexif().get(0x0112) is None
+            diff = np.abs(np.asarray(img, np.int16) - np.asarray(upright, np.int16)).mean()
+            assert diff < 4, diff  # stored at quality 95, served at quality 95
+    finally:
+        client.delete(f"/gallery/images/{added['id']}", headers=AUTH)
 
 
 def test_a_photo_already_in_the_gallery_is_stored_once(writable, gallery_photo):

@@ -2,7 +2,11 @@
 
 Features are keyed by the backbone (name, crops) and the SHA-256 of the image file's
 bytes, so a photo is embedded once whatever its path, and a changed file is embedded
-again. The cache is a SQLite file in the cache directory.
+again. A photo with an EXIF orientation other than 1 has the orientation in its key
+(``photo_key``): features cached before photos were decoded upright were computed on
+the sideways pixels and are not read again, while an upright photo, whose pixels the
+orientation never changed, keeps its entry. The cache is a SQLite file in the cache
+directory.
 """
 
 from __future__ import annotations
@@ -18,11 +22,18 @@ from PIL import Image
 
 from groundsearch.files import sha256_file
 from groundsearch.model.runtime.images.backbones import DEFAULT_BACKBONE, build_backbone, preprocess
-from groundsearch.model.runtime.images.photos import decode_photo
+from groundsearch.model.runtime.images.photos import decode_photo, photo_orientation
 
 
 def file_key(path: Path) -> str:
     return sha256_file(Path(path))[:32]
+
+
+def photo_key(path: Path) -> str:
+    """A photo file's cache key: its digest, and ``:o<N>`` when its EXIF orientation N is
+    not 1 (its features are those of the upright photo)."""
+    orientation = photo_orientation(path)
+    return file_key(path) + (f":o{orientation}" if orientation != 1 else "")
 
 
 class FeatureCache:
@@ -106,7 +117,7 @@ class FeatureExtractor:
         from tqdm import tqdm
 
         paths = [Path(p) for p in paths]
-        keys = [file_key(p) if p.exists() else "" for p in paths]
+        keys = [photo_key(p) if p.exists() else "" for p in paths]
         feats: list[np.ndarray | None] = [
             self.cache.get(self.identity, k) if self.cache and k else None for k in keys
         ]

@@ -3,8 +3,10 @@
 The one photo decoder of the project: the feature extractor reads gallery files with
 it, the service reads uploads with it. Pillow reads width and height from the header
 without decoding, so a decompression bomb is refused before it allocates anything.
-``PhotoError.reason`` says which kind of problem it was (the service turns it into an
-HTTP status).
+Every photo comes out upright: a phone stores a portrait photo sideways with an EXIF
+orientation (tag 0x0112) that says how to turn it, and ``upright`` applies it (Pillow's
+``ImageOps.exif_transpose``). ``PhotoError.reason`` says which kind of problem it was
+(the service turns it into an HTTP status).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Literal
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 from PIL.JpegImagePlugin import JpegImageFile
 
 #: Refuse photos larger than this many pixels unless told otherwise.
@@ -29,6 +31,10 @@ EXTENSIONS = {
     "BMP": "bmp",
     "TIFF": "tif",
 }
+#: The EXIF tag of a photo's orientation: 1 upright, 2–8 mirrored and/or turned.
+ORIENTATION = 0x0112
+#: JPEG quality of a photo re-encoded upright (``upright_copy``).
+UPRIGHT_JPEG_QUALITY = 95
 Reason = Literal["missing", "not-an-image", "unsupported", "too-large", "corrupt"]
 
 
@@ -56,14 +62,19 @@ def decode_photo(
     decoded at reduced scale (Pillow's DCT scaling: 1/2, 1/4 or 1/8), another format is
     box-reduced by a whole factor right after decoding, both sides staying at least
     ``min_side`` pixels; the pixel limit applies to the full size. An animated image gives
-    its first frame.
+    its first frame, a JPEG with more pictures (MPO) its first picture, as ``JPEG``. The
+    image is turned upright by its EXIF orientation after the JPEG draft scaling
+    (symmetric: both sides at least ``min_side``) and before the reduce, so the same
+    photo stored with any orientation gives the same pixels.
     """
     label = name or (str(source) if not isinstance(source, bytes) else "the upload")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as img:
-                fmt = img.format or ""
+                # a camera's JPEG with more pictures in it (MPO: a phone's depth or HDR
+                # gain map) is a JPEG whose first picture is the photo
+                fmt = "JPEG" if img.format == "MPO" else img.format or ""
                 if formats is not None and fmt not in formats:
                     raise PhotoError(
                         "unsupported", f"{label}: unsupported image format {fmt or 'unknown'}"
@@ -77,7 +88,7 @@ def decode_photo(
                 if min_side is not None and isinstance(img, JpegImageFile):
                     img.draft("RGB", (min_side, min_side))
                 img.load()
-                return _reduced(img, min_side).convert("RGB"), fmt
+                return _reduced(upright(img), min_side).convert("RGB"), fmt
     except PhotoError:
         raise
     except FileNotFoundError:
@@ -91,6 +102,61 @@ def decode_photo(
         ) from None
     except (OSError, SyntaxError, ValueError, EOFError, MemoryError) as exc:
         raise PhotoError("corrupt", f"{label}: the image is truncated or corrupt ({exc})") from None
+
+
+def orientation_of(img: Image.Image) -> int:
+    """``img``'s EXIF orientation (1–8); 1 when it has none, or an unreadable or invalid one."""
+    try:
+        value = img.getexif().get(ORIENTATION, 1)
+    except (OSError, SyntaxError, ValueError, EOFError):
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def upright(img: Image.Image) -> Image.Image:
+    """``img`` turned as its EXIF orientation says (the orientation tag then removed), or
+    ``img`` itself when it is upright already."""
+    if orientation_of(img) == 1:
+        return img
+    turned = ImageOps.exif_transpose(img)
+    assert turned is not None  # not in place: always an image
+    return turned
+
+
+def photo_orientation(path: Path | str) -> int:
+    """The EXIF orientation of a photo file (1 when it has none or cannot be read)."""
+    try:
+        with Image.open(path) as img:
+            return orientation_of(img)
+    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
+        return 1
+
+
+def upright_copy(path: Path | str) -> tuple[bytes, str] | None:
+    """A photo file whose EXIF orientation is not 1, turned upright and re-encoded in its
+    own format, with that format (JPEG and WebP at quality ``UPRIGHT_JPEG_QUALITY``, the
+    JPEG's chroma subsampling, the ICC profile and the other EXIF tags kept); None when
+    the file is upright already or is not turned here (an animated image): serve it as
+    it is. OSError and the like when the file cannot be read or written."""
+    with Image.open(path) as img:
+        # a camera's JPEG with a second picture (MPO): its first, main picture, as a JPEG
+        fmt = "JPEG" if img.format == "MPO" else img.format or ""
+        if orientation_of(img) == 1 or (getattr(img, "n_frames", 1) > 1 and fmt != "JPEG"):
+            return None
+        turned = upright(img)
+        options: dict[str, object] = {"exif": turned.getexif()}
+        if "icc_profile" in img.info:
+            options["icc_profile"] = img.info["icc_profile"]
+        if fmt == "JPEG":
+            options["quality"] = UPRIGHT_JPEG_QUALITY
+            if (sampling := JpegImagePlugin.get_sampling(img)) >= 0:
+                options["subsampling"] = sampling
+        elif fmt == "WEBP":
+            options["quality"] = UPRIGHT_JPEG_QUALITY
+            options["lossless"] = bool(img.info.get("lossless"))
+        out = io.BytesIO()
+        turned.save(out, format=fmt, **options)
+        return out.getvalue(), fmt
 
 
 def _reduced(img: Image.Image, min_side: int | None) -> Image.Image:

@@ -17,6 +17,7 @@ from groundsearch.model.runtime.images.backbones import BackboneError
 from groundsearch.model.runtime.images.backend import Outcome
 from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
 from groundsearch.model.runtime.images.pool import FeaturePool, _run_batch
+from tests.oriented import coffee, write_oriented
 
 IMAGES = Path("/work/shared/data/flickr8k/Images")
 IDENTITY = "efficientnet-lite0"
@@ -118,6 +119,21 @@ def test_two_workers_match_in_process_features_in_order(extractor, album, worker
     for path, result in results:
         if isinstance(result, np.ndarray):
             np.testing.assert_allclose(result, here[path], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_worker_processes_turn_every_exif_orientation_upright(workers2, tmp_path):
+    """The same real photo stored with each of the 8 orientations: one feature vector
+    from the spawned workers, and the same as the in-process pool's."""
+    files = write_oriented(coffee(), tmp_path)
+    results = dict(workers2.map(files, lambda p: p))
+    with FeaturePool(IDENTITY, workers=0) as local:
+        here = dict(local.map(files, lambda p: p))
+    first = results[files[0]]
+    assert isinstance(first, np.ndarray)
+    for path in files:
+        np.testing.assert_allclose(results[path], first, rtol=0, atol=1e-5, err_msg=path.name)
+        np.testing.assert_allclose(here[path], first, rtol=0, atol=1e-5, err_msg=path.name)
 
 
 @pytest.mark.slow

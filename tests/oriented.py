@@ -1,0 +1,67 @@
+"""A real photo stored with each of the 8 EXIF orientations, the way a camera stores it.
+
+A camera writes the sensor's pixels as they are and an orientation (EXIF tag 0x0112)
+that tells a viewer how to turn them. Here each stored picture is the upright photo
+turned by the inverse of what its orientation tells the viewer to do, so every file
+shows the same upright picture; Pillow writes the EXIF block.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import skimage.data
+from PIL import Image
+
+T = Image.Transpose
+#: For each orientation, the transpose that stores the upright picture (the inverse of
+#: the one a viewer applies: 6 says "turn 90° clockwise", so the stored picture is the
+#: upright one turned 90° counter-clockwise, Pillow's ROTATE_90).
+STORED = {
+    1: None,
+    2: T.FLIP_LEFT_RIGHT,
+    3: T.ROTATE_180,
+    4: T.FLIP_TOP_BOTTOM,
+    5: T.TRANSPOSE,
+    6: T.ROTATE_90,
+    7: T.TRANSVERSE,
+    8: T.ROTATE_270,
+}
+ORIENTATIONS = tuple(STORED)
+#: Pillow's name of each format, and the suffix of its files.
+SUFFIX = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "TIFF": "tif"}
+
+
+def coffee(size: tuple[int, int] | None = None) -> Image.Image:
+    """scikit-image's coffee photo (600×400, landscape), RGB, resized to ``size``."""
+    photo = Image.fromarray(skimage.data.coffee())
+    return photo.resize(size, Image.Resampling.BICUBIC) if size else photo
+
+
+def stored(upright: Image.Image, orientation: int) -> Image.Image:
+    """The pixels a camera stores for ``upright`` with ``orientation``."""
+    turn = STORED[orientation]
+    return upright if turn is None else upright.transpose(turn)
+
+
+def oriented_bytes(upright: Image.Image, orientation: int, fmt: str = "PNG", **options) -> bytes:
+    """``upright`` stored with EXIF ``orientation`` in ``fmt`` (JPEG: quality 95)."""
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    if fmt == "JPEG":
+        options.setdefault("quality", 95)
+    out = io.BytesIO()
+    stored(upright, orientation).save(out, format=fmt, exif=exif, **options)
+    return out.getvalue()
+
+
+def write_oriented(upright: Image.Image, folder: Path, fmt: str = "PNG") -> list[Path]:
+    """The 8 files ``o1``…``o8`` of ``upright`` in ``folder``, in orientation order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for orientation in ORIENTATIONS:
+        path = folder / f"o{orientation}.{SUFFIX[fmt]}"
+        path.write_bytes(oriented_bytes(upright, orientation, fmt))
+        paths.append(path)
+    return paths
