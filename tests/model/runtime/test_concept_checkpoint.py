@@ -63,3 +63,26 @@ def test_a_bad_recorded_channel_is_a_checkpoint_error():
 def test_the_shipped_vectors_are_690_wide(models):
     _, open_vocab = models
     assert open_vocab.embed_images(np.zeros((1, 1280), np.float32)).shape == (1, 690)
+
+
+def test_the_shipped_channel_speaks_everyday_words(models):
+    assert models[1].concepts.config.names == "entry"
+
+
+def test_record_concepts_changes_the_channel_and_nothing_else(tmp_path, parser):
+    import torch
+
+    from groundsearch.model.runtime.checkpoints import record_concepts
+
+    path = get_settings().default_checkpoint
+    out = tmp_path / "copy.pt"
+    config = record_concepts(path, out, names="imagenet", halfway=5.0)
+    assert (config.names, config.halfway, config.weight) == ("imagenet", 5.0, 1.0)
+    before, after = (torch.load(p, weights_only=False) for p in (path, out))
+    assert before["state_dict"].keys() == after["state_dict"].keys()
+    assert all(torch.equal(before["state_dict"][k], after["state_dict"][k])
+               for k in before["state_dict"])  # fmt: skip
+    assert load_checkpoint(out, parser=parser.version).concepts.config.halfway == 5.0
+    with pytest.raises(CheckpointError, match="names"):
+        record_concepts(path, tmp_path / "bad.pt", names="wordnet")
+    assert not (tmp_path / "bad.pt").exists()
