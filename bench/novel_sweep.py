@@ -42,6 +42,13 @@ def main() -> None:
     ap.add_argument("--held-out", help="'default' or comma-separated concepts: mention F1")
     ap.add_argument("--thresholds", type=floats, default=[0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
     ap.add_argument("--counts", type=lambda t: [int(x) for x in t.split(",")], default=[1, 2, 3])
+    ap.add_argument(
+        "--known",
+        type=lambda t: [int(x) for x in t.split(",")],
+        default=[0],
+        help="the decoder's most frequent words left to it (a large number: only words it "
+        "never learned are constrained)",
+    )
     ap.add_argument("--beam", type=int, default=3)
     ap.add_argument("--meteor", action="store_true", help="also METEOR (slower)")
     ap.add_argument("--json", type=Path, help="write every setting's figures here")
@@ -64,15 +71,13 @@ def main() -> None:
     base = [b[0].text for b in decoder.generate(vectors, beam=args.beam)]
     base_seconds = time.perf_counter() - t0
 
-    def words_of(row: int, threshold: float, count: int) -> tuple[str, ...]:
-        return tuple(novel.words[j] for j in order[row, :count] if pw[row, j] >= threshold)
+    def words_of(row: int, threshold: float, count: int, known: int) -> tuple[str, ...]:
+        novel.known = known
+        words = [novel.words[j] for j in order[row] if pw[row, j] >= threshold]
+        return tuple([w for w in words if novel.speaks_for(w)][:count])
 
-    wanted = {
-        (row, words_of(row, t, c))
-        for t in args.thresholds
-        for c in args.counts
-        for row in range(len(ds.images))
-    }
+    settings = [(t, c, kn) for kn in args.known for c in args.counts for t in args.thresholds]
+    wanted = {(row, words_of(row, *st)) for st in settings for row in range(len(ds.images))}
     pairs = sorted(p for p in wanted if p[1])
     t0 = time.perf_counter()
     found = decoder.generate(
@@ -102,15 +107,14 @@ def main() -> None:
 
     rows = [{"threshold": None, "count": 0, "constrained": 0, **score(base)}]
     print(json.dumps(rows[0]), flush=True)
-    for c in args.counts:
-        for t in args.thresholds:
-            sentences, n = [], 0
-            for row in range(len(ds.images)):
-                w = words_of(row, t, c)
-                sentences.append(constrained[(row, w)] if w else base[row])
-                n += bool(w)
-            rows.append({"threshold": t, "count": c, "constrained": n, **score(sentences)})
-            print(json.dumps(rows[-1]), flush=True)
+    for t, c, kn in settings:
+        sentences, n = [], 0
+        for row in range(len(ds.images)):
+            w = words_of(row, t, c, kn)
+            sentences.append(constrained[(row, w)] if w else base[row])
+            n += bool(w)
+        rows.append({"threshold": t, "count": c, "known": kn, "constrained": n, **score(sentences)})
+        print(json.dumps(rows[-1]), flush=True)
     summary = {
         "split": args.split,
         "decoder": str(args.decoder or s.default_decoder),

@@ -23,6 +23,7 @@ from groundsearch.service.problems import responses
 from groundsearch.service.routes.params import PHOTO_STATUSES, WRITING_ERRORS, Beam, K, Photo, Text
 from groundsearch.service.schemas import (
     CaptionHit,
+    Concept,
     DescribeResponse,
     ParaphraseResponse,
     WrittenSentence,
@@ -62,10 +63,13 @@ async def describe(
         photo, _ = await workers.run(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )
-        hits, wrote, timings = await workers.run(capability.run, photo, k, retrieved, written, beam)
+        hits, wrote, seen, timings = await workers.run(
+            capability.run, photo, k, retrieved, written, beam
+        )
     return DescribeResponse(
         generated=[WrittenSentence.of(g) for g in wrote],
         results=[CaptionHit.of(h) for h in hits],
+        concepts=[Concept.of(c) for c in seen],
         timings_ms=timings,
     )
 

@@ -30,6 +30,9 @@ from groundsearch.model.runtime.captioning.words import STOPWORDS
 THRESHOLD = 0.5
 #: At most this many confident words per photo (the sentence must contain one).
 COUNT = 1
+#: Words among the decoder's this many most frequent training words are left to it
+#: (it says them well unaided); the classifier speaks for the others.
+KNOWN = 0
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class NovelWords:
         weight, bias: the backbone's ImageNet classifier (1000 × feature dim, 1000).
         table: class → entry-level word.
         decoder: the decoder the constraints are for (its vocabulary decides which
-            words are borrowed, and from which trained word).
+            words are borrowed, and from which trained word); None: only ``seen``.
     """
 
     def __init__(
@@ -59,9 +62,10 @@ class NovelWords:
         weight: torch.Tensor,
         bias: torch.Tensor,
         table: EntryLevel,
-        decoder: CaptionDecoder,
+        decoder: CaptionDecoder | None,
         threshold: float = THRESHOLD,
         count: int = COUNT,
+        known: int = KNOWN,
     ) -> None:
         if weight.shape[0] != len(table):
             raise ValueError(
@@ -70,7 +74,7 @@ class NovelWords:
         if not 0.0 < threshold <= 1.0 or count < 0:
             raise ValueError(f"threshold must be in (0, 1] and count ≥ 0, got {threshold}, {count}")
         self.weight, self.bias, self.table = weight.float(), bias.float(), table
-        self.threshold, self.count = threshold, count
+        self.threshold, self.count, self.known = threshold, count, known
         self.words = table.vocabulary
         column = {w: j for j, w in enumerate(self.words)}
         #: class × word: which word each class is called by (never-named classes: none)
@@ -78,21 +82,26 @@ class NovelWords:
         for i, w in enumerate(table.words):
             if w:
                 self.to_word[i, column[w]] = 1.0
-        vocab = decoder.vocab
-        self.borrowed = tuple(w for w in self.words if vocab.index(w) == vocab.unk)
-        self.sources = tuple(borrow_sources(decoder, self.borrowed, self.words))
-        size = len(vocab)
-        self.ids = {w: vocab.index(w) for w in self.words if vocab.index(w) != vocab.unk}
-        self.ids.update({w: size + j for j, w in enumerate(self.borrowed)})
+        self.decoder = decoder
+        self.borrowed: tuple[str, ...] = ()
+        self.sources: tuple[int, ...] = ()
+        self.ids: dict[str, int] = {}
+        if decoder is not None:
+            vocab = decoder.vocab
+            self.borrowed = tuple(w for w in self.words if vocab.index(w) == vocab.unk)
+            self.sources = tuple(borrow_sources(decoder, self.borrowed, self.words))
+            self.ids = {w: vocab.index(w) for w in self.words if vocab.index(w) != vocab.unk}
+            self.ids.update({w: len(vocab) + j for j, w in enumerate(self.borrowed)})
 
     @classmethod
     def for_decoder(
         cls,
-        decoder: CaptionDecoder,
+        decoder: CaptionDecoder | None,
         backbone: str,
         table: EntryLevel | None = None,
         threshold: float = THRESHOLD,
         count: int = COUNT,
+        known: int = KNOWN,
     ) -> NovelWords:
         """The words of ``backbone``'s own ImageNet classifier, for ``decoder``."""
         from groundsearch.model.runtime.images.backbones import classifier
@@ -106,6 +115,7 @@ class NovelWords:
             decoder,
             threshold,
             count,
+            known,
         )
 
     @torch.no_grad()
@@ -143,14 +153,25 @@ class NovelWords:
             )
         return out
 
+    def speaks_for(self, word: str) -> bool:
+        """Whether the classifier constrains ``word``: one the decoder does not know
+        among its ``known`` most frequent words (ids 4 … known + 3); a borrowed word
+        always."""
+        if self.decoder is None or word not in self.ids:
+            return False
+        i = self.ids[word]
+        return i >= len(self.decoder.vocab) or i >= self.known + 4
+
     def confident(self, features: np.ndarray) -> list[list[str]]:
         """For each photo, the words (at most ``count``) whose classes add up to
-        ``threshold`` or more, most probable first."""
+        ``threshold`` or more, most probable first, less those the decoder knows well
+        (``known``)."""
         pw = self.word_probabilities(self.probabilities(features))
         out = []
         for row in pw:
-            order = np.argsort(-row, kind="stable")[: self.count]
-            out.append([self.words[j] for j in order if row[j] >= self.threshold])
+            order = np.argsort(-row, kind="stable")
+            words = [self.words[j] for j in order if row[j] >= self.threshold]
+            out.append([w for w in words if self.speaks_for(w)][: self.count])
         return out
 
     def constraints(self, features: np.ndarray) -> Constraints:
@@ -159,6 +180,8 @@ class NovelWords:
 
     def as_constraints(self, words: list[list[str]]) -> Constraints:
         """Constraints of given words per row (each one of ``self.words``)."""
+        if self.decoder is None:
+            raise ValueError("constraints need the decoder they are for")
         return Constraints([[self.ids[w] for w in ws] for ws in words], self.borrowed, self.sources)
 
 
