@@ -108,6 +108,8 @@ class NovelWords:
 
         with contextlib.redirect_stdout(io.StringIO()):
             fc = classifier(backbone)._fc
+        if not isinstance(fc, torch.nn.Linear):
+            raise RuntimeError(f"{backbone} has no linear ImageNet classifier")
         return cls(
             fc.weight.detach(),
             fc.bias.detach(),
