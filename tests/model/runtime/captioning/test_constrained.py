@@ -110,7 +110,7 @@ def test_novel_words_borrow_a_trained_noun_and_pick_confident_words():
     cat_classes = [i for i, w in enumerate(table.words) if w == "cat"]
     weight[cat_classes, 0] = 1.0  # feature 0: the domestic cats
     weight[table.classes.index("tiger"), 1] = 1.0
-    novel = NovelWords(weight, torch.zeros(1000), table, decoder, threshold=0.5, count=2)
+    novel = NovelWords(weight, torch.zeros(1000), table, decoder, threshold=0.5, count=2, known=0)
     assert "tiger" in novel.borrowed and "cat" not in novel.borrowed
     assert decoder.vocab.words[novel.sources[novel.borrowed.index("tiger")]] in {"cat", "dog"}
     features = np.array([[12.0, 0, 0, 0], [0, 12.0, 0, 0], [0, 0, 0, 0]], np.float32)
@@ -122,3 +122,6 @@ def test_novel_words_borrow_a_trained_noun_and_pick_confident_words():
     assert c.rows[2] == [] and c.rows[1] == [len(decoder.vocab) + novel.borrowed.index("tiger")]
     beams = decoder.generate(vectors(3), beam=2, constraints=c)
     assert "tiger" in tokenize(beams[1][0].text) and "cat" in tokenize(beams[0][0].text)
+    # a word among the decoder's `known` most frequent is left to it; a borrowed one never
+    novel.known = len(decoder.vocab)
+    assert novel.confident(features) == [[], ["tiger"], []]
