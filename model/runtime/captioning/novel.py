@@ -35,6 +35,15 @@ COUNT = 3
 #: Words among the decoder's this many most frequent training words are left to it
 #: (it says them well unaided); the classifier speaks for the others.
 KNOWN = 1500
+#: Entry-level words Flickr8k's captions mostly use in another sense ("people watch",
+#: "an orange shirt", "a tank top", "a dog can…"): a decoder that knows them would meet
+#: the constraint with the wrong sense, and a borrowed word would take their place as a
+#: verb or an adjective. They are never constraints for a decoder that knows them, and
+#: never lend their weights.
+AMBIGUOUS = frozenset(
+    "bow box can dock drink duck fan fly light monitor orange seal shop sign ski stage "
+    "store swing tank watch".split()
+)
 
 
 @dataclass(frozen=True)
@@ -164,7 +173,9 @@ class NovelWords:
         if self.decoder is None or word not in self.ids:
             return False
         i = self.ids[word]
-        return i >= len(self.decoder.vocab) or i >= self.known + 4
+        if i >= len(self.decoder.vocab):
+            return True
+        return i >= self.known + 4 and word not in AMBIGUOUS
 
     def confident(self, features: np.ndarray) -> list[list[str]]:
         """For each photo, the words (at most ``count``) whose classes add up to
@@ -194,13 +205,13 @@ def borrow_sources(
 ) -> list[int]:
     """For each word the decoder never learned, the row of its nearest trained word by
     GloVe cosine (DCC), among the decoder's content words GloVe knows — among
-    ``nouns`` only when given (the entry-level words: a noun borrows a noun's place in
-    a sentence, not an adjective's)."""
+    ``nouns`` only when given (the entry-level words less ``AMBIGUOUS``: a noun borrows
+    a noun's place in a sentence, not a verb's or an adjective's)."""
     from groundsearch.model.runtime.concepts import glove_table
 
     index, unit = glove_table()
     vocab = decoder.vocab
-    allowed = set(nouns) if nouns is not None else None
+    allowed = set(nouns) - AMBIGUOUS if nouns is not None else None
     rows = [
         i
         for i, w in enumerate(vocab.words)

@@ -56,7 +56,7 @@ def test_the_classifiers_words_name_what_flickr8k_rarely_showed(shipped, parser,
 
     import skimage
 
-    from groundsearch.model.runtime.captioning.novel import NovelWords
+    from groundsearch.model.runtime.captioning.novel import AMBIGUOUS, NovelWords
 
     model = load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
     photos = Path(skimage.__file__).parent / "data"
@@ -65,6 +65,8 @@ def test_the_classifiers_words_name_what_flickr8k_rarely_showed(shipped, parser,
     )
     vectors = model.embed_images(features)
     novel = NovelWords.for_decoder(shipped, model.backbone)
+    lenders = {shipped.vocab.words[i] for i in novel.sources}
+    assert not lenders & AMBIGUOUS and "watch" in shipped.vocab.words  # "people watch"
     assert novel.confident(features) == [[], [], ["tripod"]]
     named = shipped.generate(vectors, beam=3, constraints=novel.constraints(features))
     assert "tripod" in tokenize(named[2][0].text)
