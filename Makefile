@@ -11,6 +11,7 @@
 #   make reliability          schema fuzzing, bad inputs, overload, memory, soak, crash (~45 min)
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
 #   make concepts             the held-out-concept protocol, without and with the channel (~15 min)
+#   make captions-held-out    the held-out-concept captioning protocol, before/after naming (~1 h)
 #   make arithmetic           photo − "A" + "B" measured: shipped SDT-RNN vs bag of words (~5 min)
 #   make -j2 paper-results    the same plus Socher et al.'s comparisons (unweighted, f, loss)
 SHELL := bash
@@ -19,7 +20,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size bench-captions reliability score-parser train-parser results arithmetic paper-results
+.PHONY: captions-held-out concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size bench-captions reliability score-parser train-parser results arithmetic paper-results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -160,6 +161,21 @@ concepts: install
 	for w in 0 $(CONCEPT_WEIGHT); do for split in dev test; do \
 		$(BIN)/groundsearch evaluate-concepts $(CONCEPTS_DIR)/sdt-heldout.pt --split $$split \
 			--concepts $$w --sample --out $(CONCEPTS_DIR)/heldout.$$split.w$$w.json > /dev/null; done; done
+
+# The held-out-concept captioning protocol (DCC's, on Flickr8k; docs/RESULTS.md "Sentences
+# that name what the CNN sees"): a decoder trained without the photos of the ten held-out
+# concepts (photo vectors from the cached backbone features), scored on test without and
+# with the classifier's words (--novel); then the shipped decoder on the standard test.
+CAPTIONS_DIR ?= runs/captions
+captions-held-out: install
+	@mkdir -p $(CAPTIONS_DIR)
+	OMP_NUM_THREADS=1 $(BIN)/groundsearch train-decoder --out $(CAPTIONS_DIR)/heldout.pt \
+		--threads 1 --epochs 12 --sentence-share 0 --hold-out default > $(CAPTIONS_DIR)/heldout.log 2>&1
+	for novel in "" --novel; do \
+		OMP_NUM_THREADS=1 $(BIN)/groundsearch evaluate-captions --decoder $(CAPTIONS_DIR)/heldout.pt \
+			--threads 1 --hold-out default $$novel --json $(CAPTIONS_DIR)/heldout.test$$novel.json; \
+		OMP_NUM_THREADS=1 $(BIN)/groundsearch evaluate-captions --threads 1 $$novel \
+			--json $(CAPTIONS_DIR)/shipped.test$$novel.json; done
 
 # prefixed to each train/evaluate command, e.g. TRAIN_ENV="OMP_NUM_THREADS=1" with -j2
 TRAIN_ENV ?=

@@ -21,6 +21,7 @@ from PIL import Image
 
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.index_kinds import IndexSettings
+from groundsearch.model.runtime.captioning.novel import NovelWords
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
@@ -90,8 +91,15 @@ class Components:
         batcher = ParseBatcher(parser, workers=settings.parse_workers)
         sentences = Sentences(model, batcher.outcomes, settings.max_text_chars)
         decoder, status = served_decoder(settings, identity)
+        novel = NovelWords.for_decoder(decoder if settings.decoder_novel else None, model.backbone)
         writer = Writer(
-            decoder, status, sentences, stages, settings.decoder_beam, settings.decoder_rerank
+            decoder,
+            status,
+            sentences,
+            stages,
+            settings.decoder_beam,
+            settings.decoder_rerank,
+            novel,
         )
         photos = PhotoVectors(extractor, model, stages)
         relevance, relevance_status = served_relevance(settings, identity)

@@ -22,7 +22,14 @@ class PhotoVectors:
         return self.extractor.spec.resize
 
     def vector(self, image: Image.Image, timings: Timings) -> np.ndarray:
+        return self.features_and_vector(image, timings)[1]
+
+    def features_and_vector(
+        self, image: Image.Image, timings: Timings
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The backbone's pooled features of the photo (what its ImageNet classifier
+        reads) and its joint-space vector, from one CNN pass."""
         with self.stages.stage("cnn", timings):
             features = self.extractor.embed_images([image])
         with self.stages.stage("encode", timings):
-            return self.model.embed_images(features)[0]
+            return features[0], self.model.embed_images(features)[0]

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from groundsearch.index.gallery import ImageRecord
 from groundsearch.model.runtime.captioning import Generated
+from groundsearch.model.runtime.captioning.novel import Seen
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.service.capabilities.describe import Description
 from groundsearch.service.relevance import split
@@ -145,10 +146,40 @@ class ImagesResponse(BaseModel):
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
 
+class Concept(BaseModel):
+    """A class the backbone's ImageNet classifier saw in the photo."""
+
+    word: str | None = Field(
+        description="The everyday word for the class (the entry-level noun: 'dog' for "
+        "every breed, 'laptop' for 'notebook'); null for a class never named."
+    )
+    imagenet_class: str = Field(description="The classifier's own class name.")
+    probability: float = Field(description="The class's probability.")
+    word_probability: float = Field(
+        description="The word's probability: the sum over the classes it names (0 when "
+        "the class is never named). A photo's written sentence names one of its words from "
+        "0.15 that the decoder does not know well (docs/API.md)."
+    )
+
+    @classmethod
+    def of(cls, seen: Seen) -> Concept:
+        return cls(
+            word=seen.word or None,
+            imagenet_class=seen.imagenet_class,
+            probability=round(seen.probability, 4),
+            word_probability=round(seen.word_probability, 4),
+        )
+
+
 class DescribeResponse(BaseModel):
     generated: list[WrittenSentence] = Field(description=WRITTEN)
     results: list[CaptionHit] = Field(
         description="Existing captions whose relevance reaches min_relevance, best first."
+    )
+    concepts: list[Concept] = Field(
+        default_factory=list,
+        description="What the backbone's ImageNet classifier saw (on the same CNN pass): "
+        "its top classes at probability 0.05 or more, best first, at most five.",
     )
     timings_ms: dict[str, float]
     weak: list[CaptionHit] = Field(default_factory=list, description=WEAK)

@@ -61,6 +61,11 @@ class ServiceSettings(Settings):
     decoder_beam: int = Field(
         default=3, ge=1, le=10, description="Beam width when writing sentences."
     )
+    decoder_novel: bool = Field(
+        default=True,
+        description="Written sentences for a photo name one of the backbone's confident "
+        "ImageNet classes (their everyday words; constrained beam search).",
+    )
     decoder_rerank: bool = Field(
         default=False,
         description="Re-sort written sentences by the joint model's own score (parses each "

@@ -38,19 +38,69 @@ def _threads(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
 
 
-def _split_vectors(args: argparse.Namespace, split: str) -> tuple[ExportedVectors, list[list[str]]]:
-    """The gallery's vectors of a Flickr8k split's photos, and their reference captions."""
+def _split_vectors(
+    args: argparse.Namespace, split: str, hold_out: list[str] | None = None
+) -> tuple[ExportedVectors, list[list[str]]]:
+    """The vectors of a Flickr8k split's photos (less the photos of ``hold_out``
+    concepts), and their reference captions: from the gallery's stored vectors, or
+    without ``--gallery`` from the backbone's cached features through the checkpoint's
+    image encoder (the same photo vectors; no caption vectors)."""
     from groundsearch.index.errors import StoreError
     from groundsearch.model.data import DatasetError, load_captioned_images
+    from groundsearch.model.data.concepts import resolve, without_concepts
     from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
 
     with user_errors(StoreError, DatasetError, CheckpointError):
-        exported = _exported(args, checkpoint_identity(checkpoint_path(args)))
         ds = load_captioned_images(data_root(args), split=split or None)
+        if hold_out:
+            ds = without_concepts(ds, resolve(hold_out))
         refs: dict[int, list[str]] = {}
         for text, i in zip(ds.captions, ds.caption_image, strict=True):
             refs.setdefault(i, []).append(text)
-        return exported.subset(ds.images), [refs[i] for i in range(len(ds.images))]
+        references = [refs[i] for i in range(len(ds.images))]
+        if args.gallery is None:
+            return _from_features(args, ds), references
+        exported = _exported(args, checkpoint_identity(checkpoint_path(args)))
+        return exported.subset(ds.images), references
+
+
+def _from_features(args: argparse.Namespace, ds: Any) -> ExportedVectors:
+    """A split's photo vectors from the cached backbone features (computed where not
+    cached), with its captions and no caption vectors (n × 0)."""
+    import numpy as np
+
+    from groundsearch.index.export import ExportedVectors
+
+    model = _joint(args)
+    features = _features(args, ds)
+    return ExportedVectors(
+        tuple(ds.images),
+        model.embed_images(features),
+        tuple(ds.captions),
+        np.asarray(ds.caption_image, dtype=np.int64),
+        np.zeros((len(ds.captions), 0), np.float32),
+    )
+
+
+_MODELS: dict[str, Any] = {}
+
+
+def _joint(args: argparse.Namespace) -> Any:
+    """The joint model (loaded once per process)."""
+    from groundsearch.model.runtime.checkpoints import load_checkpoint
+
+    key = str(checkpoint_path(args))
+    if key not in _MODELS:
+        _MODELS[key] = load_checkpoint(checkpoint_path(args), parser=make_parser().version)
+    return _MODELS[key]
+
+
+def _features(args: argparse.Namespace, ds: Any) -> Any:
+    """The backbone's pooled features of a data set's photos (the shared cache)."""
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+
+    extractor = FeatureExtractor(_joint(args).backbone, cache_dir=get_settings().cache_dir)
+    return extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
 
 
 _EXPORTS: dict[str, ExportedVectors] = {}
@@ -99,7 +149,12 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
     with user_errors(ValueError):
         config = config_from(args, DecoderTrainConfig)
         arch = config_from(args, DecoderConfig)
-    train, _ = _split_vectors(args, "train")
+    if args.gallery is None and config.sentence_share > 0:
+        raise CliError(
+            "without --gallery there are no caption vectors: pass --sentence-share 0 "
+            "(photo vectors only) or a gallery of every Flickr8k photo"
+        )
+    train, _ = _split_vectors(args, "train", args.hold_out)
     dev, dev_refs = _split_vectors(args, "dev")
     decoder, summary = train_decoder(_caption_set(train), _caption_set(dev), config, arch)
     scores = evaluate_decoder(
@@ -110,6 +165,7 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
     checkpoint = checkpoint_path(args)
     extra = {
         "command": shlex.join(["groundsearch", *sys.argv[1:]]),
+        "hold_out": args.hold_out,
         "joint_checkpoint": checkpoint.name,
         "summary": summary,
     }
@@ -131,10 +187,11 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
     with user_errors(DecoderError, CheckpointError):
         decoder = load_decoder(path, identity=checkpoint_identity(checkpoint))
     test, refs = _split_vectors(args, args.split)
-    train, _ = _split_vectors(args, "train")
+    train, _ = _split_vectors(args, "train", args.hold_out)
     vectors = test.photo_vectors
     if args.vectors == "captions":
         vectors, refs = _caption_vectors(test)
+    constraints = _constraints(args, decoder) if args.novel else None
     result = evaluate_decoder(
         decoder,
         vectors,
@@ -143,10 +200,22 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
         embed_texts=_embed_texts(checkpoint),
         beam=args.beam,
         reranked=args.rerank,
+        constraints=constraints,
         length_penalty=args.length_penalty,
         repeat_penalty=args.repeat_penalty,
         no_repeat_ngram=args.no_repeat_ngram,
     )
+    if args.novel:
+        result["novel"] = {
+            "threshold": args.novel_threshold,
+            "count": args.novel_count,
+            "constrained_photos": sum(bool(r) for r in constraints.rows) if constraints else 0,
+        }
+    if args.hold_out:
+        from groundsearch.model.data.concepts import resolve
+        from groundsearch.model.training.evaluation.captions import held_out_scores
+
+        result["held_out"] = held_out_scores(result["sentences"], refs, resolve(args.hold_out))
     result = {"decoder": str(path), "split": args.split, "vectors": args.vectors, **result}
     sentences = result.pop("sentences")
     print(_table(result))
@@ -154,6 +223,21 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
         named = dict(zip(test.photo_names, sentences, strict=True))
         Path(args.json).write_text(json_text({**result, "sentences": named}, 3) + "\n")
     return 0
+
+
+def _constraints(args: argparse.Namespace, decoder: Any) -> Any:
+    """The classifier's confident words for each photo of the split (``--novel``)."""
+    from groundsearch.model.data import load_captioned_images
+    from groundsearch.model.runtime.captioning.novel import NovelWords
+
+    if args.vectors == "captions":
+        raise CliError("--novel reads photos: it cannot constrain sentences written for captions")
+    ds = load_captioned_images(data_root(args), split=args.split or None)
+    backbone = _joint(args).backbone
+    novel = NovelWords.for_decoder(
+        decoder, backbone, threshold=args.novel_threshold, count=args.novel_count
+    )
+    return novel.constraints(_features(args, ds))
 
 
 def _caption_vectors(test: ExportedVectors) -> tuple[Any, list[list[str]]]:
@@ -180,6 +264,27 @@ def _table(result: dict[str, Any]) -> str:
         f"{', re-ranked' if result['reranked'] else ''}: {result['decoder']}"
     )
     lines = [head] + [f"{k:<22} {'n/a' if v is None else f'{v:.2f}'}" for k, v in rows]
+    if "novel" in result:
+        n = result["novel"]
+        lines += [
+            f"novel words: threshold {n['threshold']}, count {n['count']}, "
+            f"{n['constrained_photos']} photos constrained"
+        ]
+    if "held_out" in result:
+        h = result["held_out"]
+        on = h["on_held_out_photos"]
+        lines += [
+            f"held-out mention F1 (mean of {len(h['mention']['concepts'])}) "
+            f"{h['mention']['mean_F1']:.2f}",
+            f"held-out photos ({h['held_out_photos']}): METEOR "
+            f"{'n/a' if on['METEOR'] is None else format(on['METEOR'], '.2f')}, "
+            f"CIDEr-D {on['CIDEr-D']:.2f}, BLEU-4 {on['BLEU-4']:.2f}",
+        ]
+        lines += [
+            f"  {name:<11} F1 {v['F1']:5.1f}  P {v['precision']:5.1f}  R {v['recall']:5.1f}  "
+            f"({v['photos']} photos, said {v['said']})"
+            for name, v in h["mention"]["concepts"].items()
+        ]
     lines += [f"note: {n}" for n in result["notes"]]
     lines += ["examples:"] + [f"  {s}" for s in result["examples"]]
     return "\n".join(lines)
@@ -188,10 +293,10 @@ def _table(result: dict[str, Any]) -> str:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--gallery",
-        required=True,
         type=Path,
         help="a gallery of every Flickr8k photo by the same joint model "
-        "(`groundsearch index --flickr8k --split '' --index DIR`)",
+        "(`groundsearch index --flickr8k --split '' --index DIR`); without it, photo "
+        "vectors come from the cached backbone features through the checkpoint",
     )
     p.add_argument("--checkpoint", help="the joint model (default: the shipped SDT-RNN)")
     data_option(p)
@@ -201,7 +306,10 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from groundsearch.cli.concepts import held_out_names
     from groundsearch.model.runtime.captioning import DecoderConfig
+    from groundsearch.model.runtime.captioning.novel import COUNT as NOVEL_COUNT
+    from groundsearch.model.runtime.captioning.novel import THRESHOLD as NOVEL_THRESHOLD
     from groundsearch.model.training.captioning import DecoderTrainConfig
 
     p = command(
@@ -209,6 +317,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _common(p)
     p.add_argument("--out", required=True, help="decoder artifact to write (.pt)")
+    p.add_argument(
+        "--hold-out",
+        type=held_out_names,
+        help="leave out the training photos of these concepts (comma-separated, or 'default')",
+    )
     add_config_flags(p, DecoderTrainConfig)
     add_config_flags(p, DecoderConfig, skip=("dim",))
 
@@ -236,6 +349,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "scored against its other captions (paraphrase)",
     )
     p.add_argument("--json", help="write the figures and every sentence to this file")
+    p.add_argument(
+        "--novel",
+        action="store_true",
+        help="sentences must name one of the classifier's confident words (constrained "
+        "beam search over the entry-level words)",
+    )
+    p.add_argument(
+        "--novel-threshold",
+        type=float,
+        default=NOVEL_THRESHOLD,
+        help=f"a word's summed class probability to be a constraint ({NOVEL_THRESHOLD})",
+    )
+    p.add_argument(
+        "--novel-count",
+        type=positive_int,
+        default=NOVEL_COUNT,
+        help=f"at most this many constraint words per photo ({NOVEL_COUNT})",
+    )
+    p.add_argument(
+        "--hold-out",
+        type=held_out_names,
+        help="the held-out-concept protocol: these concepts' mention F1 and the metrics on "
+        "their photos ('default': the ten of `groundsearch train --hold-out default`); the "
+        "decoder should have been trained with the same --hold-out",
+    )
 
 
 __all__ = ["CliError", "register"]

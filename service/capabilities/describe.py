@@ -10,6 +10,7 @@ from PIL import Image
 
 from groundsearch.index.gallery import Gallery
 from groundsearch.model.runtime.captioning import Generated
+from groundsearch.model.runtime.captioning.novel import Seen
 from groundsearch.service.bank_loader import BankLoader
 from groundsearch.service.photo_vectors import PhotoVectors
 from groundsearch.service.queries import QueryVectors
@@ -55,16 +56,19 @@ class Describe:
         retrieved: bool = True,
         written: bool = False,
         beam: int | None = None,
-    ) -> tuple[list[Description], list[Generated], Timings]:
+    ) -> tuple[list[Description], list[Generated], list[Seen], Timings]:
         """The ``k`` best captions for a photo among the gallery's and the bank's (one
-        text once, the gallery's first) if ``retrieved``, and the sentences the decoder
-        writes for it (beam ``beam``) if ``written``. Each caption's relevance is read
-        from the photo's top caption scores, the gallery's and the bank's together."""
+        text once, the gallery's first) if ``retrieved``, the sentences the decoder
+        writes for it (beam ``beam``; naming a confident class) if ``written``, and what
+        the backbone's ImageNet classifier saw in it (the same CNN pass). Each caption's
+        relevance is read from the photo's top caption scores, the gallery's and the
+        bank's together."""
         timings: Timings = {}
-        vec = self.photos.vector(image, timings)
-        sentences = self.writer.write(vec, timings, beam) if written else []
+        features, vec = self.photos.features_and_vector(image, timings)
+        sentences = self.writer.write(vec, timings, beam, features) if written else []
+        concepts = self.writer.concepts(features)
         if not retrieved:
-            return [], sentences, timings
+            return [], sentences, concepts, timings
         with self.stages.stage("search", timings):
             found, pool = self._found(vec, k)
         found.sort(key=lambda d: (-d.score, d.source != "gallery"))
@@ -72,7 +76,7 @@ class Describe:
         unique: dict[str, Description] = {}
         for d in found:
             unique.setdefault(d.text, d)
-        return list(unique.values())[:k], sentences, timings
+        return list(unique.values())[:k], sentences, concepts, timings
 
     def _found(self, vec: np.ndarray, k: int) -> tuple[list[Description], list[Description]]:
         """The first ``k`` captions of the gallery's and of the bank's (the candidates),

@@ -30,6 +30,7 @@ from groundsearch.service.routes.params import (
     Text,
 )
 from groundsearch.service.schemas import (
+    Concept,
     DescribeResponse,
     ParaphraseResponse,
     WrittenSentence,
@@ -73,10 +74,13 @@ async def describe(
         photo, _ = await workers.run(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )
-        hits, wrote, timings = await workers.run(capability.run, photo, k, retrieved, written, beam)
+        hits, wrote, seen, timings = await workers.run(
+            capability.run, photo, k, retrieved, written, beam
+        )
     threshold = capability.judge.threshold(min_relevance)
     return DescribeResponse(
         generated=[WrittenSentence.of(g) for g in wrote],
+        concepts=[Concept.of(c) for c in seen],
         **caption_hits(hits, threshold, retrieved),
         timings_ms=timings,
     )

@@ -58,7 +58,7 @@ def photo(components, image_id: int) -> tuple[bytes, list[str]]:
 
 
 def test_describe_writes_sentences_that_name_what_is_in_the_photo(client, service_components):
-    named = 0
+    named = saw = 0
     ids = service_components.gallery.image_ids()
     for image_id in ids:
         data, references = photo(service_components, image_id)
@@ -73,9 +73,20 @@ def test_describe_writes_sentences_that_name_what_is_in_the_photo(client, servic
         assert len({w["text"] for w in written}) == 3
         assert all(w["text"][0].isupper() and w["text"].endswith(".") for w in written)
         assert "generate" in body["timings_ms"] and "cnn" in body["timings_ms"]
+        assert "classify" in body["timings_ms"]  # on the same CNN pass
+        concepts = body["concepts"]
+        assert len(concepts) <= 5
+        saw += bool(concepts)
+        assert all(c["probability"] >= 0.05 for c in concepts)
+        assert [c["probability"] for c in concepts] == sorted(
+            (c["probability"] for c in concepts), reverse=True
+        )
+        for c in concepts:
+            assert c["word"] is None or c["word_probability"] >= c["probability"] - 1e-4
         named += bool(words(written[0]["text"]) & set().union(*map(words, references)))
     # a fluent sentence about the photo shares a content word with its five references
     assert named >= len(ids) - 2, f"only {named} of {len(ids)} written sentences fit"
+    assert saw >= len(ids) // 2  # the classifier sees something in most photos
 
 
 def test_describe_answers_one_kind_when_asked_and_is_deterministic(client, service_components):

@@ -12,10 +12,13 @@ sentences.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
+
+from groundsearch.model.runtime.captioning.words import SPECIALS, sentence
 
 if TYPE_CHECKING:
     from groundsearch.model.runtime.captioning.decoder import CaptionDecoder
@@ -131,3 +134,152 @@ def _settled(
         return False
     kth = sorted((f[0] for f in finished), reverse=True)[s.beam - 1]
     return float(live.max()) / length**s.length_penalty < kth
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Words a row's sentence must contain one of (Anderson et al. 2017), as ids of the
+    decoder's vocabulary extended by ``borrowed`` words: id ``len(vocab) + j`` is
+    ``borrowed[j]``, written where the decoder would write its trained word
+    ``sources[j]`` (DCC, Hendricks et al. 2016: a word the captions never used borrows
+    the input and output weights of its nearest trained word)."""
+
+    rows: list[list[int]]  # per row, the constraint word ids (empty: unconstrained)
+    borrowed: tuple[str, ...] = ()
+    sources: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.borrowed) != len(self.sources):
+            raise ValueError("each borrowed word needs its source word")
+
+
+#: Word beginnings read with a consonant sound although spelled with a vowel.
+_CONSONANT_SOUND = ("uni", "use", "usu", "eu", "one", "once")
+
+
+def _indefinite(word: str) -> str:
+    vowel = word[:1] in "aeiou" and not word.startswith(_CONSONANT_SOUND)
+    return "an" if vowel or word.startswith("hour") else "a"
+
+
+@torch.no_grad()
+def constrained_search(
+    decoder: CaptionDecoder, v: torch.Tensor, s: BeamSettings, constraints: Constraints
+) -> list[list[Generated]]:
+    """``s.beam`` sentences for each unit vector of ``v`` (n × dim), best first, that
+    contain one of its row's constraint words (constrained beam search, Anderson et al.
+    2017, with a two-state automaton: not yet / already met). Each state keeps its own
+    ``beam`` hypotheses; a hypothesis moves to the met state by writing a constraint
+    word. Sentences that never met a constraint (none fitted in ``max_len`` words) come
+    after those that did. A borrowed word's log-probability is its source word's, and
+    it is written only as a constraint."""
+    vocab = decoder.vocab
+    n, k, size = len(v), s.beam, len(vocab)
+    extra = len(constraints.borrowed)
+    full = size + extra
+    words = [*vocab.words, *constraints.borrowed]
+    if len(constraints.rows) != n:
+        raise ValueError(f"{len(constraints.rows)} constraint rows for {n} vectors")
+    allowed = torch.zeros((n, full), dtype=torch.bool)  # the constraint words of each row
+    for row, ids in enumerate(constraints.rows):
+        if any(not 4 <= i < full for i in ids):
+            raise ValueError(f"constraint ids must be words of the vocabulary, got {ids}")
+        allowed[row, ids] = True
+    sources = torch.tensor(constraints.sources, dtype=torch.long)
+    states = 2
+    hyps = n * states * k  # row-major: row, state, beam
+    cond, (h, c) = decoder.start(v)
+    rep = states * k
+    cond, h, c = (
+        cond.repeat_interleave(rep, 0),
+        h.repeat_interleave(rep, 1),
+        c.repeat_interleave(rep, 1),
+    )
+    scores = torch.full((n, states, k), -math.inf)
+    scores[:, 0, 0] = 0.0
+    tokens = torch.full((hyps, 1), vocab.bos, dtype=torch.long)  # ids in the full range
+    seen = torch.zeros((hyps, full), dtype=torch.bool)
+    content = torch.cat([~decoder.stopwords, torch.ones(extra, dtype=torch.bool)])
+    # the trained word each id is fed back as (a borrowed word feeds its source)
+    feed = torch.cat([torch.arange(size), sources]) if extra else torch.arange(size)
+    finished: list[list[list[tuple[float, list[int]]]]] = [[[], []] for _ in range(n)]
+    done = [False] * n
+    row_allowed = allowed.repeat_interleave(rep, 0)  # hyps × full
+    for t in range(s.max_len + 1):
+        logp, (h, c) = decoder.step(feed[tokens[:, -1]], cond, (h, c))
+        logp[:, [vocab.pad, vocab.unk, vocab.bos]] = -math.inf
+        if extra:
+            logp = torch.cat([logp, logp[:, sources]], dim=1)
+            logp[:, size:] = torch.where(row_allowed[:, size:], logp[:, size:], -math.inf)
+        if t == 0:
+            logp[:, vocab.eos] = -math.inf
+        if t == s.max_len:
+            eos = logp[:, vocab.eos].clone()
+            logp.fill_(-math.inf)
+            logp[:, vocab.eos] = eos
+        if s.repeat_penalty > 0:
+            penalised = repeat_mask(tokens[:, 1:], seen, content, s.no_repeat_ngram)
+            logp = torch.where(penalised, logp - s.repeat_penalty, logp)
+        ends = (scores.reshape(-1) + logp[:, vocab.eos]).reshape(n, states, k).tolist()
+        logp[:, vocab.eos] = -math.inf
+        total = (scores.reshape(-1, 1) + logp).reshape(n, states, k, full)
+        meets = allowed[:, None, :].expand(n, k, full)
+        # state 0 → 0: any word but a constraint; 0 → 1: a constraint; 1 → 1: any word
+        stay0 = torch.where(meets, -math.inf, total[:, 0]).reshape(n, k * full)
+        into1 = torch.cat([torch.where(meets, total[:, 0], -math.inf), total[:, 1]], dim=1).reshape(
+            n, 2 * k * full
+        )
+        s0, i0 = stay0.topk(k, dim=1)
+        s1, i1 = into1.topk(k, dim=1)
+        src0, word0 = i0 // full, i0 % full  # from state 0, beam src0
+        src1 = i1 // full  # 0..2k−1: the first k are state 0's beams
+        word1 = i1 % full
+        new_scores = torch.stack([s0, s1], dim=1)
+        for row in range(n):
+            if done[row]:
+                new_scores[row] = -math.inf
+                continue
+            for state in range(states):
+                for source, score in enumerate(ends[row][state]):
+                    if score > -math.inf:
+                        at = (row * states + state) * k + source
+                        ids = tokens[at, 1:].tolist()
+                        normed = score / (len(ids) + 1) ** s.length_penalty
+                        finished[row][state].append((normed, ids))
+            target = finished[row][1] if constraints.rows[row] else finished[row][0]
+            done[row] = _settled(target, new_scores[row].reshape(-1), t + 2, s)
+        if all(done):
+            break
+        base = torch.arange(n)[:, None] * rep
+        from0 = base + src0  # state 0's beams sit at offsets 0..k−1 of the row
+        from1 = base + src1  # state 1's at k..2k−1: src1 counts them on from k already
+        index = torch.cat([from0, from1], dim=1).reshape(-1)
+        new_word = torch.cat([word0, word1], dim=1).reshape(-1)
+        tokens = torch.cat([tokens[index], new_word[:, None]], dim=1)
+        h, c, seen = h[:, index], c[:, index], seen[index]
+        seen[torch.arange(hyps), new_word] = True
+        scores = new_scores
+    out = []
+    for row, (unmet, met) in enumerate(finished):
+        met.sort(key=lambda f: -f[0])
+        unmet.sort(key=lambda f: -f[0])
+        wanted = set(constraints.rows[row])
+        out.append(
+            [
+                Generated(sentence_of(words, ids, wanted), float(score))
+                for score, ids in (met + unmet)[:k]
+            ]
+        )
+    return out
+
+
+def sentence_of(words: Sequence[str], ids: Sequence[int], forced: Collection[int] = ()) -> str:
+    """The sentence of word ids over ``words`` (specials left out); "a"/"an" before a
+    ``forced`` word (a constraint, chosen by the search, not by the language model)
+    agrees with it."""
+    tokens = [words[i] for i in ids if i >= len(SPECIALS)]
+    kept = [i for i in ids if i >= len(SPECIALS)]
+    for j in range(len(tokens) - 1):
+        if tokens[j] in ("a", "an") and kept[j + 1] in forced:
+            tokens[j] = _indefinite(tokens[j + 1])
+    return sentence(tokens)

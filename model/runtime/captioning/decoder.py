@@ -18,8 +18,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from groundsearch.model.runtime.captioning.beam import BeamSettings, Generated, beam_search
-from groundsearch.model.runtime.captioning.words import DecoderVocab
+from groundsearch.model.runtime.captioning.beam import (
+    BeamSettings,
+    Constraints,
+    Generated,
+    beam_search,
+    constrained_search,
+)
+from groundsearch.model.runtime.captioning.words import DecoderVocab, tokenize
 
 
 @dataclass
@@ -108,16 +114,45 @@ class CaptionDecoder(nn.Module):
         repeat_penalty: float = math.inf,
         no_repeat_ngram: int = 3,
         batch_size: int = 256,
+        constraints: Constraints | None = None,
     ) -> list[list[Generated]]:
         """For each row of ``vectors`` (n × dim; normalised here), ``beam`` sentences,
         best first, by beam search: scores are log-probabilities divided by
         length**``length_penalty``; a repeated content word or n-gram of
-        ``no_repeat_ngram`` words costs ``repeat_penalty`` (inf: never)."""
+        ``no_repeat_ngram`` words costs ``repeat_penalty`` (inf: never). A row with
+        ``constraints`` (``beam.Constraints``; e.g. ``NovelWords.constraints``) gets the
+        best sentences that contain one of its words; the others are searched as
+        without (the same sentences, bit for bit)."""
         if self.training:
             raise RuntimeError("generate() needs eval mode (call .eval())")
         settings = BeamSettings(beam, max_len, length_penalty, repeat_penalty, no_repeat_ngram)
         v = self.unit(vectors)
+        if constraints is not None and len(constraints.rows) != len(v):
+            raise ValueError(f"{len(constraints.rows)} constraint rows for {len(v)} vectors")
+        rows = constraints.rows if constraints is not None else [[]] * len(v)
         out: list[list[Generated]] = []
         for i in range(0, len(v), batch_size):
             out += beam_search(self, v[i : i + batch_size], settings)
+        bound = [i for i, r in enumerate(rows) if r]
+        for i in range(0, len(bound), batch_size):
+            part = bound[i : i + batch_size]
+            assert constraints is not None
+            these = Constraints([rows[j] for j in part], constraints.borrowed, constraints.sources)
+            found = constrained_search(self, v[part], settings, these)
+            words = [*self.vocab.words, *constraints.borrowed]
+            for j, beams in zip(part, found, strict=True):
+                out[j] = _merge(beams, out[j], {words[w] for w in rows[j]}, beam)
         return out
+
+
+def _merge(
+    constrained: list[Generated], free: list[Generated], wanted: set[str], k: int
+) -> list[Generated]:
+    """The ``k`` best sentences that contain a ``wanted`` word, from the constrained
+    search and the free one (whose pruning differs: it may have found a better one),
+    then the others, best first within each."""
+    seen: dict[str, Generated] = {}
+    for g in sorted([*constrained, *free], key=lambda g: -g.score):
+        seen.setdefault(g.text, g)
+    met = [g for g in seen.values() if wanted & set(tokenize(g.text))]
+    return (met + [g for g in seen.values() if g not in met])[:k]

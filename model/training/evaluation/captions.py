@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import io
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from groundsearch.model.runtime.captioning import CaptionDecoder, rerank
+from groundsearch.model.runtime.captioning.beam import Constraints
 from groundsearch.model.runtime.captioning.rerank import EmbedTexts
 from groundsearch.model.runtime.captioning.words import tokenize
 from groundsearch.model.training.evaluation.retrieval import summarize, t2i_ranks
@@ -97,6 +98,59 @@ def generated_retrieval(
     return summarize(t2i_ranks(scores, np.arange(len(photo_vectors))))
 
 
+def mention_f1(
+    generated: Sequence[str],
+    references: Sequence[Sequence[str]],
+    concepts: Mapping[str, Collection[str]],
+) -> dict[str, Any]:
+    """DCC's held-out-concept F1 (Hendricks et al. 2016), per concept and averaged: a
+    photo is positive when one of its references mentions the concept (one of its word
+    forms), predicted when its generated sentence does (×100)."""
+    from groundsearch.model.data.concepts import mentions
+
+    per: dict[str, dict[str, float]] = {}
+    for name, forms in concepts.items():
+        truth = np.array([any(mentions(r, forms) for r in refs) for refs in references])
+        said = np.array([mentions(g, forms) for g in generated])
+        hit = int((truth & said).sum())
+        p = hit / max(int(said.sum()), 1)
+        r = hit / max(int(truth.sum()), 1)
+        per[name] = {
+            "photos": int(truth.sum()),
+            "said": int(said.sum()),
+            "precision": 100 * p,
+            "recall": 100 * r,
+            "F1": 100 * (2 * p * r / (p + r) if p + r else 0.0),
+        }
+    mean = float(np.mean([v["F1"] for v in per.values()])) if per else 0.0
+    return {"mean_F1": mean, "concepts": per}
+
+
+def held_out_scores(
+    generated: Sequence[str],
+    references: Sequence[Sequence[str]],
+    concepts: Mapping[str, Collection[str]],
+    meteor: bool = True,
+) -> dict[str, Any]:
+    """The held-out-concept protocol's figures: mention F1, and the caption metrics on
+    the photos whose references mention a held-out concept."""
+    from groundsearch.model.data.concepts import mentions
+
+    forms = {f for fs in concepts.values() for f in fs}
+    rows = [i for i, refs in enumerate(references) if any(mentions(r, forms) for r in refs)]
+    keys = [str(i) for i in rows]
+    on = caption_scores(
+        {k: references[i] for k, i in zip(keys, rows, strict=True)},
+        {k: generated[i] for k, i in zip(keys, rows, strict=True)},
+        meteor,
+    )
+    return {
+        "mention": mention_f1(generated, references, concepts),
+        "held_out_photos": len(rows),
+        "on_held_out_photos": on,
+    }
+
+
 def evaluate_decoder(
     decoder: CaptionDecoder,
     photo_vectors: np.ndarray,
@@ -106,16 +160,23 @@ def evaluate_decoder(
     beam: int = 3,
     reranked: bool = False,
     meteor: bool = True,
+    constraints: Constraints | None = None,
     **search: float,
 ) -> dict[str, Any]:
     """Caption each photo (the best of the beam, re-ranked by ``embed_texts`` when
-    ``reranked``) and score it: the caption metrics, the copy share and, with
-    ``embed_texts``, the retrieval of each photo by its own sentence. ``search``: more
-    options of ``CaptionDecoder.generate`` (``length_penalty``, ``repeat_penalty``, …)."""
+    ``reranked``; with ``constraints``, the best that contains one of a row's words)
+    and score it: the caption metrics, the copy share and, with ``embed_texts``, the
+    retrieval of each photo by its own sentence. ``search``: more options of
+    ``CaptionDecoder.generate`` (``length_penalty``, ``repeat_penalty``, …)."""
     if reranked and embed_texts is None:
         raise ValueError("re-ranking needs embed_texts")
     start = time.perf_counter()
-    beams = decoder.generate(photo_vectors, beam=beam, **search)  # type: ignore[arg-type]
+    beams = decoder.generate(
+        photo_vectors,
+        beam=beam,
+        constraints=constraints,
+        **search,  # type: ignore[arg-type]
+    )
     if reranked and embed_texts is not None:
         beams = rerank(photo_vectors, beams, embed_texts)
     seconds = time.perf_counter() - start

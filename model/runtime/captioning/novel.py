@@ -1,0 +1,252 @@
+"""Sentences that name what the CNN sees: the backbone's ImageNet classifier, read on the
+same pooled features the joint model embeds, says which everyday words
+(``entry_level``) a photo shows; the decoder is then asked for the best sentence that
+contains one of the confident ones (constrained beam search, Anderson et al. 2017). A
+word the decoder never learned borrows its nearest trained word's weights (DCC,
+Hendricks et al. 2016): it is scored as that word and fed back as it.
+
+    novel = NovelWords.for_decoder(decoder, backbone)
+    seen = novel.seen(features)                    # what the classifier saw, per photo
+    c = novel.constraints(features)                # the confident words, as Constraints
+    decoder.generate(vectors, constraints=c)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from groundsearch.model.runtime.captioning.beam import Constraints
+from groundsearch.model.runtime.captioning.decoder import CaptionDecoder
+from groundsearch.model.runtime.captioning.entry_level import EntryLevel
+from groundsearch.model.runtime.captioning.words import STOPWORDS
+
+#: A word is a constraint when the classes it names add up to this probability; with
+#: ``COUNT`` and ``KNOWN`` chosen on Flickr8k dev (docs/RESULTS.md, "Sentences that name
+#: what the CNN sees": the best held-out-concept mention F1 of the settings that cost the
+#: shipped decoder at most 1 CIDEr-D and 0.5 BLEU-4 on dev).
+THRESHOLD = 0.15
+#: At most this many confident words per photo (the sentence must contain one of them).
+COUNT = 3
+#: Words among the decoder's this many most frequent training words are left to it
+#: (it says them well unaided); the classifier speaks for the others.
+KNOWN = 1500
+#: Entry-level words Flickr8k's captions mostly use in another sense ("people watch",
+#: "an orange shirt", "a tank top", "a dog can…"): a decoder that knows them would meet
+#: the constraint with the wrong sense, and a borrowed word would take their place as a
+#: verb or an adjective. They are never constraints for a decoder that knows them, and
+#: never lend their weights.
+AMBIGUOUS = frozenset(
+    [
+        "bow",
+        "box",
+        "can",
+        "dock",
+        "drink",
+        "duck",
+        "fan",
+        "fly",
+        "light",
+        "monitor",
+        "orange",
+        "seal",
+        "shop",
+        "sign",
+        "ski",
+        "stage",
+        "store",
+        "swing",
+        "tank",
+        "watch",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One class the classifier saw: its everyday word (``""``: never named), its
+    ImageNet name and index, its probability, and the word's (its classes' sum)."""
+
+    word: str
+    imagenet_class: str
+    index: int
+    probability: float
+    word_probability: float
+
+
+class NovelWords:
+    """The classifier's confident classes as words a decoder can be constrained to.
+
+    Args:
+        weight, bias: the backbone's ImageNet classifier (1000 × feature dim, 1000).
+        table: class → entry-level word.
+        decoder: the decoder the constraints are for (its vocabulary decides which
+            words are borrowed, and from which trained word); None: only ``seen``.
+    """
+
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor,
+        table: EntryLevel,
+        decoder: CaptionDecoder | None,
+        threshold: float = THRESHOLD,
+        count: int = COUNT,
+        known: int = KNOWN,
+    ) -> None:
+        if weight.shape[0] != len(table):
+            raise ValueError(
+                f"the classifier has {weight.shape[0]} classes, the table {len(table)}"
+            )
+        if not 0.0 < threshold <= 1.0 or count < 0:
+            raise ValueError(f"threshold must be in (0, 1] and count ≥ 0, got {threshold}, {count}")
+        self.weight, self.bias, self.table = weight.float(), bias.float(), table
+        self.threshold, self.count, self.known = threshold, count, known
+        self.words = table.vocabulary
+        column = {w: j for j, w in enumerate(self.words)}
+        #: class × word: which word each class is called by (never-named classes: none)
+        self.to_word = np.zeros((len(table), len(self.words)), np.float32)
+        for i, w in enumerate(table.words):
+            if w:
+                self.to_word[i, column[w]] = 1.0
+        self.decoder = decoder
+        self.borrowed: tuple[str, ...] = ()
+        self.sources: tuple[int, ...] = ()
+        self.ids: dict[str, int] = {}
+        if decoder is not None:
+            vocab = decoder.vocab
+            self.borrowed = tuple(w for w in self.words if vocab.index(w) == vocab.unk)
+            self.sources = tuple(borrow_sources(decoder, self.borrowed, self.words))
+            self.ids = {w: vocab.index(w) for w in self.words if vocab.index(w) != vocab.unk}
+            self.ids.update({w: len(vocab) + j for j, w in enumerate(self.borrowed)})
+
+    @classmethod
+    def for_decoder(
+        cls,
+        decoder: CaptionDecoder | None,
+        backbone: str,
+        table: EntryLevel | None = None,
+        threshold: float = THRESHOLD,
+        count: int = COUNT,
+        known: int = KNOWN,
+    ) -> NovelWords:
+        """The words of ``backbone``'s own ImageNet classifier, for ``decoder``."""
+        from groundsearch.model.runtime.images.backbones import classifier
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            fc = classifier(backbone)._fc
+        if not isinstance(fc, torch.nn.Linear):
+            raise RuntimeError(f"{backbone} has no linear ImageNet classifier")
+        return cls(
+            fc.weight.detach(),
+            fc.bias.detach(),
+            table or EntryLevel.load(),
+            decoder,
+            threshold,
+            count,
+            known,
+        )
+
+    @torch.no_grad()
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        """The classifier's softmax (n × 1000) for pooled (un-normalised) features."""
+        z = torch.as_tensor(np.asarray(features, np.float32))
+        if z.ndim != 2 or z.shape[1] != self.weight.shape[1]:
+            raise ValueError(f"features must be n × {self.weight.shape[1]}, got {tuple(z.shape)}")
+        return torch.softmax(z @ self.weight.T + self.bias, dim=1).numpy()
+
+    def word_probabilities(self, p: np.ndarray) -> np.ndarray:
+        """Each word's probability (n × words): the sum over the classes it names."""
+        return p @ self.to_word
+
+    def seen(self, features: np.ndarray, floor: float = 0.05, top: int = 5) -> list[list[Seen]]:
+        """For each photo, its ``top`` most probable classes at ``floor`` or more."""
+        p = self.probabilities(features)
+        pw = self.word_probabilities(p)
+        column = {w: j for j, w in enumerate(self.words)}
+        out = []
+        for row, word_row in zip(p, pw, strict=True):
+            best = np.argsort(-row, kind="stable")[:top]
+            out.append(
+                [
+                    Seen(
+                        self.table.word(int(i)),
+                        self.table.classes[int(i)],
+                        int(i),
+                        float(row[i]),
+                        float(word_row[column[w]]) if (w := self.table.word(int(i))) else 0.0,
+                    )
+                    for i in best
+                    if row[i] >= floor
+                ]
+            )
+        return out
+
+    def speaks_for(self, word: str) -> bool:
+        """Whether the classifier constrains ``word``: one the decoder does not know
+        among its ``known`` most frequent words (ids 4 … known + 3); a borrowed word
+        always."""
+        if self.decoder is None or word not in self.ids:
+            return False
+        i = self.ids[word]
+        if i >= len(self.decoder.vocab):
+            return True
+        return i >= self.known + 4 and word not in AMBIGUOUS
+
+    def confident(self, features: np.ndarray) -> list[list[str]]:
+        """For each photo, the words (at most ``count``) whose classes add up to
+        ``threshold`` or more, most probable first, less those the decoder knows well
+        (``known``)."""
+        pw = self.word_probabilities(self.probabilities(features))
+        out = []
+        for row in pw:
+            order = np.argsort(-row, kind="stable")
+            words = [self.words[j] for j in order if row[j] >= self.threshold]
+            out.append([w for w in words if self.speaks_for(w)][: self.count])
+        return out
+
+    def constraints(self, features: np.ndarray) -> Constraints:
+        """The confident words of each photo as the decoder's constraints."""
+        return self.as_constraints(self.confident(features))
+
+    def as_constraints(self, words: list[list[str]]) -> Constraints:
+        """Constraints of given words per row (each one of ``self.words``)."""
+        if self.decoder is None:
+            raise ValueError("constraints need the decoder they are for")
+        return Constraints([[self.ids[w] for w in ws] for ws in words], self.borrowed, self.sources)
+
+
+def borrow_sources(
+    decoder: CaptionDecoder, words: tuple[str, ...], nouns: list[str] | None = None
+) -> list[int]:
+    """For each word the decoder never learned, the row of its nearest trained word by
+    GloVe cosine (DCC), among the decoder's content words GloVe knows — among
+    ``nouns`` only when given (the entry-level words less ``AMBIGUOUS``: a noun borrows
+    a noun's place in a sentence, not a verb's or an adjective's)."""
+    from groundsearch.model.runtime.concepts import glove_table
+
+    index, unit = glove_table()
+    vocab = decoder.vocab
+    allowed = set(nouns) - AMBIGUOUS if nouns is not None else None
+    rows = [
+        i
+        for i, w in enumerate(vocab.words)
+        if w.isalpha()
+        and len(w) > 2
+        and w not in STOPWORDS
+        and w in index
+        and (allowed is None or w in allowed)
+    ]
+    if not rows:
+        raise ValueError("the decoder has no content word GloVe knows")
+    trained = unit[[index[vocab.words[i]] for i in rows]]
+    out = []
+    for w in words:
+        if w not in index:
+            raise ValueError(f"GloVe does not know {w!r}")
+        out.append(rows[int(np.argmax(trained @ unit[index[w]]))])
+    return out
