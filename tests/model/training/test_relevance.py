@@ -163,3 +163,35 @@ def test_caption_checks_find_the_own_photo_and_drive_the_threshold(split, parser
     assert caption_figures(checks, p, t)["own_kept_share"] >= 0.9
     assert t >= choose_threshold(runs, relevance, checks, keep_captions=1.0)
     assert t <= choose_threshold(runs, relevance, None)
+
+
+@pytest.mark.slow
+def test_on_the_flickr8k_test_gallery_a_sentence_keeps_its_hits_and_a_giraffe_none(parser):
+    """The shipped relevance on the 1,000 Flickr8k test photos (features from the cache):
+    an ordinary caption-like sentence keeps its top five in ``results`` at the default,
+    a concept the gallery lacks has none there."""
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.runtime.relevance import load_relevance, novelty_of, word_count
+    from tests.tiny_data import FLICKR
+
+    s = get_settings()
+    if not (FLICKR / "Flickr_8k.testImages.txt").exists():
+        pytest.skip("Flickr8k is not in the data folder")
+    relevance = load_relevance(
+        s.model_dir / "relevance.json", checkpoint_identity(s.default_checkpoint)
+    )
+    model = load_checkpoint(s.default_checkpoint, parser=parser.version)
+    ds = load_captioned_images(FLICKR, split="test")
+    extractor = FeatureExtractor(model.backbone, cache_dir=s.cache_dir)
+    photos = model.embed_images(
+        extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
+    )
+    for text, matched in (("a black dog runs on the beach", True), ("a giraffe", False)):
+        q = model.embed_sentences(parser.parse([text]))[0]
+        _, top = top_of((photos @ q)[None, :], relevance.top)
+        p = relevance.predict(
+            "text-image", top[0], novelty_of(q, model.channel_columns), word_count(text)
+        )
+        assert bool(np.all(p[:5] >= relevance.threshold)) is matched, (text, p[:5])
+        assert bool(np.any(p[:5] >= relevance.threshold)) is matched, (text, p[:5])
