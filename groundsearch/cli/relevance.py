@@ -59,6 +59,9 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
     from groundsearch.model.training.relevance import (
         CONCEPT_SHARE,
         KEEP,
+        KEEP_CAPTIONS,
+        caption_figures,
+        caption_relevance,
         choose_threshold,
         fit,
         gather,
@@ -68,7 +71,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else get_settings().model_dir / "relevance.json"
     with user_errors(*_errors()):
         model, data, parse = _split_data(args, args.split)
-        pools, runs = gather(data, model.embed_sentences, parse)
+        pools, runs, checks = gather(data, model.embed_sentences, parse)
         kinds = fit(pools)
         info = {
             "command": "groundsearch fit-relevance",
@@ -76,12 +79,16 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "split": args.split,
             "queries": {k: p.queries for k, p in pools.items()},
             "concept_share": CONCEPT_SHARE,
+            "labels": "captions <-> photos: its own photo, or a photo whose consensus nouns "
+            "hold the caption's subject main noun and at least half of its main nouns (its "
+            "nouns among its own photo's consensus nouns)",
             "threshold_rule": f"highest keeping {KEEP:.0%} of relevant top-5 hits of "
-            f"single-concept queries on {args.split}",
+            f"single-concept queries and, of caption queries with their own photo in the "
+            f"top 5, keeping it for {KEEP_CAPTIONS:.0%}, on {args.split}",
         }
         identity = checkpoint_identity(checkpoint_path(args))
         fitted = RelevanceModel(kinds, 0.5, identity, info=info)
-        threshold = choose_threshold(runs, fitted)
+        threshold = choose_threshold(runs, fitted, checks)
         fitted = RelevanceModel(kinds, threshold, identity, info=info)
         fitted.save(out)
     summary = {
@@ -89,6 +96,9 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         "threshold": threshold,
         "queries": info["queries"],
         f"{args.split}_no_match": no_match_figures(runs, fitted, threshold),
+        f"{args.split}_caption_queries": caption_figures(
+            checks, caption_relevance(checks, fitted), threshold
+        ),
     }
     print(json_text(summary, digits=3))
     return 0
@@ -103,12 +113,12 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
     with user_errors(*_errors()):
         relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
         model, data, parse = _split_data(args, args.split)
-        pools, runs = gather(data, model.embed_sentences, parse)
+        pools, runs, checks = gather(data, model.embed_sentences, parse)
         result = {
             "relevance": str(path),
             "checkpoint": str(checkpoint_path(args)),
             "split": args.split,
-            **measure(pools, runs, relevance),
+            **measure(pools, runs, relevance, checks),
         }
         if args.figure:
             reliability_figure(result, Path(args.figure))
