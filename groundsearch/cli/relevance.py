@@ -64,6 +64,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         caption_relevance,
         choose_threshold,
         fit,
+        fit_small,
         gather,
         no_match_figures,
     )
@@ -73,6 +74,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         model, data, parse = _split_data(args, args.split)
         pools, runs, checks = gather(data, model.embed_sentences, parse)
         kinds = fit(pools)
+        small = fit_small(pools)
         info = {
             "command": "groundsearch fit-relevance",
             "checkpoint": checkpoint_path(args).name,
@@ -84,13 +86,17 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "nouns among its own photo's consensus nouns)",
             "threshold_rule": f"highest keeping {KEEP:.0%} of relevant top-5 hits of "
             f"single-concept queries and, of caption queries with their own photo in the "
-            f"top 5, keeping it for {KEEP_CAPTIONS:.0%}, on {args.split}",
+            f"top 5, keeping it for {KEEP_CAPTIONS:.0%}, on {args.split} (full models; "
+            "the score-only ones share it)",
+            "small": "score-only models (the same hits and weights), for queries with fewer "
+            "than top scores",
         }
         identity = checkpoint_identity(checkpoint_path(args))
         fitted = RelevanceModel(kinds, 0.5, identity, info=info)
         threshold = choose_threshold(runs, fitted, checks)
-        fitted = RelevanceModel(kinds, threshold, identity, info=info)
+        fitted = RelevanceModel(kinds, threshold, identity, info=info, small=small)
         fitted.save(out)
+        score_only = fitted.score_only()
     summary = {
         "out": str(out),
         "threshold": threshold,
@@ -98,6 +104,10 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         f"{args.split}_no_match": no_match_figures(runs, fitted, threshold),
         f"{args.split}_caption_queries": caption_figures(
             checks, caption_relevance(checks, fitted), threshold
+        ),
+        f"{args.split}_score_only_no_match": no_match_figures(runs, score_only, threshold),
+        f"{args.split}_score_only_caption_queries": caption_figures(
+            checks, caption_relevance(checks, score_only), threshold
         ),
     }
     print(json_text(summary, digits=3))
@@ -120,6 +130,11 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
             "split": args.split,
             **measure(pools, runs, relevance, checks),
         }
+        if relevance.small:
+            # the score-only models (galleries of fewer than top photos), on the same hits
+            score_only = measure(pools, runs, relevance.score_only(), checks)
+            score_only["no_match"].pop("per_query", None)
+            result["score_only"] = score_only
         if args.figure:
             reliability_figure(result, Path(args.figure))
     text = json_text(result, digits=4)

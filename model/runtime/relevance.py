@@ -30,6 +30,15 @@ numpy.
 Every feature but ``score`` is one value per query, and a fit whose score coefficient is
 not positive is refused, so relevance never rises down a query's ranking. Relevance
 never changes a hit's score or its place in the ranking.
+
+**Small galleries.** ``mean`` and ``lead`` describe a query's top 20 scores out of a
+gallery of a thousand photos (Flickr8k dev); a query with fewer than ``top`` scores (a
+gallery of fewer than 20 photos) puts them out of the range they were fitted on (a caption
+against its own photo among 8 came out 0.04). Each kind therefore also has a *score-only*
+model (``small``: the same logistic + isotonic fit on the same dev hits, reading
+``score`` alone), used for every query with fewer than ``top`` scores. Format 2 stores
+them; a format-1 file (no score-only models) still loads, and then scores every query
+with its full model.
 """
 
 from __future__ import annotations
@@ -48,7 +57,11 @@ KINDS = ("text-image", "image-caption", "image-image", "arithmetic")
 FEATURES = ("score", "mean", "lead", "novelty", "log_words")
 #: How many of a query's top scores its distribution is read from.
 TOP = 20
-FORMAT = 1
+FORMAT = 2
+#: Formats ``load_relevance`` reads (1: no score-only models).
+READABLE = (1, 2)
+#: The features of a kind's score-only model (``RelevanceModel.small``).
+SMALL_FEATURES = ("score",)
 
 
 class RelevanceError(ValueError):
@@ -158,6 +171,8 @@ class RelevanceModel:
         identity: the checkpoint the scores come from (``checkpoint_identity``).
         top: how many top scores the distribution features read.
         info: how it was fitted (data, command), kept for the record.
+        small: each kind's score-only model, for queries with fewer than ``top`` scores
+            (a kind without one uses its full model for them).
     """
 
     kinds: Mapping[str, KindModel]
@@ -165,11 +180,17 @@ class RelevanceModel:
     identity: Mapping[str, str]
     top: int = TOP
     info: Mapping[str, Any] | None = None
+    small: Mapping[str, KindModel] | None = None
 
     def __post_init__(self) -> None:
-        unknown = [k for k in self.kinds if k not in KINDS]
+        unknown = [k for k in (*self.kinds, *(self.small or {})) if k not in KINDS]
         if unknown:
             raise RelevanceError(f"unknown relevance kinds {unknown}")
+        wide = [k for k, m in (self.small or {}).items() if m.features != SMALL_FEATURES]
+        if wide:
+            raise RelevanceError(
+                f"the score-only relevance models of {wide} read more than the score"
+            )
         if not 0.0 <= self.threshold <= 1.0:
             raise RelevanceError(f"the relevance threshold must be in [0, 1], got {self.threshold}")
         if self.top < 1:
@@ -184,8 +205,24 @@ class RelevanceModel:
     ) -> np.ndarray:
         """The relevance of each hit of one query of ``kind``, from its scores best
         first (pass at least its top ``top``), and for a text query its novelty share and
-        number of words; KeyError for a kind without a model."""
-        return self.kinds[kind].predict(features(scores, novelty, self.top, words))
+        number of words; KeyError for a kind without a model. A query with fewer than
+        ``top`` scores (a gallery smaller than that) is scored by the kind's score-only
+        model when it has one (``model_for``)."""
+        table = features(scores, novelty, self.top, words)
+        return self.model_for(kind, table.shape[0]).predict(table)
+
+    def model_for(self, kind: str, n_scores: int) -> KindModel:
+        """The model that scores a query of ``kind`` with ``n_scores`` scores: the
+        score-only one below ``top`` scores (when fitted), else the full one."""
+        small = (self.small or {}).get(kind)
+        if small is not None and n_scores < self.top:
+            return small
+        return self.kinds[kind]
+
+    def score_only(self) -> RelevanceModel:
+        """The same model with every kind scored by its score-only model alone (to
+        measure those on a split)."""
+        return RelevanceModel(dict(self.small or {}), self.threshold, self.identity, self.top)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -194,13 +231,16 @@ class RelevanceModel:
             "threshold": self.threshold,
             "top": self.top,
             "kinds": {k: m.to_dict() for k, m in self.kinds.items()},
+            "small": {k: m.to_dict() for k, m in (self.small or {}).items()},
             "info": dict(self.info or {}),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RelevanceModel:
-        if not isinstance(d, Mapping) or d.get("format") != FORMAT:
-            raise RelevanceError(f"not a relevance model of format {FORMAT}")
+        if not isinstance(d, Mapping) or d.get("format") not in READABLE:
+            raise RelevanceError(
+                f"not a relevance model of format {' or '.join(map(str, READABLE))}"
+            )
         try:
             return cls(
                 kinds={k: KindModel.from_dict(m) for k, m in d["kinds"].items()},
@@ -208,6 +248,7 @@ class RelevanceModel:
                 identity={str(k): str(v) for k, v in d["identity"].items()},
                 top=int(d["top"]),
                 info=d.get("info") or {},
+                small={k: KindModel.from_dict(m) for k, m in (d.get("small") or {}).items()},
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise RelevanceError(f"a relevance model is malformed: {exc!r}") from None

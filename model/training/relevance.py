@@ -46,6 +46,7 @@ from groundsearch.model.runtime.concepts import NOUNS
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.relevance import (
     FEATURES,
+    SMALL_FEATURES,
     TOP,
     KindModel,
     RelevanceModel,
@@ -443,16 +444,28 @@ CONCEPT_SHARE = {"concepts": 0.1, "concepts-absent": 0.1}
 
 
 def fit(
-    pools: Mapping[str, Pool], concept_share: Mapping[str, float] = CONCEPT_SHARE
+    pools: Mapping[str, Pool],
+    concept_share: Mapping[str, float] = CONCEPT_SHARE,
+    names: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, KindModel]:
+    """Each kind's model on its pooled hits, reading ``names[kind]`` (default
+    ``KIND_FEATURES``); the text → image hits weighted by ``concept_share``."""
     out = {}
     for kind, pool in pools.items():
         x, y, g, s = pool.arrays()
         if len(y) == 0 or y.min() == y.max():
             continue
         w = source_weights(s, concept_share) if kind == "text-image" else None
-        out[kind] = fit_kind(x, y, g, KIND_FEATURES[kind], w)
+        out[kind] = fit_kind(x, y, g, (names or KIND_FEATURES)[kind], w)
     return out
+
+
+def fit_small(
+    pools: Mapping[str, Pool], concept_share: Mapping[str, float] = CONCEPT_SHARE
+) -> dict[str, KindModel]:
+    """Each kind's score-only model (``RelevanceModel.small``, for galleries smaller than
+    ``TOP``): ``fit`` on the same hits and weights, reading the score alone."""
+    return fit(pools, concept_share, {k: SMALL_FEATURES for k in pools})
 
 
 def no_match_figures(
@@ -627,31 +640,37 @@ def measure(
 
 
 def reliability_figure(figures: Mapping[str, Any], path: Any) -> None:
-    """The reliability diagram of ``measure``'s calibration (PNG)."""
+    """The reliability diagram of ``measure``'s calibration (PNG): the full models, and
+    beside them the score-only ones when ``figures`` has their ``score_only`` figures."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cal = figures["calibration"]
-    shown = [k for k in ("text-image", "image-caption", "image-image", "arithmetic") if k in cal]
-    fig, ax = plt.subplots(figsize=(5.5, 5.0), dpi=110)
-    ax.plot([0, 1], [0, 1], color="0.7", lw=1, ls="--", label="perfect")
-    for kind in shown:
-        rows = cal[kind]["bins"]
-        ax.plot(
-            [r["predicted"] for r in rows],
-            [r["observed"] for r in rows],
-            marker="o",
-            ms=3,
-            label=f"{kind} (ECE {cal[kind]['ece']:.3f}, {cal[kind]['hits']} hits)",
-        )
-    ax.set_xlabel("relevance (predicted probability)")
-    ax.set_ylabel("observed share relevant")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_title("Relevance reliability, Flickr8k test (top-20 hits)")
-    ax.legend(fontsize=7, loc="upper left")
+    panels = [("full models (galleries of 20+ photos)", figures["calibration"])]
+    if "score_only" in figures:
+        panels.append(("score-only models (< 20 photos)", figures["score_only"]["calibration"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 5.0), dpi=110)
+    for ax, (title, cal) in zip(np.atleast_1d(axes), panels, strict=True):
+        shown = [
+            k for k in ("text-image", "image-caption", "image-image", "arithmetic") if k in cal
+        ]
+        ax.plot([0, 1], [0, 1], color="0.7", lw=1, ls="--", label="perfect")
+        for kind in shown:
+            rows = cal[kind]["bins"]
+            ax.plot(
+                [r["predicted"] for r in rows],
+                [r["observed"] for r in rows],
+                marker="o",
+                ms=3,
+                label=f"{kind} (ECE {cal[kind]['ece']:.3f}, {cal[kind]['hits']} hits)",
+            )
+        ax.set_xlabel("relevance (predicted probability)")
+        ax.set_ylabel("observed share relevant")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_title(f"Relevance reliability, Flickr8k test (top-20 hits)\n{title}", fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
