@@ -12,6 +12,9 @@ from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.relevance import (
     FEATURES,
     KINDS,
+    SMALL_FEATURES,
+    TOP,
+    KindModel,
     RelevanceError,
     RelevanceModel,
     features,
@@ -55,8 +58,10 @@ def real_scores(parser, tmp_path_factory) -> dict[str, np.ndarray]:
 
 def test_the_shipped_model_is_small_json_for_the_shipped_checkpoint(shipped):
     assert SHIPPED.stat().st_size < 64_000
-    assert json.loads(SHIPPED.read_text())["format"] == 1  # JSON, no pickle
+    assert json.loads(SHIPPED.read_text())["format"] == 2  # JSON, no pickle
     assert set(shipped.kinds) == set(KINDS)
+    assert set(shipped.small or {}) == set(KINDS)
+    assert all(m.features == SMALL_FEATURES for m in (shipped.small or {}).values())
     assert 0.0 < shipped.threshold < 1.0
     with pytest.raises(RelevanceError, match="another checkpoint"):
         load_relevance(SHIPPED, {"checkpoint_sha256": "0" * 64})
@@ -130,6 +135,61 @@ def test_a_malformed_file_is_refused(tmp_path, shipped):
         load_relevance(bad)
 
 
+def _kind(names: tuple[str, ...], coef: float, shift: float) -> KindModel:
+    n = len(names)
+    return KindModel(
+        names,
+        np.zeros(n),
+        np.ones(n),
+        np.r_[coef, np.zeros(n - 1)],
+        shift,
+        np.array([0.0, 1.0]),
+        np.array([0.0, 1.0]),
+    )
+
+
+def test_the_score_only_model_scores_queries_with_fewer_than_top_scores():
+    full = _kind(("score", "mean", "lead"), 1.0, -3.0)
+    small = _kind(SMALL_FEATURES, 1.0, 3.0)
+    model = RelevanceModel({"text-image": full}, 0.5, {}, small={"text-image": small})
+    few, many = np.linspace(0.6, 0.1, TOP - 1), np.linspace(0.6, 0.1, TOP)
+    assert model.model_for("text-image", TOP - 1) is small
+    assert model.model_for("text-image", TOP) is full
+    np.testing.assert_allclose(
+        model.predict("text-image", few), small.predict(features(few)), rtol=0, atol=0
+    )
+    np.testing.assert_allclose(model.predict("text-image", many), full.predict(features(many)))
+    assert model.predict("text-image", few).min() > model.predict("text-image", many).max()
+    # without a score-only model, the full one scores every query
+    bare = RelevanceModel({"text-image": full}, 0.5, {})
+    assert bare.model_for("text-image", 3) is full
+    with pytest.raises(RelevanceError, match="more than the score"):
+        RelevanceModel({"text-image": full}, 0.5, {}, small={"text-image": full})
+
+
+def test_the_shipped_score_only_model_keeps_a_caption_on_a_small_gallery(shipped, real_scores):
+    # the caption's scores over the first 8 of the 30 photos (its own photo among them)
+    few = real_scores["caption"][: TOP // 2]
+    kw = {"novelty": float(real_scores["novelty"][0]), "words": real_scores["words"]}
+    small = shipped.predict("text-image", few, **kw)
+    assert small[0] >= shipped.threshold  # the full model read this as a guess (0.04)
+    assert np.all(np.diff(small) <= 1e-12)
+
+
+def test_a_format_1_file_still_loads_without_score_only_models(tmp_path, shipped):
+    data = shipped.to_dict()
+    data["format"] = 1
+    del data["small"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    old = load_relevance(path)
+    assert not old.small
+    few = np.linspace(0.6, 0.1, 8)
+    np.testing.assert_array_equal(
+        old.predict("text-image", few), shipped.kinds["text-image"].predict(features(few))
+    )
+
+
 def test_the_model_round_trips_through_json(tmp_path, shipped):
     path = tmp_path / "again.json"
     shipped.save(path)
@@ -137,4 +197,6 @@ def test_the_model_round_trips_through_json(tmp_path, shipped):
     scores = np.linspace(0.6, 0.1, 20)
     for kind in KINDS:
         np.testing.assert_array_equal(again.predict(kind, scores), shipped.predict(kind, scores))
+        few = scores[:8]
+        np.testing.assert_array_equal(again.predict(kind, few), shipped.predict(kind, few))
     assert again.threshold == shipped.threshold
