@@ -49,6 +49,12 @@ def main() -> None:
         help="the decoder's most frequent words left to it (a large number: only words it "
         "never learned are constrained)",
     )
+    ap.add_argument(
+        "--learned",
+        type=floats,
+        default=[0.7],
+        help="thresholds for words the decoder learned (a word it never learned: --thresholds)",
+    )
     ap.add_argument("--beam", type=int, default=3)
     ap.add_argument("--meteor", action="store_true", help="also METEOR (slower)")
     ap.add_argument("--json", type=Path, help="write every setting's figures here")
@@ -71,12 +77,18 @@ def main() -> None:
     base = [b[0].text for b in decoder.generate(vectors, beam=args.beam)]
     base_seconds = time.perf_counter() - t0
 
-    def words_of(row: int, threshold: float, count: int, known: int) -> tuple[str, ...]:
-        novel.known = known
-        words = [novel.words[j] for j in order[row] if pw[row, j] >= threshold]
-        return tuple([w for w in words if novel.speaks_for(w)][:count])
+    def words_of(row: int, t: float, c: int, kn: int, lt: float) -> tuple[str, ...]:
+        novel.known, novel.threshold, novel.learned_threshold = kn, t, lt
+        words = [novel.words[j] for j in order[row] if novel.speaks_for(novel.words[j], pw[row, j])]
+        return tuple(words[:c])
 
-    settings = [(t, c, kn) for kn in args.known for c in args.counts for t in args.thresholds]
+    settings = [
+        (t, c, kn, lt)
+        for lt in args.learned
+        for kn in args.known
+        for c in args.counts
+        for t in args.thresholds
+    ]
     wanted = {(row, words_of(row, *st)) for st in settings for row in range(len(ds.images))}
     pairs = sorted(p for p in wanted if p[1])
     t0 = time.perf_counter()
@@ -107,13 +119,14 @@ def main() -> None:
 
     rows = [{"threshold": None, "count": 0, "constrained": 0, **score(base)}]
     print(json.dumps(rows[0]), flush=True)
-    for t, c, kn in settings:
+    for t, c, kn, lt in settings:
         sentences, n = [], 0
         for row in range(len(ds.images)):
-            w = words_of(row, t, c, kn)
+            w = words_of(row, t, c, kn, lt)
             sentences.append(constrained[(row, w)] if w else base[row])
             n += bool(w)
-        rows.append({"threshold": t, "count": c, "known": kn, "constrained": n, **score(sentences)})
+        setting = {"threshold": t, "learned": lt, "count": c, "known": kn}
+        rows.append({**setting, "constrained": n, **score(sentences)})
         print(json.dumps(rows[-1]), flush=True)
     summary = {
         "split": args.split,

@@ -157,8 +157,8 @@ class Concept(BaseModel):
     probability: float = Field(description="The class's probability.")
     word_probability: float = Field(
         description="The word's probability: the sum over the classes it names (0 when "
-        "the class is never named). A photo's written sentence names one of its words from "
-        "0.15 that the decoder does not know well (docs/API.md)."
+        "the class is never named). A photo's written sentence names one of its words: from "
+        "0.15 a word the decoder never learned, from 0.8 one it did (docs/API.md)."
     )
 
     @classmethod

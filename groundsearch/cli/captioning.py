@@ -187,7 +187,7 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
     with user_errors(DecoderError, CheckpointError):
         decoder = load_decoder(path, identity=checkpoint_identity(checkpoint))
     test, refs = _split_vectors(args, args.split)
-    train, _ = _split_vectors(args, "train", args.hold_out)
+    train, _ = _split_vectors(args, "train")  # the copy share: against every train caption
     vectors = test.photo_vectors
     if args.vectors == "captions":
         vectors, refs = _caption_vectors(test)

@@ -77,3 +77,28 @@ def test_a_gallery_of_another_model_or_without_the_photos_is_refused(cli, data, 
               str(tmp_path / "d.pt"), env_extra=env)  # fmt: skip
     assert res.returncode == 2 and "photos are not in the gallery" in res.stderr
     assert not (tmp_path / "d.pt").exists()
+
+
+def test_without_a_gallery_the_cached_features_give_the_vectors_and_concepts_are_held_out(
+    cli, data, tmp_path
+):
+    env = {"GROUNDSEARCH_DATA_DIR": str(data)}
+    out = tmp_path / "heldout.pt"
+    small = ["--hidden", "16", "--cond", "8", "--min-count", "1", "--batch-size", "8"]
+    res = cli("train-decoder", "--out", str(out), "--epochs", "1", "--threads", "1", *small,
+              env_extra=env)  # fmt: skip
+    assert res.returncode == 2 and "--sentence-share 0" in res.stderr  # no caption vectors
+    res = cli("train-decoder", "--out", str(out), "--epochs", "1", "--threads", "1", *small,
+              "--sentence-share", "0", "--hold-out", "default", env_extra=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(out.with_suffix(".json").read_text())
+    assert summary["hold_out"] == ["cat", "horse", "cow", "bird", "guitar", "bicycle", "boat",
+                                   "car", "motorcycle", "snow"]  # fmt: skip
+    scored = tmp_path / "e.json"
+    res = cli("evaluate-captions", "--decoder", str(out), "--threads", "1", "--novel",
+              "--hold-out", "default", "--json", str(scored), env_extra=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "held-out mention F1" in res.stdout and "novel words: threshold 0.15" in res.stdout
+    scores = json.loads(scored.read_text())
+    assert set(scores["held_out"]["mention"]["concepts"]) == set(summary["hold_out"])
+    assert scores["photos"] == 3 and scores["novel"]["count"] == 3

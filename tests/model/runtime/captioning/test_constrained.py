@@ -125,3 +125,5 @@ def test_novel_words_borrow_a_trained_noun_and_pick_confident_words():
     # a word among the decoder's `known` most frequent is left to it; a borrowed one never
     novel.known = len(decoder.vocab)
     assert novel.confident(features) == [[], ["tiger"], []]
+    novel.known, novel.learned_threshold = 0, 1.01  # a learned word: only when nearly sure
+    assert novel.confident(features) == [[], ["tiger"], []]
