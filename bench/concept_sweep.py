@@ -16,12 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from groundsearch.cli.common import make_parser
-from groundsearch.model.data import load_captioned_images
+from groundsearch.model.data import CaptionedImages, load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
 from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
-from groundsearch.model.training.corpus import text_trees
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.model.training.corpus import TreesFn, text_trees
 from groundsearch.model.training.evaluation.concepts import held_out_metrics
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 from groundsearch.settings import get_settings
@@ -29,6 +30,22 @@ from groundsearch.settings import get_settings
 
 def floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",")]
+
+
+def load_split(
+    checkpoint: Path, split: str
+) -> tuple[JointEmbedder, CaptionedImages, np.ndarray, list[DependencyTree], TreesFn]:
+    """The checkpoint with its channel on, a Flickr8k split, its photos' cached features,
+    its captions' trees and the text front door's parse (shared with rare_words.py)."""
+    s = get_settings()
+    parser = make_parser()
+    parse = text_trees(parser)  # the text front door, over the parse cache
+    model = load_checkpoint(checkpoint, parser=parser.version, concept_weight=1.0)
+    assert isinstance(model, JointEmbedder) and model.concepts is not None
+    ds = load_captioned_images(s.data_dir / "flickr8k", split=split)
+    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
+    feats = extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
+    return model, ds, feats, parse(ds.captions), parse
 
 
 def main() -> None:
@@ -42,17 +59,9 @@ def main() -> None:
     ap.add_argument("--names", default=ConceptConfig.names, help="imagenet, entry, both (a,b)")
     args = ap.parse_args()
 
-    s = get_settings()
-    parser = make_parser()
-    parse = text_trees(parser)  # the text front door, over the parse cache
-
-    model = load_checkpoint(args.checkpoint, parser=parser.version, concept_weight=1.0)
-    assert isinstance(model, JointEmbedder) and model.concepts is not None
+    model, ds, feats, trees, parse = load_split(args.checkpoint, args.split)
+    assert model.concepts is not None
     channel = model.concepts
-    ds = load_captioned_images(s.data_dir / "flickr8k", split=args.split)
-    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
-    feats = extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
-    trees = parse(ds.captions)
     links = np.asarray(ds.caption_image)
     grid = [
         (n, f, h, w)

@@ -46,34 +46,24 @@ from groundsearch.model.runtime.captioning import load_decoder
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.images import photos
 from groundsearch.model.runtime.images.features import FeatureExtractor
-from groundsearch.model.runtime.images.photos import ORIENTATION, decode_photo, upright_copy
+from groundsearch.model.runtime.images.photos import (
+    ORIENTATION,
+    STORED_TURN,
+    as_stored,
+    decode_photo,
+    upright_copy,
+)
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.training.corpus import corpus_door, named_trees
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 from groundsearch.settings import get_settings
 
-T = Image.Transpose
-#: The transpose that stores the upright picture for each orientation (the inverse of
-#: what a viewer applies; tests/oriented.py writes the same files).
-STORED = {
-    1: None,
-    2: T.FLIP_LEFT_RIGHT,
-    3: T.ROTATE_180,
-    4: T.FLIP_TOP_BOTTOM,
-    5: T.TRANSPOSE,
-    6: T.ROTATE_90,
-    7: T.TRANSVERSE,
-    8: T.ROTATE_270,
-}
-
 
 def store(upright: Image.Image, orientation: int, path: Path, fmt: str) -> Path:
     exif = Image.Exif()
     exif[ORIENTATION] = orientation
-    turn = STORED[orientation]
-    pixels = upright if turn is None else upright.transpose(turn)
     options = {"quality": 95} if fmt == "JPEG" else {}
-    pixels.save(path, format=fmt, exif=exif, **options)
+    as_stored(upright, orientation).save(path, format=fmt, exif=exif, **options)
     return path
 
 
@@ -101,20 +91,20 @@ def vectors_of(paths: list[Path], extractor: FeatureExtractor, model) -> np.ndar
 def orientation_check(names, images: Path, extractor, model, work: Path) -> dict:
     out: dict[str, dict] = {}
     for fmt, suffix in (("PNG", "png"), ("JPEG", "jpg")):
-        files = {o: [] for o in STORED}
+        files = {o: [] for o in STORED_TURN}
         for name in names:
             with Image.open(images / name) as img:
                 upright = img.convert("RGB")
-            for o in STORED:
+            for o in STORED_TURN:
                 files[o].append(store(upright, o, work / f"{Path(name).stem}-o{o}.{suffix}", fmt))
         for fixed in (True, False):
             if fixed:
-                vecs = {o: vectors_of(files[o], extractor, model) for o in STORED}
+                vecs = {o: vectors_of(files[o], extractor, model) for o in STORED_TURN}
             else:
                 with before_the_fix():
-                    vecs = {o: vectors_of(files[o], extractor, model) for o in STORED}
+                    vecs = {o: vectors_of(files[o], extractor, model) for o in STORED_TURN}
             rows = {}
-            for o in list(STORED)[1:]:
+            for o in list(STORED_TURN)[1:]:
                 cos = np.sum(vecs[o] * vecs[1], axis=1) / (
                     np.linalg.norm(vecs[o], axis=1) * np.linalg.norm(vecs[1], axis=1)
                 )

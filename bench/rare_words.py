@@ -21,16 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from concept_sweep import load_split  # bench/ is the script's folder
 
-from groundsearch.cli.common import make_parser
-from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import words_of
 from groundsearch.model.runtime.captioning.entry_level import EntryLevel
-from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.concepts import ConceptChannel
-from groundsearch.model.runtime.embedder import JointEmbedder
-from groundsearch.model.runtime.images.features import FeatureExtractor
-from groundsearch.model.training.corpus import text_trees
 from groundsearch.model.training.evaluation.concepts import ranked_query_metrics
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 from groundsearch.settings import get_settings
@@ -59,19 +54,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="JSON of every row and query")
     args = ap.parse_args()
 
-    s = get_settings()
-    parser = make_parser()
-    parse = text_trees(parser)  # the text front door, over the parse cache
-    model = load_checkpoint(
-        args.checkpoint or s.default_checkpoint, parser=parser.version, concept_weight=1.0
-    )
-    assert isinstance(model, JointEmbedder) and model.concepts is not None
+    checkpoint = args.checkpoint or get_settings().default_checkpoint
+    model, ds, feats, trees, parse = load_split(checkpoint, args.split)
+    assert model.concepts is not None
     channel, base = model.concepts, model.concepts.config
     counts = channel.trained
-    ds = load_captioned_images(s.data_dir / "flickr8k", split=args.split)
-    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
-    feats = extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
-    trees = parse(ds.captions)
     links = np.asarray(ds.caption_image)
 
     mentioned: dict[str, set[int]] = {}

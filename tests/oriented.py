@@ -14,21 +14,9 @@ from pathlib import Path
 import skimage.data
 from PIL import Image
 
-T = Image.Transpose
-#: For each orientation, the transpose that stores the upright picture (the inverse of
-#: the one a viewer applies: 6 says "turn 90° clockwise", so the stored picture is the
-#: upright one turned 90° counter-clockwise, Pillow's ROTATE_90).
-STORED = {
-    1: None,
-    2: T.FLIP_LEFT_RIGHT,
-    3: T.ROTATE_180,
-    4: T.FLIP_TOP_BOTTOM,
-    5: T.TRANSPOSE,
-    6: T.ROTATE_90,
-    7: T.TRANSVERSE,
-    8: T.ROTATE_270,
-}
-ORIENTATIONS = tuple(STORED)
+from groundsearch.model.runtime.images.photos import STORED_TURN, as_stored
+
+ORIENTATIONS = tuple(STORED_TURN)
 #: Pillow's name of each format, and the suffix of its files.
 SUFFIX = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "TIFF": "tif"}
 
@@ -39,12 +27,6 @@ def coffee(size: tuple[int, int] | None = None) -> Image.Image:
     return photo.resize(size, Image.Resampling.BICUBIC) if size else photo
 
 
-def stored(upright: Image.Image, orientation: int) -> Image.Image:
-    """The pixels a camera stores for ``upright`` with ``orientation``."""
-    turn = STORED[orientation]
-    return upright if turn is None else upright.transpose(turn)
-
-
 def oriented_bytes(upright: Image.Image, orientation: int, fmt: str = "PNG", **options) -> bytes:
     """``upright`` stored with EXIF ``orientation`` in ``fmt`` (JPEG: quality 95)."""
     exif = Image.Exif()
@@ -52,7 +34,7 @@ def oriented_bytes(upright: Image.Image, orientation: int, fmt: str = "PNG", **o
     if fmt == "JPEG":
         options.setdefault("quality", 95)
     out = io.BytesIO()
-    stored(upright, orientation).save(out, format=fmt, exif=exif, **options)
+    as_stored(upright, orientation).save(out, format=fmt, exif=exif, **options)
     return out.getvalue()
 
 

@@ -69,6 +69,29 @@ def repeat_mask(
 
 
 @torch.no_grad()
+def _shaped(
+    logp: torch.Tensor,
+    t: int,
+    s: BeamSettings,
+    eos: int,
+    tokens: torch.Tensor,
+    seen: torch.Tensor,
+    content: torch.Tensor,
+) -> torch.Tensor:
+    """One step's log-probabilities as the search may use them: no <eos> first, only
+    <eos> after ``max_len`` words, repeats (``repeat_mask``) lowered by the penalty."""
+    if t == 0:
+        logp[:, eos] = -math.inf
+    if t == s.max_len:  # only <eos> may follow max_len words
+        end = logp[:, eos].clone()
+        logp.fill_(-math.inf)
+        logp[:, eos] = end
+    if s.repeat_penalty > 0:
+        penalised = repeat_mask(tokens[:, 1:], seen, content, s.no_repeat_ngram)
+        logp = torch.where(penalised, logp - s.repeat_penalty, logp)
+    return logp
+
+
 def beam_search(decoder: CaptionDecoder, v: torch.Tensor, s: BeamSettings) -> list[list[Generated]]:
     """``s.beam`` sentences for each unit vector of ``v`` (n × dim), best first."""
     vocab = decoder.vocab
@@ -85,15 +108,7 @@ def beam_search(decoder: CaptionDecoder, v: torch.Tensor, s: BeamSettings) -> li
     for t in range(s.max_len + 1):
         logp, (h, c) = decoder.step(tokens[:, -1], cond, (h, c))
         logp[:, [vocab.pad, vocab.unk, vocab.bos]] = -math.inf
-        if t == 0:
-            logp[:, vocab.eos] = -math.inf
-        if t == s.max_len:  # only <eos> may follow max_len words
-            eos = logp[:, vocab.eos].clone()
-            logp.fill_(-math.inf)
-            logp[:, vocab.eos] = eos
-        if s.repeat_penalty > 0:
-            penalised = repeat_mask(tokens[:, 1:], seen, content, s.no_repeat_ngram)
-            logp = torch.where(penalised, logp - s.repeat_penalty, logp)
+        logp = _shaped(logp, t, s, vocab.eos, tokens, seen, content)
         ends = (scores.reshape(-1) + logp[:, vocab.eos]).reshape(n, k).tolist()
         logp[:, vocab.eos] = -math.inf
         cand = (scores.reshape(-1, 1) + logp).reshape(n, k * size)
@@ -211,15 +226,7 @@ def constrained_search(
         if extra:
             logp = torch.cat([logp, logp[:, sources]], dim=1)
             logp[:, size:] = torch.where(row_allowed[:, size:], logp[:, size:], -math.inf)
-        if t == 0:
-            logp[:, vocab.eos] = -math.inf
-        if t == s.max_len:
-            eos = logp[:, vocab.eos].clone()
-            logp.fill_(-math.inf)
-            logp[:, vocab.eos] = eos
-        if s.repeat_penalty > 0:
-            penalised = repeat_mask(tokens[:, 1:], seen, content, s.no_repeat_ngram)
-            logp = torch.where(penalised, logp - s.repeat_penalty, logp)
+        logp = _shaped(logp, t, s, vocab.eos, tokens, seen, content)
         ends = (scores.reshape(-1) + logp[:, vocab.eos]).reshape(n, states, k).tolist()
         logp[:, vocab.eos] = -math.inf
         total = (scores.reshape(-1, 1) + logp).reshape(n, states, k, full)

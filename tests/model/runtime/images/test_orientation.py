@@ -15,12 +15,13 @@ from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor, file_key, photo_key
 from groundsearch.model.runtime.images.photos import (
     ORIENTATION,
+    as_stored,
     decode_photo,
     photo_orientation,
     upright_copy,
 )
 from groundsearch.settings import get_settings
-from tests.oriented import ORIENTATIONS, SUFFIX, coffee, oriented_bytes, stored, write_oriented
+from tests.oriented import ORIENTATIONS, SUFFIX, coffee, oriented_bytes, write_oriented
 
 #: The shorter side the shipped checkpoint's backbone (EfficientNet-Lite2) resizes to.
 MIN_SIDE = 292
@@ -91,9 +92,9 @@ def test_an_invalid_orientation_is_read_as_stored():
         exif = Image.Exif()
         exif[ORIENTATION] = value
         buf = io.BytesIO()
-        stored(upright, 6).save(buf, format="PNG", exif=exif)
+        as_stored(upright, 6).save(buf, format="PNG", exif=exif)
         img, _ = decode_photo(buf.getvalue())
-        assert np.array_equal(pixels(img), pixels(stored(upright, 6)))
+        assert np.array_equal(pixels(img), pixels(as_stored(upright, 6)))
 
 
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP", "TIFF"])
@@ -137,7 +138,7 @@ def test_features_and_vectors_of_every_orientation_are_equal(model, extractor, t
         np.testing.assert_allclose(feats[i], feats[0], rtol=0, atol=1e-5)
         np.testing.assert_allclose(vectors[i], vectors[0], rtol=0, atol=1e-6)
     # the sideways pixels (what was embedded before) give another vector
-    sideways = model.embed_images(extractor.embed_images([stored(upright, 6)]))[0]
+    sideways = model.embed_images(extractor.embed_images([as_stored(upright, 6)]))[0]
     assert float(sideways @ vectors[0]) < 0.99 * float(vectors[0] @ vectors[0])
 
 
@@ -174,7 +175,7 @@ def test_a_phone_jpeg_with_a_second_picture_is_a_turned_jpeg(tmp_path):
     exif = Image.Exif()
     exif[ORIENTATION] = 6
     path = tmp_path / "phone.jpg"
-    stored(upright, 6).save(
+    as_stored(upright, 6).save(
         path, "MPO", save_all=True, append_images=[coffee((60, 40))], exif=exif, quality=95
     )
     with Image.open(path) as img:
