@@ -252,7 +252,9 @@ def check_api(server: Server, gallery: Path, ledger: Ledger) -> None:
         for image_id in ledger.deleted:
             assert client.get(f"/images/{image_id}").status_code == 404
         k = min(n_photos, 100)
-        hits = client.post("/search", params={"text": CAPTIONS[0], "k": k})
+        hits = client.post(  # every hit: this checks durability, not relevance
+            "/search", params={"text": CAPTIONS[0], "k": k, "min_relevance": 0}
+        )
         assert hits.status_code == 200
         found = [h["id"] for h in hits.json()["results"]]
         assert len(found) == len(set(found)) == k
@@ -652,7 +654,7 @@ def test_a_running_server_sees_photos_another_process_indexed(
         assert len(new_ids) == len(shas)
         res = httpx.post(
             server.base + "/search",
-            params={"text": "A dog runs on the beach .", "k": after},
+            params={"text": "A dog runs on the beach .", "k": after, "min_relevance": 0},
             timeout=60,
         )
         assert res.status_code == 200, res.text
