@@ -275,16 +275,22 @@ class Records:
         metadata columns added (``ALTER TABLE … ADD COLUMN``: SQLite changes the schema,
         not the rows), their indexes built, the format bumped. Returns whether it
         migrated (False when another process did first). No vector is touched."""
-        with self.transaction() as db:
-            row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            if row is None or json.loads(row[0]) not in MIGRATES:
-                return False
-            have = {r[1] for r in db.execute("PRAGMA table_info(photos)")}
-            for column, kind in METADATA_COLUMNS.items():
-                if column not in have:
-                    db.execute(f"ALTER TABLE photos ADD COLUMN {column} {kind}")
-            _statements(db, METADATA_INDEXES)
-            db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (json.dumps(FORMAT),))
+        try:
+            with self.transaction() as db:
+                row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                if row is None or json.loads(row[0]) not in MIGRATES:
+                    return False
+                have = {r[1] for r in db.execute("PRAGMA table_info(photos)")}
+                for column, kind in METADATA_COLUMNS.items():
+                    if column not in have:
+                        db.execute(f"ALTER TABLE photos ADD COLUMN {column} {kind}")
+                _statements(db, METADATA_INDEXES)
+                db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (json.dumps(FORMAT),))
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"{self.path}: could not migrate the gallery to format {FORMAT} ({exc}); "
+                "it is unchanged"
+            ) from None
         return True
 
     @property
