@@ -558,7 +558,8 @@ def insert_photo(
 ) -> int:
     """A new photo's id. ``meta``: what its file says (None: not read, NULLs); an
     indexed photo's folder and name are taken from ``path`` (``metadata_row``)."""
-    values = metadata_row(meta, path, uploaded) if meta is not None else (None,) * 10
+    none = (None,) * len(METADATA_COLUMNS)
+    values = metadata_row(meta, path, uploaded) if meta is not None else none
     marks = ", ".join("?" * len(METADATA_COLUMNS))
     cur = db.execute(
         f"INSERT INTO photos (sha256, path, uploaded, vector, {_META}) "
@@ -570,8 +571,11 @@ def insert_photo(
 
 def fill_metadata(db: sqlite3.Connection, photo_id: int, meta: PhotoMetadata) -> bool:
     """Store a photo's metadata if it was never read (a format-2 photo: the backfill);
-    a photo read already keeps its own. Returns whether it was filled. An indexed
-    photo's folder and name stay those of its recorded path."""
+    a photo read already keeps its own, and metadata with nothing in it (bytes Pillow
+    cannot open) changes nothing. Returns whether it was filled. An indexed photo's
+    folder and name stay those of its recorded path."""
+    if meta == PhotoMetadata():
+        return False
     row = db.execute(
         f"SELECT path, uploaded FROM photos WHERE id = ? AND {NOT_READ}", (photo_id,)
     ).fetchone()

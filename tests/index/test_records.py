@@ -274,6 +274,7 @@ def test_stored_metadata_reads_back_and_is_filled_only_once(store):
     assert records.file_state(db, "/trip/day 1/IMG_1.jpg").has_metadata
     assert not records.file_state(db, "/trip/IMG_3.jpg").has_metadata
     with store.transaction() as db:
+        assert not records.fill_metadata(db, unread, PhotoMetadata())  # nothing to store
         assert records.fill_metadata(db, unread, meta)
         assert not records.fill_metadata(db, unread, PhotoMetadata(camera="later"))
         assert not records.fill_metadata(db, shot, PhotoMetadata(camera="later"))
