@@ -11,6 +11,12 @@ The shipped ``relevance.json`` is served when it was fitted for the served check
 (``GROUNDSEARCH_RELEVANCE``: ``default``, ``none`` or a file, which must match); without
 one every hit's relevance is null, every hit is in ``results``, and ``min_relevance`` is
 read but changes nothing.
+
+**Evidence** (``model.runtime.evidence``). A text query's hits may also be judged by
+what the backbone's classifier saw on each hit photo: ``Judge.evidence`` turns the
+query's nouns and the hits' top classes into each hit's evidence, which ``Judge.of``
+passes on, and ``Judge.threshold(…, evidence=True)`` is the default threshold chosen for
+that. A capability that passes none is judged exactly as without evidence models.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from groundsearch.model.runtime.evidence import shipped as shipped_nouns
 from groundsearch.model.runtime.relevance import (
     RelevanceError,
     RelevanceModel,
@@ -75,21 +82,43 @@ class Judge:
         scores: Sequence[float],
         vector: np.ndarray | None = None,
         text: str = "",
+        evidence: np.ndarray | None = None,
     ) -> list[float | None]:
         """The relevance of each of a query's hits (scores best first); a text query's
-        vector (its novelty share) and text (its number of words) are features too."""
+        vector (its novelty share) and text (its number of words) are features too, and
+        each hit's ``evidence`` when given (``evidence``)."""
         if self.model is None or kind not in self.model.kinds:
             return [None] * len(scores)
         novelty = novelty_of(vector, self.channel_columns) if vector is not None else 0.0
-        p = self.model.predict(kind, np.asarray(scores), novelty, word_count(text))
+        p = self.model.predict(kind, np.asarray(scores), novelty, word_count(text), evidence)
         return [float(x) for x in p]
 
-    def threshold(self, asked: float | None) -> float | None:
+    def evidence(
+        self,
+        kind: str,
+        nouns: Sequence[str],
+        class_ids: np.ndarray | None,
+        class_probs: np.ndarray | None,
+    ) -> np.ndarray | None:
+        """Each hit's evidence for a query of ``kind`` with ``nouns`` (its parsed nouns'
+        lemmas: ``NounClasses.nouns``), from the hits' top classes (hits × k ids and
+        probabilities, best first, -1 for none: what ``top_classes`` gives), or None —
+        no relevance model, no evidence model for the kind, no nameable noun, or the
+        classes of a hit unknown (``class_ids`` None): the query is then judged as
+        without evidence."""
+        if self.model is None or kind not in (self.model.evidence or {}):
+            return None
+        if class_ids is None or class_probs is None:
+            return None
+        return shipped_nouns().evidence(nouns, class_ids, class_probs)
+
+    def threshold(self, asked: float | None, evidence: bool = False) -> float | None:
         """The ``min_relevance`` applied: the one asked for, else the model's default
-        (None without a model)."""
+        (for queries judged with ``evidence``, the one chosen for them; None without a
+        model)."""
         if self.model is None:
             return None
-        return self.model.threshold if asked is None else asked
+        return self.model.default_threshold(evidence) if asked is None else asked
 
 
 def split(
