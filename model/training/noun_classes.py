@@ -46,6 +46,18 @@ MAX_SPAN = 130
 #: query rarely means as one visible kind of thing (each lemma of them is dropped as a
 #: hypernym; a class still keeps its own and entry-level words).
 TOO_GENERAL: dict[str, str] = {
+    "entity": "the root",
+    "object": "half of the classes (the span rule drops it too)",
+    "whole": "half of the classes (the span rule drops it too)",
+    "artifact": "every made thing (the span rule drops it too)",
+    "artefact": "every made thing (the span rule drops it too)",
+    "instrumentality": "most made things (the span rule drops it too)",
+    "instrumentation": "most made things (the span rule drops it too)",
+    "animal": "a third of the classes (the span rule drops it too)",
+    "beast": "a third of the classes (the span rule drops it too)",
+    "brute": "a third of the classes (the span rule drops it too)",
+    "creature": "a third of the classes (the span rule drops it too)",
+    "mammalian": "a zoological grade the classifier's classes cover unevenly",
     "device": "any instrumentality made for a purpose: from a ski to a lock",
     "container": "bags, bottles, cars (a car holds people) and barrows alike",
     "covering": "clothes, roofs and shields alike",
@@ -131,7 +143,6 @@ TOO_GENERAL: dict[str, str] = {
     "location": "a catch-all for places",
     "region": "a catch-all for places",
     "point": "a catch-all",
-    "entity": "the root",
 }
 
 
