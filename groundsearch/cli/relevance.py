@@ -115,7 +115,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
                 "evidence_threshold by the same rule, judging with evidence"
             )
             info["evidence_queries"] = {
-                k: int(len(np.unique(p.arrays(named=True)[2]))) for k, p in pools.items()
+                k: len(np.unique(p.arrays(named=True)[2])) for k, p in pools.items()
             }
         identity = checkpoint_identity(checkpoint_path(args))
         fitted = RelevanceModel(kinds, 0.5, identity, info=info)

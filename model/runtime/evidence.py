@@ -48,9 +48,7 @@ def default_path() -> Path:
     return Path(__file__).resolve().parents[1] / "artifacts" / FILE_NAME
 
 
-def top_classes(
-    probabilities: np.ndarray, k: int = TOP_CLASSES
-) -> tuple[np.ndarray, np.ndarray]:
+def top_classes(probabilities: np.ndarray, k: int = TOP_CLASSES) -> tuple[np.ndarray, np.ndarray]:
     """Each photo's ``k`` most probable classes, best first (ties by class), and their
     probabilities: (photos × k) int64 and float32."""
     p = np.asarray(probabilities, np.float32)
@@ -73,9 +71,7 @@ class NounClasses:
         """The table at ``path`` (default: the shipped one); ValueError if malformed."""
         path = Path(path) if path is not None else default_path()
         with path.open(newline="", encoding="utf-8") as f:
-            rows = list(
-                csv.DictReader((ln for ln in f if not ln.startswith("#")), delimiter="\t")
-            )
+            rows = list(csv.DictReader((ln for ln in f if not ln.startswith("#")), delimiter="\t"))
         if not rows or tuple(rows[0])[: len(COLUMNS)] != COLUMNS:
             raise ValueError(f"{path}: expected the columns {COLUMNS} first")
         table: dict[str, frozenset[int]] = {}

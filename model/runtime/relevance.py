@@ -340,16 +340,12 @@ class RelevanceModel:
                 top=int(d["top"]),
                 info=d.get("info") or {},
                 small={k: KindModel.from_dict(m) for k, m in (d.get("small") or {}).items()},
-                evidence={
-                    k: KindModel.from_dict(m) for k, m in (d.get("evidence") or {}).items()
-                },
+                evidence={k: KindModel.from_dict(m) for k, m in (d.get("evidence") or {}).items()},
                 evidence_small={
                     k: KindModel.from_dict(m) for k, m in (d.get("evidence_small") or {}).items()
                 },
                 evidence_threshold=(
-                    None
-                    if d.get("evidence_threshold") is None
-                    else float(d["evidence_threshold"])
+                    None if d.get("evidence_threshold") is None else float(d["evidence_threshold"])
                 ),
             )
         except (KeyError, TypeError, AttributeError) as exc:

@@ -306,7 +306,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     table = EntryLevel.load(args.entry_level)
     rows = noun_classes(list(table.wnids), list(table.words), WordNetNouns.read(args.wordnet))
     write(args.out, rows, table.classes)
-    print(f"wrote {args.out}: {len(rows)} nouns over {len({c for r in rows for c in r.classes})} classes")
+    covered = len({c for r in rows for c in r.classes})
+    print(f"wrote {args.out}: {len(rows)} nouns over {covered} classes")
 
 
 if __name__ == "__main__":

@@ -272,7 +272,9 @@ def caption_pools(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) ->
     caption_scores = vals
     novelty = data.novelty(data.captions)
     words = np.array([word_count(c) for c in data.ds.captions])
-    evidence = [data.evidence(data.query_nouns(t), row) for t, row in zip(data.trees, idx)]
+    evidence = [
+        data.evidence(data.query_nouns(t), row) for t, row in zip(data.trees, idx, strict=True)
+    ]
     for i in range(len(idx)):
         pools["text-image"].add(
             vals[i], relevant[i, idx[i]], "captions", novelty[i], words[i], evidence[i]

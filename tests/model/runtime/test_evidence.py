@@ -69,8 +69,21 @@ def test_spot_checks(table, noun, present, absent):
 @pytest.mark.parametrize(
     "noun",
     # too general, people (the classifier's few person classes cover no man), or no class
-    ["object", "whole", "instrumentality", "artifact", "animal", "device", "container",
-     "man", "person", "woman", "snow", "water", "giraffe"],
+    [
+        "object",
+        "whole",
+        "instrumentality",
+        "artifact",
+        "animal",
+        "device",
+        "container",
+        "man",
+        "person",
+        "woman",
+        "snow",
+        "water",
+        "giraffe",
+    ],
 )
 def test_nouns_without_classes(table, noun):
     assert noun not in table.classes

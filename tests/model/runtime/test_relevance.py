@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
-from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.evidence import NounClasses, top_classes
+from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.relevance import (
     EVIDENCE_FLOOR,
     FEATURES,
