@@ -9,9 +9,9 @@ classifier gives them on a hit photo is evidence that the photo shows it
 - it is ``c``'s **entry-level word** (``model/artifacts/entry_level.tsv``, reviewed:
   every dog breed is "dog", "sorrel" is "horse", "ox" is "cow"); or
 - it is a one-word lemma of ``c``'s WordNet synset or of one of its **hypernyms** (all
-  of them, through every path: "canoe" → "boat", "vessel", "watercraft"; "goose" →
+  of them, through every path: "canoe" → "boat", "vehicle"; "goose" →
   "bird"), provided that synset is the noun's **first sense** — its most frequent
-  meaning in WordNet's sense order, so "car" is the automobile (sports car, cab, jeep,
+  meaning in WordNet's sense order, so "car" is the automobile (sports car, jeep, limousine,
   ambulance …) and not the railway car (passenger car, freight car), "bike" is
   the motorcycle (and the bicycle through the entry-level word) — and the synset is
   not **too general**: it spans at most ``MAX_SPAN`` classes ("animal", "artifact",
