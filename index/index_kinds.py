@@ -20,7 +20,7 @@ has the measurements behind the thresholds).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,17 @@ class IndexSettings:
     nprobe: int = 16
     k_factor: int = 32
     ef_search: int = 64
+
+    def widened(self, factor: float) -> IndexSettings:
+        """These settings searching ``factor`` times wider (HNSW's candidate list, the IVF
+        lists probed), for a search restricted to a share of the vectors."""
+        if factor <= 1:
+            return self
+        return replace(
+            self,
+            nprobe=math.ceil(self.nprobe * factor),
+            ef_search=math.ceil(self.ef_search * factor),
+        )
 
     def lists_for(self, n: int) -> int:
         if self.nlist is not None:
@@ -107,7 +118,10 @@ def search_params(index: FAISS.Index, settings: IndexSettings, selector: Any) ->
     """FAISS search parameters for ``index`` (an ``IndexIDMap``) with ``selector``."""
     inner = FAISS.downcast_index(index.index)
     if isinstance(inner, FAISS.IndexRefine):
-        base = FAISS.SearchParametersIVF(nprobe=settings.nprobe, sel=selector)
+        # ``IndexIDMap`` translates only the outer selector from positions to ids; the
+        # base index's parameters need a translated one of their own.
+        base_sel = None if selector is None else FAISS.IDSelectorTranslated(index.id_map, selector)
+        base = FAISS.SearchParametersIVF(nprobe=settings.nprobe, sel=base_sel)
         return FAISS.IndexRefineSearchParameters(
             k_factor=float(settings.k_factor), base_index_params=base, sel=selector
         )

@@ -156,3 +156,18 @@ def test_an_untrainable_ivfpq_index_is_exact():
     )
     assert index.delta == 20 and not index.delta_due()
     assert index.search(x[3], 1)[0][0][0] == 4
+
+
+def test_a_removed_vector_of_a_built_ivfpq_main_is_left_out_and_its_neighbour_kept(tmp_path):
+    # FAISS's IndexIDMap translates only the outer selector from positions to ids: the
+    # IVF under the re-rank needs its own translated one, or it drops the wrong vector
+    rng = np.random.default_rng(7)
+    x = unit(rng, 3000, 64)
+    ids = np.arange(10, 30010, 10)  # ids unlike positions
+    params = IndexSettings(m=16, nprobe=64, k_factor=16)
+    index = VectorIndex.build(64, "ivfpq", 3000, x, [(ids.tolist(), x)], tmp_path / "i", params)
+    assert index.search(x[5], 1)[0][0][0] == 60
+    index.remove([60])
+    hits = index.search(x[5], 10)[0]
+    assert len(hits) == 10 and 60 not in {i for i, _ in hits}
+    assert index.search(x[6], 1)[0][0][0] == 70  # the vector at position 6 is still found
