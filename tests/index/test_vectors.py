@@ -171,3 +171,31 @@ def test_a_removed_vector_of_a_built_ivfpq_main_is_left_out_and_its_neighbour_ke
     hits = index.search(x[5], 10)[0]
     assert len(hits) == 10 and 60 not in {i for i, _ in hits}
     assert index.search(x[6], 1)[0][0][0] == 70  # the vector at position 6 is still found
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivfpq"])
+def test_searching_among_given_ids_and_scoring_them_leave_out_the_removed(tmp_path, kind):
+    rng = np.random.default_rng(8)
+    x = unit(rng, 3000, 64)
+    ids = np.arange(1, 3001)
+    params = IndexSettings(m=16, nprobe=8, k_factor=16)
+    index = VectorIndex.build(64, kind, 2500, x, [(ids[:2500].tolist(), x[:2500])], tmp_path / "i", params)
+    index.add(ids[2500:], x[2500:])  # ivfpq: into the exact delta
+    assert index.delta == (500 if kind == "ivfpq" else 0)
+    allowed = np.sort(rng.choice(ids, 300, replace=False))
+    removed = allowed[::10]
+    index.remove(removed.tolist())
+    live = np.setdiff1d(allowed, removed)
+    asked = np.concatenate([allowed, [4000, 5000]])  # two ids the index never held
+    assert index.held(asked).tolist() == live.tolist()
+    found, scores = index.score(x[7], asked)
+    assert sorted(found.tolist()) == live.tolist()
+    exact = x[found - 1] @ x[7]
+    assert np.allclose(scores, exact, atol=2e-3 if kind == "ivfpq" else 1e-5)
+    best = found[np.argsort(-scores)][:10].tolist()
+    for q in range(5):
+        hits = index.search_among(x[q], 10, allowed, widen=4)
+        assert {i for i, _ in hits} <= set(live.tolist())
+    hits = index.search_among(x[7], 10, allowed, widen=30)
+    assert len({i for i, _ in hits} & set(best)) >= 8
+    assert index.search_among(x[7], 10, np.empty(0, np.int64)) == []
