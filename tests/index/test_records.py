@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from groundsearch.index import records
+from groundsearch.index.photo_metadata import PhotoMetadata
 from groundsearch.index.records import DB_FILE, Records, caption_rows
 from tests.index.synthetic import DIM, ID, vecs
 
@@ -69,12 +70,14 @@ def test_a_photo_left_without_files_is_dropped_and_a_moved_one_repointed(store):
         assert records.drop_orphans(db) == 1
     db = store.reader()
     assert records.photo_ids(db) == [first]
-    assert records.photos(db, [first, second]) == {first: ("/b/1-copy.jpg", "sha-1", False)}
+    assert records.photos(db, [first, second]) == {
+        first: ("/b/1-copy.jpg", "sha-1", False, PhotoMetadata(folder="/b", name="1-copy.jpg"))
+    }
     assert records.files_of(db, first) == ["/b/1-copy.jpg"]
     assert records.has_files_under(db, "/b") and not records.has_files_under(db, "/a")
     assert records.next_run(db) == 3
     state = records.file_state(db, "/b/1-copy.jpg")
-    assert state == (1, 1, first, "sha-1")
+    assert state == (1, 1, first, "sha-1", False)
     np.testing.assert_array_equal(records.vector(db, "images", first), v[0])
 
 
