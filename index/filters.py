@@ -214,8 +214,7 @@ class PhotoFilter:
             return np.asarray(km <= self.radius_km) & ~np.isnan(km)
 
 
-#: The conditions a filter can hold, in the order the records try them when nothing
-#: better is known (the usually rarest first).
+#: The conditions a filter can hold, by name.
 CONDITIONS = ("date", "folder", "camera", "near", "source")
 _FIELDS = ("after", "before", "folder", "camera", "near", "within_km", "source")
 

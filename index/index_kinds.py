@@ -64,15 +64,13 @@ class IndexSettings:
     k_factor: int = 32
     ef_search: int = 64
 
-    def widened(self, factor: float) -> IndexSettings:
-        """These settings searching ``factor`` times wider (HNSW's candidate list, the IVF
-        lists probed), for a search restricted to a share of the vectors."""
-        if factor <= 1:
-            return self
+    def widened(self, lists: float = 1.0, graph: float = 1.0) -> IndexSettings:
+        """These settings searching wider: ``lists`` times the IVF lists probed, ``graph``
+        times HNSW's candidate list (a search whose hits must pass a filter)."""
         return replace(
             self,
-            nprobe=math.ceil(self.nprobe * factor),
-            ef_search=math.ceil(self.ef_search * factor),
+            nprobe=math.ceil(self.nprobe * max(lists, 1.0)),
+            ef_search=math.ceil(self.ef_search * max(graph, 1.0)),
         )
 
     def lists_for(self, n: int) -> int:

@@ -218,18 +218,22 @@ class VectorIndex:
         """The tombstones, sorted."""
         return self._selector[2] if self._sel() is not None else np.empty(0, np.int64)
 
-    def search(self, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
-        """The ``k`` nearest live ids of each query row, best first, as (id, score)."""
+    def search(
+        self, queries: np.ndarray, k: int, settings: IndexSettings | None = None
+    ) -> list[list[tuple[int, float]]]:
+        """The ``k`` nearest live ids of each query row, best first, as (id, score);
+        ``settings``: other search settings for this search (default: the index's)."""
         arr = as_matrix(queries, self.dim, "queries")
         if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
+        settings = settings or self.settings
         with self._lock:
             k_live = min(int(k), len(self))
             if k_live == 0:
                 return [[] for _ in range(arr.shape[0])]
             sel = self._sel()
             parts = [
-                part.search(arr, k_live, params=index_kinds.search_params(part, self.settings, sel))
+                part.search(arr, k_live, params=index_kinds.search_params(part, settings, sel))
                 for part in (self._main, self._delta)
                 if part.ntotal
             ]
@@ -272,12 +276,12 @@ class VectorIndex:
         return np.concatenate(out_ids), np.concatenate(out_scores)
 
     def search_among(
-        self, query: np.ndarray, k: int, ids: np.ndarray, widen: float = 1.0
+        self, query: np.ndarray, k: int, ids: np.ndarray, settings: IndexSettings | None = None
     ) -> list[tuple[int, float]]:
         """The ``k`` nearest live ids among ``ids`` (sorted, unique int64) of one query,
         best first: the index's own search restricted by a FAISS ``IDSelector`` (the ids,
-        and not the tombstones), the approximate kinds searched ``widen`` times wider
-        (HNSW's candidate list, IVF's lists probed). Approximate kinds may return fewer
+        and not the tombstones), with ``settings`` (default: the index's; a filter's
+        search is wider, ``IndexSettings.widened``). Approximate kinds may return fewer
         than ``k`` (or miss some of the best): the caller checks (``score``)."""
         arr = as_matrix(query, self.dim, "query")
         ids = np.ascontiguousarray(ids, np.int64)
@@ -286,7 +290,7 @@ class VectorIndex:
         if not ids.size:
             return []
         allowed = faiss.IDSelectorBatch(ids)
-        settings = self.settings.widened(widen)
+        settings = settings or self.settings
         with self._lock:
             tomb = self._sel()
             sel = allowed if tomb is None else faiss.IDSelectorAnd(allowed, tomb)
@@ -369,7 +373,7 @@ def _merge(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarr
     return np.take_along_axis(scores, order, 1), np.take_along_axis(labels, order, 1)
 
 
-def _positions(part: faiss.Index, ids: np.ndarray) -> np.ndarray:
+def _positions(part: Any, ids: np.ndarray) -> np.ndarray:
     """Where each of ``ids`` sits in ``part`` (an ``IndexIDMap`` whose ids increase), -1
     where it does not. Its id map is read in place (call with the index's lock held)."""
     n = int(part.ntotal)
@@ -380,7 +384,7 @@ def _positions(part: faiss.Index, ids: np.ndarray) -> np.ndarray:
     return np.where(held[pos] == ids, pos, -1).astype(np.int64)
 
 
-def _inner_products(part: faiss.Index, query: np.ndarray, pos: np.ndarray) -> np.ndarray:
+def _inner_products(part: Any, query: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The inner products of ``query`` with the vectors at positions ``pos`` of ``part``."""
     inner = index_kinds.FAISS.downcast_index(part.index)
     if isinstance(inner, index_kinds.FAISS.IndexRefine):  # a built ivfpq: its re-rank copy

@@ -53,7 +53,12 @@ def test_a_bad_value_names_its_parameter(kwargs, parameter):
 
 def test_good_values_are_kept_normalised():
     f = PhotoFilter(folder="/a/b/", camera="  Apple iPhone 12 ", near=(90, -180), source="upload")
-    assert (f.folder, f.camera, f.near, f.source) == ("/a/b", "Apple iPhone 12", (90.0, -180.0), "upload")
+    assert (f.folder, f.camera, f.near, f.source) == (
+        "/a/b",
+        "Apple iPhone 12",
+        (90.0, -180.0),
+        "upload",
+    )
     assert PhotoFilter(folder="//a/./b/../c").folder == "/a/c"
     assert PhotoFilter(folder="/").folder == "/"
     assert PhotoFilter(near=(1, 2)).radius_km == 1.0
@@ -106,7 +111,9 @@ def test_masks_state_each_condition_over_columns():
     columns = {
         "taken_at": np.array([JULY - 1, JULY, JULY + 10, np.nan, JULY + 5]),
         "folder": np.array(["/a/b", "/a/bc", "/a/b/c", None, "/x"], dtype=object),
-        "camera": np.array(["apple iphone 12", None, "apple iphone 12", "canon", "x"], dtype=object),
+        "camera": np.array(
+            ["apple iphone 12", None, "apple iphone 12", "canon", "x"], dtype=object
+        ),
         "lat": np.array([48.85, 48.86, np.nan, 0.0, 48.9]),
         "lon": np.array([2.35, 2.35, np.nan, 0.0, 2.35]),
         "uploaded": np.array([False, False, False, True, False]),

@@ -179,7 +179,9 @@ def test_searching_among_given_ids_and_scoring_them_leave_out_the_removed(tmp_pa
     x = unit(rng, 3000, 64)
     ids = np.arange(1, 3001)
     params = IndexSettings(m=16, nprobe=8, k_factor=16)
-    index = VectorIndex.build(64, kind, 2500, x, [(ids[:2500].tolist(), x[:2500])], tmp_path / "i", params)
+    index = VectorIndex.build(
+        64, kind, 2500, x, [(ids[:2500].tolist(), x[:2500])], tmp_path / "i", params
+    )
     index.add(ids[2500:], x[2500:])  # ivfpq: into the exact delta
     assert index.delta == (500 if kind == "ivfpq" else 0)
     allowed = np.sort(rng.choice(ids, 300, replace=False))
@@ -194,8 +196,8 @@ def test_searching_among_given_ids_and_scoring_them_leave_out_the_removed(tmp_pa
     assert np.allclose(scores, exact, atol=2e-3 if kind == "ivfpq" else 1e-5)
     best = found[np.argsort(-scores)][:10].tolist()
     for q in range(5):
-        hits = index.search_among(x[q], 10, allowed, widen=4)
+        hits = index.search_among(x[q], 10, allowed, params.widened(4, 4))
         assert {i for i, _ in hits} <= set(live.tolist())
-    hits = index.search_among(x[7], 10, allowed, widen=30)
+    hits = index.search_among(x[7], 10, allowed, params.widened(30, 30))
     assert len({i for i, _ in hits} & set(best)) >= 8
     assert index.search_among(x[7], 10, np.empty(0, np.int64)) == []
