@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
@@ -84,13 +85,13 @@ class FilteredSearch:
 
     def __init__(self, indexes: SearchIndexes) -> None:
         self.indexes, self.records = indexes, indexes.records
-        self._sample: dict[str, np.ndarray] | None = None
+        self._sample: dict[str, Any] | None = None
         self._sampled_at = (0.0, 0)  # when, and the gallery's size then
         self._lock = threading.Lock()
 
     # --- estimating ---------------------------------------------------------------------------
 
-    def sample(self) -> dict[str, np.ndarray]:
+    def sample(self) -> dict[str, Any]:
         """The sampled photos' filter columns, drawn again when stale."""
         live = len(self.indexes["images"])
         with self._lock:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +39,7 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_WITHIN_KM",
+    "Categorical",
     "EARTH_RADIUS_KM",
     "MAX_WITHIN_KM",
     "SOURCES",
@@ -177,11 +178,11 @@ class PhotoFilter:
 
     # --- the same conditions over columns in memory ----------------------------------------
 
-    def masks(self, columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def masks(self, columns: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Which rows pass each condition, by name (``conditions``), over columns as
         ``records.filter_sample`` returns them: ``taken_at``, ``lat``, ``lon`` (float, NaN
-        when unknown), ``folder`` and ``camera`` (object arrays, None when unknown; the
-        camera in lower case) and ``uploaded`` (bool)."""
+        when unknown), ``folder`` and ``camera`` (``Categorical``, or object arrays; None
+        when unknown; the camera in lower case) and ``uploaded`` (bool)."""
         out: dict[str, np.ndarray] = {}
         if "date" in self.conditions:
             taken = np.asarray(columns["taken_at"], np.float64)
@@ -193,10 +194,13 @@ class PhotoFilter:
                 ok &= np.where(known, taken, -np.inf) < self.before
             out["date"] = ok
         if self.folder is not None:
-            out["folder"] = _folder_mask(columns["folder"], self.folder)
+            folder, under = self.folder, self.folder.rstrip("/") + "/"
+            out["folder"] = Categorical.of(columns["folder"]).where(
+                lambda f: f == folder or f.startswith(under)
+            )
         if self.camera is not None:
             wanted = self.camera.lower()
-            out["camera"] = np.array([c == wanted for c in columns["camera"]], dtype=bool)
+            out["camera"] = Categorical.of(columns["camera"]).where(lambda c: c == wanted)
         if self.near is not None:
             out["near"] = self.within(columns["lat"], columns["lon"])
         if self.source is not None:
@@ -272,8 +276,23 @@ def haversine_km(lat0: float, lon0: float, lat: np.ndarray, lon: np.ndarray) -> 
     return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
 
 
-def _folder_mask(folders: np.ndarray, folder: str) -> np.ndarray:
-    prefix = folder.rstrip("/") + "/"
-    return np.array(
-        [f is not None and (f == folder or f.startswith(prefix)) for f in folders], dtype=bool
-    )
+@dataclass(frozen=True)
+class Categorical:
+    """A text column as its distinct values and a code per row (-1: None), so a
+    condition is tested once per distinct value, not once per row."""
+
+    values: tuple[str, ...]
+    codes: np.ndarray
+
+    @classmethod
+    def of(cls, column: Categorical | Sequence[str | None] | np.ndarray) -> Categorical:
+        if isinstance(column, Categorical):
+            return column
+        index: dict[str, int] = {}
+        codes = [-1 if v is None else index.setdefault(v, len(index)) for v in column]
+        return cls(tuple(index), np.array(codes, np.int32))
+
+    def where(self, test: Callable[[str], bool]) -> np.ndarray:
+        """Which rows hold a value that passes ``test`` (None never does)."""
+        passing = np.array([test(v) for v in self.values] + [False], dtype=bool)
+        return passing[self.codes]  # code -1 reads the last entry: False

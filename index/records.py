@@ -58,7 +58,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from groundsearch.index.errors import IdentityMismatch, StoreError
-from groundsearch.index.filters import EARTH_RADIUS_KM, PhotoFilter
+from groundsearch.index.filters import EARTH_RADIUS_KM, Categorical, PhotoFilter
 from groundsearch.index.photo_metadata import PhotoMetadata
 from groundsearch.index.vectors import as_matrix
 
@@ -682,7 +682,7 @@ def count_matching(
     return int(matching_ids(db, f, expected).size)
 
 
-def filter_sample(db: sqlite3.Connection, n: int, seed: int = 0) -> dict[str, np.ndarray]:
+def filter_sample(db: sqlite3.Connection, n: int, seed: int = 0) -> dict[str, Any]:
     """The filter columns of about ``n`` photos drawn at random (by id: no table scan),
     as ``PhotoFilter.masks`` reads them, with ``id``."""
     top = last_id(db, "images")
@@ -702,8 +702,8 @@ def filter_sample(db: sqlite3.Connection, n: int, seed: int = 0) -> dict[str, np
     return {
         "id": np.array(columns[0], np.int64),
         "taken_at": floats(columns[1]),
-        "folder": np.array(columns[2], dtype=object),
-        "camera": np.array(columns[3], dtype=object),
+        "folder": Categorical.of(columns[2]),
+        "camera": Categorical.of(columns[3]),
         "lat": floats(columns[4]),
         "lon": floats(columns[5]),
         "uploaded": np.array(columns[6], dtype=bool),
