@@ -39,10 +39,10 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_WITHIN_KM",
-    "Categorical",
     "EARTH_RADIUS_KM",
     "MAX_WITHIN_KM",
     "SOURCES",
+    "Categorical",
     "FilterError",
     "PhotoFilter",
     "haversine_km",
