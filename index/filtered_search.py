@@ -59,7 +59,7 @@ RESAMPLE_AFTER_S = 600.0
 EXACT_UP_TO = 5_000
 #: A flat index scans every vector whatever the selector: the passing photos are
 #: scored exactly up to this share of them (above it, the plain search overfetches).
-FLAT_EXACT_SHARE = 0.25
+FLAT_EXACT_SHARE = 0.5
 #: A filter passing at least this share of the photos overfetches …
 OVERFETCH_FROM = 0.05
 #: … this many times ``k / share`` hits (and ``OVERFETCH_PAD`` more).

@@ -3,6 +3,7 @@
     gallery = Gallery.create(folder, dim, checkpoint_identity(checkpoint))
     gallery = Gallery.open(folder, checkpoint_identity(checkpoint))   # refuses another model
     gallery.search_images(vector, k)            # [(ImageRecord, score), …]
+    gallery.search_images(vector, k, PhotoFilter(folder="/photos/2024"))   # filtered
     gallery.add_photo(data, "jpg", vector, captions, caption_vectors)   # an upload
     gallery.remove_photo(image_id)
     gallery.close()                              # snapshots the search indexes

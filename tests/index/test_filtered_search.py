@@ -200,7 +200,7 @@ def test_the_plan_follows_the_estimated_share(world, monkeypatch):
         sum(passes(r, narrow) for r in live) / len(live)
     )
     if index.kind == "flat":
-        assert search.plan(index, 0.2) == "exact" and search.plan(index, 0.5) == "overfetch"
+        assert search.plan(index, 0.4) == "exact" and search.plan(index, 0.6) == "overfetch"
         return
     assert search.plan(index, 0.5) == "exact"  # few photos: all scored exactly
     monkeypatch.setattr(filtered_search, "EXACT_UP_TO", 10)
