@@ -203,7 +203,8 @@ def exif_time(date: str | None, offset: str | None) -> tuple[float, str] | None:
     if match is None:
         return None
     try:
-        when = datetime(*(int(g) for g in match.groups()))  # the wall clock: no zone yet
+        year, month, day, hour, minute, second = (int(g) for g in match.groups())
+        when = datetime(year, month, day, hour, minute, second)  # the wall clock: no zone yet
     except ValueError:
         return None
     zone = _zone(offset)
@@ -226,17 +227,11 @@ def _zone(offset: str | None) -> timezone | None:
 
 def _camera(make: Any, model: Any) -> str | None:
     """``Make Model``, the make left out when the model starts with it."""
-    make_text, model_text = _text(make), _text(model)
-    make_text = " ".join(make_text.split()) if make_text else None
-    model_text = " ".join(model_text.split()) if model_text else None
-    if make_text and model_text:
-        if model_text.casefold().startswith(make_text.casefold()):
-            name = model_text
-        else:
-            name = f"{make_text} {model_text}"
-    else:
-        name = model_text or make_text
-    return name[:MAX_TEXT] if name else None
+    make_text, model_text = (" ".join((_text(v) or "").split()) for v in (make, model))
+    if make_text and model_text.casefold().startswith(make_text.casefold()):
+        make_text = ""
+    name = f"{make_text} {model_text}".strip()
+    return name[:MAX_TEXT] or None
 
 
 def _place(gps: dict[int, Any]) -> tuple[float, float] | None:

@@ -277,16 +277,22 @@ class Records:
         metadata columns added (``ALTER TABLE … ADD COLUMN``: SQLite changes the schema,
         not the rows), their indexes built, the format bumped. Returns whether it
         migrated (False when another process did first). No vector is touched."""
-        with self.transaction() as db:
-            row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            if row is None or json.loads(row[0]) not in MIGRATES:
-                return False
-            have = {r[1] for r in db.execute("PRAGMA table_info(photos)")}
-            for column, kind in METADATA_COLUMNS.items():
-                if column not in have:
-                    db.execute(f"ALTER TABLE photos ADD COLUMN {column} {kind}")
-            _statements(db, METADATA_INDEXES)
-            db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (json.dumps(FORMAT),))
+        try:
+            with self.transaction() as db:
+                row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                if row is None or json.loads(row[0]) not in MIGRATES:
+                    return False
+                have = {r[1] for r in db.execute("PRAGMA table_info(photos)")}
+                for column, kind in METADATA_COLUMNS.items():
+                    if column not in have:
+                        db.execute(f"ALTER TABLE photos ADD COLUMN {column} {kind}")
+                _statements(db, METADATA_INDEXES)
+                db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (json.dumps(FORMAT),))
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"{self.path}: could not migrate the gallery to format {FORMAT} ({exc}); "
+                "it is unchanged"
+            ) from None
         return True
 
     @property
@@ -723,7 +729,8 @@ def insert_photo(
 ) -> int:
     """A new photo's id. ``meta``: what its file says (None: not read, NULLs); an
     indexed photo's folder and name are taken from ``path`` (``metadata_row``)."""
-    values = metadata_row(meta, path, uploaded) if meta is not None else (None,) * 10
+    none = (None,) * len(METADATA_COLUMNS)
+    values = metadata_row(meta, path, uploaded) if meta is not None else none
     marks = ", ".join("?" * len(METADATA_COLUMNS))
     cur = db.execute(
         f"INSERT INTO photos (sha256, path, uploaded, vector, {_META}) "
@@ -735,8 +742,11 @@ def insert_photo(
 
 def fill_metadata(db: sqlite3.Connection, photo_id: int, meta: PhotoMetadata) -> bool:
     """Store a photo's metadata if it was never read (a format-2 photo: the backfill);
-    a photo read already keeps its own. Returns whether it was filled. An indexed
-    photo's folder and name stay those of its recorded path."""
+    a photo read already keeps its own, and metadata with nothing in it (bytes Pillow
+    cannot open) changes nothing. Returns whether it was filled. An indexed photo's
+    folder and name stay those of its recorded path."""
+    if meta == PhotoMetadata():
+        return False
     row = db.execute(
         f"SELECT path, uploaded FROM photos WHERE id = ? AND {NOT_READ}", (photo_id,)
     ).fetchone()
