@@ -369,6 +369,12 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
             records.matching_ids(db, where, expected)
             t.append(time.perf_counter() - t1)
         row["ids_ms"] = round(float(np.median(t)) * 1000, 3)
+        t = []
+        for _ in range(20):
+            t1 = time.perf_counter()
+            gallery.filtered.estimate(where)
+            t.append(time.perf_counter() - t1)
+        row["estimate_ms"] = round(float(np.median(t)) * 1000, 3)
         if name.startswith("sweep"):
             sub = queries[:SWEEP_QUERIES]
             for plan in filtered_search.PLANS:

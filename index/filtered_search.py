@@ -155,8 +155,8 @@ class FilteredSearch:
             chosen = "selector" if index.kind != "flat" and index.built else "exact"
         with self.records.snapshot() as db:
             ids = records.matching_ids(db, where, expected)
-        ids = index.held(ids)
         if chosen == "selector" and ids.size > k:
+            ids = index.held(ids)  # (``score`` leaves out the others itself)
             settings = widened(index.settings, ids.size / max(len(index), 1), graph=True)
             hits = index.search_among(query, int(k), ids, settings)
             if len(hits) >= min(k, ids.size):
