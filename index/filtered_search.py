@@ -17,8 +17,9 @@ older than ``RESAMPLE_AFTER_S``):
   index's own search through a FAISS ``IDSelector`` (with the tombstones), searched
   wider as the share falls (``VectorIndex.search_among``); when it comes back short of
   ``min(k, photos passing)`` the passing photos are scored exactly instead.
-* **overfetch** — a broad filter (at least ``OVERFETCH_FROM`` of the photos pass): the
-  index's plain search for about ``k / share × OVERFETCH_MARGIN`` hits, the fetched ids
+* **overfetch** — a broad filter (its hits cost less than scoring the passing photos:
+  ``OVERFETCH_COST``): the index's plain search (the IVF lists probed widened) for
+  about ``k / share × OVERFETCH_MARGIN`` hits, the fetched ids
   checked against the filter in one statement (``records.passing_ids``); when fewer
   than ``k`` pass (the estimate was high, or the fetched ones were unlucky), the
   selector or exact plan answers instead.
@@ -60,11 +61,14 @@ EXACT_UP_TO = 5_000
 #: A flat index scans every vector whatever the selector: the passing photos are
 #: scored exactly up to this share of them (above it, the plain search overfetches).
 FLAT_EXACT_SHARE = 0.5
-#: A filter passing at least this share of the photos overfetches …
-OVERFETCH_FROM = 0.05
-#: … this many times ``k / share`` hits (and ``OVERFETCH_PAD`` more).
+#: Overfetching asks for ``k / share × OVERFETCH_MARGIN + OVERFETCH_PAD`` hits …
 OVERFETCH_MARGIN = 1.5
 OVERFETCH_PAD = 10
+#: … and is chosen when that many hits cost less than scoring the passing photos: one
+#: more hit (a longer candidate list, its row checked) costs about this many passing
+#: photos scored exactly (an id read from an index, an inner product). At 1M photos
+#: this puts the crossover near 0.7 % (``k`` = 10).
+OVERFETCH_COST = 3.0
 #: A filter's search is wider: HNSW's candidate list ``GRAPH_SHARE / share`` times (the
 #: selector plan; overfetching asks for more hits, which widens it already), the IVF
 #: lists probed ``√(1 / share)`` times (both plans: the hits that pass lie further
@@ -119,13 +123,17 @@ class FilteredSearch:
         every = np.logical_and.reduce(list(masks.values())) if masks else np.ones(1, bool)
         return float(every.sum()) / rows if len(sample["id"]) else 1.0, expected
 
-    def plan(self, index: VectorIndex, share: float) -> Plan:
-        """The plan for a filter passing ``share`` of ``index``'s photos."""
-        if index.kind == "flat" or not index.built:  # exact search either way
+    def plan(self, index: VectorIndex, share: float, k: int) -> Plan:
+        """The plan for ``k`` hits of a filter passing ``share`` of ``index``'s photos:
+        overfetch when its hits cost less than scoring the passing photos would
+        (``OVERFETCH_COST``), else exact up to ``EXACT_UP_TO`` photos, else the selector.
+        A flat index scans everything anyway: exact up to ``FLAT_EXACT_SHARE``."""
+        if index.kind == "flat" or not index.built:
             return "exact" if share <= FLAT_EXACT_SHARE else "overfetch"
-        if share * len(index) <= EXACT_UP_TO:
-            return "exact"
-        return "overfetch" if share >= OVERFETCH_FROM else "selector"
+        passing = share * len(index)
+        if overfetch_size(k, share, len(index)) * OVERFETCH_COST <= passing:
+            return "overfetch"
+        return "exact" if passing <= EXACT_UP_TO else "selector"
 
     # --- searching ----------------------------------------------------------------------------
 
@@ -145,7 +153,7 @@ class FilteredSearch:
             raise ValueError(f"k must be a positive int, got {k!r}")
         index = self.indexes["images"]
         share, expected = self.estimate(where)
-        chosen = plan or self.plan(index, share)
+        chosen = plan or self.plan(index, share, int(k))
         if chosen not in PLANS:
             raise ValueError(f"plan must be one of {PLANS}, got {chosen!r}")
         if chosen == "overfetch":
@@ -169,7 +177,7 @@ class FilteredSearch:
         """The plain search for enough hits that ``k`` pass, checked against the
         filter; None when fewer than ``k`` pass and the index holds more."""
         live = len(index)
-        fetch = min(live, math.ceil(k / max(share, 1e-6) * OVERFETCH_MARGIN) + OVERFETCH_PAD)
+        fetch = overfetch_size(k, share, live)
         hits = index.search(query, fetch, widened(index.settings, share, graph=False))[0]
         with self.records.snapshot() as db:
             passing = set(records.passing_ids(db, [i for i, _ in hits], where).tolist())
@@ -177,6 +185,12 @@ class FilteredSearch:
         if len(kept) >= k or len(hits) >= live:  # enough, or every photo was fetched
             return kept[:k]
         return None
+
+
+def overfetch_size(k: int, share: float, live: int) -> int:
+    """How many hits the overfetch plan asks for, so that ``k`` of them pass a filter
+    passing ``share`` of the photos with a good margin."""
+    return min(live, math.ceil(k / max(share, 1e-9) * OVERFETCH_MARGIN) + OVERFETCH_PAD)
 
 
 def _top(scored: tuple[np.ndarray, np.ndarray], k: int) -> list[tuple[int, float]]:

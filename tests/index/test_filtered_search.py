@@ -200,12 +200,12 @@ def test_the_plan_follows_the_estimated_share(world, monkeypatch):
         sum(passes(r, narrow) for r in live) / len(live)
     )
     if index.kind == "flat":
-        assert search.plan(index, 0.4) == "exact" and search.plan(index, 0.6) == "overfetch"
+        assert search.plan(index, 0.4, K) == "exact" and search.plan(index, 0.6, K) == "overfetch"
         return
-    assert search.plan(index, 0.5) == "exact"  # few photos: all scored exactly
+    assert search.plan(index, 0.2, K) == "exact"  # few photos: all scored exactly
+    assert search.plan(index, 0.9, K) == "overfetch"  # 3 × 27 hits cost less than 460
     monkeypatch.setattr(filtered_search, "EXACT_UP_TO", 10)
-    assert search.plan(index, 0.5) == "overfetch" and search.plan(index, 0.04) == "selector"
-    assert search.plan(index, 0.01) == "exact"
+    assert search.plan(index, 0.2, K) == "selector" and search.plan(index, 0.01, K) == "exact"
     called = []
     monkeypatch.setattr(index, "search_among", lambda *a: called.append(a) or [])
     hits = search.search(vecs(1, seed=9)[0], K, PhotoFilter(folder="/photos/a/x"), "selector")
