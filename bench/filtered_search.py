@@ -213,13 +213,19 @@ def choose_filters(m: dict[str, np.ndarray]) -> dict[str, tuple[dict[str, Any], 
 
 def load_base(gallery: Path) -> tuple[np.ndarray, np.ndarray]:
     """The scale benchmark's real vectors and queries, in the dimension of the model that
-    made them (the shipped one's, with its open-vocabulary channel: 690)."""
+    made them (the shipped one's, with its open-vocabulary channel: 690), scaled to unit
+    length: its vectors are not (norm ~1.2), and the scale benchmark's noise (the median
+    distance to the nearest neighbour, ``scale.noise_scale``) assumes unit vectors — on
+    the raw ones it comes out 0, and every synthetic vector would repeat exactly."""
     db = sqlite3.connect(f"file:{gallery / DB_FILE}?mode=ro", uri=True)
     scale.DIM = int(
         json.loads(db.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()[0])
     )
     db.close()
-    return scale.load_base(gallery)
+    base, queries = scale.load_base(gallery)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    return base, queries
 
 
 # --- building ---------------------------------------------------------------------------------
@@ -230,6 +236,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     does, snapshot it, and stream the exact filtered answers."""
     base, queries = load_base(args.base)
     tau = scale.noise_scale(base)
+    assert tau > 0.1, f"noise scale {tau}: the synthetic vectors would be copies"
     m = metadata(args.size)
     filters = choose_filters(m)
     folder = args.work / "gallery"
@@ -292,6 +299,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "index_build_s": round(index_s, 1),
         "index": built,
         "records_mb": round((folder / DB_FILE).stat().st_size / 2**20),
+        "noise_tau": round(tau, 4),
         "build_peak_mb": rss_peak_mb(),
     }
 
