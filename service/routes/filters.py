@@ -9,12 +9,11 @@ parameter (``FilterError``, ``CursorError``: ``service.app``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timezone
 from typing import Annotated, Literal
 
 from fastapi import Depends, Query
 
-from groundsearch.index.filters import FilterError, PhotoFilter
+from groundsearch.index.filters import PhotoFilter
 from groundsearch.service.pages import ORDERS
 
 DATE_HELP = (
@@ -89,36 +88,6 @@ CursorParam = Annotated[
 ]
 
 
-def when(value: str | None, parameter: str) -> float | None:
-    """A date or date-time parameter as epoch seconds (UTC); FilterError if it is not one."""
-    if value is None:
-        return None
-    text = value.strip()
-    try:
-        if len(text) == 10:
-            moment = datetime.combine(date.fromisoformat(text), time(), timezone.utc)
-        else:
-            moment = datetime.fromisoformat(text)
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=timezone.utc)
-        return moment.timestamp()
-    except (ValueError, OverflowError):
-        raise FilterError(
-            parameter, f"{parameter} must be a date (2024-06-01) or an ISO 8601 date-time"
-        ) from None
-
-
-def place(value: str | None) -> tuple[float, float] | None:
-    """``near`` as (latitude, longitude); FilterError if it is not a pair of numbers."""
-    if value is None:
-        return None
-    try:
-        lat, lon = (float(part) for part in value.split(","))
-    except ValueError:
-        raise FilterError("near", "near must be 'latitude,longitude', e.g. '48.85,2.29'") from None
-    return lat, lon
-
-
 def photo_filter(
     after: After = None,
     before: Before = None,
@@ -129,15 +98,7 @@ def photo_filter(
     source: Source = None,
 ) -> PhotoFilter:
     """The filters of a request (FilterError, a 422, for values that cannot be used)."""
-    return PhotoFilter(
-        after=when(after, "after"),
-        before=when(before, "before"),
-        folder=folder,
-        camera=camera,
-        near=place(near),
-        within_km=within_km,
-        source=source,
-    )
+    return PhotoFilter.from_query(after, before, folder, camera, near, within_km, source)
 
 
 @dataclass(frozen=True)
