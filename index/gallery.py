@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,7 @@ import numpy as np
 from groundsearch.index import records
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
 from groundsearch.index.index_kinds import AUTO, KINDS, IndexSettings
+from groundsearch.index.photo_metadata import PhotoMetadata, read_upload_metadata
 from groundsearch.index.records import DB_FILE, Records, caption_rows
 from groundsearch.index.search_indexes import SearchIndexes
 from groundsearch.index.upload_files import UploadFiles
@@ -51,6 +52,7 @@ __all__ = [
     "Gallery",
     "IdentityMismatch",
     "ImageRecord",
+    "PhotoMetadata",
     "StoreError",
     "UnknownItemError",
 ]
@@ -62,13 +64,15 @@ LEGACY_MARKERS = ("images/meta.json", "captions/meta.json")
 
 @dataclass(frozen=True)
 class ImageRecord:
-    """A gallery photo: its file, whether it was uploaded, its captions' texts."""
+    """A gallery photo: its file, whether it was uploaded, its captions' texts, what its
+    file says (``meta``: all None for a photo of a format-2 gallery not read yet)."""
 
     id: int
     path: str
     sha256: str
     uploaded: bool = False
     captions: tuple[str, ...] = ()
+    meta: PhotoMetadata = field(default_factory=PhotoMetadata)
 
     @property
     def file(self) -> str:
@@ -136,7 +140,8 @@ class Gallery:
                 f"no gallery at {folder} (make one with `groundsearch index PHOTOS "
                 f"--index {folder}`)"
             )
-        records = Records.open(folder / DB_FILE, identity)
+        # a writer migrates an older format in place (records.py, "Formats")
+        records = Records.open(folder / DB_FILE, identity, migrate=not read_only)
         gallery = cls(folder, SearchIndexes(folder / INDEX_DIR, records, read_only, settings))
         if not read_only:
             gallery._clear_leftovers()
@@ -171,8 +176,8 @@ class Gallery:
         photos = records.photos(db, ids)
         texts = records.caption_texts(db, list(photos))
         return {
-            i: ImageRecord(i, path, sha, up, tuple(t for _, t in texts.get(i, ())))
-            for i, (path, sha, up) in photos.items()
+            i: ImageRecord(i, path, sha, up, tuple(t for _, t in texts.get(i, ())), meta)
+            for i, (path, sha, up, meta) in photos.items()
         }
 
     def image(self, image_id: int) -> ImageRecord:
@@ -236,25 +241,45 @@ class Gallery:
         vector: np.ndarray,
         captions: Sequence[str] = (),
         caption_vectors: np.ndarray | None = None,
+        meta: PhotoMetadata | None = None,
     ) -> tuple[int, list[int], bool]:
         """Keep an uploaded photo in ``uploads/`` and add it with its captions in one
         transaction, durable when it returns. A photo already in the gallery (same
-        bytes) is not stored twice: its new captions are added to it. Returns the image
-        id, the new caption ids and whether the photo was new."""
+        bytes) is not stored twice: its new captions are added to it (and ``meta`` only
+        if it had none). ``meta``: what the upload says (``read_upload_metadata``: read
+        here from ``data`` when not given). Returns the image id, the new caption ids
+        and whether the photo was new."""
         sha = hashlib.sha256(data).hexdigest()
         file = self.uploads.name_for(sha, extension)
         vec = as_matrix(vector, self.dim, "vector")[0]
         rows = caption_rows(captions, caption_vectors, self.dim)
+        meta = read_upload_metadata(data, None) if meta is None else meta
         with self.uploads.locked(), self.records.transaction() as db:
             found = records.photo_of_sha(db, sha)
             if found is None:
                 self.uploads.write(file, data)  # the file before its record
-                image_id, new = records.insert_photo(db, sha, file, vec, uploaded=True), True
+                image_id = records.insert_photo(db, sha, file, vec, uploaded=True, meta=meta)
+                new = True
             else:
                 image_id, new = found, False
+                records.fill_metadata(db, image_id, meta)
             caption_ids = records.insert_captions(db, image_id, rows)
         self.indexes.refresh()
         return image_id, caption_ids, new
+
+    def fill_upload_metadata(self) -> int:
+        """Read and store the metadata of uploaded photos that have none (those of a
+        format-2 gallery; the names they were uploaded with were never kept); returns
+        how many were filled. Each is its own small transaction."""
+        filled = 0
+        for image_id, path in records.uploads_not_read(self.records.reader()):
+            try:
+                data = (self.folder / path).read_bytes()
+            except OSError:
+                continue  # its file is gone: the photo is served by nobody anyway
+            with self.records.transaction() as db:
+                filled += records.fill_metadata(db, image_id, read_upload_metadata(data, None))
+        return filled
 
     def remove_photo(self, image_id: int) -> int:
         """Remove a photo with its captions (and its file, if uploaded) in one

@@ -6,7 +6,10 @@ The one way a gallery is filled: a user's folders, Flickr8k (its captions file a
 captions) and the shipped sample photos all come through here. It streams: files are
 found by walking (``photo_files``), each new or changed file is hashed, photos whose
 content the gallery already holds are recorded as another file of that photo (stored
-once), and the rest go through the CNN in worker processes (``FeaturePool``, one per
+once); what each new or changed file says (``photo_metadata.read_metadata``: EXIF date,
+camera, GPS, pixel size — its headers only, read here beside the hash while the workers
+run the CNN, so no photo is decoded twice) is stored with its photo, and the rest go
+through the CNN in worker processes (``FeaturePool``, one per
 core, a bounded number of batches in flight), or, with ``ray=ADDRESS``, on a Ray
 cluster's actors (``RayFeaturePool``, Ray Data batch inference). Results are committed
 in batches, each
@@ -14,6 +17,12 @@ photo with its captions in the same transaction, so a run killed half way keeps 
 committed and a re-run skips files whose size and mtime are unchanged. Every file that
 cannot be used is skipped with its reason (``IndexReport.skipped``); files under the
 indexed folders that have disappeared since the last run are forgotten at the end.
+
+**Backfill.** A gallery migrated from format 2 (``records.py``, "Formats") holds photos
+whose metadata was never read. A run over their folders reads each unchanged file's
+metadata and stores it with the seen-marks (``IndexedFiles.mark_seen``) without
+embedding anything again; uploads without metadata are read from ``uploads/`` at the end
+(``Gallery.fill_upload_metadata``). ``IndexReport.backfilled`` counts them.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from groundsearch.index.caption_files import CaptionFile, read_caption_file
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
 from groundsearch.index.photo_files import PhotoFile, Skipped, walk_photos
+from groundsearch.index.photo_metadata import PhotoMetadata, read_metadata
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.backbones import get_spec
@@ -66,6 +76,7 @@ class IndexReport:
     duplicates: int = 0
     captions: int = 0
     forgotten: int = 0
+    backfilled: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     caption_problems: list[str] = field(default_factory=list)
     unused_captions: int = 0
@@ -82,6 +93,7 @@ class IndexReport:
             "duplicates": self.duplicates,
             "captions_added": self.captions,
             "photos_gone_from_disk": self.forgotten,
+            "metadata_backfilled": self.backfilled,
             "skipped": dict(sorted(reasons.items())),
             "caption_problems": len(self.caption_problems),
             "captions_for_photos_not_found": self.unused_captions,
@@ -109,6 +121,7 @@ class _Pending:
     file: PhotoFile
     sha256: str
     captions: list[str]
+    meta: PhotoMetadata | None = None
 
 
 class _Run:
@@ -132,6 +145,7 @@ class _Run:
         self.run = self.files.next_run()
         self.batch: list[tuple[_Pending, np.ndarray | None]] = []
         self.seen: list[str] = []
+        self.backfill: list[tuple[int, PhotoMetadata]] = []  # format-2 photos read again
         self.in_flight: dict[str, list[_Pending]] = {}  # sha → duplicates waiting for it
         self.queued: set[str] = set()  # shas embedded, waiting in ``batch`` for the commit
 
@@ -166,13 +180,15 @@ class _Run:
         texts = self.captions_of(file.path)
         if state is not None and state[:2] == (file.size, file.mtime_ns):
             self.report.unchanged += 1
-            if texts and self._missing_captions(state[2], texts):
-                self._queue(_Pending(file, state[3], texts), None)
+            meta = None if state.has_metadata else _metadata(file.path)
+            if texts and self._missing_captions(state.photo_id, texts):
+                self._queue(_Pending(file, state.sha256, texts, meta), None)
             else:
                 self.seen.append(path)
+                if meta is not None:
+                    self.backfill.append((state.photo_id, meta))
                 if len(self.seen) >= SEEN_EVERY:  # bounded memory on a re-run of millions
-                    self.files.mark_seen(self.seen, self.run)
-                    self.seen = []
+                    self._mark_seen()
             self.tick(1)
             return None
         try:
@@ -180,7 +196,7 @@ class _Run:
         except OSError as exc:
             self._skip(file.path, "unreadable", f"cannot read it: {exc.strerror or exc}")
             return None
-        pending = _Pending(file, sha, texts)
+        pending = _Pending(file, sha, texts, _metadata(file.path))
         if sha in self.in_flight:  # the same content is already on its way
             self.in_flight[sha].append(pending)
             self.report.duplicates += 1
@@ -223,11 +239,15 @@ class _Run:
         if len(self.batch) >= COMMIT_EVERY:
             self.commit()
 
+    def _mark_seen(self) -> None:
+        """Record the unchanged files seen so far, and the metadata read for their photos."""
+        self.report.backfilled += self.files.mark_seen(self.seen, self.run, self.backfill)
+        self.seen, self.backfill = [], []
+
     def commit(self) -> None:
         """Embed the batch's photos and captions and record them in one transaction."""
         if self.seen:
-            self.files.mark_seen(self.seen, self.run)
-            self.seen = []
+            self._mark_seen()
         if not self.batch:
             return
         batch, self.batch = self.batch, []
@@ -253,10 +273,20 @@ class _Run:
                     vectors.get(i),
                     p.captions,
                     np.stack(cvecs) if cvecs else None,
+                    p.meta,
                 )
             )
         added = self.files.add_files(files, self.run)
         self.report.captions += added.captions
+        self.report.backfilled += added.filled
+
+
+def _metadata(path: Path) -> PhotoMetadata | None:
+    """What the file says (None if it cannot even be stat'ed: it is gone)."""
+    try:
+        return read_metadata(path)
+    except OSError:
+        return None
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -373,6 +403,7 @@ def index_photos(
             run.commit()
             gone = [str(r) for r in roots if r.is_dir()]
             report.forgotten = run.files.forget_unseen(gone, run.run)
+            report.backfilled += gallery.fill_upload_metadata()
             if caption_file is not None:
                 unused = caption_file.unused()
                 unused = [k for k in unused if _named(k, only)]

@@ -2,8 +2,8 @@
 
     files = IndexedFiles(gallery)
     run = files.next_run()
-    files.add_files([IndexedFile(path, size, mtime_ns, sha, vector, captions, vectors)], run)
-    files.mark_seen(unchanged_paths, run)
+    files.add_files([IndexedFile(path, size, mtime_ns, sha, vector, captions, vectors, meta)])
+    files.mark_seen(unchanged_paths, run, [(photo_id, read_metadata(path))])  # a backfill
     files.forget_unseen(roots, run)              # files gone from disk, and their photos
 
 Uploads are the gallery's own (``Gallery.add_photo``); indexed photos stay in the user's
@@ -23,14 +23,16 @@ import numpy as np
 
 from groundsearch.index import records
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.records import caption_rows
+from groundsearch.index.photo_metadata import PhotoMetadata
+from groundsearch.index.records import FileState, caption_rows
 from groundsearch.index.vectors import as_matrix
 
 
 @dataclass
 class IndexedFile:
     """A photo file to record: where it is, its state, its content's hash; its vector
-    (None when that content is already in the gallery) and its captions with vectors."""
+    (None when that content is already in the gallery), its captions with vectors, and
+    what the file says (``read_metadata``; None: not read)."""
 
     path: str
     size: int
@@ -39,6 +41,7 @@ class IndexedFile:
     vector: np.ndarray | None = None
     captions: Sequence[str] = ()
     caption_vectors: np.ndarray | None = None
+    meta: PhotoMetadata | None = None
 
 
 @dataclass
@@ -49,6 +52,8 @@ class Added:
     files: int = 0
     captions: int = 0
     replaced: int = 0
+    #: photos already in the gallery whose metadata this call stored (format 2's)
+    filled: int = 0
     photo_ids: list[int] = field(default_factory=list)
 
 
@@ -62,8 +67,9 @@ class IndexedFiles:
         """A number for a new indexing run (larger than every run before)."""
         return records.next_run(self.gallery.records.reader())
 
-    def file_state(self, path: str) -> tuple[int, int, int, str] | None:
-        """(size, mtime_ns, photo id, content hash) recorded for the file at ``path``."""
+    def file_state(self, path: str) -> FileState | None:
+        """What the records hold of the file at ``path``: size, mtime_ns, photo id,
+        content hash, whether the photo's metadata was read."""
         return records.file_state(self.gallery.records.reader(), path)
 
     def photo_of_sha(self, sha256: str) -> int | None:
@@ -80,7 +86,8 @@ class IndexedFiles:
         A file's content already in the gallery is recorded as another file of that
         photo; a file whose content changed moves to its new photo, and a photo left
         with no file (and not uploaded) is removed. ``run`` marks the files as seen by
-        that indexing run (see ``forget_unseen``).
+        that indexing run (see ``forget_unseen``). A new photo is stored with its
+        file's ``meta``; a photo already there gets it only if it had none.
         """
         added, dim = Added(), self.gallery.dim
         with self.gallery.records.transaction() as db:
@@ -90,8 +97,12 @@ class IndexedFiles:
                     if item.vector is None:
                         raise ValueError(f"{item.path}: a new photo needs its vector")
                     vector = as_matrix(item.vector, dim)[0]
-                    photo_id = records.insert_photo(db, item.sha256, item.path, vector)
+                    photo_id = records.insert_photo(
+                        db, item.sha256, item.path, vector, meta=item.meta
+                    )
                     added.photos += 1
+                elif item.meta is not None:
+                    added.filled += records.fill_metadata(db, photo_id, item.meta)
                 before = records.record_file(db, item.path, photo_id, item.size, item.mtime_ns, run)
                 if before is None:
                     added.files += 1
@@ -103,10 +114,18 @@ class IndexedFiles:
         self.gallery.indexes.refresh()
         return added
 
-    def mark_seen(self, paths: Sequence[str], run: int) -> None:
-        """Record that an indexing run found these (unchanged) files."""
+    def mark_seen(
+        self,
+        paths: Sequence[str],
+        run: int,
+        metadata: Sequence[tuple[int, PhotoMetadata]] = (),
+    ) -> int:
+        """Record that an indexing run found these (unchanged) files, and store the
+        ``metadata`` read for photos that had none (the backfill of a format-2 gallery:
+        no photo is embedded again), in one transaction; returns the photos filled."""
         with self.gallery.records.transaction() as db:
             records.mark_seen(db, paths, run)
+            return sum(records.fill_metadata(db, pid, meta) for pid, meta in metadata)
 
     def forget_unseen(self, roots: Sequence[str], run: int) -> int:
         """Files under ``roots`` that run ``run`` did not find are gone: forget them, and

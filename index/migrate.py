@@ -6,8 +6,9 @@ The old format kept ``images/`` and ``captions/``, each ``index.faiss`` (an
 ``IndexIDMap2``, so every vector can be read back) and ``meta.json`` (per-id metadata).
 Every live photo and caption is written into a new ``gallery.db`` built beside the old
 folders under a temporary name and renamed into place only when complete, so an
-interrupted migration leaves the old gallery as it was. The old folders are then moved
-into ``legacy/`` (delete it once the new gallery serves).
+interrupted migration leaves the old gallery as it was. Each photo's metadata is read
+from its file as it is moved (``photo_metadata``; None when the file is gone). The old
+folders are then moved into ``legacy/`` (delete it once the new gallery serves).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from groundsearch.index import records
 from groundsearch.index.errors import StoreError
 from groundsearch.index.gallery import Gallery, is_legacy_gallery
+from groundsearch.index.photo_metadata import PhotoMetadata, read_metadata, read_upload_metadata
 from groundsearch.index.records import DB_FILE, Records
 
 IMAGES_DIR = "Images"
@@ -40,11 +42,14 @@ def _read_store(folder: Path) -> tuple[dict[str, Any], faiss.IndexIDMap2]:
     return doc, index
 
 
-def _sha(path: Path) -> str | None:
+def _read(path: Path, uploaded: bool) -> tuple[str | None, PhotoMetadata | None]:
+    """The file's content hash and metadata (None, None when it cannot be read)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        data = path.read_bytes()
+        meta = read_upload_metadata(data, None) if uploaded else read_metadata(path)
     except OSError:
-        return None
+        return None, None
+    return hashlib.sha256(data).hexdigest(), meta
 
 
 def migrate_legacy(folder: Path) -> dict[str, int]:
@@ -68,12 +73,13 @@ def migrate_legacy(folder: Path) -> dict[str, int]:
                 if uploaded
                 else Path(meta["source"]) / IMAGES_DIR / meta["file"]
             )
-            sha = _sha(path) or f"missing:{path}"
+            sha, read = _read(path, uploaded)
+            sha = sha or f"missing:{path}"
             photo = records.photo_of_sha(db, sha)
             if photo is None:
                 vector = np.asarray(image_index.reconstruct(int(old_id)))
                 stored = meta["file"] if uploaded else str(path)
-                photo = records.insert_photo(db, sha, stored, vector, uploaded)
+                photo = records.insert_photo(db, sha, stored, vector, uploaded, read)
             new_id[int(old_id)] = photo
             if not uploaded and path.is_file():
                 st = path.stat()

@@ -4,7 +4,13 @@ Tables (``gallery.db``):
 
 * ``photos``: one row per distinct photo content (``sha256`` is unique, so identical
   photos are stored once), its image vector, its file (an absolute path for an indexed
-  photo, ``uploads/…`` inside the gallery for an uploaded one).
+  photo, ``uploads/…`` inside the gallery for an uploaded one), and what the file says
+  (``groundsearch.index.photo_metadata``), typed and indexed for filters: ``taken_at``
+  (seconds since the epoch, UTC), ``taken`` (ISO 8601 as the file says it),
+  ``taken_source`` (``exif``, ``file`` or NULL), ``camera``, ``lat``/``lon`` (WGS84),
+  ``width``/``height`` (as shown), ``folder`` (an indexed photo's absolute folder, NULL
+  for uploads) and ``name`` (its file name; an upload's name as uploaded). An indexed
+  photo's folder and name are always those of its recorded path.
 * ``files``: every indexed file that holds a photo's content (path → photo, with its
   size and mtime, so a re-run skips unchanged files without reading them, and the run
   that last saw it, so files gone from disk are noticed).
@@ -14,6 +20,13 @@ Tables (``gallery.db``):
   triggers (cascaded caption deletes included), from which the FAISS indexes of every
   process follow deletes.
 * ``meta``: format version, dimension, index kind, the checkpoint identity.
+
+**Formats.** 2: photos without metadata; 3 (``FORMAT``): the metadata columns and their
+indexes. A format-2 database is migrated in place when a writer opens it
+(``Records.open(…, migrate=True)``): ``ALTER TABLE … ADD COLUMN`` for each column, the
+four indexes, and the format bumped, in one transaction — a crash leaves format 2 or
+format 3, never a mix; no vector is touched. Its photos' metadata is then NULL ("not
+read yet", ``NOT_READ``) until an indexing run backfills it (``fill_metadata``).
 
 Ids come from ``AUTOINCREMENT``: never reused, increasing in commit order (SQLite has
 one writer at a time), so "everything after id N" is how a search index catches up.
@@ -38,16 +51,20 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import astuple
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from groundsearch.index.errors import IdentityMismatch, StoreError
+from groundsearch.index.photo_metadata import PhotoMetadata
 from groundsearch.index.vectors import as_matrix
 
 DB_FILE = "gallery.db"
-FORMAT = 2
+FORMAT = 3
+#: The formats ``Records.open`` migrates in place.
+MIGRATES = (2,)
 #: How long a write waits for another process's write transaction.
 BUSY_SECONDS = 30.0
 
@@ -58,7 +75,17 @@ CREATE TABLE IF NOT EXISTS photos (
     sha256 TEXT NOT NULL UNIQUE,
     path TEXT NOT NULL,
     uploaded INTEGER NOT NULL DEFAULT 0,
-    vector BLOB NOT NULL
+    vector BLOB NOT NULL,
+    taken_at REAL,
+    taken TEXT,
+    taken_source TEXT,
+    camera TEXT,
+    lat REAL,
+    lon REAL,
+    width INTEGER,
+    height INTEGER,
+    folder TEXT,
+    name TEXT
 );
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY,
@@ -85,6 +112,43 @@ BEGIN INSERT INTO removals (kind, item) VALUES ('images', OLD.id); END;
 CREATE TRIGGER IF NOT EXISTS caption_removed AFTER DELETE ON captions
 BEGIN INSERT INTO removals (kind, item) VALUES ('captions', OLD.id); END;
 """
+#: Format 3's columns of ``photos`` (after ``vector``: a migrated table appends them, so
+#: a new one has them in the same place), in ``PhotoMetadata``'s field order.
+METADATA_COLUMNS = {
+    "taken_at": "REAL",
+    "taken": "TEXT",
+    "taken_source": "TEXT",
+    "camera": "TEXT",
+    "lat": "REAL",
+    "lon": "REAL",
+    "width": "INTEGER",
+    "height": "INTEGER",
+    "folder": "TEXT",
+    "name": "TEXT",
+}
+METADATA_INDEXES = """
+CREATE INDEX IF NOT EXISTS photos_taken ON photos(taken_at);
+CREATE INDEX IF NOT EXISTS photos_folder ON photos(folder);
+CREATE INDEX IF NOT EXISTS photos_camera ON photos(camera);
+CREATE INDEX IF NOT EXISTS photos_place ON photos(lat, lon);
+"""
+#: A photo whose file has not been read yet (a format-2 photo): an indexed photo read
+#: always has a ``taken_source`` (its mtime at least), an upload always a width.
+NOT_READ = "taken_source IS NULL AND width IS NULL"
+
+
+def folder_sql(path: str) -> str:
+    """An indexed photo's folder from the SQL expression ``path`` of its path: ``rtrim``
+    by every character but ``/`` leaves the path up to its last ``/`` (``file_parts``
+    in Python)."""
+    return f"coalesce(nullif(rtrim(rtrim({path}, replace({path}, '/', '')), '/'), ''), '/')"
+
+
+def name_sql(path: str) -> str:
+    """An indexed photo's file name from the SQL expression ``path`` of its path."""
+    return f"substr({path}, length(rtrim({path}, replace({path}, '/', ''))) + 1)"
+
+
 #: The vector tables, by the name the search indexes use.
 TABLES = {"images": "photos", "captions": "captions"}
 
@@ -127,6 +191,13 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
+def _statements(db: sqlite3.Connection, script: str) -> None:
+    """Run a script's statements one by one (``executescript`` would commit first)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
 class Records:
     """The connections to ``gallery.db``: one write connection (serialised by a lock) and
     one read connection per thread."""
@@ -159,6 +230,7 @@ class Records:
         records = cls(path)
         meta = {"format": FORMAT, "dim": dim, "kind": kind, "identity": identity}
         with records.transaction() as db:
+            _statements(db, METADATA_INDEXES)
             db.executemany(
                 "INSERT INTO meta (key, value) VALUES (?, ?)",
                 [(k, json.dumps(v)) for k, v in meta.items()],
@@ -166,20 +238,60 @@ class Records:
         return records
 
     @classmethod
-    def open(cls, path: Path, identity: dict[str, str] | None = None) -> Records:
-        """An existing database; IdentityMismatch if another model's vectors are in it."""
+    def open(
+        cls, path: Path, identity: dict[str, str] | None = None, migrate: bool = True
+    ) -> Records:
+        """An existing database; IdentityMismatch if another model's vectors are in it.
+        An older format in ``MIGRATES`` is migrated in place first (``migrate_format``);
+        with ``migrate=False`` (a read-only replica) it is refused, naming the fix."""
         if not path.is_file():
             raise StoreError(f"no gallery database at {path}")
         records = cls(path)
-        meta = records.meta
-        if meta.get("format") != FORMAT:
-            raise StoreError(f"{path}: unsupported gallery format {meta.get('format')!r}")
-        if identity is not None and meta.get("identity") != identity:
-            raise IdentityMismatch(
-                f"the gallery at {path.parent} was built by {meta.get('identity')!r}, not by "
-                f"{identity!r}; index the photos again into a new gallery folder"
-            )
+        try:
+            meta = records.meta
+            if meta.get("format") in MIGRATES:
+                if not migrate:
+                    raise StoreError(
+                        f"{path} is in gallery format {meta['format']}; open it once with "
+                        f"its writer (the server with the write token, or `groundsearch "
+                        f"index`), which migrates it to format {FORMAT} in place"
+                    )
+                records.migrate_format()
+                meta = records.meta
+            if meta.get("format") != FORMAT:
+                raise StoreError(f"{path}: unsupported gallery format {meta.get('format')!r}")
+            if identity is not None and meta.get("identity") != identity:
+                raise IdentityMismatch(
+                    f"the gallery at {path.parent} was built by {meta.get('identity')!r}, not "
+                    f"by {identity!r}; index the photos again into a new gallery folder"
+                )
+        except BaseException:
+            records.close()
+            raise
         return records
+
+    def migrate_format(self) -> bool:
+        """Migrate a format-2 database to format 3 in place, in one transaction: the
+        metadata columns added (``ALTER TABLE … ADD COLUMN``: SQLite changes the schema,
+        not the rows), their indexes built, the format bumped. Returns whether it
+        migrated (False when another process did first). No vector is touched."""
+        try:
+            with self.transaction() as db:
+                row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                if row is None or json.loads(row[0]) not in MIGRATES:
+                    return False
+                have = {r[1] for r in db.execute("PRAGMA table_info(photos)")}
+                for column, kind in METADATA_COLUMNS.items():
+                    if column not in have:
+                        db.execute(f"ALTER TABLE photos ADD COLUMN {column} {kind}")
+                _statements(db, METADATA_INDEXES)
+                db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (json.dumps(FORMAT),))
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"{self.path}: could not migrate the gallery to format {FORMAT} ({exc}); "
+                "it is unchanged"
+            ) from None
+        return True
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -299,15 +411,36 @@ def photo_ids(db: sqlite3.Connection) -> list[int]:
     return [r[0] for r in db.execute("SELECT id FROM photos ORDER BY id")]
 
 
-def photos(db: sqlite3.Connection, ids: Sequence[int]) -> dict[int, tuple[str, str, bool]]:
-    """id → (path, sha256, uploaded) of the live photos among ``ids``."""
+_META = ", ".join(METADATA_COLUMNS)
+
+
+def photos(
+    db: sqlite3.Connection, ids: Sequence[int]
+) -> dict[int, tuple[str, str, bool, PhotoMetadata]]:
+    """id → (path, sha256, uploaded, metadata) of the live photos among ``ids``."""
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
     rows = db.execute(
-        f"SELECT id, path, sha256, uploaded FROM photos WHERE id IN ({marks})", list(ids)
+        f"SELECT id, path, sha256, uploaded, {_META} FROM photos WHERE id IN ({marks})",
+        list(ids),
     )
-    return {r[0]: (r[1], r[2], bool(r[3])) for r in rows}
+    return {r[0]: (r[1], r[2], bool(r[3]), PhotoMetadata(*r[4:])) for r in rows}
+
+
+def file_parts(path: str) -> tuple[str, str]:
+    """An indexed photo's (folder, name) from its absolute path (``folder_sql`` and
+    ``name_sql`` in SQL)."""
+    folder, _, name = path.rpartition("/")
+    return folder or "/", name
+
+
+def metadata_row(meta: PhotoMetadata, path: str, uploaded: bool) -> tuple[Any, ...]:
+    """``meta`` as the values of ``METADATA_COLUMNS``: an indexed photo's folder and name
+    are its path's; an upload has no folder."""
+    folder, name = (None, meta.name) if uploaded else file_parts(path)
+    values = dict(zip(METADATA_COLUMNS, astuple(meta), strict=True))
+    return tuple({**values, "folder": folder, "name": name}.values())
 
 
 def caption_texts(
@@ -352,14 +485,34 @@ def photo_of_sha(db: sqlite3.Connection, sha256: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def file_state(db: sqlite3.Connection, path: str) -> tuple[int, int, int, str] | None:
-    """(size, mtime_ns, photo id, content hash) recorded for an indexed file."""
+class FileState(NamedTuple):
+    """What the records hold of an indexed file."""
+
+    size: int
+    mtime_ns: int
+    photo_id: int
+    sha256: str
+    #: whether its photo's metadata was read (False: a format-2 photo to backfill)
+    has_metadata: bool
+
+
+def file_state(db: sqlite3.Connection, path: str) -> FileState | None:
+    """The size, mtime, photo id, content hash and whether the photo's metadata was
+    read, recorded for an indexed file."""
     row = db.execute(
-        "SELECT f.size, f.mtime_ns, f.photo_id, p.sha256 FROM files f "
+        f"SELECT f.size, f.mtime_ns, f.photo_id, p.sha256, NOT ({NOT_READ}) FROM files f "
         "JOIN photos p ON p.id = f.photo_id WHERE f.path = ?",
         (path,),
     ).fetchone()
-    return None if row is None else (int(row[0]), int(row[1]), int(row[2]), str(row[3]))
+    if row is None:
+        return None
+    return FileState(int(row[0]), int(row[1]), int(row[2]), str(row[3]), bool(row[4]))
+
+
+def uploads_not_read(db: sqlite3.Connection) -> list[tuple[int, str]]:
+    """(id, path) of the uploaded photos whose metadata was never read (format 2)."""
+    sql = f"SELECT id, path FROM photos WHERE uploaded = 1 AND {NOT_READ} ORDER BY id"
+    return [(int(i), str(p)) for i, p in db.execute(sql)]
 
 
 def holds_upload(db: sqlite3.Connection, path: str) -> bool:
@@ -396,14 +549,42 @@ def next_run(db: sqlite3.Connection) -> int:
 
 
 def insert_photo(
-    db: sqlite3.Connection, sha256: str, path: str, vector: np.ndarray, uploaded: bool = False
+    db: sqlite3.Connection,
+    sha256: str,
+    path: str,
+    vector: np.ndarray,
+    uploaded: bool = False,
+    meta: PhotoMetadata | None = None,
 ) -> int:
-    """A new photo's id."""
+    """A new photo's id. ``meta``: what its file says (None: not read, NULLs); an
+    indexed photo's folder and name are taken from ``path`` (``metadata_row``)."""
+    none = (None,) * len(METADATA_COLUMNS)
+    values = metadata_row(meta, path, uploaded) if meta is not None else none
+    marks = ", ".join("?" * len(METADATA_COLUMNS))
     cur = db.execute(
-        "INSERT INTO photos (sha256, path, uploaded, vector) VALUES (?, ?, ?, ?)",
-        (sha256, path, int(uploaded), blob(vector)),
+        f"INSERT INTO photos (sha256, path, uploaded, vector, {_META}) "
+        f"VALUES (?, ?, ?, ?, {marks})",
+        (sha256, path, int(uploaded), blob(vector), *values),
     )
     return int(cur.lastrowid or 0)
+
+
+def fill_metadata(db: sqlite3.Connection, photo_id: int, meta: PhotoMetadata) -> bool:
+    """Store a photo's metadata if it was never read (a format-2 photo: the backfill);
+    a photo read already keeps its own, and metadata with nothing in it (bytes Pillow
+    cannot open) changes nothing. Returns whether it was filled. An indexed photo's
+    folder and name stay those of its recorded path."""
+    if meta == PhotoMetadata():
+        return False
+    row = db.execute(
+        f"SELECT path, uploaded FROM photos WHERE id = ? AND {NOT_READ}", (photo_id,)
+    ).fetchone()
+    if row is None:
+        return False
+    sets = ", ".join(f"{c} = ?" for c in METADATA_COLUMNS)
+    values = metadata_row(meta, str(row[0]), bool(row[1]))
+    db.execute(f"UPDATE photos SET {sets} WHERE id = ?", (*values, photo_id))
+    return True
 
 
 def insert_captions(
@@ -472,9 +653,12 @@ def drop_orphans(db: sqlite3.Connection, photo_id: int | None = None) -> int:
         f"(SELECT 1 FROM files WHERE files.photo_id = photos.id) {where}",
         args,
     )
+    # every SET expression reads the row as it was: folder and name from the new path too
+    first = "(SELECT path FROM files WHERE files.photo_id = photos.id ORDER BY rowid LIMIT 1)"
     db.execute(
-        "UPDATE photos SET path = (SELECT path FROM files WHERE files.photo_id = photos.id "
-        "ORDER BY rowid LIMIT 1) WHERE uploaded = 0 AND NOT EXISTS (SELECT 1 FROM files "
+        f"UPDATE photos SET path = {first}, folder = {folder_sql(first)}, "
+        f"name = {name_sql(first)} "
+        "WHERE uploaded = 0 AND NOT EXISTS (SELECT 1 FROM files "
         f"WHERE files.path = photos.path AND files.photo_id = photos.id) {where}",
         args,
     )

@@ -23,8 +23,28 @@ RELEVANCE = (
 )
 
 
+class Place(BaseModel):
+    """Where a photo was taken, from its EXIF GPS block."""
+
+    lat: float = Field(ge=-90, le=90, description="Latitude, WGS84 degrees (south negative).")
+    lon: float = Field(ge=-180, le=180, description="Longitude, WGS84 degrees (west negative).")
+
+
+TAKEN = (
+    "When the photo was taken, ISO 8601 as its file says it: EXIF DateTimeOriginal with "
+    "its offset ('2024-07-01T18:03:05+02:00'; no offset when the file gives none), or the "
+    "file's modification time in UTC ('+00:00') when the file has no EXIF date "
+    "(taken_source 'file'); null when unknown (an upload without an EXIF date, or a photo "
+    "of a migrated gallery not read yet)."
+)
+TAKEN_SOURCE = (
+    "Where `taken` comes from: 'exif' (the photo's EXIF date) or 'file' (the file's "
+    "modification time); null when `taken` is null."
+)
+
+
 class ImageHit(BaseModel):
-    """A gallery photo with its score, relevance and captions."""
+    """A gallery photo with its score, relevance, captions and what its file says."""
 
     id: int
     score: float
@@ -35,10 +55,33 @@ class ImageHit(BaseModel):
     source: Literal["upload", "folder"] = Field(
         description="'upload': added through the API; 'folder': indexed where it lies."
     )
+    taken: str | None = Field(description=TAKEN)
+    taken_source: Literal["exif", "file"] | None = Field(description=TAKEN_SOURCE)
+    camera: str | None = Field(
+        description="The camera, EXIF Make and Model ('Apple iPhone 12'); null if the "
+        "file names none.",
+    )
+    place: Place | None = Field(description="Where it was taken (EXIF GPS); null without GPS.")
+    width: int | None = Field(description="Width in pixels as shown (after the EXIF orientation).")
+    height: int | None = Field(
+        description="Height in pixels as shown (after the EXIF orientation)."
+    )
+    folder: str | None = Field(
+        description="The absolute folder of an indexed photo's file; null for an upload.",
+    )
 
     @classmethod
     def of(cls, hit: tuple[ImageRecord, float], relevance: float | None = None) -> ImageHit:
         record, score = hit
+        meta = record.meta
+        source: Literal["exif", "file"] | None = (
+            "exif"
+            if meta.taken_source == "exif"
+            else "file"
+            if meta.taken_source == "file"
+            else None
+        )
+        place = None if meta.place is None else Place(lat=meta.place[0], lon=meta.place[1])
         return cls(
             id=record.id,
             score=round(score, 6),
@@ -47,6 +90,13 @@ class ImageHit(BaseModel):
             file=record.file,
             captions=list(record.captions),
             source="upload" if record.uploaded else "folder",
+            taken=meta.taken,
+            taken_source=source,
+            camera=meta.camera,
+            place=place,
+            width=meta.width,
+            height=meta.height,
+            folder=None if record.uploaded else meta.folder,
         )
 
 

@@ -21,9 +21,12 @@ from groundsearch.settings import get_settings
 
 
 def _split_data(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]:
-    """The checkpoint's model, the split embedded (``SplitData``) and the text parse."""
+    """The checkpoint's model, the split embedded (``SplitData``, with each photo's top
+    classes and the noun → classes table for evidence) and the text parse."""
     from groundsearch.model.data import load_captioned_images
     from groundsearch.model.runtime.checkpoints import load_checkpoint
+    from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
+    from groundsearch.model.runtime.evidence import NounClasses, top_classes
     from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.training.corpus import text_trees
     from groundsearch.model.training.relevance import SplitData
@@ -35,12 +38,21 @@ def _split_data(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]:
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
     ds = load_captioned_images(data_root(args), split=split)
     trees = parse(list(ds.captions))
-    photos = model.embed_images(
-        extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))], progress=True)
+    features = extractor.embed_files(
+        [ds.image_path(i) for i in range(len(ds.images))], progress=True
     )
+    photos = model.embed_images(features)
     captions = model.embed_sentences(trees)
     columns = int(getattr(model, "channel_columns", 0))
-    return model, SplitData(ds, trees, photos, captions, columns), parse
+    classes, nouns = None, None
+    if getattr(args, "evidence", True):
+        channel = getattr(model, "concepts", None) or ConceptChannel(
+            model.backbone, ConceptConfig()
+        )
+        classes = top_classes(channel.class_probabilities(features))
+        nouns = NounClasses.load(Path(args.nouns) if args.nouns else None)
+    data = SplitData(ds, trees, photos, captions, columns, classes, nouns)
+    return model, data, parse
 
 
 def _errors() -> tuple[type[BaseException], ...]:
@@ -54,6 +66,8 @@ def _errors() -> tuple[type[BaseException], ...]:
 
 
 def cmd_fit_relevance(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.relevance import RelevanceModel
     from groundsearch.model.training.relevance import (
@@ -64,6 +78,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         caption_relevance,
         choose_threshold,
         fit,
+        fit_evidence,
         fit_small,
         gather,
         no_match_figures,
@@ -75,6 +90,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         pools, runs, checks = gather(data, model.embed_sentences, parse)
         kinds = fit(pools)
         small = fit_small(pools)
+        evidence, evidence_small = fit_evidence(pools) if args.evidence else ({}, {})
         info = {
             "command": "groundsearch fit-relevance",
             "checkpoint": checkpoint_path(args).name,
@@ -91,30 +107,65 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "small": "score-only models (the same hits and weights), for queries with fewer "
             "than top scores",
         }
+        if evidence:
+            info["evidence"] = (
+                "text -> image queries with a nameable noun (noun_classes.tsv): the same "
+                "fit on their hits alone, reading log(0.01 + the hit photo's evidence: its "
+                "top-10 classes' probability on the query nouns' classes, max over nouns); "
+                "evidence_threshold by the same rule, judging with evidence"
+            )
+            info["evidence_queries"] = {
+                k: len(np.unique(p.arrays(named=True)[2])) for k, p in pools.items()
+            }
         identity = checkpoint_identity(checkpoint_path(args))
         fitted = RelevanceModel(kinds, 0.5, identity, info=info)
         threshold = choose_threshold(runs, fitted, checks)
-        fitted = RelevanceModel(kinds, threshold, identity, info=info, small=small)
+        evidence_threshold = None
+        if evidence:
+            with_evidence = RelevanceModel(kinds, 0.5, identity, evidence=evidence)
+            evidence_threshold = choose_threshold(runs, with_evidence, checks)
+        fitted = RelevanceModel(
+            kinds,
+            threshold,
+            identity,
+            info=info,
+            small=small,
+            evidence=evidence,
+            evidence_small=evidence_small,
+            evidence_threshold=evidence_threshold,
+        )
         fitted.save(out)
         score_only = fitted.score_only()
-    summary = {
+        plain = fitted.without_evidence()
+    summary: dict[str, Any] = {
         "out": str(out),
         "threshold": threshold,
         "queries": info["queries"],
-        f"{args.split}_no_match": no_match_figures(runs, fitted, threshold),
+        f"{args.split}_no_match": no_match_figures(runs, plain, threshold),
         f"{args.split}_caption_queries": caption_figures(
-            checks, caption_relevance(checks, fitted), threshold
+            checks, caption_relevance(checks, plain), threshold
         ),
         f"{args.split}_score_only_no_match": no_match_figures(runs, score_only, threshold),
         f"{args.split}_score_only_caption_queries": caption_figures(
             checks, caption_relevance(checks, score_only), threshold
         ),
     }
+    if evidence_threshold is not None:
+        summary["evidence_threshold"] = evidence_threshold
+        summary["evidence_queries"] = info["evidence_queries"]
+        summary[f"{args.split}_evidence_no_match"] = no_match_figures(
+            runs, fitted, evidence_threshold
+        )
+        summary[f"{args.split}_evidence_caption_queries"] = caption_figures(
+            checks, caption_relevance(checks, fitted), evidence_threshold
+        )
     print(json_text(summary, digits=3))
     return 0
 
 
 def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.relevance import load_relevance
     from groundsearch.model.training.relevance import gather, measure, reliability_figure
@@ -124,12 +175,19 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
         relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
         model, data, parse = _split_data(args, args.split)
         pools, runs, checks = gather(data, model.embed_sentences, parse)
-        result = {
+        plain = relevance.without_evidence()
+        result: dict[str, Any] = {
             "relevance": str(path),
             "checkpoint": str(checkpoint_path(args)),
             "split": args.split,
-            **measure(pools, runs, relevance, checks),
+            **measure(pools, runs, plain, checks),
         }
+        if relevance.evidence and args.evidence:
+            # as the service judges once it passes each hit's evidence (queries with a
+            # nameable noun), at the threshold chosen for that
+            threshold = relevance.default_threshold(evidence=True)
+            with_evidence = replace(relevance, threshold=threshold)
+            result["evidence"] = measure(pools, runs, with_evidence, checks)
         if relevance.small:
             # the score-only models (galleries of fewer than top photos), on the same hits
             score_only = measure(pools, runs, relevance.score_only(), checks)
@@ -156,6 +214,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     data_option(p)
     p.add_argument("--split", default="dev", choices=("dev", "train"), help="never test")
     p.add_argument("--out", help="where to write it (default: the artifacts' relevance.json)")
+    _evidence_options(p)
 
     p = command(
         sub,
@@ -170,3 +229,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--relevance", help="the relevance model (default: the shipped one)")
     p.add_argument("--out", help="also write the JSON here")
     p.add_argument("--figure", help="write the reliability diagram (PNG) here")
+    _evidence_options(p)
+
+
+def _evidence_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--evidence",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also fit / measure the evidence models (the classifier's probability of the "
+        "query nouns' classes on each hit photo)",
+    )
+    p.add_argument(
+        "--nouns", help="the noun -> classes table (default: the artifacts' noun_classes.tsv)"
+    )

@@ -15,7 +15,11 @@ known at query time and turns it into a probability:
   joint space never trained: ``model.runtime.concepts``); 0 for photo queries;
 - ``log_words``: log(1 + the number of words of a text query); 0 for photo queries. A
   short query ("a cat") names a kind of thing many photos show, a caption-long one
-  one scene: the same score means more for the first.
+  one scene: the same score means more for the first;
+- ``evidence`` (a hit-level input, for text queries with a *nameable* noun): the
+  probability the backbone's ImageNet classifier gives the hit photo's classes that are
+  the query's nouns ("bird": its 59 bird classes), read from the photo's top 10 classes
+  (``model.runtime.evidence``); ``log_evidence`` is log(0.01 + evidence).
 
 One model per kind of query (``KINDS``): the scores of a text against photos, a photo
 against captions, a photo against photos and an arithmetic sum do not share a scale. Each
@@ -27,9 +31,23 @@ artifacts: no pickle) with the checkpoint they were fitted for, since the scores
 that checkpoint's, and the default threshold chosen on dev. Evaluating them needs only
 numpy.
 
-Every feature but ``score`` is one value per query, and a fit whose score coefficient is
-not positive is refused, so relevance never rises down a query's ranking. Relevance
-never changes a hit's score or its place in the ranking.
+A fit whose score coefficient is not positive is refused. Without evidence every
+feature but ``score`` is one value per query, so relevance never rises down a query's
+ranking. Relevance never changes a hit's score or its place in the ranking.
+
+**Evidence** (format 3). Each kind may also have an *evidence* model
+(``RelevanceModel.evidence``: the same logistic + isotonic fit, on the hits of the dev
+queries that have a nameable noun, reading ``evidence`` beside the query's features),
+used for a query when its hits' evidence is passed (``predict(…, evidence=…)``); a
+query without it (no nameable noun, no class probabilities stored for its hits) is
+judged exactly as before by the kind's own model. Evidence is a hit's own, so with it
+relevance **may rise down a ranking**: a dog photo ranked above a cat photo for "a cat"
+can come out less relevant than it. Such a model must rise with the score *and* with the
+evidence (both coefficients positive, refused at load otherwise): of two hits with the
+same evidence the higher-ranked is at least as relevant, and of two with the same score
+the one the classifier sees the noun in. ``evidence_threshold`` is the default
+``min_relevance`` chosen on dev for queries judged with evidence (``threshold`` stays the
+one without). A format-1 or format-2 file still loads, without evidence models.
 
 **Small galleries.** ``mean`` and ``lead`` describe a query's top 20 scores out of a
 gallery of a thousand photos (Flickr8k dev); a query with fewer than ``top`` scores (a
@@ -54,14 +72,18 @@ import numpy as np
 #: Kinds of query, each with its own fitted model.
 KINDS = ("text-image", "image-caption", "image-image", "arithmetic")
 #: The features a model may use, in the order ``features`` computes them.
-FEATURES = ("score", "mean", "lead", "novelty", "log_words")
+FEATURES = ("score", "mean", "lead", "novelty", "log_words", "evidence", "log_evidence")
 #: How many of a query's top scores its distribution is read from.
 TOP = 20
-FORMAT = 2
-#: Formats ``load_relevance`` reads (1: no score-only models).
-READABLE = (1, 2)
+FORMAT = 3
+#: Formats ``load_relevance`` reads (1: no score-only models; 2: no evidence models).
+READABLE = (1, 2, 3)
 #: The features of a kind's score-only model (``RelevanceModel.small``).
 SMALL_FEATURES = ("score",)
+#: The features that vary along a query's hits, each of which a model must rise with.
+RISING = ("score", "evidence", "log_evidence")
+#: What ``log_evidence`` adds to the evidence before the log.
+EVIDENCE_FLOOR = 0.01
 
 
 class RelevanceError(ValueError):
@@ -69,17 +91,28 @@ class RelevanceError(ValueError):
 
 
 def features(
-    scores: Sequence[float] | np.ndarray, novelty: float = 0.0, top: int = TOP, words: int = 0
+    scores: Sequence[float] | np.ndarray,
+    novelty: float = 0.0,
+    top: int = TOP,
+    words: int = 0,
+    evidence: Sequence[float] | np.ndarray | None = None,
 ) -> np.ndarray:
     """Every feature (``FEATURES``, columns) of each hit (rows) of one query, from its
     scores best first (at least its first ``top``, when the gallery holds that many), a
-    text query's novelty share and its number of words."""
+    text query's novelty share and its number of words, and each hit's evidence (0
+    without)."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     if s.size == 0:
         return np.zeros((0, len(FEATURES)))
     head = s[: max(top, 1)]
     mean = float(head.mean())
     best = float(head.max())
+    if evidence is None:
+        ev = np.zeros(s.size)
+    else:
+        ev = np.clip(np.asarray(evidence, np.float64).reshape(-1), 0.0, 1.0)
+        if ev.shape != s.shape:
+            raise ValueError(f"{ev.size} evidence values for {s.size} scores")
     return np.column_stack(
         [
             s,
@@ -87,6 +120,8 @@ def features(
             np.full(s.size, best - mean),
             np.full(s.size, float(novelty)),
             np.full(s.size, np.log1p(max(words, 0))),
+            ev,
+            np.log(EVIDENCE_FLOOR + ev),
         ]
     )
 
@@ -119,6 +154,15 @@ class KindModel:
             raise RelevanceError("relevance feature scales must be positive")
         if "score" not in self.features or self.coef[self.features.index("score")] <= 0:
             raise RelevanceError("a relevance model must rise with the score")
+        falling = [
+            f for f, c in zip(self.features, self.coef, strict=True) if f in RISING and c <= 0
+        ]
+        if falling:
+            raise RelevanceError(f"a relevance model must rise with {falling[0]}")
+
+    @property
+    def reads_evidence(self) -> bool:
+        return any(f in self.features for f in ("evidence", "log_evidence"))
 
     def logistic(self, table: np.ndarray) -> np.ndarray:
         """The logistic regression's probability for rows of ``features`` (all columns)."""
@@ -173,6 +217,12 @@ class RelevanceModel:
         info: how it was fitted (data, command), kept for the record.
         small: each kind's score-only model, for queries with fewer than ``top`` scores
             (a kind without one uses its full model for them).
+        evidence: each kind's evidence model, for queries whose hits' evidence is given
+            (a kind without one ignores evidence).
+        evidence_small: each kind's score-and-evidence model, for such queries with
+            fewer than ``top`` scores (without one: the score-only model, no evidence).
+        evidence_threshold: the default ``min_relevance`` for queries judged with
+            evidence (None: ``threshold``).
     """
 
     kinds: Mapping[str, KindModel]
@@ -181,9 +231,13 @@ class RelevanceModel:
     top: int = TOP
     info: Mapping[str, Any] | None = None
     small: Mapping[str, KindModel] | None = None
+    evidence: Mapping[str, KindModel] | None = None
+    evidence_small: Mapping[str, KindModel] | None = None
+    evidence_threshold: float | None = None
 
     def __post_init__(self) -> None:
-        unknown = [k for k in (*self.kinds, *(self.small or {})) if k not in KINDS]
+        named = (*self.kinds, *(self.small or {}), *(self.evidence or {}))
+        unknown = [k for k in (*named, *(self.evidence_small or {})) if k not in KINDS]
         if unknown:
             raise RelevanceError(f"unknown relevance kinds {unknown}")
         wide = [k for k, m in (self.small or {}).items() if m.features != SMALL_FEATURES]
@@ -191,8 +245,16 @@ class RelevanceModel:
             raise RelevanceError(
                 f"the score-only relevance models of {wide} read more than the score"
             )
-        if not 0.0 <= self.threshold <= 1.0:
-            raise RelevanceError(f"the relevance threshold must be in [0, 1], got {self.threshold}")
+        blind = [
+            k
+            for k, m in (*(self.evidence or {}).items(), *(self.evidence_small or {}).items())
+            if not m.reads_evidence
+        ]
+        if blind:
+            raise RelevanceError(f"the evidence models of {blind} do not read the evidence")
+        for t in (self.threshold, self.evidence_threshold):
+            if t is not None and not 0.0 <= t <= 1.0:
+                raise RelevanceError(f"the relevance threshold must be in [0, 1], got {t}")
         if self.top < 1:
             raise RelevanceError(f"top must be at least 1, got {self.top}")
 
@@ -202,36 +264,65 @@ class RelevanceModel:
         scores: Sequence[float] | np.ndarray,
         novelty: float = 0.0,
         words: int = 0,
+        evidence: Sequence[float] | np.ndarray | None = None,
     ) -> np.ndarray:
         """The relevance of each hit of one query of ``kind``, from its scores best
         first (pass at least its top ``top``), and for a text query its novelty share and
         number of words; KeyError for a kind without a model. A query with fewer than
         ``top`` scores (a gallery smaller than that) is scored by the kind's score-only
-        model when it has one (``model_for``)."""
-        table = features(scores, novelty, self.top, words)
-        return self.model_for(kind, table.shape[0]).predict(table)
+        model when it has one (``model_for``).
 
-    def model_for(self, kind: str, n_scores: int) -> KindModel:
-        """The model that scores a query of ``kind`` with ``n_scores`` scores: the
-        score-only one below ``top`` scores (when fitted), else the full one."""
+        ``evidence``: each hit's evidence for a text query with a nameable noun
+        (``model.runtime.evidence``: ``NounClasses.evidence`` over the hits' top classes),
+        or None (no nameable noun, or the hits' classes are unknown): the query is then
+        judged exactly as without evidence models."""
+        table = features(scores, novelty, self.top, words, evidence)
+        return self.model_for(kind, table.shape[0], evidence is not None).predict(table)
+
+    def model_for(self, kind: str, n_scores: int, evidence: bool = False) -> KindModel:
+        """The model that scores a query of ``kind`` with ``n_scores`` scores: with
+        ``evidence``, the kind's evidence model (its small one below ``top`` scores) when
+        it has one; else the score-only one below ``top`` scores (when fitted), else the
+        full one."""
+        few = n_scores < self.top
+        if evidence:
+            chosen = (self.evidence_small if few else self.evidence) or {}
+            if kind in chosen:
+                return chosen[kind]
         small = (self.small or {}).get(kind)
-        if small is not None and n_scores < self.top:
+        if small is not None and few:
             return small
         return self.kinds[kind]
+
+    def default_threshold(self, evidence: bool = False) -> float:
+        """The default ``min_relevance``: for queries judged with evidence (when chosen
+        for them) or without."""
+        if evidence and self.evidence_threshold is not None:
+            return self.evidence_threshold
+        return self.threshold
 
     def score_only(self) -> RelevanceModel:
         """The same model with every kind scored by its score-only model alone (to
         measure those on a split)."""
         return RelevanceModel(dict(self.small or {}), self.threshold, self.identity, self.top)
 
+    def without_evidence(self) -> RelevanceModel:
+        """The same model without its evidence models (how it judges without them)."""
+        return RelevanceModel(
+            self.kinds, self.threshold, self.identity, self.top, self.info, self.small
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
             "identity": dict(self.identity),
             "threshold": self.threshold,
+            "evidence_threshold": self.evidence_threshold,
             "top": self.top,
             "kinds": {k: m.to_dict() for k, m in self.kinds.items()},
             "small": {k: m.to_dict() for k, m in (self.small or {}).items()},
+            "evidence": {k: m.to_dict() for k, m in (self.evidence or {}).items()},
+            "evidence_small": {k: m.to_dict() for k, m in (self.evidence_small or {}).items()},
             "info": dict(self.info or {}),
         }
 
@@ -249,6 +340,13 @@ class RelevanceModel:
                 top=int(d["top"]),
                 info=d.get("info") or {},
                 small={k: KindModel.from_dict(m) for k, m in (d.get("small") or {}).items()},
+                evidence={k: KindModel.from_dict(m) for k, m in (d.get("evidence") or {}).items()},
+                evidence_small={
+                    k: KindModel.from_dict(m) for k, m in (d.get("evidence_small") or {}).items()
+                },
+                evidence_threshold=(
+                    None if d.get("evidence_threshold") is None else float(d["evidence_threshold"])
+                ),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise RelevanceError(f"a relevance model is malformed: {exc!r}") from None

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from PIL import Image
 
 from groundsearch.index.gallery import Gallery
+from groundsearch.index.photo_metadata import read_upload_metadata
 from groundsearch.model.runtime.images.photos import EXTENSIONS
 from groundsearch.model.runtime.sentences import labels
 from groundsearch.service.photo_vectors import PhotoVectors
@@ -25,19 +26,27 @@ class GalleryWrites:
     gallery: Gallery
 
     def add(
-        self, data: bytes, fmt: str, image: Image.Image, captions: Sequence[str]
+        self,
+        data: bytes,
+        fmt: str,
+        image: Image.Image,
+        captions: Sequence[str],
+        name: str | None = None,
     ) -> tuple[int, list[int], bool]:
-        """Embed an uploaded photo (and its captions) and add it to the gallery; every
-        caption is checked before anything changes. Returns the image id, the new
-        caption ids and whether the photo was new (same bytes: stored once)."""
+        """Embed an uploaded photo (and its captions) and add it to the gallery with what
+        its bytes say (EXIF date, camera, place, size) and ``name``, the file name it was
+        uploaded with; every caption is checked before anything changes. Returns the
+        image id, the new caption ids and whether the photo was new (same bytes: stored
+        once)."""
         timings: Timings = {}
         whats = labels(len(captions))
         cleaned = [self.queries.clean(c, w) for c, w in zip(captions, whats, strict=True)]
         trees = self.queries.trees(cleaned, whats, timings) if captions else []
         image_vec = self.photos.vector(image, timings)
         caption_vecs = self.queries.door.embed(trees) if trees else None
+        meta = read_upload_metadata(data, name)  # the headers only: no second decode
         return self.gallery.add_photo(
-            data, EXTENSIONS[fmt], image_vec, [t.text for t in trees], caption_vecs
+            data, EXTENSIONS[fmt], image_vec, [t.text for t in trees], caption_vecs, meta
         )
 
     def remove(self, image_id: int) -> int:

@@ -39,11 +39,19 @@ async def add_photo(
     settings: SettingsDep,
     admission: AdmissionDep,
     workers: PhotoWorkersDep,
-    image: Annotated[UploadFile, File(description="The photo to add.")],
+    image: Annotated[
+        UploadFile,
+        File(
+            description="The photo to add; what its file says (EXIF date, camera, GPS, "
+            "size) and its file name are kept."
+        ),
+    ],
     captions: Annotated[list[str], Form(description="Captions of the photo.")] = [],  # noqa: B006
 ) -> AddedPhoto:
-    """Embed an uploaded photo (and its captions) into the gallery, persisted at once.
-    Blank captions are left out; a caption with no word the model knows is refused (404)."""
+    """Embed an uploaded photo (and its captions) into the gallery, persisted at once,
+    with what its file says (EXIF date, camera, GPS place, pixel size; the name it was
+    uploaded with). Blank captions are left out; a caption with no word the model knows
+    is refused (404)."""
     if len(captions) > settings.max_captions:
         raise ServiceError(422, f"at most {settings.max_captions} captions per photo")
     captions = [c for c in captions if c.strip()]
@@ -52,7 +60,9 @@ async def add_photo(
         photo, fmt = await workers.run(
             read_photo, data, settings.max_pixels, writes.photos.min_side
         )
-        image_id, caption_ids, new = await workers.run(writes.add, data, fmt, photo, captions)
+        image_id, caption_ids, new = await workers.run(
+            writes.add, data, fmt, photo, captions, image.filename
+        )
     return AddedPhoto(id=image_id, url=f"/images/{image_id}", captions=caption_ids, new=new)
 
 

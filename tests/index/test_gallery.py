@@ -10,7 +10,13 @@ import pytest
 
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
 from groundsearch.index.gallery import Gallery
+from groundsearch.index.photo_metadata import PhotoMetadata, read_upload_metadata
+from tests.exif_photos import Exif, photo_bytes
+from tests.index.format2 import downgrade
 from tests.index.synthetic import DIM, ID, vecs
+from tests.oriented import coffee
+
+PHONE = Exif(original="2024:07:01 18:03:05", offset="+02:00", make="Apple", model="iPhone 12")
 
 
 @pytest.fixture
@@ -87,3 +93,43 @@ def test_the_same_bytes_uploaded_again_after_a_delete_keep_their_file(tmp_path):
     assert new and again != first
     assert g.photo_path(again).read_bytes() == b"same bytes"
     g.close()
+
+
+def test_an_upload_keeps_what_its_bytes_say_and_its_name(gallery):
+    v = vecs(2)
+    data = photo_bytes(coffee((90, 60)), PHONE)
+    meta = read_upload_metadata(data, "IMG_0001.jpg")
+    image_id, _, _ = gallery.add_photo(data, "jpg", v[0], meta=meta)
+    assert gallery.image(image_id).meta == meta
+    assert (meta.taken, meta.camera, meta.folder, meta.name) == (
+        "2024-07-01T18:03:05+02:00",
+        "Apple iPhone 12",
+        None,
+        "IMG_0001.jpg",
+    )
+    assert (meta.width, meta.height) == (90, 60)
+    plain, _, _ = gallery.add_photo(photo_bytes(coffee((90, 60))), "jpg", v[1])
+    assert gallery.image(plain).meta == PhotoMetadata(width=90, height=60)  # read here
+    hit = gallery.search_images(v[0], 1)[0][0]
+    assert hit.meta == meta  # every read carries it
+
+
+def test_a_format2_gallery_migrates_on_open_and_its_uploads_are_read_again(tmp_path):
+    folder = tmp_path / "g"
+    g = Gallery.create(folder, DIM, ID)
+    data = photo_bytes(coffee((90, 60)), PHONE)
+    image_id, _, _ = g.add_photo(data, "jpg", vecs(1)[0], meta=read_upload_metadata(data, "a.jpg"))
+    g.close()
+    downgrade(folder)
+    with pytest.raises(StoreError, match="open it once with its writer"):
+        Gallery.open(folder, ID, read_only=True)  # a replica writes nothing
+    g = Gallery.open(folder, ID)
+    try:
+        assert g.image(image_id).meta == PhotoMetadata()  # not read yet
+        assert g.fill_upload_metadata() == 1
+        assert g.fill_upload_metadata() == 0
+        assert g.image(image_id).meta == read_upload_metadata(data, None)  # its name is lost
+        assert g.search_images(vecs(1)[0], 1)[0][0].id == image_id
+    finally:
+        g.close()
+    Gallery.open(folder, ID, read_only=True).close()  # format 3: a replica opens it

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -16,9 +18,13 @@ from groundsearch.index import indexer
 from groundsearch.index.caption_files import CaptionFile
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.indexer import IndexingError, index_photos
+from groundsearch.index.photo_metadata import PhotoMetadata
+from groundsearch.index.records import Records
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.sentences import ADVICE
 from groundsearch.settings import get_settings
+from tests.exif_photos import Exif, write_photo
+from tests.index.format2 import downgrade
 from tests.oriented import coffee, write_oriented
 
 FLICKR = get_settings().flickr8k_dir
@@ -192,3 +198,120 @@ def test_each_unusable_caption_is_named_with_its_reason(tmp_path, parser):
         f"{file.path}: {'a' * 60!r}: caption is 2001 characters long; the limit is 2000",
         f"{file.path}: 'qzxv wpqk': {no_words}",
     ]
+
+
+# --- what the files say ---------------------------------------------------------------------
+
+#: 2024-07-01 18:03:05 at UTC+2; a Canon without an offset; GPS in the south-west.
+PHONE = Exif(
+    original="2024:07:01 18:03:05",
+    offset="+02:00",
+    make="Apple",
+    model="iPhone 12",
+    orientation=6,
+    lat=48.8583,
+    lon=2.2945,
+)
+CANON = Exif(
+    original="2019:12:31 23:59:59", make="Canon", model="Canon EOS R5", lat=-22.9, lon=-43.2
+)
+MTIME = datetime(2021, 3, 4, 5, 6, 7, tzinfo=UTC).timestamp()
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    """Real photos with real EXIF blocks (a phone's, turned; a camera's without an
+    offset), one without EXIF dated by its file, and a copy of the phone's elsewhere."""
+    root = tmp_path / "shots"
+    photos = [Image.open(p) for p in real_photos(3)]
+    write_photo(root / "2024" / "phone.jpg", photos[0], PHONE)
+    write_photo(root / "2019" / "canon.jpg", photos[1], CANON)
+    write_photo(root / "plain.jpg", photos[2])
+    os.utime(root / "plain.jpg", (MTIME, MTIME))
+    (root / "copies").mkdir()
+    shutil.copy2(root / "2024" / "phone.jpg", root / "copies" / "phone-copy.jpg")
+    return root
+
+
+def stored_metadata(gallery_dir: Path) -> dict[str, tuple[PhotoMetadata, bytes]]:
+    """Each photo's metadata and vector bytes, by file name."""
+    gallery = Gallery.open(gallery_dir)
+    try:
+        return {
+            gallery.image(i).file: (gallery.image(i).meta, gallery.image_vector(i).tobytes())
+            for i in gallery.image_ids()
+        }
+    finally:
+        gallery.close()
+
+
+def test_each_photo_is_stored_with_what_its_file_says(shots, tmp_path, parser):
+    report = run([shots], tmp_path / "g", parser)
+    assert (report.embedded, report.duplicates, report.backfilled) == (3, 1, 0)
+    stored = {name: meta for name, (meta, _) in stored_metadata(tmp_path / "g").items()}
+    assert set(stored) == {"phone.jpg", "canon.jpg", "plain.jpg"}  # the copy: the same photo
+    phone, canon, plain = stored["phone.jpg"], stored["canon.jpg"], stored["plain.jpg"]
+    width, height = Image.open(real_photos(1)[0]).size
+    assert phone == PhotoMetadata(
+        taken_at=datetime(2024, 7, 1, 16, 3, 5, tzinfo=UTC).timestamp(),
+        taken="2024-07-01T18:03:05+02:00",
+        taken_source="exif",
+        camera="Apple iPhone 12",
+        lat=pytest.approx(48.8583, abs=1e-6),
+        lon=pytest.approx(2.2945, abs=1e-6),
+        width=width,  # stored turned, shown upright
+        height=height,
+        folder=str(shots / "2024"),
+        name="phone.jpg",
+    )
+    assert (canon.taken, canon.taken_source, canon.camera) == (
+        "2019-12-31T23:59:59",
+        "exif",
+        "Canon EOS R5",
+    )
+    assert canon.taken_at == datetime(2019, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+    assert canon.place == (pytest.approx(-22.9, abs=1e-6), pytest.approx(-43.2, abs=1e-6))
+    assert (plain.taken, plain.taken_source, plain.taken_at) == (
+        "2021-03-04T05:06:07+00:00",
+        "file",
+        MTIME,
+    )
+    assert (plain.camera, plain.place, plain.folder) == (None, None, str(shots))
+
+
+class CountingPool(indexer.FeaturePool):
+    """The real CNN pool, counting the photos sent to it."""
+
+    sent: ClassVar[list[Path]] = []
+
+    def map(self, items, path_of):
+        def counted():
+            for item in items:
+                CountingPool.sent.append(path_of(item))
+                yield item
+
+        return super().map(counted(), path_of)
+
+
+def test_a_format2_gallery_migrates_and_a_rerun_backfills_without_embedding(
+    shots, tmp_path, parser, monkeypatch
+):
+    gallery_dir = tmp_path / "g"
+    run([shots], gallery_dir, parser)
+    first = stored_metadata(gallery_dir)
+    downgrade(gallery_dir)  # the same records, as format 2 wrote them
+    migrated = stored_metadata(gallery_dir)  # a writer's open migrates in place
+    assert {n: v for n, (_, v) in migrated.items()} == {n: v for n, (_, v) in first.items()}
+    assert {m for m, _ in migrated.values()} == {PhotoMetadata()}  # not read yet
+    records = Records.open(gallery_dir / "gallery.db")
+    assert records.meta["format"] == 3
+    records.close()
+
+    CountingPool.sent = []
+    monkeypatch.setattr(indexer, "FeaturePool", CountingPool)
+    report = run([shots], gallery_dir, parser)
+    assert CountingPool.sent == [] and report.embedded == 0  # nothing went to the CNN
+    assert (report.unchanged, report.backfilled) == (4, 3)
+    assert stored_metadata(gallery_dir) == first  # every vector byte-identical, every field
+    again = run([shots], gallery_dir, parser)
+    assert (again.backfilled, again.embedded) == (0, 0)

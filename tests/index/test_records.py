@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from groundsearch.index import records
+from groundsearch.index.errors import StoreError
+from groundsearch.index.photo_metadata import PhotoMetadata
 from groundsearch.index.records import DB_FILE, Records, caption_rows
+from tests.index.format2 import create_format2
 from tests.index.synthetic import DIM, ID, vecs
 
 INDEX = Path(__file__).resolve().parents[2] / "index"
@@ -69,12 +79,14 @@ def test_a_photo_left_without_files_is_dropped_and_a_moved_one_repointed(store):
         assert records.drop_orphans(db) == 1
     db = store.reader()
     assert records.photo_ids(db) == [first]
-    assert records.photos(db, [first, second]) == {first: ("/b/1-copy.jpg", "sha-1", False)}
+    assert records.photos(db, [first, second]) == {
+        first: ("/b/1-copy.jpg", "sha-1", False, PhotoMetadata(folder="/b", name="1-copy.jpg"))
+    }
     assert records.files_of(db, first) == ["/b/1-copy.jpg"]
     assert records.has_files_under(db, "/b") and not records.has_files_under(db, "/a")
     assert records.next_run(db) == 3
     state = records.file_state(db, "/b/1-copy.jpg")
-    assert state == (1, 1, first, "sha-1")
+    assert state == (1, 1, first, "sha-1", False)
     np.testing.assert_array_equal(records.vector(db, "images", first), v[0])
 
 
@@ -101,3 +113,179 @@ def test_a_reader_is_closed_once_its_thread_is_gone(tmp_path):
         assert len(store._readers) == 1
     finally:
         store.close()
+
+
+# --- format 3: photo metadata, and the migration from format 2 ------------------------------
+
+
+def format2_store(path: Path, n: int = 3) -> dict[int, bytes]:
+    """A format-2 database with ``n`` indexed photos (files, a caption each) written as
+    format 2 wrote them; its vectors' bytes by photo id."""
+    create_format2(path, DIM, ID)
+    v = vecs(n)
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        for i in range(n):
+            db.execute(
+                "INSERT INTO photos (sha256, path, uploaded, vector) VALUES (?, ?, 0, ?)",
+                (f"sha-{i}", f"/photos/{i}.jpg", records.blob(v[i])),
+            )
+            db.execute("INSERT INTO files VALUES (?, ?, 10, 1000, 1)", (f"/photos/{i}.jpg", i + 1))
+            db.execute(
+                "INSERT INTO captions (photo_id, text, vector) VALUES (?, ?, ?)",
+                (i + 1, f"caption {i}", records.blob(v[i])),
+            )
+        return dict(db.execute("SELECT id, vector FROM photos").fetchall())
+    finally:
+        db.close()
+
+
+def schema_of(path: Path) -> tuple[list[tuple], list[tuple]]:
+    """The photos table's columns and every index's definition."""
+    db = sqlite3.connect(path)
+    try:
+        columns = db.execute("PRAGMA table_info(photos)").fetchall()
+        indexes = db.execute(
+            "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name"
+        ).fetchall()
+        return columns, indexes
+    finally:
+        db.close()
+
+
+def test_a_format2_database_migrates_in_place_without_touching_a_vector(tmp_path):
+    path = tmp_path / DB_FILE
+    before = format2_store(path)
+    assert len(schema_of(path)[0]) == 5
+    with pytest.raises(StoreError, match="open it once with its writer"):
+        Records.open(path, ID, migrate=False)  # a replica does not write
+    store = Records.open(path, ID)
+    try:
+        assert store.meta["format"] == 3
+        assert not store.migrate_format()  # done: a second writer finds nothing to do
+        db = store.reader()
+        after = {i: bytes(records.vector(db, "images", i)) for i in before}
+        assert after == before  # byte-identical
+        assert {i: p[3] for i, p in records.photos(db, list(before)).items()} == {
+            i: PhotoMetadata() for i in before
+        }
+        assert records.file_state(db, "/photos/0.jpg").has_metadata is False
+        assert records.caption_texts(db, [1])[1] == [(1, "caption 0")]
+    finally:
+        store.close()
+    fresh = Records.create(tmp_path / "fresh.db", DIM, "auto", ID)
+    fresh.close()
+    assert schema_of(path) == schema_of(tmp_path / "fresh.db")  # the same columns, indexes
+    Records.open(path, ID).close()  # opening again changes nothing
+
+
+def test_a_migration_that_fails_leaves_format_2_whole(tmp_path):
+    path = tmp_path / DB_FILE
+    format2_store(path)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE photos_camera (x)")  # the third index cannot be made
+    db.close()
+    old_schema = schema_of(path)
+    with pytest.raises(StoreError, match=r"could not migrate .* it is unchanged"):
+        Records.open(path, ID)
+    assert schema_of(path) == old_schema  # no column added, no index made
+    db = sqlite3.connect(path, isolation_level=None)
+    assert db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ("2",)
+    db.execute("DROP TABLE photos_camera")
+    db.close()
+    Records.open(path, ID).close()
+    assert len(schema_of(path)[0]) == 15
+
+
+@pytest.mark.slow
+def test_a_migration_killed_at_any_moment_leaves_format_2_or_3(tmp_path):
+    """SIGKILL a process migrating a 20,000-photo database at a range of moments: each
+    time the database is whole, in format 2 or format 3, and the next open finishes."""
+    template = tmp_path / "template.db"
+    create_format2(template, 640, ID)
+    db = sqlite3.connect(template, isolation_level=None)
+    db.execute("BEGIN")
+    rows = np.random.default_rng(0).normal(size=(20_000, 640)).astype(np.float32)
+    db.executemany(
+        "INSERT INTO photos (sha256, path, uploaded, vector) VALUES (?, ?, 0, ?)",
+        ((f"sha-{i}", f"/p/{i}.jpg", records.blob(r)) for i, r in enumerate(rows)),
+    )
+    db.execute("COMMIT")
+    db.close()
+    script = (
+        "import sys; from pathlib import Path; from groundsearch.index.records import Records; "
+        "print('opening', flush=True); Records.open(Path(sys.argv[1])).close(); "
+        "print('done', flush=True)"
+    )
+    outcomes = []
+    for delay in (0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8):
+        path = tmp_path / f"kill-{delay}.db"
+        shutil.copy(template, path)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == "opening\n"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        columns, indexes = schema_of(path)
+        check = sqlite3.connect(path)
+        fmt = check.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0]
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        check.close()
+        names = {name for name, _, _ in indexes}
+        if fmt == "2":
+            assert len(columns) == 5 and "photos_taken" not in names
+        else:
+            assert fmt == "3" and len(columns) == 15
+            assert {"photos_taken", "photos_folder", "photos_camera", "photos_place"} <= names
+        outcomes.append(fmt)
+        store = Records.open(path, ID)
+        assert store.meta["format"] == 3 and records.count(store.reader(), "images") == 20_000
+        store.close()
+    assert outcomes  # which moments hit mid-migration depends on the machine: each is checked
+
+
+def test_stored_metadata_reads_back_and_is_filled_only_once(store):
+    v = vecs(3)
+    meta = PhotoMetadata(
+        taken_at=1.5e9,
+        taken="2017-07-14T02:40:00",
+        taken_source="exif",
+        camera="Canon EOS R5",
+        lat=-33.86,
+        lon=151.21,
+        width=6000,
+        height=4000,
+        folder="/elsewhere",  # an indexed photo's folder and name are its path's
+        name="other.jpg",
+    )
+    with store.transaction() as db:
+        shot = records.insert_photo(db, "sha-1", "/trip/day 1/IMG_1.jpg", v[0], meta=meta)
+        upload = records.insert_photo(db, "sha-2", "uploads/sha-2.jpg", v[1], True, meta)
+        unread = records.insert_photo(db, "sha-3", "/trip/IMG_3.jpg", v[2])
+        records.record_file(db, "/trip/day 1/IMG_1.jpg", shot, 1, 1)
+        records.record_file(db, "/trip/IMG_3.jpg", unread, 1, 1)
+    db = store.reader()
+    got = {i: p[3] for i, p in records.photos(db, [shot, upload, unread]).items()}
+    assert got[shot] == replace(meta, folder="/trip/day 1", name="IMG_1.jpg")
+    assert got[upload] == replace(meta, folder=None)  # an upload keeps its given name
+    assert got[unread] == PhotoMetadata()
+    assert records.file_state(db, "/trip/day 1/IMG_1.jpg").has_metadata
+    assert not records.file_state(db, "/trip/IMG_3.jpg").has_metadata
+    with store.transaction() as db:
+        assert not records.fill_metadata(db, unread, PhotoMetadata())  # nothing to store
+        assert records.fill_metadata(db, unread, meta)
+        assert not records.fill_metadata(db, unread, PhotoMetadata(camera="later"))
+        assert not records.fill_metadata(db, shot, PhotoMetadata(camera="later"))
+    got = {i: p[3] for i, p in records.photos(store.reader(), [shot, unread]).items()}
+    assert got[unread] == replace(meta, folder="/trip", name="IMG_3.jpg")
+    assert got[shot].camera == "Canon EOS R5"
+    # the photo's file moves: folder and name follow its recorded path
+    with store.transaction() as db:
+        records.record_file(db, "/home/ü/写真/IMG_1.jpg", shot, 1, 1, run=5)
+        records.forget_unseen(db, "/trip/day 1", run=5)
+        assert records.drop_orphans(db) == 0
+    moved = records.photos(store.reader(), [shot])[shot]
+    assert moved[0] == "/home/ü/写真/IMG_1.jpg"
+    assert moved[3] == replace(meta, folder="/home/ü/写真", name="IMG_1.jpg")

@@ -32,6 +32,8 @@ class EntryLevel:
     classes: tuple[str, ...]
     words: tuple[str, ...]
     reasons: tuple[str, ...]
+    #: each class's WordNet id ("n02123045"; "" where none was found)
+    wnids: tuple[str, ...] = ()
 
     @classmethod
     def load(cls, path: Path | None = None) -> EntryLevel:
@@ -51,6 +53,7 @@ class EntryLevel:
             tuple(r["class"] for r in rows),
             tuple(r["word"].lower() for r in rows),
             tuple(r["reason"] for r in rows),
+            tuple(r["wnid"] for r in rows),
         )
 
     def __len__(self) -> int:

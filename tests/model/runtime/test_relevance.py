@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
+from groundsearch.model.runtime.evidence import NounClasses, top_classes
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.relevance import (
+    EVIDENCE_FLOOR,
     FEATURES,
     KINDS,
     SMALL_FEATURES,
@@ -34,13 +36,20 @@ def shipped() -> RelevanceModel:
 
 
 @pytest.fixture(scope="module")
-def real_scores(parser, tmp_path_factory) -> dict[str, np.ndarray]:
-    """Scores of the shipped checkpoint over 30 real Flickr8k test photos, best first:
-    a caption of the first photo, a word no photo shows, and the first photo itself."""
+def thirty(parser, tmp_path_factory) -> tuple[object, list[str], np.ndarray]:
+    """The shipped checkpoint, the first 30 Flickr8k test photos and their features."""
     model = load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
     names = (FLICKR / "Flickr_8k.testImages.txt").read_text().split()[:30]
     extractor = FeatureExtractor(model.backbone, cache_dir=tmp_path_factory.mktemp("f"))
-    photos = model.embed_images(extractor.embed_files([FLICKR / "Images" / n for n in names]))
+    return model, names, extractor.embed_files([FLICKR / "Images" / n for n in names])
+
+
+@pytest.fixture(scope="module")
+def real_scores(parser, thirty) -> dict[str, np.ndarray]:
+    """Scores of the shipped checkpoint over 30 real Flickr8k test photos, best first:
+    a caption of the first photo, a word no photo shows, and the first photo itself."""
+    model, names, feats = thirty
+    photos = model.embed_images(feats)
     caption = next(
         ln.split("\t", 1)[1]
         for ln in (FLICKR / "Flickr8k.token.txt").read_text().splitlines()
@@ -58,11 +67,18 @@ def real_scores(parser, tmp_path_factory) -> dict[str, np.ndarray]:
 
 def test_the_shipped_model_is_small_json_for_the_shipped_checkpoint(shipped):
     assert SHIPPED.stat().st_size < 64_000
-    assert json.loads(SHIPPED.read_text())["format"] == 2  # JSON, no pickle
+    assert json.loads(SHIPPED.read_text())["format"] == 3  # JSON, no pickle
     assert set(shipped.kinds) == set(KINDS)
     assert set(shipped.small or {}) == set(KINDS)
     assert all(m.features == SMALL_FEATURES for m in (shipped.small or {}).values())
     assert 0.0 < shipped.threshold < 1.0
+    # evidence: text queries only, each model reading it and rising with it
+    assert set(shipped.evidence or {}) == set(shipped.evidence_small or {}) == {"text-image"}
+    for m in (*(shipped.evidence or {}).values(), *(shipped.evidence_small or {}).values()):
+        assert m.reads_evidence and m.coef[m.features.index("log_evidence")] > 0
+    assert shipped.evidence_threshold is not None and 0.0 < shipped.evidence_threshold < 1.0
+    assert shipped.default_threshold(evidence=True) == shipped.evidence_threshold
+    assert shipped.default_threshold() == shipped.threshold
     with pytest.raises(RelevanceError, match="another checkpoint"):
         load_relevance(SHIPPED, {"checkpoint_sha256": "0" * 64})
 
@@ -105,7 +121,17 @@ def test_features_of_a_query():
     np.testing.assert_allclose(col["lead"], 0.2)
     np.testing.assert_allclose(col["novelty"], 0.25)
     np.testing.assert_allclose(col["log_words"], np.log1p(2))
+    np.testing.assert_allclose(col["evidence"], 0.0)  # none given
     assert features([]).shape == (0, len(FEATURES))
+
+
+def test_evidence_features_are_each_hits_own():
+    table = features([0.5, 0.3, 0.1], evidence=[0.9, 0.0, 1.5])
+    col = {name: table[:, i] for i, name in enumerate(FEATURES)}
+    np.testing.assert_allclose(col["evidence"], [0.9, 0.0, 1.0])  # clipped to [0, 1]
+    np.testing.assert_allclose(col["log_evidence"], np.log(EVIDENCE_FLOOR + col["evidence"]))
+    with pytest.raises(ValueError, match="2 evidence values for 3 scores"):
+        features([0.5, 0.3, 0.1], evidence=[0.9, 0.0])
 
 
 def test_a_malformed_file_is_refused(tmp_path, shipped):
@@ -129,6 +155,22 @@ def test_a_malformed_file_is_refused(tmp_path, shipped):
     data["kinds"]["arithmetic"]["coef"][0] = -1.0  # falling with the score: refused
     bad.write_text(json.dumps(data))
     with pytest.raises(RelevanceError, match="rise with the score"):
+        load_relevance(bad)
+    data = shipped.to_dict()
+    ev = data["evidence"]["text-image"]
+    ev["coef"][ev["features"].index("log_evidence")] = -0.5  # falling with the evidence
+    bad.write_text(json.dumps(data))
+    with pytest.raises(RelevanceError, match="rise with log_evidence"):
+        load_relevance(bad)
+    data = shipped.to_dict()
+    data["evidence"]["text-image"] = data["kinds"]["text-image"]  # blind to evidence
+    bad.write_text(json.dumps(data))
+    with pytest.raises(RelevanceError, match="do not read the evidence"):
+        load_relevance(bad)
+    data = shipped.to_dict()
+    data["evidence_threshold"] = 1.5
+    bad.write_text(json.dumps(data))
+    with pytest.raises(RelevanceError, match="threshold"):
         load_relevance(bad)
     bad.write_text(json.dumps({"format": 99}))
     with pytest.raises(RelevanceError, match="format"):
@@ -195,8 +237,87 @@ def test_the_model_round_trips_through_json(tmp_path, shipped):
     shipped.save(path)
     again = load_relevance(path)
     scores = np.linspace(0.6, 0.1, 20)
+    evidence = np.linspace(0.0, 0.9, 20)
     for kind in KINDS:
         np.testing.assert_array_equal(again.predict(kind, scores), shipped.predict(kind, scores))
         few = scores[:8]
         np.testing.assert_array_equal(again.predict(kind, few), shipped.predict(kind, few))
+        np.testing.assert_array_equal(
+            again.predict(kind, scores, evidence=evidence),
+            shipped.predict(kind, scores, evidence=evidence),
+        )
     assert again.threshold == shipped.threshold
+    assert again.evidence_threshold == shipped.evidence_threshold
+
+
+def test_a_format_2_file_still_loads_and_ignores_evidence(tmp_path, shipped):
+    data = shipped.to_dict()
+    data["format"] = 2
+    for key in ("evidence", "evidence_small", "evidence_threshold"):
+        del data[key]
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(data))
+    old = load_relevance(path)
+    assert not old.evidence and old.evidence_threshold is None
+    assert old.default_threshold(evidence=True) == old.threshold
+    scores, evidence = np.linspace(0.6, 0.1, 20), np.linspace(0.9, 0.0, 20)
+    for kind in KINDS:  # evidence passed to a model without evidence models changes nothing
+        np.testing.assert_array_equal(
+            old.predict(kind, scores, evidence=evidence), shipped.predict(kind, scores)
+        )
+
+
+def test_without_evidence_a_query_is_judged_exactly_as_before(shipped, real_scores):
+    plain = shipped.without_evidence()
+    kw = {"novelty": float(real_scores["novelty"][0]), "words": real_scores["words"]}
+    for scores in (real_scores["caption"], real_scores["caption"][:8], real_scores["giraffe"]):
+        np.testing.assert_array_equal(
+            shipped.predict("text-image", scores, **kw),
+            plain.predict("text-image", scores, **kw),
+        )
+        np.testing.assert_array_equal(
+            shipped.predict("text-image", scores, **kw, evidence=None),
+            plain.predict("text-image", scores, **kw),
+        )
+    # kinds without an evidence model ignore evidence
+    photo = real_scores["photo"]
+    np.testing.assert_array_equal(
+        shipped.predict("image-image", photo, evidence=np.ones(len(photo))),
+        shipped.predict("image-image", photo),
+    )
+
+
+def test_evidence_rises_with_the_score_and_with_the_evidence(shipped):
+    scores = np.linspace(0.7, 0.2, 20)
+    for evidence in (np.zeros(20), np.full(20, 0.3), np.ones(20)):
+        p = shipped.predict("text-image", scores, 0.0, 2, evidence)
+        assert np.all(np.diff(p) <= 1e-12)  # the same evidence: falls along the ranking
+        few = shipped.predict("text-image", scores[:8], 0.0, 2, evidence[:8])
+        assert np.all(np.diff(few) <= 1e-12)
+    levels = [shipped.predict("text-image", scores, 0.0, 2, np.full(20, e)) for e in (0, 0.3, 1)]
+    assert np.all(levels[0] <= levels[1] + 1e-12) and np.all(levels[1] <= levels[2] + 1e-12)
+    assert levels[2][0] > levels[0][0]
+
+
+def test_with_evidence_a_dog_photo_below_another_hit_can_rise_above_it(shipped, parser, thirty):
+    """ "a dog" against 30 real Flickr8k test photos, the shipped checkpoint and the
+    backbone's classes: the photos the classifier sees a dog in are relevant at the
+    default threshold for evidence, whatever their rank, and those it sees none in are
+    not; without evidence (a gallery of 30) none of them is."""
+    model, _, feats = thirty
+    ids, probs = top_classes(model.concepts.class_probabilities(feats))
+    tree = parser.parse(["a dog"])[0]
+    query = model.embed_sentences([tree])[0]
+    scores = model.embed_images(feats) @ query
+    order = np.argsort(-scores)
+    evidence = NounClasses.load().evidence(["dog"], ids[order], probs[order])
+    assert evidence is not None
+    kw = {"novelty": novelty_of(query, model.channel_columns), "words": 2}
+    p = shipped.predict("text-image", scores[order], **kw, evidence=evidence)
+    seen, unseen = evidence >= 0.5, evidence < 0.05
+    assert seen.sum() >= 3 and unseen.sum() >= 10
+    t = shipped.default_threshold(evidence=True)
+    assert np.all(p[seen] >= t) and np.all(p[unseen] < t)
+    assert np.any(np.diff(p) > 0)  # relevance rose down the ranking somewhere
+    plain = shipped.predict("text-image", scores[order], **kw)
+    assert np.all(plain < shipped.threshold)

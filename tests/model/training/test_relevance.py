@@ -7,8 +7,11 @@ import pytest
 
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.evidence import NounClasses, top_classes
 from groundsearch.model.runtime.relevance import FEATURES, RelevanceModel
 from groundsearch.model.training.relevance import (
+    EVIDENCE_FEATURES,
+    EVIDENCE_SMALL_FEATURES,
     KIND_FEATURES,
     Pool,
     SplitData,
@@ -18,10 +21,13 @@ from groundsearch.model.training.relevance import (
     caption_pools,
     caption_relevance,
     choose_threshold,
+    concept_pool,
     concept_runs,
     consensus_nouns,
     fit,
+    fit_evidence,
     main_nouns,
+    measure,
     no_match_figures,
     similar_pool,
     source_weights,
@@ -34,16 +40,27 @@ from tests.tiny_data import make_tiny_flickr
 
 @pytest.fixture(scope="module")
 def split(parser, tmp_path_factory) -> tuple[SplitData, object]:
-    """20 real Flickr8k test photos and their 100 captions, embedded by the shipped model."""
+    """20 real Flickr8k test photos and their 100 captions, embedded by the shipped model,
+    with the photos' top classes for evidence."""
     from groundsearch.model.runtime.images.features import FeatureExtractor
 
     root = make_tiny_flickr(tmp_path_factory.mktemp("rel"), train=0, dev=0, test=20)
     ds = load_captioned_images(root, split="test")
     model = load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
     extractor = FeatureExtractor(model.backbone, cache_dir=tmp_path_factory.mktemp("feat"))
-    photos = model.embed_images(extractor.embed_files([ds.image_path(i) for i in range(20)]))
+    feats = extractor.embed_files([ds.image_path(i) for i in range(20)])
+    photos = model.embed_images(feats)
     trees = parser.parse(list(ds.captions))
-    data = SplitData(ds, trees, photos, model.embed_sentences(trees), model.channel_columns)
+    classes = top_classes(model.concepts.class_probabilities(feats))
+    data = SplitData(
+        ds,
+        trees,
+        photos,
+        model.embed_sentences(trees),
+        model.channel_columns,
+        classes,
+        NounClasses.load(),
+    )
     return data, model
 
 
@@ -195,3 +212,63 @@ def test_on_the_flickr8k_test_gallery_a_sentence_keeps_its_hits_and_a_giraffe_no
         )
         assert bool(np.all(p[:5] >= relevance.threshold)) is matched, (text, p[:5])
         assert bool(np.any(p[:5] >= relevance.threshold)) is matched, (text, p[:5])
+
+
+def test_caption_hits_carry_their_evidence_when_the_caption_names_a_thing(split):
+    data, _ = split
+    pools = {k: Pool() for k in ("text-image", "image-caption")}
+    checks = caption_pools(data, pools, top=10)
+    pool = pools["text-image"]
+    named = [e is not None for e in checks.evidence]
+    assert 20 < sum(named) < 100  # dogs, balls, beaches … but not "a man in a red shirt"
+    for tree, e in zip(data.trees, checks.evidence, strict=True):
+        assert (e is None) == (not data.nouns.nouns(tree))
+    has = pool.has_evidence()
+    assert has.sum() == 10 * sum(named)
+    x, _, _, _ = pool.arrays(named=True)
+    assert x.shape[0] == has.sum()
+    ev = x[:, FEATURES.index("evidence")]
+    assert np.all((ev >= 0) & (ev <= 1)) and ev.max() > 0.5  # the classifier sees dogs
+    plain, _, _, _ = pool.arrays()
+    assert np.all(plain[~has, FEATURES.index("evidence")] == 0)
+    # the same split without classes: no evidence anywhere
+    bare = SplitData(data.ds, data.trees, data.photos, data.captions, data.channel_columns)
+    pools = {k: Pool() for k in ("text-image", "image-caption")}
+    assert all(e is None for e in caption_pools(bare, pools, top=10).evidence)
+    assert not pools["text-image"].has_evidence().any()
+
+
+def test_evidence_models_are_fitted_on_the_named_queries_and_rise_with_evidence(split, parser):
+    data, model = split
+    pools = {k: Pool() for k in ("text-image", "image-caption")}
+    checks = caption_pools(data, pools, top=10)
+    runs = concept_runs(
+        data, model.embed_sentences, parser.parse, top=10, concepts={"dog": ("dog", "dogs")}
+    )
+    for r in runs:
+        assert r.present_evidence is not None and r.absent_evidence is not None
+        assert r.present_evidence.shape == r.present_scores.shape
+    kinds = fit(pools, {})
+    full, small = fit_evidence(pools, {})
+    assert set(full) == set(small) == {"text-image"}
+    assert full["text-image"].features == EVIDENCE_FEATURES["text-image"]
+    assert small["text-image"].features == EVIDENCE_SMALL_FEATURES["text-image"]
+    for m in (full["text-image"], small["text-image"]):
+        assert m.coef[m.features.index("log_evidence")] > 0
+    x, y, _, _ = pools["text-image"].arrays(named=True)
+    p = full["text-image"].predict(x)
+    assert p[y == 1].mean() > p[y == 0].mean() + 0.1
+    plain = RelevanceModel(kinds, 0.5, {}, top=10)
+    judged = RelevanceModel(kinds, 0.5, {}, top=10, evidence=full, evidence_small=small)
+    # captions without evidence are judged alike; the dog query differently
+    both = caption_relevance(checks, plain), caption_relevance(checks, judged)
+    unnamed = [i for i, e in enumerate(checks.evidence) if e is None]
+    np.testing.assert_array_equal(both[0][unnamed], both[1][unnamed])
+    dog = runs[0]
+    assert not np.array_equal(dog.judge(plain), dog.judge(judged))
+    assert np.all(np.diff(dog.judge(plain)) <= 1e-12)
+    t = choose_threshold(runs, judged, checks)
+    assert 0.0 <= t < 1.0
+    concept_pool(runs, pools)
+    figures = measure({**pools, "image-image": Pool(), "arithmetic": Pool()}, runs, judged, checks)
+    assert figures["no_match"]["per_query"][0]["evidence"] is True

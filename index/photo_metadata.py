@@ -1,0 +1,260 @@
+"""What a photo file says about itself: when it was taken, by which camera, where, and
+its pixel size — read from the file's header and EXIF block, never from its pixels.
+
+    meta = read_metadata(Path("/photos/2024/IMG_0001.jpg"))     # an indexed file
+    meta = read_upload_metadata(data, "IMG_0001.jpg")            # an upload's bytes
+
+Pillow's EXIF support reads it (``Image.open`` parses the headers only; nothing here
+decodes a pixel, so reading costs a small fraction of one photo's CNN pass, see
+docs/BENCHMARKS.md, "Photo metadata"):
+
+* **taken**: EXIF ``DateTimeOriginal`` (0x9003, in the Exif IFD 0x8769) with its
+  ``OffsetTimeOriginal`` (0x9011) when present; else ``DateTimeDigitized`` (0x9004) with
+  ``OffsetTimeDigitized`` (0x9012); else IFD0's ``DateTime`` (0x0132) with
+  ``OffsetTime`` (0x9010). ``taken`` is the ISO 8601 time as the file says it
+  (``2024-07-01T18:03:05+02:00``; no offset when the file gives none) and ``taken_at``
+  the instant in seconds since the epoch: with an offset the true instant, without one
+  the wall-clock time read as if it were UTC (a camera that writes no offset does not
+  say where its clock was). Without a usable EXIF date an indexed file's modification
+  time is used (``taken_source`` ``"file"``, ``taken`` in UTC with ``+00:00``); an
+  upload has no meaningful modification time, so its ``taken`` stays None.
+* **camera**: ``Make`` (0x010F) and ``Model`` (0x0110), whitespace-trimmed, joined by
+  a space, the make left out when the model already starts with it
+  (``Apple`` + ``iPhone 12`` → ``Apple iPhone 12``; ``Canon`` + ``Canon EOS R5`` →
+  ``Canon EOS R5``).
+* **place**: the GPS IFD (0x8825): latitude and longitude as degree, minute, second
+  rationals with their ``N``/``S``/``E``/``W`` references, as WGS84 degrees (south and
+  west negative); None when missing, out of range, or exactly (0, 0) (what a receiver
+  without a fix writes).
+* **width**, **height**: the pixel size as shown — swapped for EXIF orientations 5–8,
+  whose pixels are stored turned a quarter.
+* **folder**, **name**: an indexed file's absolute folder and file name; an upload has
+  no folder, and its name is the one it was uploaded with (its last path component).
+
+A broken or absent value gives None for that field, never an exception; a file Pillow
+cannot open at all gives only its folder, name and modification time. A PNG's EXIF
+chunk after the pixel data is not read (finding it would mean reading the pixels).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import re
+import warnings
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from PIL import Image
+
+__all__ = ["PhotoMetadata", "read_metadata", "read_upload_metadata"]
+
+#: The sub-IFDs of IFD0 and the tags read from each.
+EXIF_IFD, GPS_IFD = 0x8769, 0x8825
+MAKE, MODEL, ORIENTATION, DATE_TIME = 0x010F, 0x0110, 0x0112, 0x0132
+DATE_TIME_ORIGINAL, DATE_TIME_DIGITIZED = 0x9003, 0x9004
+OFFSET_TIME, OFFSET_TIME_ORIGINAL, OFFSET_TIME_DIGITIZED = 0x9010, 0x9011, 0x9012
+GPS_LATITUDE_REF, GPS_LATITUDE, GPS_LONGITUDE_REF, GPS_LONGITUDE = 1, 2, 3, 4
+#: The longest camera name and upload file name kept (longer ones are cut).
+MAX_TEXT = 255
+#: What goes wrong while parsing a damaged header or EXIF block.
+BROKEN = (OSError, SyntaxError, ValueError, TypeError, KeyError, IndexError, EOFError,
+          ZeroDivisionError, OverflowError, AttributeError, UnicodeError, MemoryError,
+          Image.DecompressionBombError)  # fmt: skip
+
+_DATE = re.compile(r"\s*(\d{4})[:\-](\d{2})[:\-](\d{2})[ T](\d{2}):(\d{2}):(\d{2})")
+_OFFSET = re.compile(r"\s*([+-])(\d{2}):?(\d{2})\s*$")
+
+
+@dataclass(frozen=True)
+class PhotoMetadata:
+    """What a photo's file says about it (every field None when unknown)."""
+
+    taken_at: float | None = None
+    taken: str | None = None
+    taken_source: str | None = None  # "exif" | "file"
+    camera: str | None = None
+    lat: float | None = None
+    lon: float | None = None
+    width: int | None = None
+    height: int | None = None
+    folder: str | None = None
+    name: str | None = None
+
+    @property
+    def place(self) -> tuple[float, float] | None:
+        """(lat, lon), or None without GPS."""
+        return None if self.lat is None or self.lon is None else (self.lat, self.lon)
+
+
+def read_metadata(path: Path) -> PhotoMetadata:
+    """What an indexed photo file says: EXIF (or its modification time for the date),
+    its camera, place and size, its absolute folder and name. Never raises for a file
+    that can be stat'ed; OSError if it cannot."""
+    full = os.path.abspath(path)
+    mtime_ns = os.stat(full).st_mtime_ns
+    folder, name = os.path.dirname(full), os.path.basename(full)
+    try:
+        with open(full, "rb") as fp:
+            read = _read(fp)
+    except BROKEN:
+        read = PhotoMetadata()
+    if read.taken_source is None:
+        stamp = mtime_ns / 1e9
+        when = datetime.fromtimestamp(mtime_ns // 1_000_000_000, UTC)
+        read = replace(read, taken_at=stamp, taken=when.isoformat(), taken_source="file")
+    return replace(read, folder=folder, name=name)
+
+
+def read_upload_metadata(data: bytes, name: str | None) -> PhotoMetadata:
+    """What an uploaded photo's bytes say (``taken_source`` ``"exif"`` or None: an upload
+    has no meaningful modification time), with the name it was uploaded with."""
+    try:
+        read = _read(io.BytesIO(data))
+    except BROKEN:
+        read = PhotoMetadata()
+    return replace(read, name=upload_name(name))
+
+
+def upload_name(name: str | None) -> str | None:
+    """An upload's file name as given by a client: its last path component (``/`` or
+    ``\\``), control characters dropped, at most ``MAX_TEXT`` characters; None if empty."""
+    if not name:
+        return None
+    last = re.split(r"[/\\]", name)[-1]
+    cleaned = "".join(c for c in last if c.isprintable()).strip()
+    return cleaned[:MAX_TEXT] or None
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def _read(fp: BinaryIO) -> PhotoMetadata:
+    """Everything a photo's header says; raises one of ``BROKEN`` when Pillow cannot
+    open it at all."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a decompression-bomb warning: no pixels are read
+        with Image.open(fp) as img:
+            width, height = img.size
+            # Image.getexif, not a plugin's: PNG's would decode the pixels to find a late chunk
+            exif = _field(lambda: Image.Image.getexif(img))
+            if exif is None:
+                return PhotoMetadata(width=width, height=height)
+            orientation = _field(lambda: exif.get(ORIENTATION))
+            if orientation in (5, 6, 7, 8):
+                width, height = height, width
+            base = _field(lambda: dict(exif)) or {}
+            sub = _field(lambda: dict(exif.get_ifd(EXIF_IFD))) or {}
+            gps = _field(lambda: dict(exif.get_ifd(GPS_IFD))) or {}
+    taken = _field(lambda: _taken(base, sub))
+    place = _field(lambda: _place(gps))
+    return PhotoMetadata(
+        taken_at=taken[0] if taken else None,
+        taken=taken[1] if taken else None,
+        taken_source="exif" if taken else None,
+        camera=_field(lambda: _camera(base.get(MAKE), base.get(MODEL))),
+        lat=place[0] if place else None,
+        lon=place[1] if place else None,
+        width=width,
+        height=height,
+    )
+
+
+def _field(read: Any) -> Any:
+    """``read()``, or None when the value it reads is broken."""
+    try:
+        return read()
+    except BROKEN:
+        return None
+
+
+def _text(value: Any) -> str | None:
+    """An EXIF ASCII value as text (bytes decoded, NULs and surrounding blanks dropped)."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        return None
+    value = value.replace("\x00", " ").strip()
+    return value or None
+
+
+def _taken(base: dict[int, Any], sub: dict[int, Any]) -> tuple[float, str] | None:
+    """(taken_at, taken) from the first usable date of the three EXIF dates."""
+    for date, offset in (
+        (sub.get(DATE_TIME_ORIGINAL), sub.get(OFFSET_TIME_ORIGINAL)),
+        (sub.get(DATE_TIME_DIGITIZED), sub.get(OFFSET_TIME_DIGITIZED)),
+        (base.get(DATE_TIME), sub.get(OFFSET_TIME)),
+    ):
+        found = exif_time(_text(date), _text(offset))
+        if found is not None:
+            return found
+    return None
+
+
+def exif_time(date: str | None, offset: str | None) -> tuple[float, str] | None:
+    """An EXIF date (``YYYY:MM:DD HH:MM:SS``) and offset (``+02:00``) as (seconds since
+    the epoch, ISO 8601); the offset is left out when missing or invalid (the wall-clock
+    time then read as UTC for the instant); None for no date or an invalid one (an unset
+    camera clock's ``0000:00:00 00:00:00``, blanks)."""
+    match = _DATE.match(date or "")
+    if match is None:
+        return None
+    try:
+        year, month, day, hour, minute, second = (int(g) for g in match.groups())
+        when = datetime(year, month, day, hour, minute, second)  # the wall clock: no zone yet
+    except ValueError:
+        return None
+    zone = _zone(offset)
+    if zone is None:
+        return when.replace(tzinfo=UTC).timestamp(), when.isoformat()
+    aware = when.replace(tzinfo=zone)
+    return aware.timestamp(), aware.isoformat()
+
+
+def _zone(offset: str | None) -> timezone | None:
+    match = _OFFSET.match(offset or "")
+    if match is None:
+        return None
+    sign, hours, minutes = match.groups()
+    delta = timedelta(hours=int(hours), minutes=int(minutes))
+    if delta > timedelta(hours=14) or int(minutes) >= 60:  # no zone on Earth is further
+        return None
+    return timezone(-delta if sign == "-" else delta)
+
+
+def _camera(make: Any, model: Any) -> str | None:
+    """``Make Model``, the make left out when the model starts with it."""
+    make_text, model_text = (" ".join((_text(v) or "").split()) for v in (make, model))
+    if make_text and model_text.casefold().startswith(make_text.casefold()):
+        make_text = ""
+    name = f"{make_text} {model_text}".strip()
+    return name[:MAX_TEXT] or None
+
+
+def _place(gps: dict[int, Any]) -> tuple[float, float] | None:
+    """(lat, lon) in WGS84 degrees from the GPS IFD, or None."""
+    lat = _degrees(gps.get(GPS_LATITUDE), gps.get(GPS_LATITUDE_REF), "N", "S", 90.0)
+    lon = _degrees(gps.get(GPS_LONGITUDE), gps.get(GPS_LONGITUDE_REF), "E", "W", 180.0)
+    if lat is None or lon is None or (lat == 0.0 and lon == 0.0):
+        return None
+    return lat, lon
+
+
+def _degrees(value: Any, ref: Any, positive: str, negative: str, limit: float) -> float | None:
+    """Degrees, minutes and seconds (rationals) with their reference as signed degrees."""
+    if value is None:
+        return None
+    parts = list(value) if isinstance(value, tuple | list) else [value]
+    if not 1 <= len(parts) <= 3:
+        return None
+    numbers = [float(p) for p in parts]  # IFDRational; x/0 is nan
+    if not all(math.isfinite(n) and n >= 0 for n in numbers):
+        return None
+    degrees = sum(n / 60**i for i, n in enumerate(numbers))
+    side = (_text(ref) or positive).upper()[:1]
+    if side not in (positive, negative) or degrees > limit:
+        return None
+    return round(-degrees if side == negative else degrees, 7)

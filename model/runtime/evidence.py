@@ -1,0 +1,138 @@
+"""Evidence: what the backbone's classifier says, on a hit photo, about a query's nouns.
+
+A retrieval score says how close a photo is to a query in the joint space; it cannot
+say whether the thing the query names is in the photo ("a cat" scores a dog photo
+high). The backbone's own ImageNet classifier can, for the nouns its classes name:
+``model/artifacts/noun_classes.tsv`` (``model.training.noun_classes``) lists for each
+noun the classes that are that thing ("bird": 59 bird species; "guitar": acoustic and
+electric guitar), and a hit's **evidence** for a query is
+
+    max over the query's nameable nouns n of  Σ_{c ∈ classes(n) ∩ top-10 of the photo} p_c
+
+where p is the classifier's softmax on the photo, read from its ``TOP_CLASSES`` most
+probable classes only (what a gallery stores per photo). A query with no nameable noun
+("snow", "a man in a red shirt" — no class is a man or snow) has no evidence
+(``None``): its relevance is judged as without it.
+
+    table = NounClasses.load()
+    nouns = table.nouns(tree)                          # ["bird"] for "a bird flying"
+    ids, probs = top_classes(channel.class_probabilities(features))
+    evidence = table.evidence(nouns, ids[hits], probs[hits])   # None without nouns
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+
+FILE_NAME = "noun_classes.tsv"
+#: How many of a photo's most probable classes the evidence reads.
+TOP_CLASSES = 10
+COLUMNS = ("noun", "classes")
+#: Tags whose words name things; without any, every content word is tried (a parser may
+#: tag a bare "broccoli" otherwise).
+NOUNS = frozenset({"NOUN", "PROPN"})
+FUNCTION_TAGS = frozenset(
+    {"DET", "ADP", "PRON", "AUX", "CCONJ", "SCONJ", "PART", "PUNCT", "SYM", "NUM"}
+)
+
+
+def default_path() -> Path:
+    """The shipped table (``model/artifacts/noun_classes.tsv``)."""
+    return Path(__file__).resolve().parents[1] / "artifacts" / FILE_NAME
+
+
+def top_classes(probabilities: np.ndarray, k: int = TOP_CLASSES) -> tuple[np.ndarray, np.ndarray]:
+    """Each photo's ``k`` most probable classes, best first (ties by class), and their
+    probabilities: (photos × k) int64 and float32."""
+    p = np.asarray(probabilities, np.float32)
+    k = min(k, p.shape[1])
+    part = np.argpartition(-p, k - 1, axis=1)[:, :k]
+    vals = np.take_along_axis(p, part, axis=1)
+    order = np.lexsort((part, -vals), axis=1)
+    ids = np.take_along_axis(part, order, axis=1).astype(np.int64)
+    return ids, np.take_along_axis(p, ids, axis=1)
+
+
+@dataclass(frozen=True)
+class NounClasses:
+    """Noun → the classes that are that thing (class indices of the classifier)."""
+
+    classes: Mapping[str, frozenset[int]]
+
+    @classmethod
+    def load(cls, path: Path | None = None, n_classes: int = 1000) -> NounClasses:
+        """The table at ``path`` (default: the shipped one); ValueError if malformed."""
+        path = Path(path) if path is not None else default_path()
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader((ln for ln in f if not ln.startswith("#")), delimiter="\t"))
+        if not rows or tuple(rows[0])[: len(COLUMNS)] != COLUMNS:
+            raise ValueError(f"{path}: expected the columns {COLUMNS} first")
+        table: dict[str, frozenset[int]] = {}
+        for r in rows:
+            noun = r["noun"]
+            try:
+                ids = frozenset(int(x) for x in r["classes"].split())
+            except ValueError:
+                raise ValueError(f"{path}: the classes of {noun!r} are not integers") from None
+            if not noun.isalpha() or noun != noun.lower() or not ids:
+                raise ValueError(f"{path}: a row is a lower-case word and its classes: {noun!r}")
+            if min(ids) < 0 or max(ids) >= n_classes:
+                raise ValueError(f"{path}: a class of {noun!r} is not one of {n_classes}")
+            table[noun] = ids
+        return cls(table)
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+    def nameable(self, words: Iterable[str]) -> list[str]:
+        """The words (lower-cased) that have classes, in order, each once."""
+        return list(dict.fromkeys(w for w in (w.lower() for w in words) if w in self.classes))
+
+    def nouns(self, tree: DependencyTree) -> list[str]:
+        """A parsed query's nameable nouns: each noun's lemma, or its own form when only
+        that has classes ("glasses"); without a noun, its content words."""
+        nodes = [n for n in tree if n.upos in NOUNS] or [
+            n for n in tree if n.upos not in FUNCTION_TAGS
+        ]
+        out = []
+        for n in nodes:
+            lemma, text = n.lemma.lower(), n.text.lower()
+            out.append(lemma if lemma in self.classes or text not in self.classes else text)
+        return self.nameable(out)
+
+    def evidence(
+        self, nouns: Sequence[str], class_ids: np.ndarray, class_probs: np.ndarray
+    ) -> np.ndarray | None:
+        """Each hit's evidence (``max`` over the nameable ``nouns`` of the probability on
+        that noun's classes among the hit's top classes), from each hit's top class ids
+        and probabilities (hits × k; an id of -1 is no class). None when no noun has
+        classes: the query has no evidence."""
+        named = self.nameable(nouns)
+        if not named:
+            return None
+        ids = np.asarray(class_ids, np.int64)
+        probs = np.asarray(class_probs, np.float64)
+        if ids.shape != probs.shape or ids.ndim != 2:
+            raise ValueError("class ids and probabilities must be two arrays of hits × k")
+        out = np.zeros(ids.shape[0])
+        for noun in named:
+            wanted = np.fromiter(self.classes[noun], np.int64)
+            out = np.maximum(out, np.where(np.isin(ids, wanted), probs, 0.0).sum(axis=1))
+        return np.clip(out, 0.0, 1.0)
+
+
+_SHIPPED: list[NounClasses] = []
+
+
+def shipped() -> NounClasses:
+    """The shipped table, loaded once per process."""
+    if not _SHIPPED:
+        _SHIPPED.append(NounClasses.load())
+    return _SHIPPED[0]
