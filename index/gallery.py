@@ -3,6 +3,7 @@
     gallery = Gallery.create(folder, dim, checkpoint_identity(checkpoint))
     gallery = Gallery.open(folder, checkpoint_identity(checkpoint))   # refuses another model
     gallery.search_images(vector, k)            # [(ImageRecord, score), …]
+    gallery.search_images(vector, k, PhotoFilter(folder="/photos/2024"))   # filtered
     gallery.add_photo(data, "jpg", vector, captions, caption_vectors)   # an upload
     gallery.remove_photo(image_id)
     gallery.close()                              # snapshots the search indexes
@@ -40,6 +41,8 @@ import numpy as np
 
 from groundsearch.index import records
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
+from groundsearch.index.filtered_search import FilteredSearch
+from groundsearch.index.filters import FilterError, PhotoFilter
 from groundsearch.index.index_kinds import AUTO, KINDS, IndexSettings
 from groundsearch.index.photo_metadata import PhotoMetadata, read_upload_metadata
 from groundsearch.index.records import DB_FILE, Records, caption_rows
@@ -49,9 +52,11 @@ from groundsearch.index.vectors import as_matrix
 
 __all__ = [
     "CaptionRecord",
+    "FilterError",
     "Gallery",
     "IdentityMismatch",
     "ImageRecord",
+    "PhotoFilter",
     "PhotoMetadata",
     "StoreError",
     "UnknownItemError",
@@ -108,6 +113,8 @@ class Gallery:
         self.uploads = UploadFiles(self.folder)
         #: the two search indexes, kept up with the records
         self.indexes = indexes
+        #: searches and counts narrowed by a ``PhotoFilter``
+        self.filtered = FilteredSearch(indexes)
         self.dim, self.kind, self.identity = indexes.dim, indexes.kind, indexes.identity
 
     # --- opening ----------------------------------------------------------------------------
@@ -216,9 +223,17 @@ class Gallery:
                 return path
         raise UnknownItemError(f"the photo of image {image_id} is no longer on disk")
 
-    def search_images(self, query: np.ndarray, k: int) -> list[tuple[ImageRecord, float]]:
-        """The ``k`` photos with the largest inner product with ``query`` (one vector)."""
-        hits = self.indexes["images"].search(as_matrix(query, self.dim, "query"), k)[0]
+    def search_images(
+        self, query: np.ndarray, k: int, where: PhotoFilter | None = None
+    ) -> list[tuple[ImageRecord, float]]:
+        """The ``k`` photos with the largest inner product with ``query`` (one vector),
+        among those passing ``where`` (``groundsearch.index.filtered_search``: exactly
+        ``min(k, photos passing)`` hits, for every index kind)."""
+        arr = as_matrix(query, self.dim, "query")
+        if where:
+            hits = self.filtered.search(arr, k, where)
+        else:
+            hits = self.indexes["images"].search(arr, k)[0]
         found = self._image_records([i for i, _ in hits])
         return [(found[i], score) for i, score in hits if i in found]
 
@@ -227,10 +242,17 @@ class Gallery:
         found = records.captions(self.records.reader(), [i for i, _ in hits])
         return [(CaptionRecord(i, *found[i]), s) for i, s in hits if i in found]
 
-    def similar_images(self, image_id: int, k: int) -> list[tuple[ImageRecord, float]]:
-        """The ``k`` photos nearest to a gallery photo, itself left out."""
-        hits = self.search_images(self.image_vector(image_id), k + 1)
+    def similar_images(
+        self, image_id: int, k: int, where: PhotoFilter | None = None
+    ) -> list[tuple[ImageRecord, float]]:
+        """The ``k`` photos nearest to a gallery photo, itself left out, among those
+        passing ``where``."""
+        hits = self.search_images(self.image_vector(image_id), k + 1, where)
         return [h for h in hits if h[0].id != image_id][:k]
+
+    def count_images(self, where: PhotoFilter | None = None) -> int:
+        """How many photos pass ``where`` (all of them for None)."""
+        return self.filtered.count(where)
 
     # --- writing ----------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ has the measurements behind the thresholds).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,15 @@ class IndexSettings:
     nprobe: int = 16
     k_factor: int = 32
     ef_search: int = 64
+
+    def widened(self, lists: float = 1.0, graph: float = 1.0) -> IndexSettings:
+        """These settings searching wider: ``lists`` times the IVF lists probed, ``graph``
+        times HNSW's candidate list (a search whose hits must pass a filter)."""
+        return replace(
+            self,
+            nprobe=math.ceil(self.nprobe * max(lists, 1.0)),
+            ef_search=math.ceil(self.ef_search * max(graph, 1.0)),
+        )
 
     def lists_for(self, n: int) -> int:
         if self.nlist is not None:
@@ -107,7 +116,10 @@ def search_params(index: FAISS.Index, settings: IndexSettings, selector: Any) ->
     """FAISS search parameters for ``index`` (an ``IndexIDMap``) with ``selector``."""
     inner = FAISS.downcast_index(index.index)
     if isinstance(inner, FAISS.IndexRefine):
-        base = FAISS.SearchParametersIVF(nprobe=settings.nprobe, sel=selector)
+        # ``IndexIDMap`` translates only the outer selector from positions to ids; the
+        # base index's parameters need a translated one of their own.
+        base_sel = None if selector is None else FAISS.IDSelectorTranslated(index.id_map, selector)
+        base = FAISS.SearchParametersIVF(nprobe=settings.nprobe, sel=base_sel)
         return FAISS.IndexRefineSearchParameters(
             k_factor=float(settings.k_factor), base_index_params=base, sel=selector
         )

@@ -58,6 +58,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from groundsearch.index.errors import IdentityMismatch, StoreError
+from groundsearch.index.filters import EARTH_RADIUS_KM, Categorical, PhotoFilter
 from groundsearch.index.photo_metadata import PhotoMetadata
 from groundsearch.index.vectors import as_matrix
 
@@ -129,7 +130,8 @@ METADATA_COLUMNS = {
 METADATA_INDEXES = """
 CREATE INDEX IF NOT EXISTS photos_taken ON photos(taken_at);
 CREATE INDEX IF NOT EXISTS photos_folder ON photos(folder);
-CREATE INDEX IF NOT EXISTS photos_camera ON photos(camera);
+CREATE INDEX IF NOT EXISTS photos_camera ON photos(camera COLLATE NOCASE);
+CREATE INDEX IF NOT EXISTS photos_uploaded ON photos(uploaded);
 CREATE INDEX IF NOT EXISTS photos_place ON photos(lat, lon);
 """
 #: A photo whose file has not been read yet (a format-2 photo): an indexed photo read
@@ -543,6 +545,175 @@ def next_run(db: sqlite3.Connection) -> int:
     """A number for a new indexing run (larger than every run before)."""
     row = db.execute("SELECT max(seen_run) FROM files").fetchone()
     return int(row[0] or 0) + 1
+
+
+# --- filters (``groundsearch.index.filters``) --------------------------------------------------
+
+#: Looking the ids of a further condition up in its index costs about a tenth of checking
+#: a photo row (a row lookup reads the row's page, vector and all): a condition is looked
+#: up and intersected while it matches fewer than this many times the photos still in
+#: the running; beyond, the rest are checked on those photos' rows (``matching_ids``).
+FETCH_RATIO = 10
+#: The order conditions are tried in when nothing is known of their selectivity.
+_DEFAULT_ORDER = ("near", "camera", "folder", "date", "source")
+
+
+def filter_conditions(f: PhotoFilter) -> dict[str, tuple[str, list[Any]]]:
+    """Each condition of ``f`` (``PhotoFilter.conditions``) as SQL over the columns of
+    ``photos`` with its bound parameters, each answerable from one index (``photos_taken``,
+    ``photos_folder``, ``photos_camera`` (NOCASE), ``photos_place``, ``photos_uploaded``)
+    without reading the photos' rows. ``near`` is the bounding box of its circle: the
+    exact distance is checked on the rows it returns (``matching_ids``)."""
+    out: dict[str, tuple[str, list[Any]]] = {}
+    if f.after is not None or f.before is not None:
+        parts: list[str] = []
+        args: list[Any] = []
+        if f.after is not None:
+            parts, args = [*parts, "taken_at >= ?"], [*args, f.after]
+        if f.before is not None:
+            parts, args = [*parts, "taken_at < ?"], [*args, f.before]
+        out["date"] = (" AND ".join(parts), args)
+    if f.folder is not None:
+        # the folder or a folder under it: a range of the index ("/a/b" ≤ folder < "/a/b0",
+        # "0" the character after "/"), then path components ("/a/b-c" is in the range)
+        under = f.folder.rstrip("/") + "/"
+        out["folder"] = (
+            "folder >= ? AND folder < ? AND (folder = ? OR substr(folder, 1, ?) = ?)",
+            [f.folder, under[:-1] + "0", f.folder, len(under), under],
+        )
+    if f.camera is not None:
+        out["camera"] = ("camera = ? COLLATE NOCASE", [f.camera])
+    if f.near is not None:
+        out["near"] = _bounding_box(f.near, f.radius_km)
+    if f.source is not None:
+        out["source"] = ("uploaded = ?", [1 if f.source == "upload" else 0])
+    return out
+
+
+def _bounding_box(near: tuple[float, float], km: float) -> tuple[str, list[Any]]:
+    """SQL for the latitude/longitude box around the circle of ``km`` about ``near``,
+    a little wider than the circle (the exact check follows); a box over the
+    antimeridian is two ranges of longitude, one over a pole all of them."""
+    lat, lon = near
+    angle = km / EARTH_RADIUS_KM * (1 + 1e-9) + 1e-12  # radians, widened for rounding
+    dlat = np.degrees(angle)
+    lo, hi = lat - dlat, lat + dlat
+    if lo <= -90 or hi >= 90 or angle >= np.pi / 2:
+        return "lat BETWEEN ? AND ? AND lon IS NOT NULL", [max(lo, -90.0), min(hi, 90.0)]
+    dlon = float(np.degrees(np.arcsin(np.sin(angle) / np.cos(np.radians(lat)))))
+    west, east = lon - dlon, lon + dlon
+    if west < -180:
+        lons, args = "(lon >= ? OR lon <= ?)", [west + 360, east]
+    elif east > 180:
+        lons, args = "(lon >= ? OR lon <= ?)", [west, east - 360]
+    else:
+        lons, args = "lon BETWEEN ? AND ?", [west, east]
+    return f"lat BETWEEN ? AND ? AND {lons}", [lo, hi, *args]
+
+
+def _id_array(text: str | None) -> np.ndarray:
+    """The ids of a ``group_concat(id)`` (one string: no Python object per row)."""
+    if not text:
+        return np.empty(0, np.int64)
+    return np.fromstring(text, dtype=np.int64, sep=",")
+
+
+def _ids_where(
+    db: sqlite3.Connection,
+    f: PhotoFilter,
+    names: Sequence[str],
+    among: np.ndarray | None = None,
+) -> np.ndarray:
+    """The sorted ids of the photos (among ``among``, if given) that meet ``f``'s
+    conditions ``names`` (``near``: its box, then the exact distance)."""
+    conditions = filter_conditions(f)
+    parts = [f"({conditions[n][0]})" for n in names]
+    args = [a for n in names for a in conditions[n][1]]
+    if among is not None:
+        parts.insert(0, "id IN (SELECT value FROM json_each(?))")
+        args.insert(0, json.dumps(np.asarray(among).tolist()))
+    where = " AND ".join(parts) or "1"
+    if "near" not in names:
+        text = db.execute(f"SELECT group_concat(id) FROM photos WHERE {where}", args).fetchone()
+        return np.sort(_id_array(text[0]))
+    rows = db.execute(f"SELECT id, lat, lon FROM photos WHERE {where}", args).fetchall()
+    if not rows:
+        return np.empty(0, np.int64)
+    ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+    lat = np.fromiter((r[1] for r in rows), np.float64, len(rows))
+    lon = np.fromiter((r[2] for r in rows), np.float64, len(rows))
+    return np.sort(ids[f.within(lat, lon)])
+
+
+def matching_ids(
+    db: sqlite3.Connection, f: PhotoFilter, expected: dict[str, float] | None = None
+) -> np.ndarray:
+    """The sorted ids of every photo that passes ``f`` (ValueError for an empty filter:
+    every photo passes). ``expected``: about how many photos each condition passes (a
+    sample's estimate), which decides the plan: the rarest condition's ids from its
+    index first; each further condition looked up in its own index and intersected
+    while it is not much commoner than the photos left (``FETCH_RATIO``), the rest
+    checked on those photos' rows in one statement."""
+    if not f:
+        raise ValueError("an empty filter: every photo passes")
+    known = expected or {}
+    names = sorted(f.conditions, key=lambda n: (known.get(n, np.inf), _DEFAULT_ORDER.index(n)))
+    ids = _ids_where(db, f, names[:1])
+    for i, name in enumerate(names[1:], start=1):
+        if not ids.size:
+            break
+        if known.get(name, 0.0) > FETCH_RATIO * ids.size:
+            return _ids_where(db, f, names[i:], among=ids)
+        ids = np.intersect1d(ids, _ids_where(db, f, [name]), assume_unique=True)
+    return ids
+
+
+def passing_ids(
+    db: sqlite3.Connection, ids: Sequence[int] | np.ndarray, f: PhotoFilter
+) -> np.ndarray:
+    """The sorted ids among ``ids`` of the live photos that pass ``f`` (one statement)."""
+    ids = np.asarray(ids, np.int64)
+    return _ids_where(db, f, f.conditions, among=ids) if ids.size else ids
+
+
+def count_matching(
+    db: sqlite3.Connection, f: PhotoFilter, expected: dict[str, float] | None = None
+) -> int:
+    """How many photos pass ``f`` (every photo for an empty filter)."""
+    if not f:
+        return count(db, "images")
+    if len(f.conditions) == 1 and f.near is None:
+        sql, args = filter_conditions(f)[f.conditions[0]]
+        return int(db.execute(f"SELECT count(*) FROM photos WHERE {sql}", args).fetchone()[0])
+    return int(matching_ids(db, f, expected).size)
+
+
+def filter_sample(db: sqlite3.Connection, n: int, seed: int = 0) -> dict[str, Any]:
+    """The filter columns of about ``n`` photos drawn at random (by id: no table scan),
+    as ``PhotoFilter.masks`` reads them, with ``id``."""
+    top = last_id(db, "images")
+    ids = np.empty(0, np.int64)
+    if top > 0 and n > 0:
+        ids = np.sort(np.random.default_rng(seed).choice(top, size=min(n, top), replace=False) + 1)
+    rows = db.execute(
+        "SELECT id, taken_at, folder, lower(camera), lat, lon, uploaded FROM photos "
+        "WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(ids.tolist()),),
+    ).fetchall()
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 7
+
+    def floats(values: Sequence[Any]) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in values], np.float64)
+
+    return {
+        "id": np.array(columns[0], np.int64),
+        "taken_at": floats(columns[1]),
+        "folder": Categorical.of(columns[2]),
+        "camera": Categorical.of(columns[3]),
+        "lat": floats(columns[4]),
+        "lon": floats(columns[5]),
+        "uploaded": np.array(columns[6], dtype=bool),
+    }
 
 
 # --- writing (inside ``Records.transaction``) -------------------------------------------------

@@ -209,22 +209,31 @@ class VectorIndex:
         if not self._tombstones:
             return None
         if self._selector is None:
-            batch = faiss.IDSelectorBatch(np.fromiter(self._tombstones, dtype=np.int64))
-            self._selector = (faiss.IDSelectorNot(batch), batch)  # keep batch alive
+            removed = np.sort(np.fromiter(self._tombstones, dtype=np.int64))
+            batch = faiss.IDSelectorBatch(removed)
+            self._selector = (faiss.IDSelectorNot(batch), batch, removed)  # keep batch alive
         return self._selector[0]
 
-    def search(self, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
-        """The ``k`` nearest live ids of each query row, best first, as (id, score)."""
+    def _removed(self) -> np.ndarray:
+        """The tombstones, sorted."""
+        return self._selector[2] if self._sel() is not None else np.empty(0, np.int64)
+
+    def search(
+        self, queries: np.ndarray, k: int, settings: IndexSettings | None = None
+    ) -> list[list[tuple[int, float]]]:
+        """The ``k`` nearest live ids of each query row, best first, as (id, score);
+        ``settings``: other search settings for this search (default: the index's)."""
         arr = as_matrix(queries, self.dim, "queries")
         if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
+        settings = settings or self.settings
         with self._lock:
             k_live = min(int(k), len(self))
             if k_live == 0:
                 return [[] for _ in range(arr.shape[0])]
             sel = self._sel()
             parts = [
-                part.search(arr, k_live, params=index_kinds.search_params(part, self.settings, sel))
+                part.search(arr, k_live, params=index_kinds.search_params(part, settings, sel))
                 for part in (self._main, self._delta)
                 if part.ntotal
             ]
@@ -233,6 +242,68 @@ class VectorIndex:
             [(int(i), float(s)) for s, i in zip(row_s, row_i, strict=True) if i >= 0]
             for row_s, row_i in zip(scores, labels, strict=True)
         ]
+
+    # --- searching among given ids (filters) -----------------------------------------------
+
+    def held(self, ids: np.ndarray) -> np.ndarray:
+        """The live ids among ``ids`` (sorted, unique int64) that this index holds."""
+        ids = np.asarray(ids, np.int64)
+        with self._lock:
+            keep = np.zeros(ids.shape, bool)
+            for part in (self._main, self._delta):
+                keep |= _positions(part, ids) >= 0
+            return ids[keep & ~np.isin(ids, self._removed(), assume_unique=True)]
+
+    def score(self, query: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Exact inner products of ``query`` (one vector) with the live vectors among
+        ``ids`` (sorted, unique int64) that this index holds: (ids, scores), ids left out
+        when removed or not (yet) held. Read from the index's own copies: the float32
+        vectors of ``flat``, ``hnsw`` and the delta, the float16 re-rank copy of a
+        built ``ivfpq`` main (so a score is the one its search reports)."""
+        q = as_matrix(query, self.dim, "query")[0]
+        ids = np.asarray(ids, np.int64)
+        out_ids, out_scores = [], []
+        with self._lock:
+            ids = ids[~np.isin(ids, self._removed(), assume_unique=True)]
+            for part in (self._main, self._delta):
+                pos = _positions(part, ids)
+                found = pos >= 0
+                if found.any():
+                    out_ids.append(ids[found])
+                    out_scores.append(_inner_products(part, q, pos[found]))
+        if not out_ids:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        return np.concatenate(out_ids), np.concatenate(out_scores)
+
+    def search_among(
+        self, query: np.ndarray, k: int, ids: np.ndarray, settings: IndexSettings | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` nearest live ids among ``ids`` (sorted, unique int64) of one query,
+        best first: the index's own search restricted by a FAISS ``IDSelector`` (the ids,
+        and not the tombstones), with ``settings`` (default: the index's; a filter's
+        search is wider, ``IndexSettings.widened``). Approximate kinds may return fewer
+        than ``k`` (or miss some of the best): the caller checks (``score``)."""
+        arr = as_matrix(query, self.dim, "query")
+        ids = np.ascontiguousarray(ids, np.int64)
+        if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}")
+        if not ids.size:
+            return []
+        allowed = faiss.IDSelectorBatch(ids)
+        settings = settings or self.settings
+        with self._lock:
+            tomb = self._sel()
+            sel = allowed if tomb is None else faiss.IDSelectorAnd(allowed, tomb)
+            k_live = min(int(k), int(ids.size))
+            parts = [
+                part.search(arr, k_live, params=index_kinds.search_params(part, settings, sel))
+                for part in (self._main, self._delta)
+                if part.ntotal
+            ]
+        if not parts:
+            return []
+        scores, labels = parts[0] if len(parts) == 1 else _merge(parts, k_live)
+        return [(int(i), float(s)) for s, i in zip(scores[0], labels[0], strict=True) if i >= 0]
 
     # --- snapshots --------------------------------------------------------------------------
 
@@ -300,6 +371,34 @@ def _merge(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarr
     scores = np.where(labels >= 0, scores, -np.inf)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(scores, order, 1), np.take_along_axis(labels, order, 1)
+
+
+def _positions(part: Any, ids: np.ndarray) -> np.ndarray:
+    """Where each of ``ids`` sits in ``part`` (an ``IndexIDMap`` whose ids increase), -1
+    where it does not. Its id map is read in place (call with the index's lock held)."""
+    n = int(part.ntotal)
+    if n == 0 or not ids.size:
+        return np.full(ids.shape, -1, np.int64)
+    held = faiss.rev_swig_ptr(part.id_map.data(), n)
+    pos = np.minimum(np.searchsorted(held, ids), n - 1)
+    return np.where(held[pos] == ids, pos, -1).astype(np.int64)
+
+
+def _inner_products(part: Any, query: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The inner products of ``query`` with the vectors at positions ``pos`` of ``part``."""
+    inner = index_kinds.FAISS.downcast_index(part.index)
+    if isinstance(inner, index_kinds.FAISS.IndexRefine):  # a built ivfpq: its re-rank copy
+        stored = index_kinds.FAISS.downcast_index(inner.refine_index)
+        return np.asarray(stored.reconstruct_batch(pos) @ query, np.float32)
+    if isinstance(inner, index_kinds.FAISS.IndexHNSW):
+        inner = index_kinds.FAISS.downcast_index(inner.storage)
+    out = np.empty(pos.size, np.float32)
+    labels = np.ascontiguousarray(pos, np.int64)
+    q = np.ascontiguousarray(query, np.float32)
+    inner.compute_distance_subset(
+        1, faiss.swig_ptr(q), pos.size, faiss.swig_ptr(out), faiss.swig_ptr(labels)
+    )
+    return out
 
 
 def _write_synced(index: faiss.Index, path: Path) -> None:

@@ -156,3 +156,48 @@ def test_an_untrainable_ivfpq_index_is_exact():
     )
     assert index.delta == 20 and not index.delta_due()
     assert index.search(x[3], 1)[0][0][0] == 4
+
+
+def test_a_removed_vector_of_a_built_ivfpq_main_is_left_out_and_its_neighbour_kept(tmp_path):
+    # FAISS's IndexIDMap translates only the outer selector from positions to ids: the
+    # IVF under the re-rank needs its own translated one, or it drops the wrong vector
+    rng = np.random.default_rng(7)
+    x = unit(rng, 3000, 64)
+    ids = np.arange(10, 30010, 10)  # ids unlike positions
+    params = IndexSettings(m=16, nprobe=64, k_factor=16)
+    index = VectorIndex.build(64, "ivfpq", 3000, x, [(ids.tolist(), x)], tmp_path / "i", params)
+    assert index.search(x[5], 1)[0][0][0] == 60
+    index.remove([60])
+    hits = index.search(x[5], 10)[0]
+    assert len(hits) == 10 and 60 not in {i for i, _ in hits}
+    assert index.search(x[6], 1)[0][0][0] == 70  # the vector at position 6 is still found
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivfpq"])
+def test_searching_among_given_ids_and_scoring_them_leave_out_the_removed(tmp_path, kind):
+    rng = np.random.default_rng(8)
+    x = unit(rng, 3000, 64)
+    ids = np.arange(1, 3001)
+    params = IndexSettings(m=16, nprobe=8, k_factor=16)
+    index = VectorIndex.build(
+        64, kind, 2500, x, [(ids[:2500].tolist(), x[:2500])], tmp_path / "i", params
+    )
+    index.add(ids[2500:], x[2500:])  # ivfpq: into the exact delta
+    assert index.delta == (500 if kind == "ivfpq" else 0)
+    allowed = np.sort(rng.choice(ids, 300, replace=False))
+    removed = allowed[::10]
+    index.remove(removed.tolist())
+    live = np.setdiff1d(allowed, removed)
+    asked = np.concatenate([allowed, [4000, 5000]])  # two ids the index never held
+    assert index.held(asked).tolist() == live.tolist()
+    found, scores = index.score(x[7], asked)
+    assert sorted(found.tolist()) == live.tolist()
+    exact = x[found - 1] @ x[7]
+    assert np.allclose(scores, exact, atol=2e-3 if kind == "ivfpq" else 1e-5)
+    best = found[np.argsort(-scores)][:10].tolist()
+    for q in range(5):
+        hits = index.search_among(x[q], 10, allowed, params.widened(4, 4))
+        assert {i for i, _ in hits} <= set(live.tolist())
+    hits = index.search_among(x[7], 10, allowed, params.widened(30, 30))
+    assert len({i for i, _ in hits} & set(best)) >= 8
+    assert index.search_among(x[7], 10, np.empty(0, np.int64)) == []
