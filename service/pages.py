@@ -75,7 +75,14 @@ class Cursor:
     query: str
 
     def encode(self) -> str:
-        body = {"o": self.order, "g": self.group, "k": self.key, "i": self.id, "n": self.served, "q": self.query}
+        body = {
+            "o": self.order,
+            "g": self.group,
+            "k": self.key,
+            "i": self.id,
+            "n": self.served,
+            "q": self.query,
+        }
         raw = json.dumps(body, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -94,8 +101,15 @@ class Cursor:
                 body["q"],
             )
         except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
-            raise CursorError("the cursor is malformed: pass the 'next' of a previous page") from None
-        if not math.isfinite(cursor.key) or cursor.group not in (0, 1) or cursor.served < 0 or not isinstance(cursor.query, str):
+            raise CursorError(
+                "the cursor is malformed: pass the 'next' of a previous page"
+            ) from None
+        if (
+            not math.isfinite(cursor.key)
+            or cursor.group not in (0, 1)
+            or cursor.served < 0
+            or not isinstance(cursor.query, str)
+        ):
             raise CursorError("the cursor is malformed: pass the 'next' of a previous page")
         if cursor.order != order:
             raise CursorError(f"the cursor was made for order={cursor.order}, not order={order}")

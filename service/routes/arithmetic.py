@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
+from groundsearch.index.filters import PhotoFilter
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.service.capabilities.arithmetic import Arithmetic
 from groundsearch.service.capabilities.search import ImageHits, Relevances
@@ -23,7 +24,6 @@ from groundsearch.service.deps import (
     read_upload,
 )
 from groundsearch.service.problems import responses
-from groundsearch.index.filters import PhotoFilter
 from groundsearch.service.routes.filters import Filters
 from groundsearch.service.routes.params import (
     MAX_ID,

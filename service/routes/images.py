@@ -11,8 +11,8 @@ from fastapi.responses import FileResponse, Response
 
 from groundsearch.model.runtime.images.photos import EXTENSIONS, UPRIGHT_JPEG_QUALITY
 from groundsearch.service.deps import PhotosDep, SettingsDep, check_k
-from groundsearch.service.problems import responses
 from groundsearch.service.photo_pages import PageAsk
+from groundsearch.service.problems import responses
 from groundsearch.service.routes.filters import Filters, PagingDep
 from groundsearch.service.routes.params import ImageId, K, MinRelevance
 from groundsearch.service.schemas import ImagesResponse, page_hits

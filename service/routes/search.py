@@ -1,5 +1,6 @@
-"""Text → images, and a photo (with a text) → images. The query is cleaned once, here: a cached query takes no parse slot
-(``service.admission``); a full waiting line is answered 429 at once."""
+"""Text → images, and a photo (with a text) → images. The query is cleaned once, here: a
+cached query takes no parse slot (``service.admission``); a full waiting line is answered
+429 at once."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from groundsearch.service.deps import (
     check_k,
     read_upload,
 )
-from groundsearch.service.problems import responses
 from groundsearch.service.photo_pages import PageAsk
+from groundsearch.service.problems import responses
 from groundsearch.service.routes.filters import Filters, PagingDep
 from groundsearch.service.routes.params import (
     PHOTO_STATUSES,
@@ -98,10 +99,10 @@ async def search_image(
     identity = hashlib.sha256(data).hexdigest()
     parse = cleaned is not None and not capability.queries.is_cached(cleaned)
     async with admission.slots("cnn", *(("parse",) if parse else ())):
-        photo, _ = await workers.run(read_photo, data, settings.max_pixels, capability.photos.min_side)
-        page, timings = await workers.run(
-            capability.run, photo, identity, cleaned, ask, threshold
+        photo, _ = await workers.run(
+            read_photo, data, settings.max_pixels, capability.photos.min_side
         )
+        page, timings = await workers.run(capability.run, photo, identity, cleaned, ask, threshold)
     return SearchResponse(
         query=text or "", order=paging.order, **page_hits(page, threshold), timings_ms=timings
     )

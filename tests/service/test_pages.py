@@ -59,8 +59,10 @@ def test_pages_cover_the_ranking_in_order_without_repeats(order: str) -> None:
         assert seen == expect  # every photo, weak ones too, in score order
     else:
         sign = 1 if order == "date" else -1
-        dated = sorted((i for i in good if ranking.rows[i][1] is not None),
-                       key=lambda i: (sign * ranking.rows[i][1], i))
+        dated = sorted(
+            (i for i in good if ranking.rows[i][1] is not None),
+            key=lambda i: (sign * ranking.rows[i][1], i),
+        )
         undated = sorted(i for i in good if ranking.rows[i][1] is None)
         assert seen == dated + undated  # good matches only, undated last
     assert last.total == len(good) and last.total_exact
