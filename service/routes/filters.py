@@ -9,6 +9,7 @@ parameter (``FilterError``, ``CursorError``: ``service.app``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
 from typing import Annotated, Literal
 
 from fastapi import Depends, Query
@@ -21,15 +22,17 @@ DATE_HELP = (
     "without an offset, read as UTC). Compared with when each photo was taken (its EXIF "
     "DateTimeOriginal, else its file's time); a photo with neither never passes."
 )
-#: ``near``: "latitude,longitude" in decimal degrees.
-NEAR_PATTERN = r"^\s*[-+]?\d{1,3}(\.\d+)?\s*,\s*[-+]?\d{1,3}(\.\d+)?\s*$"
+_LAT = r"[-+]?(90(\.0+)?|[1-8]?\d(\.\d+)?)"
+_LON = r"[-+]?(180(\.0+)?|(1[0-7]\d|[1-9]?\d)(\.\d+)?)"
+#: ``near``: "latitude,longitude" in decimal degrees, each in its range.
+NEAR_PATTERN = rf"^{_LAT},{_LON}$"
 
 After = Annotated[
-    str | None,
-    Query(max_length=40, description=f"Only photos taken at or after this. {DATE_HELP}"),
+    datetime | date | None,
+    Query(description=f"Only photos taken at or after this. {DATE_HELP}"),
 ]
 Before = Annotated[
-    str | None, Query(max_length=40, description=f"Only photos taken before this. {DATE_HELP}")
+    datetime | date | None, Query(description=f"Only photos taken before this. {DATE_HELP}")
 ]
 Folder = Annotated[
     str | None,
@@ -98,7 +101,20 @@ def photo_filter(
     source: Source = None,
 ) -> PhotoFilter:
     """The filters of a request (FilterError, a 422, for values that cannot be used)."""
-    return PhotoFilter.from_query(after, before, folder, camera, near, within_km, source)
+    return PhotoFilter.from_query(
+        _seconds(after), _seconds(before), folder, camera, near, within_km, source
+    )
+
+
+def _seconds(moment: datetime | date | None) -> float | None:
+    """A date (its midnight) or date-time as epoch seconds, UTC when it names no offset."""
+    if moment is None:
+        return None
+    if not isinstance(moment, datetime):
+        moment = datetime.combine(moment, time())
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 @dataclass(frozen=True)
