@@ -27,12 +27,14 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from groundsearch.index.errors import StoreError, UnknownItemError
+from groundsearch.index.filters import FilterError
 from groundsearch.model.runtime.sentences import UnusableText
 from groundsearch.service import openapi, problems
 from groundsearch.service.admission import Admission, EarlyRefusal, Gate
 from groundsearch.service.components import Capabilities, Components
 from groundsearch.service.memory import return_freed_memory
 from groundsearch.service.metrics import Metrics, MetricsMiddleware
+from groundsearch.service.pages import CursorError
 from groundsearch.service.photo_workers import PhotoWorkers
 from groundsearch.service.problems import problem
 from groundsearch.service.routes import (
@@ -51,7 +53,7 @@ from groundsearch.service.writing import NoDecoder
 
 log = logging.getLogger("groundsearch.service")
 #: Routes that take uploads: refused by Content-Length before the body is read.
-UPLOAD_ROUTES = {"/describe", "/arithmetic/upload", "/gallery/images"}
+UPLOAD_ROUTES = {"/describe", "/arithmetic/upload", "/gallery/images", "/search/image"}
 #: Swagger UI, from a PyPI package (FastAPI's defaults load them from a CDN).
 DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
 #: Room for the multipart envelope around the file.
@@ -66,6 +68,12 @@ UNUSABLE_TEXT = {
     "no-words": (404, "unusable-text"),
     "unknown-words": (404, "unusable-text"),
 }
+
+
+def _invalid_parameter(request: Request, parameter: str, detail: str) -> JSONResponse:
+    """A 422 naming one query parameter, shaped as FastAPI's own validation problems."""
+    errors = [{"loc": ["query", parameter], "msg": detail, "type": "value_error"}]
+    return problem(request, 422, f"invalid request: {parameter}: {detail}", errors=errors)
 
 
 def create_app(
@@ -143,6 +151,14 @@ def create_app(
     async def _unusable(request: Request, exc: UnusableText) -> JSONResponse:
         status, slug = UNUSABLE_TEXT[exc.reason]
         return problem(request, status, str(exc), slug)
+
+    @app.exception_handler(FilterError)
+    async def _bad_filter(request: Request, exc: FilterError) -> JSONResponse:
+        return _invalid_parameter(request, exc.parameter, str(exc))
+
+    @app.exception_handler(CursorError)
+    async def _bad_cursor(request: Request, exc: CursorError) -> JSONResponse:
+        return _invalid_parameter(request, "cursor", str(exc))
 
     @app.exception_handler(NoDecoder)
     async def _no_decoder(request: Request, exc: NoDecoder) -> JSONResponse:

@@ -34,7 +34,7 @@ from groundsearch.service.capabilities.describe import Describe
 from groundsearch.service.capabilities.explain import Explain
 from groundsearch.service.capabilities.gallery_writes import GalleryWrites
 from groundsearch.service.capabilities.photos import Photos
-from groundsearch.service.capabilities.search import Search
+from groundsearch.service.capabilities.search import PhotoSearch, Search
 from groundsearch.service.capabilities.status import Status
 from groundsearch.service.photo_vectors import PhotoVectors
 from groundsearch.service.queries import QueryVectors
@@ -141,6 +141,7 @@ class Capabilities:
     """One object per capability, built once over the components."""
 
     search: Search
+    photo_search: PhotoSearch
     photos: Photos
     describe: Describe
     arithmetic: Arithmetic
@@ -152,6 +153,9 @@ class Capabilities:
     def over(cls, c: Components) -> Capabilities:
         return cls(
             search=Search(c.queries, c.gallery, c.stages, c.judge),
+            photo_search=PhotoSearch(
+                c.photos, c.queries, c.gallery, c.stages, c.judge, c.judge.channel_columns
+            ),
             photos=Photos(c.gallery, c.judge),
             describe=Describe(c.photos, c.queries, c.gallery, c.bank, c.writer, c.stages, c.judge),
             arithmetic=Arithmetic(

@@ -20,7 +20,7 @@ from groundsearch.service.capabilities.describe import Describe
 from groundsearch.service.capabilities.explain import Explain
 from groundsearch.service.capabilities.gallery_writes import GalleryWrites
 from groundsearch.service.capabilities.photos import Photos
-from groundsearch.service.capabilities.search import Search
+from groundsearch.service.capabilities.search import PhotoSearch, Search
 from groundsearch.service.components import Capabilities
 from groundsearch.service.photo_workers import PhotoWorkers
 from groundsearch.service.problems import ServiceError
@@ -54,6 +54,7 @@ def _capability(pick: Callable[[Capabilities], T]) -> Callable[[Request], Awaita
 
 
 get_search = _capability(lambda c: c.search)
+get_photo_search = _capability(lambda c: c.photo_search)
 get_photos = _capability(lambda c: c.photos)
 get_describe = _capability(lambda c: c.describe)
 get_arithmetic = _capability(lambda c: c.arithmetic)
@@ -71,6 +72,7 @@ async def get_photo_workers(request: Request) -> PhotoWorkers:
 
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 SearchDep = Annotated[Search, Depends(get_search)]
+PhotoSearchDep = Annotated[PhotoSearch, Depends(get_photo_search)]
 PhotosDep = Annotated[Photos, Depends(get_photos)]
 DescribeDep = Annotated[Describe, Depends(get_describe)]
 ArithmeticDep = Annotated[Arithmetic, Depends(get_arithmetic)]

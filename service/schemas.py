@@ -12,6 +12,8 @@ from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.service.capabilities.describe import Description
+from groundsearch.service.pages import Page
+from groundsearch.service.photo_pages import hits_of
 from groundsearch.service.relevance import split
 
 #: What a hit's ``relevance`` is (docs/API.md, "Relevance").
@@ -176,12 +178,36 @@ def caption_hits(
     }
 
 
+def page_hits(page: Page, threshold: float | None) -> dict[str, Any]:
+    """``results``, ``weak``, ``no_match``, ``min_relevance`` and the paging fields of one
+    page of photos (``service.pages``): ``no_match`` when no photo of the whole ranking
+    reaches the threshold (``total`` 0)."""
+    hits, relevance = hits_of(page)
+    out = image_hits(hits, relevance, threshold)
+    out.update(no_match=page.total == 0, next=page.next, total=page.total)
+    out["total_exact"] = page.total_exact
+    return out
+
+
+NEXT = "The cursor of the next page (pass it as 'cursor'); null on the last page."
+TOTAL = (
+    "How many photos passing the filters reach min_relevance, counted over the ranking's "
+    "first 1,000 hits (a lower bound when total_exact is false)."
+)
+
+
 class SearchResponse(BaseModel):
     query: str
     results: list[ImageHit] = Field(description=RESULTS)
     weak: list[ImageHit] = Field(default_factory=list, description=WEAK)
     no_match: bool = Field(default=False, description=NO_MATCH)
     min_relevance: float | None = Field(default=None, description=MIN_RELEVANCE)
+    order: Literal["relevance", "date", "-date"] = Field(
+        default="relevance", description="The order of the hits (see the 'order' parameter)."
+    )
+    next: str | None = Field(default=None, description=NEXT)
+    total: int | None = Field(default=None, description=TOTAL)
+    total_exact: bool | None = Field(default=None, description="Whether 'total' is exact.")
     timings_ms: dict[str, float]
 
 
@@ -190,6 +216,12 @@ class ImagesResponse(BaseModel):
     weak: list[ImageHit] = Field(default_factory=list, description=WEAK)
     no_match: bool = Field(default=False, description=NO_MATCH)
     min_relevance: float | None = Field(default=None, description=MIN_RELEVANCE)
+    order: Literal["relevance", "date", "-date"] | None = Field(
+        default=None, description="The order of the hits, on the routes that take one."
+    )
+    next: str | None = Field(default=None, description=NEXT + " (paged routes only)")
+    total: int | None = Field(default=None, description=TOTAL + " (paged routes only)")
+    total_exact: bool | None = Field(default=None, description="Whether 'total' is exact.")
     generated: list[WrittenSentence] = Field(
         default_factory=list, description=WRITTEN + " Only when asked for (`sentence=true`)."
     )

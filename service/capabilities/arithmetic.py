@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
+from groundsearch.index.filters import PhotoFilter
 from groundsearch.index.gallery import Gallery
 from groundsearch.model.runtime.arithmetic import arithmetic_query, centre_rerank
 from groundsearch.model.runtime.captioning import Generated
@@ -41,12 +42,14 @@ class Arithmetic:
         rerank: bool,
         rerank_top: int = 5,
         written: bool = False,
+        where: PhotoFilter | None = None,
     ) -> tuple[ImageHits, Relevances, list[Generated], Timings]:
         """Images near ``base − Σ minus + Σ plus``. With ``rerank``, a wider candidate
         list is re-sorted by its similarity to the mean of its top ``rerank_top`` photos,
         which pulls the answer toward what those photos share. With ``written``, also the
         sentences the decoder writes for the result vector. Each hit's relevance is read
-        from the query's own scores (before any rerank)."""
+        from the query's own scores (before any rerank). ``where``: only photos that pass
+        these filters (applied in the search)."""
         timings: Timings = {}
         if isinstance(base, int):
             start = self.gallery.image_vector(base)
@@ -59,7 +62,7 @@ class Arithmetic:
         fetch = k + len(exclude) + (max(4 * k, 50) if rerank else 0)
         with self.stages.stage("search", timings):
             found = self.gallery.search_images(
-                query, max(fetch, self.judge.fetch(k) + len(exclude))
+                query, max(fetch, self.judge.fetch(k) + len(exclude)), where
             )
         ranked = [h for h in found if h[0].id not in exclude]
         judged = self.judge.of("arithmetic", [s for _, s in ranked])

@@ -10,7 +10,9 @@ from PIL import Image
 
 from groundsearch.index.gallery import Gallery, UnknownItemError
 from groundsearch.model.runtime.images.photos import upright_copy
-from groundsearch.service.capabilities.search import ImageHits, Relevances
+from groundsearch.service.capabilities.search import ImageHits
+from groundsearch.service.pages import Page
+from groundsearch.service.photo_pages import PageAsk, photo_page
 from groundsearch.service.relevance import NO_JUDGE, Judge
 
 
@@ -57,9 +59,13 @@ class Photos:
             turned = None  # a file Pillow cannot turn: sent as it is stored
         return ServedPhoto(path, stat) if turned is None else ServedPhoto(path, stat, *turned)
 
-    def similar(self, image_id: int, k: int) -> tuple[ImageHits, Relevances]:
-        """The ``k`` gallery photos closest to this one (itself excluded), and their
-        relevance."""
-        hits = self.gallery.similar_images(image_id, self.judge.fetch(k))
-        relevance = self.judge.of("image-image", [s for _, s in hits])
-        return hits[:k], relevance[:k]
+    def similar(self, image_id: int, ask: PageAsk, threshold: float | None = None) -> Page:
+        """The page ``ask`` wants of the gallery photos closest to this one (itself
+        excluded) among those that pass its filters, with their relevance."""
+        self.gallery.image_vector(image_id)  # UnknownItemError before anything else
+
+        def fetch(n: int) -> ImageHits:
+            return self.gallery.similar_images(image_id, n, ask.where)
+
+        judge = lambda scores: self.judge.of("image-image", scores)  # noqa: E731
+        return photo_page(fetch, judge, ask, threshold, ("similar", image_id))

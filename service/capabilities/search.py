@@ -1,10 +1,17 @@
-"""Text → the gallery photos that match it best."""
+"""Text → the gallery photos that match it best; a photo (and a text) → the photos most
+like it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from PIL import Image
+
 from groundsearch.index.gallery import Gallery, ImageRecord
+from groundsearch.model.runtime.arithmetic import arithmetic_query
+from groundsearch.service.pages import Page
+from groundsearch.service.photo_pages import PageAsk, photo_page
+from groundsearch.service.photo_vectors import PhotoVectors
 from groundsearch.service.queries import QueryVectors
 from groundsearch.service.relevance import NO_JUDGE, Judge
 from groundsearch.service.timing import Stages, Timings
@@ -32,12 +39,69 @@ class Search:
         """Whether the query needs no parse (called on the event loop)."""
         return self.queries.is_cached(cleaned)
 
-    def run(self, cleaned: str, k: int) -> tuple[ImageHits, Relevances, Timings]:
-        """The ``k`` photos that best match a cleaned query, and their relevance (read
-        from the query's top scores, ``service.relevance``)."""
+    def run(
+        self, cleaned: str, ask: PageAsk, threshold: float | None = None
+    ) -> tuple[Page, Timings]:
+        """The page ``ask`` wants of the photos that match a cleaned query (filtered in
+        the search), each with its relevance (read from the query's top scores,
+        ``service.relevance``); ``threshold``: the ``min_relevance`` applied."""
         timings: Timings = {}
         vec = self.queries.vector(cleaned, timings)
+
+        def fetch(n: int) -> ImageHits:
+            return self.gallery.search_images(vec, n, ask.where)
+
         with self.stages.stage("search", timings):
-            hits = self.gallery.search_images(vec, self.judge.fetch(k))
-        relevance = self.judge.of("text-image", [s for _, s in hits], vec, cleaned)
-        return hits[:k], relevance[:k], timings
+            page = photo_page(
+                fetch,
+                lambda scores: self.judge.of("text-image", scores, vec, cleaned),
+                ask,
+                threshold,
+                cleaned,
+            )
+        return page, timings
+
+
+@dataclass(eq=False)
+class PhotoSearch:
+    """``/search/image``: the gallery photos most like an uploaded photo, optionally
+    steered by a text ("like this one, but at night")."""
+
+    photos: PhotoVectors
+    queries: QueryVectors
+    gallery: Gallery
+    stages: Stages
+    judge: Judge = NO_JUDGE
+    channel_columns: int = 0
+
+    def run(
+        self,
+        image: Image.Image,
+        identity: str,
+        cleaned: str | None,
+        ask: PageAsk,
+        threshold: float | None = None,
+    ) -> tuple[Page, Timings]:
+        """The page ``ask`` wants of the photos nearest the photo's vector — or, with a
+        cleaned text, nearest ``unit(photo + text)`` (the photo's joint vector plus the
+        text's, as ``/arithmetic`` adds a phrase), judged as arithmetic hits.
+        ``identity`` names the photo in the cursor (its bytes' digest)."""
+        timings: Timings = {}
+        vec = self.photos.vector(image, timings)
+        kind = "image-image"
+        if cleaned is not None:
+            text = self.queries.vector(cleaned, timings)
+            vec, kind = arithmetic_query(vec, [text], [], self.channel_columns), "arithmetic"
+
+        def fetch(n: int) -> ImageHits:
+            return self.gallery.search_images(vec, n, ask.where)
+
+        with self.stages.stage("search", timings):
+            page = photo_page(
+                fetch,
+                lambda scores: self.judge.of(kind, scores),
+                ask,
+                threshold,
+                (identity, cleaned),
+            )
+        return page, timings

@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
+from groundsearch.index.filters import PhotoFilter
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.service.capabilities.arithmetic import Arithmetic
 from groundsearch.service.capabilities.search import ImageHits, Relevances
@@ -23,6 +24,7 @@ from groundsearch.service.deps import (
     read_upload,
 )
 from groundsearch.service.problems import responses
+from groundsearch.service.routes.filters import Filters
 from groundsearch.service.routes.params import (
     MAX_ID,
     PHOTO_STATUSES,
@@ -56,6 +58,7 @@ class Terms:
     rerank: bool
     sentence: bool
     min_relevance: float | None
+    where: PhotoFilter
 
     def check(self, capability: Arithmetic, settings: ServiceSettings) -> None:
         """422 for a ``k`` over the limit; 501 before any work when no sentence can be
@@ -66,6 +69,7 @@ class Terms:
 
 
 async def _terms(
+    where: Filters,
     plus: Plus = [],  # noqa: B006
     minus: Minus = [],  # noqa: B006
     k: K = 10,
@@ -73,7 +77,7 @@ async def _terms(
     sentence: Sentence = False,
     min_relevance: MinRelevance = None,
 ) -> Terms:
-    return Terms(plus, minus, k, rerank, sentence, min_relevance)
+    return Terms(plus, minus, k, rerank, sentence, min_relevance, where)
 
 
 async def _gallery_photo(
@@ -104,7 +108,12 @@ async def arithmetic(
     plus, minus, sentence = terms.plus, terms.minus, terms.sentence
     async with admission.slots(*(("parse",) if plus or minus or sentence else ())):
         hits, relevance, wrote, timings = await run_in_threadpool(
-            capability.run, image_id, plus, minus, terms.k, terms.rerank, written=sentence
+            partial(capability.run, written=sentence, where=terms.where),
+            image_id,
+            plus,
+            minus,
+            terms.k,
+            terms.rerank,
         )
     return _images(hits, relevance, capability.judge.threshold(terms.min_relevance), wrote, timings)
 
@@ -142,7 +151,7 @@ async def arithmetic_upload(
         photo, _ = await workers.run(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )
-        compute = partial(capability.run, written=terms.sentence)
+        compute = partial(capability.run, written=terms.sentence, where=terms.where)
         hits, relevance, wrote, timings = await workers.run(
             compute, photo, terms.plus, terms.minus, terms.k, terms.rerank
         )

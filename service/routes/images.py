@@ -11,9 +11,11 @@ from fastapi.responses import FileResponse, Response
 
 from groundsearch.model.runtime.images.photos import EXTENSIONS, UPRIGHT_JPEG_QUALITY
 from groundsearch.service.deps import PhotosDep, SettingsDep, check_k
+from groundsearch.service.photo_pages import PageAsk
 from groundsearch.service.problems import responses
+from groundsearch.service.routes.filters import Filters, PagingDep
 from groundsearch.service.routes.params import ImageId, K, MinRelevance
-from groundsearch.service.schemas import ImagesResponse, image_hits
+from groundsearch.service.schemas import ImagesResponse, page_hits
 
 router = APIRouter(tags=["images"])
 BINARY = {"schema": {"type": "string", "format": "binary"}}
@@ -73,11 +75,15 @@ async def similar(
     photos: PhotosDep,
     settings: SettingsDep,
     image_id: ImageId,
+    where: Filters,
+    paging: PagingDep,
     k: K = 10,
     min_relevance: MinRelevance = None,
 ) -> ImagesResponse:
-    """The ``k`` gallery photos closest to this one (itself excluded): those whose
-    relevance reaches ``min_relevance`` in ``results``, the others in ``weak``."""
+    """The gallery photos closest to this one (itself excluded) among those that pass the
+    filters, ``k`` a page, ordered and paged as ``/search``'s."""
     check_k(k, settings)
-    hits, relevance = await run_in_threadpool(photos.similar, image_id, k)
-    return ImagesResponse(**image_hits(hits, relevance, photos.judge.threshold(min_relevance)))
+    threshold = photos.judge.threshold(min_relevance)
+    ask = PageAsk(k, where, paging.order, paging.cursor)
+    page = await run_in_threadpool(photos.similar, image_id, ask, threshold)
+    return ImagesResponse(order=paging.order, **page_hits(page, threshold))
