@@ -9,7 +9,11 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 
-from groundsearch.model.runtime.images.photos import EXTENSIONS, UPRIGHT_JPEG_QUALITY
+from groundsearch.model.runtime.images.photos import (
+    MEDIA_TYPES,
+    PHOTO_FORMATS,
+    UPRIGHT_JPEG_QUALITY,
+)
 from groundsearch.service.deps import PhotosDep, SettingsDep, check_k
 from groundsearch.service.problems import responses
 from groundsearch.service.routes.params import ImageId, K, MinRelevance
@@ -17,11 +21,6 @@ from groundsearch.service.schemas import ImagesResponse, image_hits
 
 router = APIRouter(tags=["images"])
 BINARY = {"schema": {"type": "string", "format": "binary"}}
-#: The content type a gallery photo is served with, by its file's suffix.
-MEDIA_TYPES = {f".{ext}": f"image/{fmt.lower()}" for fmt, ext in EXTENSIONS.items()} | {
-    ".jpeg": "image/jpeg",
-    ".tiff": "image/tiff",
-}
 OTHER = "application/octet-stream"
 PHOTO_TYPES = sorted({*MEDIA_TYPES.values(), OTHER})
 #: How long a client may keep a served photo.
@@ -52,8 +51,8 @@ async def photo(photos: PhotosDep, image_id: ImageId) -> Response:
         return FileResponse(
             served.path, media_type=content_type, headers=headers, stat_result=served.stat
         )
-    if served.format in EXTENSIONS:
-        content_type = f"image/{served.format.lower()}"
+    if served.format in PHOTO_FORMATS:
+        content_type = PHOTO_FORMATS[served.format].media_type
     stat = served.stat
     # validators of the file, marked: another representation than the file's bytes
     tag = hashlib.md5(f"{stat.st_mtime}-{stat.st_size}-upright".encode(), usedforsecurity=False)
