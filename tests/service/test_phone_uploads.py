@@ -35,6 +35,15 @@ PHONE = Exif(
 KINDS = {"HEIF": ("heic", "image/heic"), "AVIF": ("avif", "image/avif")}
 
 
+#: What browsers send for an <img>: Chrome's and Firefox's do not name HEIC, Safari's does.
+CHROME = "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8"
+FIREFOX = "image/avif,image/webp,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5"
+SAFARI = (
+    "image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,"
+    "image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5"
+)
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
@@ -106,6 +115,24 @@ def test_a_phone_photo_is_added_upright_with_its_metadata_and_served_as_stored(w
         ).json()["results"]
         mine = next(h for h in hits if h["id"] == added["id"])
         assert (mine["camera"], mine["taken"]) == ("Apple iPhone 15 Pro", meta.taken)
+        # a browser: Chrome shows AVIF but not HEIC, Safari both
+        chrome = client.get(added["url"], headers={"Accept": CHROME})
+        safari = client.get(added["url"], headers={"Accept": SAFARI})
+        assert safari.status_code == 200 and safari.content == data
+        assert chrome.status_code == 200, chrome.text
+        if fmt == "AVIF":
+            assert chrome.content == data and chrome.headers["content-type"] == media
+            assert "vary" not in chrome.headers
+        else:
+            assert chrome.headers["content-type"] == "image/jpeg"
+            assert chrome.headers["vary"] == safari.headers["vary"] == "Accept"
+            assert chrome.headers["etag"] != served.headers.get("etag")
+            with Image.open(io.BytesIO(chrome.content)) as img:  # upright, tag dropped
+                assert img.format == "JPEG" and img.size == upright.size
+                assert img.getexif().get(0x0112) is None
+                assert img.getexif().get(0x0110) == "iPhone 15 Pro"
+                diff = np.abs(np.asarray(img, np.int16) - np.asarray(upright, np.int16))
+                assert diff.mean() < 4, diff.mean()
     finally:
         for answer in (added, reference.json()):
             client.delete(f"/gallery/images/{answer['id']}", headers=AUTH)
@@ -172,3 +199,24 @@ def test_an_upload_decodes_a_phone_photo_no_larger_than_needed():
     big.save(out, format="AVIF", quality=80, speed=10)
     img, fmt = read_photo(out.getvalue(), 40_000_000, 292)
     assert fmt == "AVIF" and img.size == (480, 320)  # 1600 // 292 = 5
+
+
+@pytest.mark.parametrize(
+    ("accept", "takes"),
+    [
+        (None, True),
+        ("*/*", True),
+        ("", True),
+        (SAFARI, True),
+        ("image/heif", True),
+        ("IMAGE/HEIC;q=0.9, image/jpeg", True),
+        (CHROME, False),
+        (FIREFOX, False),
+        ("image/jpeg", False),
+        ("image/*", False),
+    ],
+)
+def test_who_takes_a_heic(accept, takes):
+    from groundsearch.service.routes.images import takes_heif
+
+    assert takes_heif(accept) is takes

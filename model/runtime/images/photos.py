@@ -314,6 +314,22 @@ def upright_copy(path: Path | str) -> tuple[bytes, str] | None:
         return out.getvalue(), fmt
 
 
+def jpeg_copy(path: Path | str) -> bytes:
+    """A photo file decoded upright and re-encoded as a JPEG at ``UPRIGHT_JPEG_QUALITY``
+    (the ICC profile and the EXIF tags kept, less the orientation): a HEIC for a client
+    that cannot show one. OSError and the like when the file cannot be read."""
+    with Image.open(path) as img:
+        turned = upright(img).convert("RGB")
+        exif = turned.getexif()
+        exif.pop(ORIENTATION, None)
+        options: dict[str, object] = {"exif": exif, "quality": UPRIGHT_JPEG_QUALITY}
+        if "icc_profile" in img.info:
+            options["icc_profile"] = img.info["icc_profile"]
+        out = io.BytesIO()
+        turned.save(out, format="JPEG", **options)
+        return out.getvalue()
+
+
 def _reduced(img: Image.Image, min_side: int | None) -> Image.Image:
     """``img`` box-reduced by the largest whole factor keeping both sides ≥ ``min_side``."""
     factor = min(img.size) // min_side if min_side else 1
