@@ -225,7 +225,7 @@ def _open_error(fmt: str, source: Path | str | bytes) -> str:
     try:
         fp = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
         with fp:
-            reader(fp).close()
+            reader(fp, "" if isinstance(source, bytes) else str(source)).close()
     except Exception as exc:  # the reader's own error: its message is the point
         return str(exc).strip() or type(exc).__name__
     return "its reader opens it alone"
