@@ -27,10 +27,14 @@ docs/BENCHMARKS.md, "Photo metadata"):
   west negative); None when missing, out of range, or exactly (0, 0) (what a receiver
   without a fix writes).
 * **width**, **height**: the pixel size as shown — swapped for EXIF orientations 5–8,
-  whose pixels are stored turned a quarter.
+  whose pixels are stored turned a quarter. (A HEIF's reader gives its size as shown and
+  its EXIF orientation as 1, since its decoder turns it; an AVIF's gives the container's
+  turn as the EXIF orientation: both come out right.)
 * **folder**, **name**: an indexed file's absolute folder and file name; an upload has
   no folder, and its name is the one it was uploaded with (its last path component).
 
+HEIC/HEIF and AVIF files (iPhones' and many Android phones') are read the same way:
+their readers (``photos.register_formats``) give the file's Exif item as ``info["exif"]``.
 A broken or absent value gives None for that field, never an exception; a file Pillow
 cannot open at all gives only its folder, name and modification time. A PNG's EXIF
 chunk after the pixel data is not read (finding it would mean reading the pixels).
@@ -50,6 +54,10 @@ from typing import Any, BinaryIO
 
 from PIL import Image
 
+from groundsearch.model.runtime.images.photos import register_formats
+
+register_formats()  # HEIC/HEIF and AVIF: their EXIF too
+
 __all__ = ["PhotoMetadata", "read_metadata", "read_upload_metadata"]
 
 #: The sub-IFDs of IFD0 and the tags read from each.
@@ -63,7 +71,7 @@ MAX_TEXT = 255
 #: What goes wrong while parsing a damaged header or EXIF block.
 BROKEN = (OSError, SyntaxError, ValueError, TypeError, KeyError, IndexError, EOFError,
           ZeroDivisionError, OverflowError, AttributeError, UnicodeError, MemoryError,
-          Image.DecompressionBombError)  # fmt: skip
+          RuntimeError, Image.DecompressionBombError)  # fmt: skip
 
 _DATE = re.compile(r"\s*(\d{4})[:\-](\d{2})[:\-](\d{2})[ T](\d{2}):(\d{2}):(\d{2})")
 _OFFSET = re.compile(r"\s*([+-])(\d{2}):?(\d{2})\s*$")

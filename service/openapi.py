@@ -14,12 +14,12 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from groundsearch.model.runtime.images.photos import EXTENSIONS
+from groundsearch.model.runtime.images.photos import upload_media_types
 from groundsearch.service.problems import FieldError, Problem, responses
 from groundsearch.service.settings import ServiceSettings
 
 #: The media types of the formats an upload may be in.
-PHOTO_MEDIA_TYPES = ", ".join(f"image/{fmt.lower()}" for fmt in EXTENSIONS)
+PHOTO_MEDIA_TYPES = ", ".join(upload_media_types())
 
 
 def install(app: FastAPI, settings: ServiceSettings) -> None:

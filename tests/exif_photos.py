@@ -14,6 +14,7 @@ from PIL import Image
 from PIL.TiffImagePlugin import IFDRational
 
 from groundsearch.model.runtime.images.photos import as_stored
+from tests.oriented import ENCODE
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,9 @@ def photo_bytes(
     orientation = tags.orientation if tags is not None and tags.orientation else 1
     stored = as_stored(upright.convert("RGB"), orientation)
     out = io.BytesIO()
-    options = {"quality": 90} if fmt == "JPEG" else {}
-    if block is not None:
-        options["exif"] = block
+    options = (ENCODE[fmt] | {"quality": 90}) if fmt in ENCODE else {}
+    if block is not None:  # as bytes: pillow-heif turns a HEIF by EXIF bytes only
+        options["exif"] = block.tobytes()
     stored.save(out, format=fmt, **options)
     return out.getvalue()
 

@@ -17,8 +17,24 @@ from PIL import Image
 from groundsearch.model.runtime.images.photos import STORED_TURN, as_stored
 
 ORIENTATIONS = tuple(STORED_TURN)
-#: Pillow's name of each format, and the suffix of its files.
-SUFFIX = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "TIFF": "tif"}
+#: Pillow's name of each format, and the suffix of its files (HEIF and AVIF: written by
+#: pillow-heif and pillow-avif-plugin, which store the orientation as the container's
+#: rotation and mirror boxes, as phones do).
+SUFFIX = {
+    "PNG": "png",
+    "JPEG": "jpg",
+    "WEBP": "webp",
+    "TIFF": "tif",
+    "HEIF": "heic",
+    "AVIF": "avif",
+}
+#: How lossy formats are written: quality 95; HEIF and AVIF with their encoders' fastest
+#: settings (x265's ultrafast preset, AV1 speed 10), real files at a tenth of the time.
+ENCODE: dict[str, dict[str, object]] = {
+    "JPEG": {"quality": 95},
+    "HEIF": {"quality": 95, "enc_params": {"preset": "ultrafast"}},
+    "AVIF": {"quality": 95, "speed": 10},
+}
 
 
 def coffee(size: tuple[int, int] | None = None) -> Image.Image:
@@ -28,13 +44,14 @@ def coffee(size: tuple[int, int] | None = None) -> Image.Image:
 
 
 def oriented_bytes(upright: Image.Image, orientation: int, fmt: str = "PNG", **options) -> bytes:
-    """``upright`` stored with EXIF ``orientation`` in ``fmt`` (JPEG: quality 95)."""
+    """``upright`` stored with EXIF ``orientation`` in ``fmt`` (JPEG, HEIF, AVIF: quality 95)."""
     exif = Image.Exif()
     exif[0x0112] = orientation
-    if fmt == "JPEG":
-        options.setdefault("quality", 95)
+    options = ENCODE.get(fmt, {}) | options
     out = io.BytesIO()
-    as_stored(upright, orientation).save(out, format=fmt, exif=exif, **options)
+    # as bytes: pillow-heif reads the orientation it writes as the HEIF's rotation and
+    # mirror from EXIF bytes only (an Image.Exif would leave a HEIF shown as stored)
+    as_stored(upright, orientation).save(out, format=fmt, exif=exif.tobytes(), **options)
     return out.getvalue()
 
 

@@ -9,11 +9,14 @@ from pathlib import Path
 from PIL import Image
 
 from groundsearch.index.gallery import Gallery, UnknownItemError
-from groundsearch.model.runtime.images.photos import upright_copy
+from groundsearch.model.runtime.images.photos import PHOTO_FORMATS, jpeg_copy, upright_copy
 from groundsearch.service.capabilities.search import ImageHits
 from groundsearch.service.pages import Page
 from groundsearch.service.photo_pages import PageAsk, photo_page
 from groundsearch.service.relevance import NO_JUDGE, Judge
+
+#: The suffixes of HEIF files: sent as JPEGs to clients that do not take HEIF.
+HEIF_SUFFIXES = frozenset(f".{suffix}" for suffix in PHOTO_FORMATS["HEIF"].suffixes)
 
 
 @dataclass(frozen=True)
@@ -21,14 +24,17 @@ class ServedPhoto:
     """What ``/images/{id}`` sends: the file, or the photo turned upright.
 
     ``upright`` is the photo re-encoded upright in ``format`` when its EXIF orientation is
-    not 1; None when the file itself is sent (upright already, animated, or not readable
-    here: it is then sent as it is stored). ``stat``: the file's, read before it.
+    not 1, or a HEIF as a JPEG for a client that does not take HEIF; None when the file
+    itself is sent (upright already, animated, or not readable here: it is then sent as
+    it is stored). ``stat``: the file's, read before it. ``negotiated``: the answer
+    depends on what the client takes (a HEIF: ``Vary: Accept``).
     """
 
     path: Path
     stat: os.stat_result
     upright: bytes | None = None
     format: str | None = None
+    negotiated: bool = False
 
 
 @dataclass(eq=False)
@@ -42,22 +48,34 @@ class Photos:
         """The file of a gallery photo (UnknownItemError if the item or file is gone)."""
         return self.gallery.photo_path(image_id)
 
-    def served(self, image_id: int) -> ServedPhoto:
-        """The gallery photo as ``/images/{id}`` sends it: upright (UnknownItemError if the
-        item or file is gone)."""
+    def served(self, image_id: int, takes_heif: bool = True) -> ServedPhoto:
+        """The gallery photo as ``/images/{id}`` sends it: upright, and a HEIF as a JPEG
+        unless the client ``takes_heif`` (UnknownItemError if the item or file is gone)."""
         path = self.path(image_id)
         gone = UnknownItemError(f"the photo of image {image_id} is no longer on disk")
         try:
             stat = path.stat()
         except FileNotFoundError:  # removed since photo_path found it
             raise gone from None
+        heif = path.suffix.lower() in HEIF_SUFFIXES
         try:
+            if heif and not takes_heif:
+                return ServedPhoto(path, stat, jpeg_copy(path), "JPEG", negotiated=True)
             turned = upright_copy(path)
         except FileNotFoundError:
             raise gone from None
-        except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
+        except (
+            OSError,
+            SyntaxError,
+            ValueError,
+            EOFError,
+            RuntimeError,
+            Image.DecompressionBombError,
+        ):
             turned = None  # a file Pillow cannot turn: sent as it is stored
-        return ServedPhoto(path, stat) if turned is None else ServedPhoto(path, stat, *turned)
+        if turned is None:
+            return ServedPhoto(path, stat, negotiated=heif)
+        return ServedPhoto(path, stat, *turned, negotiated=heif)
 
     def similar(self, image_id: int, ask: PageAsk, threshold: float | None = None) -> Page:
         """The page ``ask`` wants of the gallery photos closest to this one (itself

@@ -5,11 +5,15 @@ from __future__ import annotations
 import hashlib
 from email.utils import formatdate
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 
-from groundsearch.model.runtime.images.photos import EXTENSIONS, UPRIGHT_JPEG_QUALITY
+from groundsearch.model.runtime.images.photos import (
+    MEDIA_TYPES,
+    PHOTO_FORMATS,
+    UPRIGHT_JPEG_QUALITY,
+)
 from groundsearch.service.deps import PhotosDep, SettingsDep, check_k
 from groundsearch.service.photo_pages import PageAsk
 from groundsearch.service.problems import responses
@@ -19,11 +23,6 @@ from groundsearch.service.schemas import ImagesResponse, page_hits
 
 router = APIRouter(tags=["images"])
 BINARY = {"schema": {"type": "string", "format": "binary"}}
-#: The content type a gallery photo is served with, by its file's suffix.
-MEDIA_TYPES = {f".{ext}": f"image/{fmt.lower()}" for fmt, ext in EXTENSIONS.items()} | {
-    ".jpeg": "image/jpeg",
-    ".tiff": "image/tiff",
-}
 OTHER = "application/octet-stream"
 PHOTO_TYPES = sorted({*MEDIA_TYPES.values(), OTHER})
 #: How long a client may keep a served photo.
@@ -38,32 +37,51 @@ CACHE_CONTROL = "max-age=3600"
             "description": "The photo, upright: its file as stored, or, when the file's EXIF "
             "orientation says it is stored turned or mirrored, the photo turned upright and "
             f"re-encoded in the same format (JPEG at quality {UPRIGHT_JPEG_QUALITY}) without the "
-            "orientation tag.",
+            "orientation tag. A HEIC/HEIF or AVIF is sent as stored (its turn is in its "
+            "container), except that a HEIC/HEIF goes as an upright JPEG to a client whose "
+            "Accept header names neither image/heic nor image/heif (browsers other than "
+            "Safari), unless it asks for nothing in particular (no header, or */*).",
             "content": {t: BINARY for t in PHOTO_TYPES},
         },
         **responses(404, 422, 503),
     },
 )
-async def photo(photos: PhotosDep, image_id: ImageId) -> Response:
+async def photo(photos: PhotosDep, image_id: ImageId, request: Request) -> Response:
     """The gallery photo, upright: the file's bytes, or the photo turned as its EXIF
-    orientation says and re-encoded in its own format."""
-    served = await run_in_threadpool(photos.served, image_id)
+    orientation says and re-encoded in its own format; a HEIC as a JPEG for a client
+    whose ``Accept`` does not take HEIC (a browser other than Safari)."""
+    takes = takes_heif(request.headers.get("accept"))
+    served = await run_in_threadpool(photos.served, image_id, takes)
     headers = {"Cache-Control": CACHE_CONTROL}
+    if served.negotiated:
+        headers["Vary"] = "Accept"
     content_type = MEDIA_TYPES.get(served.path.suffix.lower(), OTHER)
     if served.upright is None:
         return FileResponse(
             served.path, media_type=content_type, headers=headers, stat_result=served.stat
         )
-    if served.format in EXTENSIONS:
-        content_type = f"image/{served.format.lower()}"
+    if served.format in PHOTO_FORMATS:
+        content_type = PHOTO_FORMATS[served.format].media_type
     stat = served.stat
     # validators of the file, marked: another representation than the file's bytes
-    tag = hashlib.md5(f"{stat.st_mtime}-{stat.st_size}-upright".encode(), usedforsecurity=False)
+    kind = "jpeg" if served.negotiated and served.format == "JPEG" else "upright"
+    tag = hashlib.md5(f"{stat.st_mtime}-{stat.st_size}-{kind}".encode(), usedforsecurity=False)
     headers |= {
         "ETag": f'"{tag.hexdigest()}"',
         "Last-Modified": formatdate(stat.st_mtime, usegmt=True),
     }
     return Response(served.upright, media_type=content_type, headers=headers)
+
+
+def takes_heif(accept: str | None) -> bool:
+    """Whether a client whose ``Accept`` header is ``accept`` takes a HEIF: it names
+    ``image/heic`` or ``image/heif`` (Safari does), or asks for nothing in particular (no
+    header, or only ``*/*``: curl, httpx, a download). Browsers that cannot show HEIF send
+    ``image/*`` among others: they get a JPEG."""
+    if accept is None:
+        return True
+    kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")} - {""}
+    return not kinds or kinds == {"*/*"} or bool(kinds & {"image/heic", "image/heif"})
 
 
 @router.get(

@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import File, Path, Query, UploadFile
 
+from groundsearch.model.runtime.images.photos import format_names
 from groundsearch.service.problems import responses
 
 #: Photo ids are SQLite row ids.
@@ -47,7 +48,7 @@ Beam = Annotated[
     int | None,
     Query(ge=1, le=10, description="Beam width for written sentences (default: the server's)."),
 ]
-Photo = Annotated[UploadFile, File(description="A photo (JPEG, PNG, GIF, WebP, BMP, TIFF).")]
+Photo = Annotated[UploadFile, File(description=f"A photo ({format_names()}).")]
 
 #: Routes that read a text.
 TEXT_ERRORS = responses(404, 422, 429, 503)

@@ -417,6 +417,11 @@ document.addEventListener("DOMContentLoaded", () => {
     showArithPreview(URL.createObjectURL(file), "uploaded photo: " + file.name);
   });
   $("#arith-preview").addEventListener("error", (e) => { e.target.hidden = true; });
+  // a photo this browser cannot show (a HEIC outside Safari) is still described
+  $("#upload-preview").addEventListener("error", (e) => {
+    e.target.hidden = true;
+    $("#dropzone").classList.remove("has-image");
+  });
   // "decoder.pt (beam 3)" when one is loaded; "none" or "off: …" otherwise
   api("GET", "/ready").then((r) => { writes = /\(beam \d+\)$/.test(r.decoder || ""); }).catch(() => {});
   document.body.classList.add("ready");

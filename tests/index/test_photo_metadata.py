@@ -5,6 +5,7 @@ the GPS place, the size as shown; broken values are None, never an exception."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -118,6 +119,42 @@ def test_png_and_webp_exif_is_read_without_decoding_pixels(tmp_path, photo, fmt,
         "Apple iPhone 12",
         120,
         80,
+    )
+
+
+@pytest.mark.parametrize(("fmt", "suffix"), [("HEIF", "heic"), ("AVIF", "avif")])
+def test_a_phones_heic_or_avif_says_the_same_without_decoding_pixels(
+    tmp_path, photo, fmt, suffix, monkeypatch
+):
+    """What pillow-heif and pillow-avif-plugin write (the EXIF item; the orientation as
+    the container's rotation) reads as the JPEG's does, from the headers alone."""
+    path = write_photo(tmp_path / "trip" / f"IMG_0001.{suffix}", photo, PHONE, fmt)
+    reader = Image.OPEN[fmt][0]
+
+    def no_decoding(self):
+        raise AssertionError("pixels were decoded")
+
+    monkeypatch.setattr(reader, "load", no_decoding)
+    monkeypatch.setattr(ImageFile.ImageFile, "load", no_decoding)
+    want = read_metadata(write_photo(tmp_path / "trip" / "IMG_0001.jpg", photo, PHONE))
+    assert read_metadata(path) == replace(want, name=f"IMG_0001.{suffix}")
+    assert (want.width, want.height, want.camera) == (120, 80, "Apple iPhone 12")
+    upload = read_upload_metadata(path.read_bytes(), f"IMG_0001.{suffix}")
+    assert upload == replace(want, folder=None, name=f"IMG_0001.{suffix}")
+
+
+def test_a_truncated_heic_is_dated_by_its_file(tmp_path, photo):
+    """libheif refuses a file whose picture runs past its end, headers and all."""
+    data = photo_bytes(photo, PHONE, "HEIF")
+    path = tmp_path / "cut.heic"
+    path.write_bytes(data[: len(data) // 2])
+    with_mtime(path)
+    meta = read_metadata(path)
+    assert (meta.taken_source, meta.taken_at, meta.camera, meta.width) == (
+        "file",
+        MTIME,
+        None,
+        None,
     )
 
 

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.indexer import IndexingError, IndexReport, index_photos
 from groundsearch.model.runtime.images.ray_pool import RayClusterError
+from tests.exif_photos import Exif, write_photo
 from tests.index.test_indexer import CHECKPOINT, FLICKR, real_photos
 
 PHOTOS = 40
@@ -22,7 +24,8 @@ PHOTOS = 40
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """40 real Flickr8k photos (links), a byte-identical copy, a truncated JPEG and a
-    text file; a captions file with each photo's first Flickr8k caption."""
+    text file, two more as a phone's turned HEIC and AVIF and a truncated HEIC; a
+    captions file with each photo's first Flickr8k caption."""
     root = tmp_path_factory.mktemp("ray-photos") / "photos"
     (root / "more").mkdir(parents=True)
     photos = real_photos(PHOTOS)
@@ -31,6 +34,15 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     shutil.copy(photos[0], root / "more" / "copy.jpg")
     (root / "more" / "broken.jpg").write_bytes(photos[1].read_bytes()[:2000])
     (root / "more" / "notes.jpg").write_text("not a photo")
+    more = real_photos(PHOTOS + 2)[PHOTOS:]
+    for path, name, fmt, turn in (
+        (more[0], "phone.heic", "HEIF", 6),
+        (more[1], "phone.avif", "AVIF", 8),
+    ):
+        with Image.open(path) as img:
+            write_photo(root / "more" / name, img, Exif(orientation=turn), fmt)
+    heic = (root / "more" / "phone.heic").read_bytes()
+    (root / "more" / "cut.heic").write_bytes(heic[: len(heic) // 2])
     names = {p.name for p in photos}
     first: dict[str, str] = {}
     for line in (FLICKR / "Flickr8k.token.txt").read_text().splitlines():
@@ -72,13 +84,14 @@ def test_a_local_ray_cluster_builds_the_gallery_the_local_path_builds(folder, tm
         [root], tmp_path / "ray", CHECKPOINT, parser, captions, workers=2, ray="local"
     )
     assert summary(remote) == summary(local)
-    assert (remote.embedded, remote.duplicates, remote.captions) == (PHOTOS, 1, PHOTOS)
+    assert (remote.embedded, remote.duplicates, remote.captions) == (PHOTOS + 2, 1, PHOTOS)
     assert sorted((s.path.name, s.reason) for s in remote.skipped) == [
         ("broken.jpg", "corrupt"),
+        ("cut.heic", "corrupt"),
         ("notes.jpg", "not-an-image"),
     ]
     want, got = contents(tmp_path / "local"), contents(tmp_path / "ray")
-    assert sorted(got) == sorted(want) and len(got) == PHOTOS
+    assert sorted(got) == sorted(want) and len(got) == PHOTOS + 2
     for sha, (path, texts, vector) in want.items():
         assert got[sha][:2] == (path, texts)
         # the same code on batches grouped alike: equal up to the stored precision
@@ -86,8 +99,8 @@ def test_a_local_ray_cluster_builds_the_gallery_the_local_path_builds(folder, tm
 
     # a re-run embeds nothing (and starts no cluster: nothing to embed)
     again = index_photos([root], tmp_path / "ray", CHECKPOINT, parser, captions, ray="local")
-    assert (again.embedded, again.unchanged, again.captions) == (0, PHOTOS + 1, 0)
-    assert again.photos == PHOTOS and not ray.is_initialized()
+    assert (again.embedded, again.unchanged, again.captions) == (0, PHOTOS + 3, 0)
+    assert again.photos == PHOTOS + 2 and not ray.is_initialized()
 
 
 def test_without_ray_or_a_cluster_the_error_says_what_to_do(tmp_path, parser, monkeypatch):

@@ -229,6 +229,24 @@ def test_uploading_or_dropping_a_photo_lists_captions(page):
     expect(captions).to_have_count(5)
 
 
+def test_an_iphone_heic_is_described_though_chromium_cannot_show_it(page, tmp_path):
+    """The file picker takes .heic; Chromium cannot draw one, so the preview hides, and
+    the photo is described all the same (the server reads it)."""
+    from PIL import Image
+
+    from tests.exif_photos import Exif, write_photo
+
+    with Image.open(_outside_photo()) as img:
+        heic = write_photo(tmp_path / "IMG_0001.heic", img, Exif(orientation=6), "HEIF")
+    assert ".heic" in page.locator("#upload").get_attribute("accept")
+    with page.expect_response(lambda r: "/describe" in r.url) as answer:
+        page.set_input_files("#upload", str(heic))
+    assert answer.value.status == 200
+    expect(page.locator("#captions .caption")).to_have_count(5)
+    expect(page.locator("#upload-preview")).to_be_hidden()
+    expect(page.locator("#error")).to_be_hidden()
+
+
 def test_arithmetic_from_a_search_result(page):
     _search(page, PHRASE)
     first = page.locator("#results .hit").first
