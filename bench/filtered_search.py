@@ -369,7 +369,7 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
             "passing": passing,
             "share": round(passing / len(index), 5),
             "estimated_share": round(share, 5),
-            "plan": gallery.filtered.plan(index, share, K),
+            "plan": gallery.filtered.plan(index, share, K, expected),
         }
         t = []
         for _ in range(20):
