@@ -16,10 +16,11 @@ costs measured at 1M photos (``ID_US``, ``SCORE_US``, ``HIT_US``):
   photos that pass: the plan of selective filters (and of a ``flat`` index up to
   ``FLAT_EXACT_SHARE``).
 * **overfetch** — the index's plain search for ``k / share × OVERFETCH_MARGIN`` hits
-  (HNSW's candidate list at least that long, the IVF lists probed widened), the
+  (HNSW's candidate list half as long, the IVF lists probed widened), the
   fetched ids checked against the filter in one statement (``records.passing_ids``).
   Its cost grows as the share falls: the plan of broad filters. When fewer than ``k``
-  pass (the estimate was high, or the fetched ones were unlucky), another plan answers.
+  pass (the estimate was high, or the fetched ones were unlucky), it fetches
+  ``OVERFETCH_AGAIN`` times as many once, then another plan answers.
 * **selector** — only ``ivfpq`` chooses it, for a filter too broad to score every
   passing photo (more than ``EXACT_UP_TO``) and too narrow to overfetch: the passing
   ids restrict the IVF search through a FAISS ``IDSelector`` (with the tombstones),
@@ -66,17 +67,21 @@ EXACT_UP_TO = 5_000
 #: A flat index scans every vector whatever the selector: the passing photos are
 #: scored exactly up to this share of them (above it, the plain search overfetches).
 FLAT_EXACT_SHARE = 0.5
-#: Overfetching asks for ``k / share × OVERFETCH_MARGIN + OVERFETCH_PAD`` hits.
+#: Overfetching asks for ``k / share × OVERFETCH_MARGIN + OVERFETCH_PAD`` hits, with
+#: HNSW's candidate list ``OVERFETCH_GRAPH`` times as long (at least ``efSearch``);
+#: when too few pass, once more for ``OVERFETCH_AGAIN`` times as many.
 OVERFETCH_MARGIN = 1.5
 OVERFETCH_PAD = 10
+OVERFETCH_GRAPH = 0.5
+OVERFETCH_AGAIN = 4
 #: What each plan costs, in µs, measured at 1M photos of 690-d with HNSW (one thread):
 #: a photo a condition's index lookup returns (``near``: its box, with the places)…
 ID_US = {"near": 1.0}
 ID_US_OTHER = 0.1
 #: … a passing photo scored exactly (its float32 vector read: memory bandwidth) …
 SCORE_US = 0.13
-#: … an overfetched hit (HNSW's candidate list one longer, the hit's row checked).
-HIT_US = 10.0
+#: … an overfetched hit (HNSW's candidate list half a place longer, its row checked).
+HIT_US = 6.0
 #: The selector plan (ivfpq) probes ``√(1 / share)`` times the IVF lists, HNSW (only
 #: when forced) keeps a candidate list ``GRAPH_SHARE / share`` times longer, neither
 #: more than ``MAX_WIDEN`` times.
@@ -92,11 +97,12 @@ def widened(settings: IndexSettings, share: float, graph: bool) -> IndexSettings
 
 
 def overfetch_settings(settings: IndexSettings, fetch: int, share: float) -> IndexSettings:
-    """``settings`` for the plain search of ``fetch`` hits (HNSW's candidate list at
-    least that long: FAISS keeps ``efSearch`` whatever ``k``; the IVF lists probed
-    ``√(1 / share)`` times, the passing hits lie further out)."""
+    """``settings`` for the plain search of ``fetch`` hits: HNSW's candidate list
+    ``OVERFETCH_GRAPH`` times that long (FAISS keeps ``efSearch`` whatever ``k``, and
+    the hits beyond it are poor), the IVF lists probed ``√(1 / share)`` times (the
+    passing hits lie further out)."""
     lists = min(MAX_WIDEN, math.sqrt(1 / max(share, 1e-12)))
-    return settings.widened(lists, fetch / settings.ef_search)
+    return settings.widened(lists, fetch * OVERFETCH_GRAPH / settings.ef_search)
 
 
 def costs(expected: dict[str, float], passing: float, fetch: int) -> tuple[float, float]:
@@ -202,12 +208,15 @@ class FilteredSearch:
         filter; None when fewer than ``k`` pass and the index holds more."""
         live = len(index)
         fetch = overfetch_size(k, share, live)
-        hits = index.search(query, fetch, overfetch_settings(index.settings, fetch, share))[0]
-        with self.records.snapshot() as db:
-            passing = set(records.passing_ids(db, [i for i, _ in hits], where).tolist())
-        kept = [(i, s) for i, s in hits if i in passing]
-        if len(kept) >= k or len(hits) >= live:  # enough, or every photo was fetched
-            return kept[:k]
+        for _ in range(2):
+            settings = overfetch_settings(index.settings, fetch, share)
+            hits = index.search(query, fetch, settings)[0]
+            with self.records.snapshot() as db:
+                passing = set(records.passing_ids(db, [i for i, _ in hits], where).tolist())
+            kept = [(i, s) for i, s in hits if i in passing]
+            if len(kept) >= k or len(hits) >= live:  # enough, or every photo was fetched
+                return kept[:k]
+            fetch = min(live, fetch * OVERFETCH_AGAIN)
         return None
 
 
