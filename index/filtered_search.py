@@ -81,7 +81,7 @@ ID_US_OTHER = 0.1
 #: … a passing photo scored exactly (its float32 vector read: memory bandwidth) …
 SCORE_US = 0.13
 #: … an overfetched hit (HNSW's candidate list half a place longer, its row checked).
-HIT_US = 6.0
+HIT_US = 8.0
 #: The selector plan (ivfpq) probes ``√(1 / share)`` times the IVF lists, HNSW (only
 #: when forced) keeps a candidate list ``GRAPH_SHARE / share`` times longer, neither
 #: more than ``MAX_WIDEN`` times.
