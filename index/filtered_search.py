@@ -4,25 +4,31 @@
     search.search(query, k, where)                  # [(id, score)], best first
     search.count(where)                             # photos that pass
 
-Three plans, chosen per query from the filter's estimated share of the photos (each
-condition's share in a random sample of the photos' filter columns held in memory,
-``records.filter_sample``, drawn again when the gallery has changed by a tenth or is
-older than ``RESAMPLE_AFTER_S``):
+Three plans. Each query's is chosen by what it is estimated to cost, from the filter's
+estimated share of the photos (each condition's share in a random sample of the
+photos' filter columns held in memory, ``records.filter_sample``, drawn again when the
+gallery has changed by a tenth or is older than ``RESAMPLE_AFTER_S``) and per-item
+costs measured at 1M photos (``ID_US``, ``SCORE_US``, ``HIT_US``):
 
-* **exact** — few photos pass (at most ``EXACT_UP_TO``; on a ``flat`` index, at most
-  ``FLAT_EXACT_SHARE`` of them): their ids come from the records' indexes
+* **exact** — the passing photos' ids come from the records' indexes
   (``records.matching_ids``) and their vectors are scored exactly from the index's own
-  copies (``VectorIndex.score``: no FAISS search at all).
-* **selector** — a selective filter on an approximate index: the same ids restrict the
-  index's own search through a FAISS ``IDSelector`` (with the tombstones), searched
-  wider as the share falls (``VectorIndex.search_among``); when it comes back short of
-  ``min(k, photos passing)`` the passing photos are scored exactly instead.
-* **overfetch** — a broad filter (its hits cost less than scoring the passing photos:
-  ``OVERFETCH_COST``): the index's plain search (the IVF lists probed widened) for
-  about ``k / share × OVERFETCH_MARGIN`` hits, the fetched ids
-  checked against the filter in one statement (``records.passing_ids``); when fewer
-  than ``k`` pass (the estimate was high, or the fetched ones were unlucky), the
-  selector or exact plan answers instead.
+  copies (``VectorIndex.score``: no FAISS search at all). Its cost grows with the
+  photos that pass: the plan of selective filters (and of a ``flat`` index up to
+  ``FLAT_EXACT_SHARE``).
+* **overfetch** — the index's plain search for ``k / share × OVERFETCH_MARGIN`` hits
+  (HNSW's candidate list half as long, the IVF lists probed widened), the
+  fetched ids checked against the filter in one statement (``records.passing_ids``).
+  Its cost grows as the share falls: the plan of broad filters. When fewer than ``k``
+  pass (the estimate was high, or the fetched ones were unlucky), it fetches
+  ``OVERFETCH_AGAIN`` times as many once, then another plan answers.
+* **selector** — only ``ivfpq`` chooses it, for a filter too broad to score every
+  passing photo (more than ``EXACT_UP_TO``) and too narrow to overfetch: the passing
+  ids restrict the IVF search through a FAISS ``IDSelector`` (with the tombstones),
+  more lists probed as the share falls (``VectorIndex.search_among``); when it comes
+  back short of ``min(k, photos passing)``, the passing photos are scored exactly. An
+  HNSW graph restricted by a selector was measured slower than exact scoring and far
+  from exact (recall@10 0.77 at 0.1 %: the graph's walk is cut off by the photos
+  it may not return), so HNSW never chooses it.
 
 So every plan answers exactly ``min(k, photos passing)`` hits, whatever the kind; the
 estimate only decides how fast. "Photos passing" are those the records hold and the
@@ -56,32 +62,54 @@ SAMPLE_SIZE = 20_000
 RESAMPLE_CHANGE = 0.1
 #: … or it is this old (metadata may be filled in place, by a backfill).
 RESAMPLE_AFTER_S = 600.0
-#: At most this many passing photos are scored exactly, without a FAISS search.
+#: ``ivfpq`` scores at most this many passing photos exactly (beyond: the selector).
 EXACT_UP_TO = 5_000
 #: A flat index scans every vector whatever the selector: the passing photos are
 #: scored exactly up to this share of them (above it, the plain search overfetches).
 FLAT_EXACT_SHARE = 0.5
-#: Overfetching asks for ``k / share × OVERFETCH_MARGIN + OVERFETCH_PAD`` hits …
+#: Overfetching asks for ``k / share × OVERFETCH_MARGIN + OVERFETCH_PAD`` hits, with
+#: HNSW's candidate list ``OVERFETCH_GRAPH`` times as long (at least ``efSearch``);
+#: when too few pass, once more for ``OVERFETCH_AGAIN`` times as many.
 OVERFETCH_MARGIN = 1.5
 OVERFETCH_PAD = 10
-#: … and is chosen when that many hits cost less than scoring the passing photos: one
-#: more hit (a longer candidate list, its row checked) costs about this many passing
-#: photos scored exactly (an id read from an index, an inner product). At 1M photos
-#: this puts the crossover near 0.7 % (``k`` = 10).
-OVERFETCH_COST = 3.0
-#: A filter's search is wider: HNSW's candidate list ``GRAPH_SHARE / share`` times (the
-#: selector plan; overfetching asks for more hits, which widens it already), the IVF
-#: lists probed ``√(1 / share)`` times (both plans: the hits that pass lie further
-#: out), neither more than ``MAX_WIDEN`` times.
+OVERFETCH_GRAPH = 0.5
+OVERFETCH_AGAIN = 4
+#: What each plan costs, in µs, measured at 1M photos of 690-d with HNSW (one thread):
+#: a photo a condition's index lookup returns (``near``: its box, with the places)…
+ID_US = {"near": 1.0}
+ID_US_OTHER = 0.1
+#: … a passing photo scored exactly (its float32 vector read: memory bandwidth) …
+SCORE_US = 0.13
+#: … an overfetched hit (HNSW's candidate list half a place longer, its row checked).
+HIT_US = 8.0
+#: The selector plan (ivfpq) probes ``√(1 / share)`` times the IVF lists, HNSW (only
+#: when forced) keeps a candidate list ``GRAPH_SHARE / share`` times longer, neither
+#: more than ``MAX_WIDEN`` times.
 GRAPH_SHARE = 0.1
 MAX_WIDEN = 32.0
 
 
 def widened(settings: IndexSettings, share: float, graph: bool) -> IndexSettings:
-    """``settings`` for a search whose hits must pass a filter passing ``share``."""
+    """``settings`` for a selector search among a share ``share`` of the photos."""
     share = max(share, 1e-12)
     lists = min(MAX_WIDEN, math.sqrt(1 / share))
     return settings.widened(lists, min(MAX_WIDEN, GRAPH_SHARE / share) if graph else 1.0)
+
+
+def overfetch_settings(settings: IndexSettings, fetch: int, share: float) -> IndexSettings:
+    """``settings`` for the plain search of ``fetch`` hits: HNSW's candidate list
+    ``OVERFETCH_GRAPH`` times that long (FAISS keeps ``efSearch`` whatever ``k``, and
+    the hits beyond it are poor), the IVF lists probed ``√(1 / share)`` times (the
+    passing hits lie further out)."""
+    lists = min(MAX_WIDEN, math.sqrt(1 / max(share, 1e-12)))
+    return settings.widened(lists, fetch * OVERFETCH_GRAPH / settings.ef_search)
+
+
+def costs(expected: dict[str, float], passing: float, fetch: int) -> tuple[float, float]:
+    """The estimated µs of the exact plan (every condition's ids looked up, the passing
+    photos scored) and of overfetching ``fetch`` hits."""
+    lookups = sum(n * ID_US.get(name, ID_US_OTHER) for name, n in expected.items())
+    return lookups + passing * SCORE_US, fetch * HIT_US
 
 
 class FilteredSearch:
@@ -123,17 +151,19 @@ class FilteredSearch:
         every = np.logical_and.reduce(list(masks.values())) if masks else np.ones(1, bool)
         return float(every.sum()) / rows if len(sample["id"]) else 1.0, expected
 
-    def plan(self, index: VectorIndex, share: float, k: int) -> Plan:
-        """The plan for ``k`` hits of a filter passing ``share`` of ``index``'s photos:
-        overfetch when its hits cost less than scoring the passing photos would
-        (``OVERFETCH_COST``), else exact up to ``EXACT_UP_TO`` photos, else the selector.
-        A flat index scans everything anyway: exact up to ``FLAT_EXACT_SHARE``."""
+    def plan(self, index: VectorIndex, share: float, k: int, expected: dict[str, float]) -> Plan:
+        """The plan for ``k`` hits of a filter passing ``share`` of ``index``'s photos
+        (``expected``: each condition's photos): the cheaper of exact and overfetch
+        (``costs``); ``ivfpq`` takes the selector instead of exact beyond ``EXACT_UP_TO``
+        passing photos. A flat index scans everything anyway: exact up to
+        ``FLAT_EXACT_SHARE``."""
         if index.kind == "flat" or not index.built:
             return "exact" if share <= FLAT_EXACT_SHARE else "overfetch"
         passing = share * len(index)
-        if overfetch_size(k, share, len(index)) * OVERFETCH_COST <= passing:
+        exact, over = costs(expected, passing, overfetch_size(k, share, len(index)))
+        if over < exact:
             return "overfetch"
-        return "exact" if passing <= EXACT_UP_TO else "selector"
+        return "selector" if index.kind == "ivfpq" and passing > EXACT_UP_TO else "exact"
 
     # --- searching ----------------------------------------------------------------------------
 
@@ -153,14 +183,14 @@ class FilteredSearch:
             raise ValueError(f"k must be a positive int, got {k!r}")
         index = self.indexes["images"]
         share, expected = self.estimate(where)
-        chosen = plan or self.plan(index, share, int(k))
+        chosen = plan or self.plan(index, share, int(k), expected)
         if chosen not in PLANS:
             raise ValueError(f"plan must be one of {PLANS}, got {chosen!r}")
         if chosen == "overfetch":
             hits = self._overfetch(index, query, int(k), where, share)
             if hits is not None:
                 return hits
-            chosen = "selector" if index.kind != "flat" and index.built else "exact"
+            chosen = "selector" if index.kind == "ivfpq" and index.built else "exact"
         with self.records.snapshot() as db:
             ids = records.matching_ids(db, where, expected)
         if chosen == "selector" and ids.size > k:
@@ -178,12 +208,15 @@ class FilteredSearch:
         filter; None when fewer than ``k`` pass and the index holds more."""
         live = len(index)
         fetch = overfetch_size(k, share, live)
-        hits = index.search(query, fetch, widened(index.settings, share, graph=False))[0]
-        with self.records.snapshot() as db:
-            passing = set(records.passing_ids(db, [i for i, _ in hits], where).tolist())
-        kept = [(i, s) for i, s in hits if i in passing]
-        if len(kept) >= k or len(hits) >= live:  # enough, or every photo was fetched
-            return kept[:k]
+        for _ in range(2):
+            settings = overfetch_settings(index.settings, fetch, share)
+            hits = index.search(query, fetch, settings)[0]
+            with self.records.snapshot() as db:
+                passing = set(records.passing_ids(db, [i for i, _ in hits], where).tolist())
+            kept = [(i, s) for i, s in hits if i in passing]
+            if len(kept) >= k or len(hits) >= live:  # enough, or every photo was fetched
+                return kept[:k]
+            fetch = min(live, fetch * OVERFETCH_AGAIN)
         return None
 
 

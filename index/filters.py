@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -196,7 +197,7 @@ class PhotoFilter:
         if self.folder is not None:
             folder, under = self.folder, self.folder.rstrip("/") + "/"
             out["folder"] = Categorical.of(columns["folder"]).where(
-                lambda f: f == folder or f.startswith(under)
+                lambda f: f == folder or f.startswith(under), within=(folder, under[:-1] + "0")
             )
         if self.camera is not None:
             wanted = self.camera.lower()
@@ -209,13 +210,18 @@ class PhotoFilter:
         return out
 
     def within(self, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
-        """Which places lie within ``radius_km`` of ``near`` (NaN: no)."""
+        """Which places lie within ``radius_km`` of ``near`` (NaN: no); the distance is
+        computed only for places in the circle's band of latitude."""
         if self.near is None:
             raise ValueError("this filter has no near")
         lat, lon = np.asarray(lat, np.float64), np.asarray(lon, np.float64)
+        band = math.degrees(self.radius_km / EARTH_RADIUS_KM) * (1 + 1e-9) + 1e-9
         with np.errstate(invalid="ignore"):
-            km = haversine_km(self.near[0], self.near[1], lat, lon)
-            return np.asarray(km <= self.radius_km) & ~np.isnan(km)
+            out = np.abs(lat - self.near[0]) <= band  # NaN: False
+            rows = np.flatnonzero(out)
+            km = haversine_km(self.near[0], self.near[1], lat[rows], lon[rows])
+            out[rows] = km <= self.radius_km
+        return out
 
 
 #: The conditions a filter can hold, by name.
@@ -281,18 +287,26 @@ class Categorical:
     """A text column as its distinct values and a code per row (-1: None), so a
     condition is tested once per distinct value, not once per row."""
 
-    values: tuple[str, ...]
+    values: list[str]  # sorted
     codes: np.ndarray
 
     @classmethod
     def of(cls, column: Categorical | Sequence[str | None] | np.ndarray) -> Categorical:
         if isinstance(column, Categorical):
             return column
-        index: dict[str, int] = {}
-        codes = [-1 if v is None else index.setdefault(v, len(index)) for v in column]
-        return cls(tuple(index), np.array(codes, np.int32))
+        values = sorted({v for v in column if v is not None})
+        index = {v: i for i, v in enumerate(values)}
+        codes = np.array([-1 if v is None else index[v] for v in column], np.int32)
+        return cls(values, codes)
 
-    def where(self, test: Callable[[str], bool]) -> np.ndarray:
-        """Which rows hold a value that passes ``test`` (None never does)."""
-        passing = np.array([test(v) for v in self.values] + [False], dtype=bool)
-        return passing[self.codes]  # code -1 reads the last entry: False
+    def where(
+        self, test: Callable[[str], bool], within: tuple[str, str] | None = None
+    ) -> np.ndarray:
+        """Which rows hold a value that passes ``test`` (None never does); ``within``: a
+        range [low, high) outside which no value passes (only values in it are tested)."""
+        lo, hi = 0, len(self.values)
+        if within is not None:
+            lo, hi = bisect_left(self.values, within[0]), bisect_left(self.values, within[1])
+        passing = np.zeros(len(self.values) + 1, dtype=bool)  # the last: code -1, None
+        passing[lo:hi] = [test(v) for v in self.values[lo:hi]]
+        return passing[self.codes]

@@ -188,6 +188,16 @@ def test_the_gallery_verbs_take_a_filter_and_leave_unfiltered_searches_as_they_w
     assert gallery.count_images(PhotoFilter(source="upload")) == sum(r["uploaded"] for r in live)
 
 
+class Sized:
+    """An index's kind and size, for planning."""
+
+    def __init__(self, kind: str, n: int) -> None:
+        self.kind, self.built, self.n = kind, True, n
+
+    def __len__(self) -> int:
+        return self.n
+
+
 def test_the_plan_follows_the_estimated_share(world, monkeypatch):
     gallery, live, _ = world
     index = gallery.indexes["images"]
@@ -200,12 +210,18 @@ def test_the_plan_follows_the_estimated_share(world, monkeypatch):
         sum(passes(r, narrow) for r in live) / len(live)
     )
     if index.kind == "flat":
-        assert search.plan(index, 0.4, K) == "exact" and search.plan(index, 0.6, K) == "overfetch"
+        assert search.plan(index, 0.4, K, {}) == "exact"
+        assert search.plan(index, 0.6, K, {}) == "overfetch"
         return
-    assert search.plan(index, 0.2, K) == "exact"  # few photos: all scored exactly
-    assert search.plan(index, 0.9, K) == "overfetch"  # 3 × 27 hits cost less than 460
-    monkeypatch.setattr(filtered_search, "EXACT_UP_TO", 10)
-    assert search.plan(index, 0.2, K) == "selector" and search.plan(index, 0.01, K) == "exact"
+    few = {"date": 0.01 * len(live)}
+    assert search.plan(index, 0.01, K, few) == "exact"  # few photos: all scored exactly
+    # at 1M: many photos pass: overfetching 27 hits costs less than scoring 900k of them
+    big = Sized(index.kind, 1_000_000)
+    assert search.plan(big, 0.9, K, {"date": 900_000}) == "overfetch"
+    middle = "selector" if index.kind == "ivfpq" else "exact"  # HNSW: no selector
+    assert search.plan(big, 0.01, K, {"date": 10_000}) == middle
+    assert search.plan(big, 0.001, K, {"date": 1_000}) == "exact"
+    assert search.plan(big, 0.02, K, {"near": 20_000}) == "overfetch"  # near: ids cost more
     called = []
     monkeypatch.setattr(index, "search_among", lambda *a: called.append(a) or [])
     hits = search.search(vecs(1, seed=9)[0], K, PhotoFilter(folder="/photos/a/x"), "selector")
