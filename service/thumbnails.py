@@ -16,6 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+import PIL
+
 from groundsearch.model.runtime.images.photos import MAX_PIXELS, thumbnail_jpeg
 
 #: The cache's bound: about 2,000 thumbnails of 256 pixels.
@@ -34,8 +36,10 @@ class Thumbnail:
 
 
 def thumbnail_etag(sha256: str, stat: os.stat_result, size: int) -> str:
-    """The ETag of a photo's thumbnail: its content hash, its file's state, the size."""
-    text = f"{sha256}-{stat.st_mtime_ns}-{stat.st_size}-{size}-thumbnail-{VERSION}"
+    """The ETag of a photo's thumbnail: its content hash, its file's state, the size (and
+    what makes it: this module's version and Pillow's, so the same tag is the same bytes)."""
+    made = f"thumbnail-{VERSION}-pillow-{PIL.__version__}"
+    text = f"{sha256}-{stat.st_mtime_ns}-{stat.st_size}-{size}-{made}"
     return '"' + hashlib.md5(text.encode(), usedforsecurity=False).hexdigest() + '"'
 
 

@@ -513,7 +513,6 @@ function rerun() {
 function backToLibrary() {
   lastQuery = null;
   $("#query").value = "";
-  $("#search-photo").value = "";
   $("#tree").replaceChildren(el("p", { class: "empty" }, "Search for a sentence to see its tree."));
   clearError();
   return browse();
@@ -849,7 +848,11 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const chip of document.querySelectorAll("[data-example]")) {
     chip.addEventListener("click", () => { $("#query").value = chip.textContent; search(); });
   }
-  $("#search-photo").addEventListener("change", (e) => searchByPhoto(e.target.files[0]));
+  $("#search-photo").addEventListener("change", (e) => {
+    const file = e.target.files[0];
+    e.target.value = ""; // the same photo chosen again searches again
+    searchByPhoto(file);
+  });
   $("#back-to-library").addEventListener("click", backToLibrary);
   $("#filters").addEventListener("submit", (e) => { e.preventDefault(); rerun(); });
   for (const id of ["#f-after", "#f-before", "#f-source", "#f-order", "#f-group"]) {

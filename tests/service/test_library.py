@@ -105,6 +105,8 @@ def test_the_filters_narrow_the_library(served):
         ({"within_km": 5}, "within_km"),
         ({"after": "2024-06-01", "before": "2024-01-01"}, "before"),
         ({"cursor": "not-a-cursor"}, "cursor"),
+        ({"before": "0.5"}, "before"),  # a number is not a date (nor epoch seconds)
+        ({"after": "20240601"}, "after"),
     ],
 )
 def test_bad_library_parameters_are_422_naming_them(served, params, parameter):
