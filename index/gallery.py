@@ -257,11 +257,14 @@ class Gallery:
         where: PhotoFilter | None = None,
         newest_first: bool = True,
         after: DateKey | None = None,
+        passing: int | None = None,
     ) -> list[ImageRecord]:
         """The ``k`` photos that pass ``where`` after ``after`` (a ``DateKey``, or
         ``date_key`` of the last photo of a page) by when they were taken, newest or
-        oldest first, the undated last (``records.photos_by_date``)."""
-        keys = records.photos_by_date(self.records.reader(), where, k, newest_first, after)
+        oldest first, the undated last (``records.photos_by_date``; ``passing``: how many
+        photos pass ``where``, if known, which picks the plan)."""
+        db = self.records.reader()
+        keys = records.photos_by_date(db, where, k, newest_first, after, passing)
         found = self._image_records([key.id for key in keys])
         return [found[key.id] for key in keys if key.id in found]
 

@@ -703,6 +703,7 @@ def photos_by_date(
     limit: int,
     newest_first: bool = True,
     after: DateKey | None = None,
+    passing: int | None = None,
 ) -> list[DateKey]:
     """The first ``limit`` photos that pass ``f`` (None or empty: all) after ``after`` in
     date order: by ``taken_at``, newest or oldest first, ties (the same second) by id in
@@ -710,8 +711,21 @@ def photos_by_date(
     direction. A *keyset*: the photos after a key are the same whatever was added or
     removed before it. Each part of the order is one range of ``photos_taken`` (on
     ``(taken_at, id)``), read with the filter's conditions (``filter_conditions``;
-    ``near`` checked exactly on its box's rows), ``limit`` rows at a time."""
+    ``near`` checked exactly on its box's rows), ``limit`` rows at a time.
+
+    ``passing``: about how many photos pass ``f``, when the caller knows (the listing
+    counts them for its total). Walking ``photos_taken`` in order and checking each row
+    reads about ``limit × photos / passing`` rows; reading the filter's own index and
+    sorting what passes reads ``passing``: the date index is walked when it reads fewer
+    (a filter that many photos pass, a camera), SQLite's own plan is left otherwise (a
+    folder of a few photos among millions)."""
     conditions = filter_conditions(f) if f else {}
+    walk = (
+        bool(conditions)
+        and passing is not None
+        and passing**2 >= limit * max(last_id(db, "images"), 1)
+    )
+    table = "photos INDEXED BY photos_taken" if walk else "photos"
     where = [f"({sql})" for sql, _ in conditions.values()]
     where_args = [a for _, args in conditions.values() for a in args]
     near = f is not None and f.near is not None
@@ -737,7 +751,7 @@ def photos_by_date(
                 order = f"id {direction}"
             batch = limit - len(out) if not near else max(2 * (limit - len(out)), 64)
             sql = (
-                "SELECT id, taken_at, lat, lon FROM photos "
+                f"SELECT id, taken_at, lat, lon FROM {table} "
                 f"WHERE {' AND '.join([bound, *where])} ORDER BY {order} LIMIT ?"
             )
             rows = db.execute(sql, [*args, *where_args, batch]).fetchall()

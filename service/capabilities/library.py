@@ -47,8 +47,8 @@ class Library:
             cursor = Cursor.decode(ask.cursor, ask.order, query)
             after, served = DateKey(cursor.group == 0, cursor.key, cursor.id), cursor.served
         newest = ask.order == "-date"
-        photos = self.gallery.images_by_date(ask.k + 1, ask.where, newest, after)
-        total = self.gallery.count_images(ask.where)
+        total = self.gallery.count_images(ask.where)  # also picks the plan
+        photos = self.gallery.images_by_date(ask.k + 1, ask.where, newest, after, total)
         more, photos = len(photos) > ask.k, photos[: ask.k]
         nxt = None
         if more:
