@@ -759,10 +759,10 @@ def photos_by_date(
                 assert f is not None
                 lat = np.array([np.nan if r[2] is None else r[2] for r in rows], np.float64)
                 lon = np.array([np.nan if r[3] is None else r[3] for r in rows], np.float64)
-                passing = f.within(lat, lon)
+                kept = f.within(lat, lon)
             else:
-                passing = np.ones(len(rows), bool)
-            for row, ok in zip(rows, passing, strict=True):
+                kept = np.ones(len(rows), bool)
+            for row, ok in zip(rows, kept, strict=True):
                 if ok and len(out) < limit:
                     out.append(DateKey(dated, float(row[1]) if dated else 0.0, int(row[0])))
             if rows:
