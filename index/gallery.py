@@ -45,13 +45,14 @@ from groundsearch.index.filtered_search import FilteredSearch
 from groundsearch.index.filters import FilterError, PhotoFilter
 from groundsearch.index.index_kinds import AUTO, KINDS, IndexSettings
 from groundsearch.index.photo_metadata import PhotoMetadata, read_upload_metadata
-from groundsearch.index.records import DB_FILE, Records, caption_rows
+from groundsearch.index.records import DB_FILE, DateKey, Records, caption_rows
 from groundsearch.index.search_indexes import SearchIndexes
 from groundsearch.index.upload_files import UploadFiles
 from groundsearch.index.vectors import as_matrix
 
 __all__ = [
     "CaptionRecord",
+    "DateKey",
     "FilterError",
     "Gallery",
     "IdentityMismatch",
@@ -249,6 +250,29 @@ class Gallery:
         passing ``where``."""
         hits = self.search_images(self.image_vector(image_id), k + 1, where)
         return [h for h in hits if h[0].id != image_id][:k]
+
+    def images_by_date(
+        self,
+        k: int,
+        where: PhotoFilter | None = None,
+        newest_first: bool = True,
+        after: DateKey | None = None,
+        passing: int | None = None,
+    ) -> list[ImageRecord]:
+        """The ``k`` photos that pass ``where`` after ``after`` (a ``DateKey``, or
+        ``date_key`` of the last photo of a page) by when they were taken, newest or
+        oldest first, the undated last (``records.photos_by_date``; ``passing``: how many
+        photos pass ``where``, if known, which picks the plan)."""
+        db = self.records.reader()
+        keys = records.photos_by_date(db, where, k, newest_first, after, passing)
+        found = self._image_records([key.id for key in keys])
+        return [found[key.id] for key in keys if key.id in found]
+
+    @staticmethod
+    def date_key(record: ImageRecord) -> DateKey:
+        """Where a photo stands in ``images_by_date``'s order."""
+        taken = record.meta.taken_at
+        return DateKey(taken is not None, 0.0 if taken is None else float(taken), record.id)
 
     def count_images(self, where: PhotoFilter | None = None) -> int:
         """How many photos pass ``where`` (all of them for None)."""

@@ -688,6 +688,94 @@ def count_matching(
     return int(matching_ids(db, f, expected).size)
 
 
+class DateKey(NamedTuple):
+    """Where a photo stands in a listing by date (``photos_by_date``): ``dated`` photos
+    first by ``taken_at``, the undated after them, each part by ``id``."""
+
+    dated: bool
+    taken_at: float
+    id: int
+
+
+def photos_by_date(
+    db: sqlite3.Connection,
+    f: PhotoFilter | None,
+    limit: int,
+    newest_first: bool = True,
+    after: DateKey | None = None,
+    passing: int | None = None,
+) -> list[DateKey]:
+    """The first ``limit`` photos that pass ``f`` (None or empty: all) after ``after`` in
+    date order: by ``taken_at``, newest or oldest first, ties (the same second) by id in
+    the same direction; the photos whose date is unknown last, by id in the same
+    direction. A *keyset*: the photos after a key are the same whatever was added or
+    removed before it. Each part of the order is one range of ``photos_taken`` (on
+    ``(taken_at, id)``), read with the filter's conditions (``filter_conditions``;
+    ``near`` checked exactly on its box's rows), ``limit`` rows at a time.
+
+    ``passing``: about how many photos pass ``f``, when the caller knows (the listing
+    counts them for its total). Walking ``photos_taken`` in order and checking each row
+    reads about ``limit × photos / passing`` rows; reading the filter's own index and
+    sorting what passes reads ``passing``: the date index is walked when it reads fewer
+    (a filter that many photos pass, a camera), SQLite's own plan is left otherwise (a
+    folder of a few photos among millions)."""
+    conditions = filter_conditions(f) if f else {}
+    walk = (
+        bool(conditions)
+        and passing is not None
+        and passing**2 >= limit * max(last_id(db, "images"), 1)
+    )
+    table = "photos INDEXED BY photos_taken" if walk else "photos"
+    where = [f"({sql})" for sql, _ in conditions.values()]
+    where_args = [a for _, args in conditions.values() for a in args]
+    near = f is not None and f.near is not None
+    direction, beyond, behind = ("DESC", "<", ">=") if newest_first else ("ASC", ">", "<=")
+    out: list[DateKey] = []
+    key = after
+    for dated in (True, False):
+        if key is not None and key.dated != dated:
+            continue  # the cursor is past this part (undated after dated)
+        while len(out) < limit:
+            if dated:
+                bound = "taken_at IS NOT NULL"
+                args: list[Any] = []
+                if key is not None:
+                    # taken_at beyond the key's, or the same and the id beyond
+                    bound = f"taken_at {beyond}= ? AND NOT (taken_at = ? AND id {behind} ?)"
+                    args = [key.taken_at, key.taken_at, key.id]
+                order = f"taken_at {direction}, id {direction}"
+            else:
+                bound, args = "taken_at IS NULL", []
+                if key is not None:
+                    bound, args = f"taken_at IS NULL AND id {beyond} ?", [key.id]
+                order = f"id {direction}"
+            batch = limit - len(out) if not near else max(2 * (limit - len(out)), 64)
+            sql = (
+                f"SELECT id, taken_at, lat, lon FROM {table} "
+                f"WHERE {' AND '.join([bound, *where])} ORDER BY {order} LIMIT ?"
+            )
+            rows = db.execute(sql, [*args, *where_args, batch]).fetchall()
+            if near and rows:
+                assert f is not None
+                lat = np.array([np.nan if r[2] is None else r[2] for r in rows], np.float64)
+                lon = np.array([np.nan if r[3] is None else r[3] for r in rows], np.float64)
+                kept = f.within(lat, lon)
+            else:
+                kept = np.ones(len(rows), bool)
+            for row, ok in zip(rows, kept, strict=True):
+                if ok and len(out) < limit:
+                    out.append(DateKey(dated, float(row[1]) if dated else 0.0, int(row[0])))
+            if rows:
+                last = rows[-1]
+                key = DateKey(dated, float(last[1]) if dated else 0.0, int(last[0]))
+            if len(rows) < batch:
+                break  # this part is read to its end
+        if len(out) >= limit:
+            break
+        key = None
+    return out
+
+
 def filter_sample(db: sqlite3.Connection, n: int, seed: int = 0) -> dict[str, Any]:
     """The filter columns of about ``n`` photos drawn at random (by id: no table scan),
     as ``PhotoFilter.masks`` reads them, with ``id``."""

@@ -59,6 +59,8 @@ DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
 #: Room for the multipart envelope around the file.
 MULTIPART_SLACK = 64 * 1024
 SWITCH_INTERVAL_S = 0.001
+#: Threads that make thumbnails (niced, as the photo workers).
+THUMBNAIL_THREADS = 2
 #: Typical seconds one request holds a slot of each kind (for ``Retry-After``).
 SECONDS_PER_REQUEST = {"parse": 0.03, "cnn": 0.15}
 #: How an unusable text is answered, by why: (status, problem type).
@@ -124,6 +126,8 @@ def create_app(
     app.state.components, app.state.load_error = components, None
     app.state.capabilities = Capabilities.over(components) if components is not None else None
     app.state.photo_workers = PhotoWorkers(settings.cnn_concurrency)
+    # thumbnails: decoded at reduced scale, niced, beside (not behind) the CNN work
+    app.state.thumbnail_workers = PhotoWorkers(THUMBNAIL_THREADS)
     app.state.admission = Admission(
         [
             Gate(kind, concurrency, queue, SECONDS_PER_REQUEST[kind], metrics.observe_gate)

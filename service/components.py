@@ -33,6 +33,7 @@ from groundsearch.service.capabilities.arithmetic import Arithmetic
 from groundsearch.service.capabilities.describe import Describe
 from groundsearch.service.capabilities.explain import Explain
 from groundsearch.service.capabilities.gallery_writes import GalleryWrites
+from groundsearch.service.capabilities.library import Library
 from groundsearch.service.capabilities.photos import Photos
 from groundsearch.service.capabilities.search import PhotoSearch, Search
 from groundsearch.service.capabilities.status import Status
@@ -40,6 +41,7 @@ from groundsearch.service.photo_vectors import PhotoVectors
 from groundsearch.service.queries import QueryVectors
 from groundsearch.service.relevance import Judge, served_relevance
 from groundsearch.service.settings import ServiceSettings
+from groundsearch.service.thumbnails import Thumbnails
 from groundsearch.service.timing import Observe, Stages
 from groundsearch.service.writing import Writer, served_decoder
 
@@ -143,6 +145,7 @@ class Capabilities:
     search: Search
     photo_search: PhotoSearch
     photos: Photos
+    library: Library
     describe: Describe
     arithmetic: Arithmetic
     explain: Explain
@@ -156,7 +159,8 @@ class Capabilities:
             photo_search=PhotoSearch(
                 c.photos, c.queries, c.gallery, c.stages, c.judge, c.judge.channel_columns
             ),
-            photos=Photos(c.gallery, c.judge),
+            photos=Photos(c.gallery, c.judge, Thumbnails(max_pixels=c.settings.max_pixels)),
+            library=Library(c.gallery),
             describe=Describe(c.photos, c.queries, c.gallery, c.bank, c.writer, c.stages, c.judge),
             arithmetic=Arithmetic(
                 c.model, c.photos, c.queries, c.gallery, c.writer, c.stages, c.judge

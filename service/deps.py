@@ -19,6 +19,7 @@ from groundsearch.service.capabilities.arithmetic import Arithmetic
 from groundsearch.service.capabilities.describe import Describe
 from groundsearch.service.capabilities.explain import Explain
 from groundsearch.service.capabilities.gallery_writes import GalleryWrites
+from groundsearch.service.capabilities.library import Library
 from groundsearch.service.capabilities.photos import Photos
 from groundsearch.service.capabilities.search import PhotoSearch, Search
 from groundsearch.service.components import Capabilities
@@ -56,6 +57,7 @@ def _capability(pick: Callable[[Capabilities], T]) -> Callable[[Request], Awaita
 get_search = _capability(lambda c: c.search)
 get_photo_search = _capability(lambda c: c.photo_search)
 get_photos = _capability(lambda c: c.photos)
+get_library = _capability(lambda c: c.library)
 get_describe = _capability(lambda c: c.describe)
 get_arithmetic = _capability(lambda c: c.arithmetic)
 get_explain = _capability(lambda c: c.explain)
@@ -70,16 +72,22 @@ async def get_photo_workers(request: Request) -> PhotoWorkers:
     return request.app.state.photo_workers
 
 
+async def get_thumbnail_workers(request: Request) -> PhotoWorkers:
+    return request.app.state.thumbnail_workers
+
+
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 SearchDep = Annotated[Search, Depends(get_search)]
 PhotoSearchDep = Annotated[PhotoSearch, Depends(get_photo_search)]
 PhotosDep = Annotated[Photos, Depends(get_photos)]
+LibraryDep = Annotated[Library, Depends(get_library)]
 DescribeDep = Annotated[Describe, Depends(get_describe)]
 ArithmeticDep = Annotated[Arithmetic, Depends(get_arithmetic)]
 ExplainDep = Annotated[Explain, Depends(get_explain)]
 GalleryWritesDep = Annotated[GalleryWrites, Depends(get_writes)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]
 PhotoWorkersDep = Annotated[PhotoWorkers, Depends(get_photo_workers)]
+ThumbnailWorkersDep = Annotated[PhotoWorkers, Depends(get_thumbnail_workers)]
 
 
 def check_k(k: int, settings: ServiceSettings) -> int:

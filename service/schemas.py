@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -43,61 +43,111 @@ TAKEN_SOURCE = (
 )
 
 
+Url = Annotated[str, Field(description="Where the photo itself is served.")]
+FileName = Annotated[str, Field(description="The photo's file name.")]
+Source = Annotated[
+    Literal["upload", "folder"],
+    Field(description="'upload': added through the API; 'folder': indexed where it lies."),
+]
+Taken = Annotated[str | None, Field(description=TAKEN)]
+TakenSource = Annotated[Literal["exif", "file"] | None, Field(description=TAKEN_SOURCE)]
+Camera = Annotated[
+    str | None,
+    Field(
+        description="The camera, EXIF Make and Model ('Apple iPhone 12'); null if the "
+        "file names none.",
+    ),
+]
+PlaceField = Annotated[
+    Place | None, Field(description="Where it was taken (EXIF GPS); null without GPS.")
+]
+Width = Annotated[
+    int | None, Field(description="Width in pixels as shown (after the EXIF orientation).")
+]
+Height = Annotated[
+    int | None, Field(description="Height in pixels as shown (after the EXIF orientation).")
+]
+FolderField = Annotated[
+    str | None,
+    Field(description="The absolute folder of an indexed photo's file; null for an upload."),
+]
+
+
+def photo_fields(record: ImageRecord) -> dict[str, Any]:
+    """What every answer says of a gallery photo: where it is served, its file, captions
+    and what its file says."""
+    meta = record.meta
+    source: Literal["exif", "file"] | None = (
+        "exif" if meta.taken_source == "exif" else "file" if meta.taken_source == "file" else None
+    )
+    place = None if meta.place is None else Place(lat=meta.place[0], lon=meta.place[1])
+    return {
+        "id": record.id,
+        "url": f"/images/{record.id}",
+        "file": record.file,
+        "captions": list(record.captions),
+        "source": "upload" if record.uploaded else "folder",
+        "taken": meta.taken,
+        "taken_source": source,
+        "camera": meta.camera,
+        "place": place,
+        "width": meta.width,
+        "height": meta.height,
+        "folder": None if record.uploaded else meta.folder,
+    }
+
+
 class ImageHit(BaseModel):
     """A gallery photo with its score, relevance, captions and what its file says."""
 
     id: int
     score: float
     relevance: float | None = Field(description=RELEVANCE)
-    url: str = Field(description="Where the photo itself is served.")
-    file: str = Field(description="The photo's file name.")
+    url: Url
+    file: FileName
     captions: list[str]
-    source: Literal["upload", "folder"] = Field(
-        description="'upload': added through the API; 'folder': indexed where it lies."
-    )
-    taken: str | None = Field(description=TAKEN)
-    taken_source: Literal["exif", "file"] | None = Field(description=TAKEN_SOURCE)
-    camera: str | None = Field(
-        description="The camera, EXIF Make and Model ('Apple iPhone 12'); null if the "
-        "file names none.",
-    )
-    place: Place | None = Field(description="Where it was taken (EXIF GPS); null without GPS.")
-    width: int | None = Field(description="Width in pixels as shown (after the EXIF orientation).")
-    height: int | None = Field(
-        description="Height in pixels as shown (after the EXIF orientation)."
-    )
-    folder: str | None = Field(
-        description="The absolute folder of an indexed photo's file; null for an upload.",
-    )
+    source: Source
+    taken: Taken
+    taken_source: TakenSource
+    camera: Camera
+    place: PlaceField
+    width: Width
+    height: Height
+    folder: FolderField
 
     @classmethod
     def of(cls, hit: tuple[ImageRecord, float], relevance: float | None = None) -> ImageHit:
         record, score = hit
-        meta = record.meta
-        source: Literal["exif", "file"] | None = (
-            "exif"
-            if meta.taken_source == "exif"
-            else "file"
-            if meta.taken_source == "file"
-            else None
-        )
-        place = None if meta.place is None else Place(lat=meta.place[0], lon=meta.place[1])
         return cls(
-            id=record.id,
             score=round(score, 6),
             relevance=None if relevance is None else round(relevance, 6),
-            url=f"/images/{record.id}",
-            file=record.file,
-            captions=list(record.captions),
-            source="upload" if record.uploaded else "folder",
-            taken=meta.taken,
-            taken_source=source,
-            camera=meta.camera,
-            place=place,
-            width=meta.width,
-            height=meta.height,
-            folder=None if record.uploaded else meta.folder,
+            **photo_fields(record),
         )
+
+
+class GalleryPhoto(BaseModel):
+    """A gallery photo (no query: no score), its captions and what its file says."""
+
+    id: int
+    url: Url
+    thumbnail: str = Field(
+        description="Where a small JPEG of it is served (GET /images/{id}/thumbnail; pass "
+        "'size' for another than 256 pixels)."
+    )
+    file: FileName
+    captions: list[str]
+    source: Source
+    taken: Taken
+    taken_source: TakenSource
+    camera: Camera
+    place: PlaceField
+    width: Width
+    height: Height
+    folder: FolderField
+
+    @classmethod
+    def of(cls, record: ImageRecord) -> GalleryPhoto:
+        return cls(thumbnail=f"/images/{record.id}/thumbnail", **photo_fields(record))
 
 
 class CaptionHit(BaseModel):
@@ -226,6 +276,17 @@ class ImagesResponse(BaseModel):
         default_factory=list, description=WRITTEN + " Only when asked for (`sentence=true`)."
     )
     timings_ms: dict[str, float] = Field(default_factory=dict)
+
+
+class LibraryResponse(BaseModel):
+    results: list[GalleryPhoto] = Field(
+        description="The page's photos in the order asked for (photos without a date last)."
+    )
+    order: Literal["-date", "date"] = Field(
+        description="'-date': newest first; 'date': oldest first."
+    )
+    next: str | None = Field(default=None, description=NEXT)
+    total: int = Field(description="How many photos pass the filters (exact).")
 
 
 class Concept(BaseModel):

@@ -1,5 +1,6 @@
-"""Sentences for a photo (found among the gallery's and the bank's captions, and written
-by the caption decoder) and for a text (``/paraphrase``: written for its vector)."""
+"""Sentences for a photo — uploaded, or a gallery photo by id — (found among the gallery's
+and the bank's captions, and written by the caption decoder) and for a text
+(``/paraphrase``: written for its vector)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 from PIL import Image
 
-from groundsearch.index.gallery import Gallery
+from groundsearch.index.gallery import Gallery, UnknownItemError
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen
+from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
 from groundsearch.service.bank_loader import BankLoader
 from groundsearch.service.photo_vectors import PhotoVectors
 from groundsearch.service.queries import QueryVectors
@@ -34,7 +36,7 @@ class Description:
 
 @dataclass(eq=False)
 class Describe:
-    """``/describe`` and ``/paraphrase``."""
+    """``/describe``, ``/images/{id}/describe`` and ``/paraphrase``."""
 
     photos: PhotoVectors
     queries: QueryVectors
@@ -77,6 +79,19 @@ class Describe:
         for d in found:
             unique.setdefault(d.text, d)
         return list(unique.values())[:k], sentences, concepts, timings
+
+    def gallery_photo(self, image_id: int, max_pixels: int) -> Image.Image:
+        """A gallery photo decoded as an upload is (upright, no larger than the backbone
+        needs), so it is described exactly as the same file uploaded; UnknownItemError
+        if the item is gone or its file is gone or can no longer be decoded."""
+        path = self.gallery.photo_path(image_id)
+        try:
+            image, _ = decode_photo(path, max_pixels, min_side=self.photos.min_side)
+        except PhotoError as exc:
+            raise UnknownItemError(
+                f"the photo of image {image_id} can no longer be read ({exc})"
+            ) from None
+        return image
 
     def _found(self, vec: np.ndarray, k: int) -> tuple[list[Description], list[Description]]:
         """The first ``k`` captions of the gallery's and of the bank's (the candidates),

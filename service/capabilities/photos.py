@@ -1,19 +1,26 @@
-"""Gallery photos by id: the file itself (upright) and its nearest neighbours."""
+"""Gallery photos by id: the file itself (upright), a thumbnail, its nearest neighbours."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from PIL import Image
 
 from groundsearch.index.gallery import Gallery, UnknownItemError
-from groundsearch.model.runtime.images.photos import PHOTO_FORMATS, jpeg_copy, upright_copy
+from groundsearch.model.runtime.images.photos import (
+    PHOTO_FORMATS,
+    PhotoError,
+    jpeg_copy,
+    upright_copy,
+)
 from groundsearch.service.capabilities.search import ImageHits
 from groundsearch.service.pages import Page
 from groundsearch.service.photo_pages import PageAsk, photo_page
 from groundsearch.service.relevance import NO_JUDGE, Judge
+from groundsearch.service.thumbnails import Thumbnail, Thumbnails, thumbnail_etag
 
 #: The suffixes of HEIF files: sent as JPEGs to clients that do not take HEIF.
 HEIF_SUFFIXES = frozenset(f".{suffix}" for suffix in PHOTO_FORMATS["HEIF"].suffixes)
@@ -39,10 +46,12 @@ class ServedPhoto:
 
 @dataclass(eq=False)
 class Photos:
-    """``/images/{id}`` and ``/images/{id}/similar`` (UnknownItemError: 404)."""
+    """``/images/{id}``, its thumbnail and ``/images/{id}/similar`` (UnknownItemError:
+    404)."""
 
     gallery: Gallery
     judge: Judge = NO_JUDGE
+    thumbnails: Thumbnails = field(default_factory=Thumbnails)
 
     def path(self, image_id: int) -> Path:
         """The file of a gallery photo (UnknownItemError if the item or file is gone)."""
@@ -76,6 +85,29 @@ class Photos:
         if turned is None:
             return ServedPhoto(path, stat, negotiated=heif)
         return ServedPhoto(path, stat, *turned, negotiated=heif)
+
+    def thumbnail(
+        self, image_id: int, size: int, known: Collection[str] = ()
+    ) -> tuple[Thumbnail, bool]:
+        """The photo as a JPEG at most ``size`` pixels on its longer side, upright, and
+        whether it is new to a client holding the ETags ``known`` (False: its ``data``
+        is left empty, a 304). UnknownItemError if the item or its file is gone, or the
+        file can no longer be decoded."""
+        record = self.gallery.image(image_id)
+        path = self.path(image_id)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:  # removed since photo_path found it
+            raise UnknownItemError(f"the photo of image {image_id} is no longer on disk") from None
+        etag = thumbnail_etag(record.sha256, stat, size)
+        if etag in known or "*" in known:
+            return Thumbnail(b"", etag, stat.st_mtime), False
+        try:
+            return self.thumbnails.get(path, stat, size, etag), True
+        except PhotoError as exc:
+            raise UnknownItemError(
+                f"the photo of image {image_id} can no longer be read ({exc})"
+            ) from None
 
     def similar(self, image_id: int, ask: PageAsk, threshold: float | None = None) -> Page:
         """The page ``ask`` wants of the gallery photos closest to this one (itself

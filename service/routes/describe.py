@@ -24,6 +24,7 @@ from groundsearch.service.routes.params import (
     PHOTO_STATUSES,
     WRITING_ERRORS,
     Beam,
+    ImageId,
     K,
     MinRelevance,
     Photo,
@@ -74,6 +75,46 @@ async def describe(
         photo, _ = await workers.run(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )
+        hits, wrote, seen, timings = await workers.run(
+            capability.run, photo, k, retrieved, written, beam
+        )
+    threshold = capability.judge.threshold(min_relevance)
+    return DescribeResponse(
+        generated=[WrittenSentence.of(g) for g in wrote],
+        concepts=[Concept.of(c) for c in seen],
+        **caption_hits(hits, threshold, retrieved),
+        timings_ms=timings,
+    )
+
+
+@router.get(
+    "/images/{image_id}/describe",
+    response_model=DescribeResponse,
+    responses=responses(404, 422, 429, 501, 503),
+)
+async def describe_gallery_photo(
+    capability: DescribeDep,
+    settings: SettingsDep,
+    admission: AdmissionDep,
+    workers: PhotoWorkersDep,
+    image_id: ImageId,
+    k: K = 5,
+    sentences: Sentences = "both",
+    beam: Beam = None,
+    min_relevance: MinRelevance = None,
+) -> DescribeResponse:
+    """What ``POST /describe`` answers for the gallery photo's file: the sentences the
+    caption decoder writes for it, the ``k`` existing captions that fit it best (its own
+    among them), and what the classifier saw. 404 when the item is gone, or its file is
+    gone or can no longer be read."""
+    check_k(k, settings)
+    if sentences == "generated":
+        capability.writer.require()
+    written = sentences == "generated" or (sentences == "both" and capability.writes)
+    retrieved = sentences != "generated"
+    await run_in_threadpool(capability.gallery.photo_path, image_id)  # 404 before a slot
+    async with admission.slots("cnn"):
+        photo = await workers.run(capability.gallery_photo, image_id, settings.max_pixels)
         hits, wrote, seen, timings = await workers.run(
             capability.run, photo, k, retrieved, written, beam
         )

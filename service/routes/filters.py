@@ -8,11 +8,13 @@ parameter (``FilterError``, ``CursorError``: ``service.app``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Annotated, Literal
 
 from fastapi import Depends, Query
+from pydantic import BeforeValidator
 
 from groundsearch.index.filters import PhotoFilter
 from groundsearch.service.pages import ORDERS
@@ -27,12 +29,26 @@ _LON = r"[-+]?(180(\.0+)?|(1[0-7]\d|[1-9]?\d)(\.\d+)?)"
 #: ``near``: "latitude,longitude" in decimal degrees, each in its range.
 NEAR_PATTERN = rf"^{_LAT},{_LON}$"
 
+_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def _not_a_number(value: object) -> object:
+    """Refuse a bare number: pydantic would read it as seconds since the epoch, but the
+    schema (and the docs) say a date or a date-time."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        raise ValueError("must be a date (2024-06-01) or a date-time, not a number")
+    return value
+
+
 After = Annotated[
     datetime | date | None,
+    BeforeValidator(_not_a_number),
     Query(description=f"Only photos taken at or after this. {DATE_HELP}"),
 ]
 Before = Annotated[
-    datetime | date | None, Query(description=f"Only photos taken before this. {DATE_HELP}")
+    datetime | date | None,
+    BeforeValidator(_not_a_number),
+    Query(description=f"Only photos taken before this. {DATE_HELP}"),
 ]
 Folder = Annotated[
     str | None,

@@ -1,11 +1,13 @@
-"""Gallery photos: the file itself (upright) and its nearest neighbours."""
+"""Gallery photos: the library by date, the file itself (upright), a thumbnail, and its
+nearest neighbours."""
 
 from __future__ import annotations
 
 import hashlib
 from email.utils import formatdate
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 
@@ -14,12 +16,23 @@ from groundsearch.model.runtime.images.photos import (
     PHOTO_FORMATS,
     UPRIGHT_JPEG_QUALITY,
 )
-from groundsearch.service.deps import PhotosDep, SettingsDep, check_k
+from groundsearch.service.deps import (
+    LibraryDep,
+    PhotosDep,
+    SettingsDep,
+    ThumbnailWorkersDep,
+    check_k,
+)
 from groundsearch.service.photo_pages import PageAsk
 from groundsearch.service.problems import responses
-from groundsearch.service.routes.filters import Filters, PagingDep
+from groundsearch.service.routes.filters import CursorParam, Filters, PagingDep
 from groundsearch.service.routes.params import ImageId, K, MinRelevance
-from groundsearch.service.schemas import ImagesResponse, page_hits
+from groundsearch.service.schemas import (
+    GalleryPhoto,
+    ImagesResponse,
+    LibraryResponse,
+    page_hits,
+)
 
 router = APIRouter(tags=["images"])
 BINARY = {"schema": {"type": "string", "format": "binary"}}
@@ -27,6 +40,49 @@ OTHER = "application/octet-stream"
 PHOTO_TYPES = sorted({*MEDIA_TYPES.values(), OTHER})
 #: How long a client may keep a served photo.
 CACHE_CONTROL = "max-age=3600"
+#: How long a client may keep a thumbnail (then it asks again with its ETag).
+THUMBNAIL_CACHE_CONTROL = "max-age=86400"
+#: The default longer side of a thumbnail, and the range a request may ask for.
+THUMBNAIL_SIZE, MIN_THUMBNAIL, MAX_THUMBNAIL = 256, 16, 2048
+
+LibraryOrder = Annotated[
+    Literal["-date", "date"],
+    Query(
+        description="'-date' (default): newest first; 'date': oldest first. Photos taken in "
+        "the same second follow by id in the same direction; photos without a date come "
+        "last.",
+    ),
+]
+ThumbnailSize = Annotated[
+    int,
+    Query(
+        ge=MIN_THUMBNAIL,
+        le=MAX_THUMBNAIL,
+        description="The thumbnail's longer side in pixels (a smaller photo is not enlarged).",
+    ),
+]
+
+
+@router.get("/images", response_model=LibraryResponse, responses=responses(422, 503))
+async def library(
+    capability: LibraryDep,
+    settings: SettingsDep,
+    where: Filters,
+    order: LibraryOrder = "-date",
+    cursor: CursorParam = None,
+    k: K = 50,
+) -> LibraryResponse:
+    """The gallery's photos that pass the filters, by when they were taken (no text, no
+    relevance), ``k`` a page: the next page is asked for with ``cursor`` (this one's
+    ``next``)."""
+    check_k(k, settings)
+    page = await run_in_threadpool(capability.page, PageAsk(k, where, order, cursor))
+    return LibraryResponse(
+        results=[GalleryPhoto.of(p) for p in page.photos],
+        order=order,
+        next=page.next,
+        total=page.total,
+    )
 
 
 @router.get(
@@ -105,3 +161,37 @@ async def similar(
     ask = PageAsk(k, where, paging.order, paging.cursor)
     page = await run_in_threadpool(photos.similar, image_id, ask, threshold)
     return ImagesResponse(order=paging.order, **page_hits(page, threshold))
+
+
+@router.get(
+    "/images/{image_id}/thumbnail",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The photo as a JPEG, upright, its longer side at most 'size' "
+            "pixels, with an ETag and Cache-Control.",
+            "content": {"image/jpeg": BINARY},
+        },
+        304: {"description": "Not modified: the client's copy (If-None-Match) is current."},
+        **responses(404, 422, 503),
+    },
+)
+async def thumbnail(
+    photos: PhotosDep,
+    workers: ThumbnailWorkersDep,
+    request: Request,
+    image_id: ImageId,
+    size: ThumbnailSize = THUMBNAIL_SIZE,
+) -> Response:
+    """A small JPEG of the gallery photo for grids: made once and kept in memory;
+    ``If-None-Match`` with its ETag answers 304."""
+    known = {t.strip() for t in request.headers.get("if-none-match", "").split(",") if t.strip()}
+    made, new = await workers.run(photos.thumbnail, image_id, size, known)
+    headers = {
+        "ETag": made.etag,
+        "Cache-Control": THUMBNAIL_CACHE_CONTROL,
+        "Last-Modified": formatdate(made.mtime, usegmt=True),
+    }
+    if not new:
+        return Response(status_code=304, headers=headers)
+    return Response(made.data, media_type="image/jpeg", headers=headers)

@@ -289,3 +289,103 @@ def test_stored_metadata_reads_back_and_is_filled_only_once(store):
     moved = records.photos(store.reader(), [shot])[shot]
     assert moved[0] == "/home/ü/写真/IMG_1.jpg"
     assert moved[3] == replace(meta, folder="/home/ü/写真", name="IMG_1.jpg")
+
+
+def _dated_store(store, n: int = 40) -> dict[int, PhotoMetadata]:
+    """``n`` photos: times with ties (bursts in one second), every seventh undated, GPS
+    for every third (near Paris or far away), two folders; id → its metadata."""
+    rng = np.random.default_rng(3)
+    v = vecs(n, seed=7)
+    metas: dict[int, PhotoMetadata] = {}
+    with store.transaction() as db:
+        for i in range(n):
+            taken = None if i % 7 == 3 else 1.6e9 + 3600.0 * int(rng.integers(0, 12))
+            near = (48.85 + i * 4e-4, 2.29 + i * 6e-4)  # some in the box's corners
+            place = (near if i % 2 else (40.0, -74.0)) if i % 3 == 0 else None
+            meta = PhotoMetadata(
+                taken_at=taken,
+                taken_source=None if taken is None else "exif",
+                lat=place[0] if place else None,
+                lon=place[1] if place else None,
+                width=4,
+            )
+            path = f"/photos/{'a' if i % 2 else 'b'}/{i}.jpg"
+            photo = records.insert_photo(db, f"sha-{i}", path, v[i], meta=meta)
+            metas[photo] = replace(meta, folder=path.rpartition("/")[0])
+    return metas
+
+
+def _by_date(metas: dict[int, PhotoMetadata], newest: bool, keep=lambda m: True) -> list[int]:
+    sign = -1 if newest else 1
+    dated = [i for i, m in metas.items() if m.taken_at is not None and keep(m)]
+    undated = [i for i, m in metas.items() if m.taken_at is None and keep(m)]
+    return sorted(dated, key=lambda i: (sign * metas[i].taken_at, sign * i)) + sorted(
+        undated, key=lambda i: sign * i
+    )
+
+
+def _pages(db, f, k: int, newest: bool, passing: int | None = None) -> list[list[int]]:
+    pages, after = [], None
+    while True:
+        keys = records.photos_by_date(db, f, k, newest, after, passing)
+        if not keys:
+            return pages
+        pages.append([key.id for key in keys])
+        after = keys[-1]
+
+
+@pytest.mark.parametrize("newest", [True, False], ids=["newest-first", "oldest-first"])
+def test_photos_by_date_page_through_every_photo_once_in_date_order(store, newest):
+    from groundsearch.index.filters import PhotoFilter, haversine_km
+
+    metas = _dated_store(store)
+    db = store.reader()
+    taken = [m.taken_at for m in metas.values() if m.taken_at is not None]
+    assert len(taken) > len(set(taken))  # ties: the id orders them
+    for k in (1, 4, 7, 100):
+        pages = _pages(db, None, k, newest)
+        assert [i for p in pages for i in p] == _by_date(metas, newest)
+        assert all(len(p) == k for p in pages[:-1])
+    cut = sorted(set(taken))[4]
+
+    def km(m: PhotoMetadata) -> float:
+        return np.inf if m.lat is None else float(haversine_km(48.85, 2.29, m.lat, m.lon))
+
+    box = [m for m in metas.values() if m.lat is not None and m.lon > 0]
+    in_box = [m for m in box if abs(m.lat - 48.85) < 0.0108 and abs(m.lon - 2.29) < 0.0164]
+    assert any(km(m) > 1.2 for m in in_box) and any(km(m) <= 1.2 for m in in_box)
+    filters = [
+        (PhotoFilter(folder="/photos/a"), lambda m: m.folder == "/photos/a"),
+        (PhotoFilter(after=cut), lambda m: m.taken_at is not None and m.taken_at >= cut),
+        # near: the exact distance leaves out the photos in the box outside the circle
+        (PhotoFilter(near=(48.85, 2.29), within_km=1.2), lambda m: km(m) <= 1.2),
+        (
+            PhotoFilter(near=(48.85, 2.29), within_km=2000, folder="/photos/a"),
+            lambda m: m.lat is not None and m.lon > 0 and m.folder == "/photos/a",
+        ),
+    ]
+    for f, keep in filters:
+        want = _by_date(metas, newest, keep)
+        assert want, f
+        # both plans: the filter's own indexes then a sort, or the date index walked
+        for k, passing in ((1, None), (3, None), (50, None), (1, 10**6), (3, 10**6)):
+            got = [i for p in _pages(db, f, k, newest, passing) for i in p]
+            assert got == want, (f, k, passing)
+
+
+def test_photos_by_date_after_a_key_ignore_what_changed_before_it(store):
+    metas = _dated_store(store, 20)
+    db = store.reader()
+    first = records.photos_by_date(db, None, 5)
+    before = {key.id for key in first}
+    # a photo newer than the page read, and one older; the page's last photo removed
+    v = vecs(2, seed=9)
+    newest = max(m.taken_at for m in metas.values() if m.taken_at is not None)
+    with store.transaction() as db_w:
+        new = records.insert_photo(db_w, "sha-n", "/p/n.jpg", v[0], meta=PhotoMetadata(newest + 1))
+        old = records.insert_photo(db_w, "sha-o", "/p/o.jpg", v[1], meta=PhotoMetadata(1.0))
+        records.delete_photo(db_w, first[-1].id)
+    rest = [key.id for key in records.photos_by_date(db, None, 100, after=first[-1])]
+    assert new not in rest and old in rest and not before & set(rest)
+    remaining = set(metas) - before
+    assert set(rest) == remaining | {old}

@@ -9,156 +9,51 @@ Without Chromium (or playwright) the tests skip, unless ``CI`` is set: CI must r
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from groundsearch.settings import get_settings
+from tests.service.browser import launch, loaded_widths, serve, service_folders, tab
 from tests.tiny_data import FLICKR, make_tiny_flickr
 
 try:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 except ImportError:  # reported by the `browser` fixture
-    expect = sync_playwright = None
+    expect = None
 
 pytestmark = pytest.mark.slow  # a real server and a browser
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
-]
 GALLERY_PHOTOS = 8
 PHRASE = "A dog runs on the beach"
-READY_TIMEOUT_S = 300
-ALL_IMAGES_LOADED = """sel => {
-  const imgs = [...document.querySelectorAll(sel)];
-  return imgs.length > 0 && imgs.every(img => img.complete);
-}"""
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def _unavailable(reason: str) -> None:
-    if _in_ci():
-        pytest.fail(f"{reason}; CI must run the browser tests", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not CHROMIUM.is_file():
-        _unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    if sync_playwright is None:
-        _unavailable("the playwright package is not installed (pip install -e '.[dev]')")
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with launch() as chromium:
         yield chromium
-        chromium.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_ready(base: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the service exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(base + "/ready", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"the service was not ready in {READY_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
 
 
 @pytest.fixture(scope="module")
 def server(browser, tmp_path_factory: pytest.TempPathFactory):
     """The base URL of ``groundsearch serve`` over a tiny Flickr8k gallery."""
-    from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain
-
     root = tmp_path_factory.mktemp("page")
-    data, cache = root / "data", root / "cache"
+    data, cache = service_folders(root)
     make_tiny_flickr(data / "flickr8k", train=0, dev=0, test=GALLERY_PHOTOS)
-    cache.mkdir()
-    (cache / "glove6b50d.pretrain.pt").symlink_to(ensure_pretrain(get_settings().cache_dir))
-    env = {
-        **os.environ,
-        "GROUNDSEARCH_DATA_DIR": str(data),
-        "GROUNDSEARCH_CACHE_DIR": str(cache),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-    }
-    env.pop("GROUNDSEARCH_WRITE_TOKEN", None)
-    port = _free_port()
-    cmd = [sys.executable, "-m", "groundsearch.cli", "serve", "--port", str(port)]
-    cmd += ["--index", str(root / "gallery"), "--log-level", "warning"]
-    log = root / "server.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(base, proc, log)
+    with serve(root / "gallery", data, cache, root / "server.log") as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture
 def page(browser, server):
     """A fresh tab on ``/``; afterwards, no request may have left the server and no
     script error may have happened."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=server)
-    tab = context.new_page()
-    tab.set_default_timeout(60_000)
-    outside: list[str] = []
-    script_errors: list[str] = []
-    tab.on(
-        "request",
-        lambda r: None if r.url.startswith((server, "data:", "blob:")) else outside.append(r.url),
-    )
-    tab.on("pageerror", lambda exc: script_errors.append(str(exc)))
-    tab.goto("/")
-    tab.wait_for_selector("body.ready")
-    yield tab
-    context.close()
-    assert not outside, f"the page fetched from outside the service: {outside}"
-    assert not script_errors, f"script errors: {script_errors}"
+    with tab(browser, server) as opened:
+        yield opened
 
 
 def _search(page, text: str) -> None:
     page.fill("#query", text)
     page.click("#search-btn")
-
-
-def _loaded_widths(page, selector: str) -> list[int]:
-    page.wait_for_function(ALL_IMAGES_LOADED, arg=selector)
-    return page.eval_on_selector_all(selector, "imgs => imgs.map(img => img.naturalWidth)")
 
 
 def _outside_photo() -> Path:
@@ -171,7 +66,7 @@ def test_search_shows_a_grid_of_photos_that_load(page):
     _search(page, PHRASE)
     hits = page.locator("#results .hit")
     expect(hits).to_have_count(GALLERY_PHOTOS)  # k=12 over an 8-photo gallery
-    widths = _loaded_widths(page, "#results .hit img")
+    widths = loaded_widths(page, "#results .hit img")
     assert len(widths) == GALLERY_PHOTOS and all(w > 0 for w in widths), widths
     ids = [hit.get_attribute("data-id") for hit in hits.all()]
     assert all(i.isdigit() for i in ids) and len(set(ids)) == GALLERY_PHOTOS, ids
@@ -206,7 +101,7 @@ def test_uploading_or_dropping_a_photo_lists_captions(page):
     expect(written).to_be_visible()
     assert written.inner_text().strip().endswith(".")
     assert written.bounding_box()["y"] < captions.first.bounding_box()["y"]
-    widths = _loaded_widths(page, "#captions .caption img")
+    widths = loaded_widths(page, "#captions .caption img")
     assert all(w > 0 for w in widths), widths
     preview = page.locator("#upload-preview")
     expect(preview).to_be_visible()
@@ -267,7 +162,7 @@ def test_arithmetic_from_a_search_result(page):
     expect(results.first).to_be_visible()
     expect(page.locator("#arith-written .written-text")).not_to_be_empty()
     assert 0 < results.count() <= GALLERY_PHOTOS
-    assert all(w > 0 for w in _loaded_widths(page, "#arith-results .hit img"))
+    assert all(w > 0 for w in loaded_widths(page, "#arith-results .hit img"))
 
 
 def test_arithmetic_from_an_uploaded_photo(page):

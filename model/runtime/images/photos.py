@@ -86,6 +86,8 @@ _BRANDS = {
 ORIENTATION = 0x0112
 #: JPEG quality of a photo re-encoded upright (``upright_copy``).
 UPRIGHT_JPEG_QUALITY = 95
+#: JPEG quality of a thumbnail (``thumbnail_jpeg``).
+THUMBNAIL_JPEG_QUALITY = 82
 Reason = Literal["missing", "not-an-image", "unsupported", "too-large", "corrupt"]
 
 
@@ -328,6 +330,22 @@ def jpeg_copy(path: Path | str) -> bytes:
         out = io.BytesIO()
         turned.save(out, format="JPEG", **options)
         return out.getvalue()
+
+
+def thumbnail_jpeg(
+    source: Path | str | bytes, size: int, max_pixels: int = MAX_PIXELS
+) -> tuple[bytes, tuple[int, int]]:
+    """A photo as a small JPEG, upright, its longer side at most ``size`` pixels (never
+    enlarged), with its pixel size: decoded at reduced scale (``decode_photo`` with
+    ``min_side``: a phone's 12-megapixel JPEG is read at 1/8), then resampled
+    (Lanczos) and encoded at ``THUMBNAIL_JPEG_QUALITY``. PhotoError as ``decode_photo``."""
+    if size < 1:
+        raise ValueError(f"size must be at least 1, got {size}")
+    img, _ = decode_photo(source, max_pixels, min_side=size)
+    img.thumbnail((size, size), Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    img.save(out, format="JPEG", quality=THUMBNAIL_JPEG_QUALITY)
+    return out.getvalue(), img.size
 
 
 def _reduced(img: Image.Image, min_side: int | None) -> Image.Image:
