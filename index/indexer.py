@@ -438,6 +438,7 @@ class Indexer:
         gone: Sequence[Path] = (),
         progress: bool = False,
         stop: Callable[[], bool] | None = None,
+        keep: Callable[[Path], bool] | None = None,
     ) -> IndexReport:
         """One pass: every file under ``paths`` (folders walked, files as given; default
         the session's paths) is recorded, new content embedded; then the files under each
@@ -445,7 +446,11 @@ class Indexer:
         pass did not see are forgotten, and so are the files at or under each of ``gone``
         (photos left with no file go with them). ``stop``: asked after each photo; when it
         says yes, what was embedded is committed and nothing is forgotten (a pass cut
-        short has not seen every file)."""
+        short has not seen every file). ``keep``: asked at the end for each folder of
+        ``forget`` and path of ``gone``; yes leaves the files under it alone (a watcher
+        keeps those of a folder that looks unmounted). A folder of ``forget`` that is no
+        folder by then, and a path of ``gone`` that is there again, forget nothing."""
+        start = time.perf_counter()
         paths = self.roots if paths is None else [Path(os.path.abspath(p)) for p in paths]
         report = IndexReport(str(self.gallery_dir))
         bar = _progress_bar(progress)
@@ -471,15 +476,17 @@ class Indexer:
                     stopped = True
                     break
             run.commit()
-            if not stopped:
-                if forget is None:  # a path gone by now (unmounted?) forgets nothing
-                    forget = [r for r in self.roots if r.is_dir()]
-                report.forgotten = run.files.forget_unseen([str(f) for f in forget], run.run)
+            if not stopped:  # decided now: a folder may have gone (unmounted?) meanwhile
+                folders = self.roots if forget is None else forget
+                folders = [f for f in folders if f.is_dir() and not (keep and keep(f))]
+                report.forgotten = run.files.forget_unseen([str(f) for f in folders], run.run)
+                gone = [g for g in gone if not os.path.lexists(g) and not (keep and keep(g))]
                 if gone:
                     report.forgotten += run.files.forget([str(g) for g in gone])
         finally:
             bar.close()
         report.photos = self.gallery.counts()["images"]
+        report.seconds = time.perf_counter() - start
         return report
 
 
