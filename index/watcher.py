@@ -32,7 +32,8 @@ one way a gallery is filled: there is no second write path.
    back (or another file system is mounted there) watches it again and catches up with
    a full pass. A folder that is **empty** while the gallery holds files under it looks
    like a mount point without its drive: a pass forgets nothing under it (files deleted
-   one by one while watched are forgotten as they go).
+   one by one while watched are forgotten as they go); once something lands in it, it is
+   walked again whole and what is no longer there is forgotten.
 5. **Crash-safe and resumable** as the indexer is: each commit is one transaction, so
    a watcher killed at any point leaves whole photos, and its next start catches up
    (step 1). A stop (``stop`` set: SIGINT or SIGTERM for the CLI, the server's
@@ -51,7 +52,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,9 @@ class FolderWatcher:
                 if any(root in changes for root in present) or self._replaced(present):
                     return  # watch again from scratch (a deleted root's watch is dead)
 
-    def _changes(self, folders: list[Path], stop: threading.Event) -> Iterator[set[Path]]:
+    def _changes(
+        self, folders: list[Path], stop: threading.Event
+    ) -> Generator[set[Path], None, None]:
         """Batches of changed paths (an empty one every ``tick_ms`` when nothing changes)."""
         batches = watch(
             *folders,
@@ -216,7 +219,9 @@ class FolderWatcher:
         wanted = sorted(p for p in changed if self._watched(p))
         if not wanted:
             return None
-        there = [p for p in wanted if os.path.lexists(p)]
+        # a folder kept while empty that now has something in it is walked again whole
+        again = [k for k in self._kept if any(p == k or _under(p, k) for p in wanted)]
+        there = sorted({p for p in [*wanted, *again] if os.path.lexists(p)})
         folders = [p for p in there if os.path.isdir(p)]
         # what a folder of this batch is walked for is not given again on its own
         there = [p for p in there if not any(_under(p, f) and p != f for f in folders)]
