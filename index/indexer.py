@@ -141,6 +141,9 @@ class _Run:
         self.gallery, self.model, self.roots = gallery, model, list(roots)
         self.caption_file, self.trees, self.report = captions, trees, report
         self.only, self.tick = only, tick
+        #: commit also once this many seconds passed since the last commit (None: by count)
+        self.commit_seconds: float | None = None
+        self.last_commit = time.monotonic()
         self.files = IndexedFiles(gallery)
         self.run = self.files.next_run()
         self.batch: list[tuple[_Pending, np.ndarray | None]] = []
@@ -236,7 +239,10 @@ class _Run:
         self.batch.append((pending, features))
         if features is not None:
             self.queued.add(pending.sha256)
-        if len(self.batch) >= COMMIT_EVERY:
+        if len(self.batch) >= COMMIT_EVERY or (
+            self.commit_seconds is not None
+            and time.monotonic() - self.last_commit >= self.commit_seconds
+        ):
             self.commit()
 
     def _mark_seen(self) -> None:
@@ -251,6 +257,7 @@ class _Run:
         if not self.batch:
             return
         batch, self.batch = self.batch, []
+        self.last_commit = time.monotonic()
         self.queued = set()
         rows = [i for i, (_, f) in enumerate(batch) if f is not None]
         vectors: dict[int, np.ndarray] = {}
@@ -439,6 +446,7 @@ class Indexer:
         progress: bool = False,
         stop: Callable[[], bool] | None = None,
         keep: Callable[[Path], bool] | None = None,
+        commit_seconds: float | None = None,
     ) -> IndexReport:
         """One pass: every file under ``paths`` (folders walked, files as given; default
         the session's paths) is recorded, new content embedded; then the files under each
@@ -449,7 +457,10 @@ class Indexer:
         short has not seen every file). ``keep``: asked at the end for each folder of
         ``forget`` and path of ``gone``; yes leaves the files under it alone (a watcher
         keeps those of a folder that looks unmounted). A folder of ``forget`` that is no
-        folder by then, and a path of ``gone`` that is there again, forget nothing."""
+        folder by then, and a path of ``gone`` that is there again, forget nothing.
+        ``commit_seconds``: commit what is embedded once this long has passed since the
+        last commit too, not only every ``COMMIT_EVERY`` photos (a watcher's photos are
+        then searchable within about that time in a burst as well)."""
         start = time.perf_counter()
         paths = self.roots if paths is None else [Path(os.path.abspath(p)) for p in paths]
         report = IndexReport(str(self.gallery_dir))
@@ -465,6 +476,7 @@ class Indexer:
                 self.only,
                 bar.update,
             )
+            run.commit_seconds = commit_seconds
             if progress:
                 bar.total = count_files(paths, [self.gallery_dir], run.wanted)
                 bar.refresh()

@@ -17,8 +17,8 @@ one way a gallery is filled: there is no second write path.
 2. **Debounced batches.** Changes are grouped until ``step_ms`` pass without a new one
    (at most ``debounce_ms``): a file lands and is handled about ``step_ms`` later; a
    burst of a thousand files arrives as a few batches, each one pass of the indexer
-   (photos committed 64 at a time, searchable as each commit lands); changes that come
-   while a batch is embedded make the next one.
+   (photos committed every second or every 64, whichever comes first, searchable as each
+   commit lands); changes that come while a batch is embedded make the next one.
 3. **A batch** looks at each changed path as it is *now*, whatever the events said: a
    file is recorded (new content embedded; content the gallery holds, as after a rename
    or a move, is recorded as another file of its photo, which keeps its id); a folder
@@ -67,6 +67,8 @@ log = logging.getLogger("groundsearch.index.watcher")
 STEP_MS = 50
 #: … or once they have been gathered this long (ms), in a burst.
 DEBOUNCE_MS = 1000
+#: In a long batch, photos are committed (searchable) at least this often (s).
+COMMIT_SECONDS = 1.0
 #: How often the watcher looks for folders that went missing or came back (ms).
 TICK_MS = 500
 #: After a failed pass, wait this long before catching up again (s), doubling to …
@@ -168,6 +170,7 @@ class FolderWatcher:
                 progress=self.progress,
                 stop=stop.is_set,
                 keep=self._keep,
+                commit_seconds=COMMIT_SECONDS,
             )
             self.on_event("caught-up", {**report.summary(), "lines": report.lines()})
             for changes in _chain(first, batches):
@@ -227,7 +230,12 @@ class FolderWatcher:
         there = [p for p in there if not any(_under(p, f) and p != f for f in folders)]
         gone = [p for p in wanted if not os.path.lexists(p)]
         report = self.indexer.index(
-            there, forget=folders, gone=gone, stop=stop.is_set, keep=self._keep
+            there,
+            forget=folders,
+            gone=gone,
+            stop=stop.is_set,
+            keep=self._keep,
+            commit_seconds=COMMIT_SECONDS,
         )
         data = {"paths": len(wanted), **report.summary(), "lines": report.lines()}
         self.on_event("changes", data)

@@ -152,6 +152,7 @@ def test_a_watcher_killed_mid_burst_leaves_whole_photos_and_catches_up(env, tmp_
 
     with watcher(folder, gallery, env, log) as w:  # the next start catches up first
         caught = w.wait_event("caught-up")
+        print(f"\nkilled after {committed} of {len(photos)} photos; the restart: {caught}")
         assert caught["files_found"] == len(photos)
         assert caught["unchanged"] == committed  # what was committed is not done again
         assert caught["photos_embedded"] == len(photos) - committed
@@ -183,6 +184,7 @@ def test_sigterm_in_the_middle_of_a_batch_stops_cleanly(env, tmp_path):
         # its CNN worker ended with it
         wait_for("the process group gone", lambda: _group_gone(w.proc.pid))
     committed = count(gallery, "files")
+    print(f"\nstopped by SIGTERM with {committed} of {len(photos)} photos committed")
     assert 0 < committed <= len(photos)
     assert len(assert_whole(gallery)) == committed
     assert_snapshot_matches(gallery)
