@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from groundsearch.index.gallery import Gallery, is_gallery
-from groundsearch.index.indexer import IndexReport, index_photos
+from groundsearch.index.indexer import IndexReport, image_dim, index_photos
 from groundsearch.index.indexing_runs import IndexedFiles
 from groundsearch.index.sample_gallery import SAMPLE_DATA, prepare_sample_dataset
 from groundsearch.model.data.flickr import CAPTIONS_FILE, FLICKR8K_SPLITS, IMAGES_DIR
-from groundsearch.model.runtime.checkpoints import checkpoint_identity
+from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.parsing import Parser
 
 
@@ -72,10 +72,12 @@ def ensure_gallery(
     cache_dir: Path,
     flickr8k: Path | None,
     sample: bool = False,
+    empty: bool = False,
 ) -> str:
     """Index the default collection into ``folder`` if it has no gallery; say what is
     served. ``flickr8k``: the Flickr8k folder to index when it is there (``sample``
-    takes the sample photos anyway). Raises ``StoreError`` (``IdentityMismatch``) for a
+    takes the sample photos anyway); ``empty``: make an empty gallery instead (a server
+    that watches folders fills it). Raises ``StoreError`` (``IdentityMismatch``) for a
     gallery built by another checkpoint.
     """
     if is_gallery(folder):
@@ -86,6 +88,10 @@ def ensure_gallery(
             return f"the gallery at {folder} ({gallery.counts()['images']} photos)"
         finally:
             gallery.close()
+    if empty:
+        model = load_checkpoint(checkpoint, parser=parser.version)
+        Gallery.create(folder, image_dim(model), checkpoint_identity(checkpoint)).close()
+        return f"a new gallery at {folder}"
     if not sample and flickr8k is not None and has_flickr8k(flickr8k):
         preset = flickr8k_preset(flickr8k)
     else:

@@ -141,6 +141,9 @@ class _Run:
         self.gallery, self.model, self.roots = gallery, model, list(roots)
         self.caption_file, self.trees, self.report = captions, trees, report
         self.only, self.tick = only, tick
+        #: commit also once this many seconds passed since the last commit (None: by count)
+        self.commit_seconds: float | None = None
+        self.last_commit = time.monotonic()
         self.files = IndexedFiles(gallery)
         self.run = self.files.next_run()
         self.batch: list[tuple[_Pending, np.ndarray | None]] = []
@@ -236,7 +239,10 @@ class _Run:
         self.batch.append((pending, features))
         if features is not None:
             self.queued.add(pending.sha256)
-        if len(self.batch) >= COMMIT_EVERY:
+        if len(self.batch) >= COMMIT_EVERY or (
+            self.commit_seconds is not None
+            and time.monotonic() - self.last_commit >= self.commit_seconds
+        ):
             self.commit()
 
     def _mark_seen(self) -> None:
@@ -251,6 +257,7 @@ class _Run:
         if not self.batch:
             return
         batch, self.batch = self.batch, []
+        self.last_commit = time.monotonic()
         self.queued = set()
         rows = [i for i, (_, f) in enumerate(batch) if f is not None]
         vectors: dict[int, np.ndarray] = {}
@@ -333,6 +340,168 @@ def count_files(
     return sum(1 for f in walk_photos(paths, exclude) if isinstance(f, PhotoFile) and wanted(f))
 
 
+class Indexer:
+    """An indexing session over ``paths``: the model, the CNN workers, the captions and
+    the gallery, open for several passes. ``index_photos`` makes one pass over every
+    path; a folder watcher (``index.watcher``) one per batch of changes.
+
+        with Indexer([Path("~/Photos")], gallery_dir, checkpoint, parser) as indexer:
+            report = indexer.index()                      # every file under the paths
+            report = indexer.index([changed], gone=[deleted_path])
+
+    The arguments are ``index_photos``'s. ``model`` and ``gallery``: ones already
+    loaded (a server that watches folders: its own model and gallery, which then sees
+    each commit at once); the session closes only what it opened. Raises
+    ``IndexingError`` for a path that does not exist.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        gallery_dir: Path,
+        checkpoint: Path,
+        parser: Parser | None,
+        captions: Path | None = None,
+        only: set[str] | None = None,
+        workers: int | None = None,
+        kind: str = "auto",
+        max_pixels: int = MAX_PIXELS,
+        ray: str | None = None,
+        progress: bool = False,
+        model: Embedder | None = None,
+        gallery: Gallery | None = None,
+    ) -> None:
+        self.roots = [Path(os.path.abspath(p)) for p in paths]
+        for root in self.roots:
+            if not root.exists() and not root.is_symlink():
+                raise IndexingError(f"{root}: no such file or folder")
+        if ray is not None and workers == 0:
+            raise IndexingError("with a Ray cluster, workers (actors) must be at least 1")
+        if model is None and parser is None:
+            raise ValueError("give the parser the checkpoint is loaded with, or the model")
+        actors = workers
+        workers = os.cpu_count() or 1 if workers is None else workers
+        self.gallery_dir = Path(os.path.abspath(gallery_dir))
+        self.only = only
+        self.caption_file = read_caption_file(captions) if captions is not None else None
+        if model is None:
+            assert parser is not None
+            torch.set_num_threads(1)  # this process only projects and writes: the cores
+            model = load_checkpoint(checkpoint, parser=parser.version)  # are the CNN's
+        self.model = model
+        self.pool: FeatureBackend
+        if ray is None:
+            self.pool = FeaturePool(model.backbone, workers, max_pixels=max_pixels)
+        else:  # checked now, before the captions' parse: a bad address fails at once
+            cluster = RayFeaturePool(
+                model.backbone, ray, actors, max_pixels=max_pixels, progress=progress
+            )
+            cluster.check()
+            self.pool = cluster
+        try:
+            #: what was wrong with the captions file and its captions
+            self.caption_problems: list[str] = []
+            self.trees: dict[str, DependencyTree] = {}
+            if self.caption_file is not None:
+                assert parser is not None
+                self.caption_problems += self.caption_file.problems
+                setup = IndexReport(str(self.gallery_dir))
+                self.trees = parse_captions(
+                    self.caption_file, parser, model, max(workers, 1), setup, only
+                )
+                self.caption_problems += setup.caption_problems
+            self._owns_gallery = gallery is None
+            if gallery is None:
+                identity = checkpoint_identity(checkpoint)
+                gallery = Gallery.open_or_create(self.gallery_dir, image_dim(model), identity, kind)
+            self.gallery = gallery
+        except BaseException:
+            self.pool.close()
+            raise
+
+    def __enter__(self) -> Indexer:
+        try:
+            self.pool.__enter__()  # starts FeaturePool's workers; the Ray pool was checked
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the CNN workers; close the gallery if the session opened it."""
+        try:
+            if self._owns_gallery:
+                self.gallery.close()
+        finally:
+            self.pool.close()
+
+    def index(
+        self,
+        paths: Sequence[Path] | None = None,
+        forget: Sequence[Path] | None = None,
+        gone: Sequence[Path] = (),
+        progress: bool = False,
+        stop: Callable[[], bool] | None = None,
+        keep: Callable[[Path], bool] | None = None,
+        commit_seconds: float | None = None,
+    ) -> IndexReport:
+        """One pass: every file under ``paths`` (folders walked, files as given; default
+        the session's paths) is recorded, new content embedded; then the files under each
+        folder of ``forget`` (default: the session's paths that are folders) that this
+        pass did not see are forgotten, and so are the files at or under each of ``gone``
+        (photos left with no file go with them). ``stop``: asked after each photo; when it
+        says yes, what was embedded is committed and nothing is forgotten (a pass cut
+        short has not seen every file). ``keep``: asked at the end for each folder of
+        ``forget`` and path of ``gone``; yes leaves the files under it alone (a watcher
+        keeps those of a folder that looks unmounted). A folder of ``forget`` that is no
+        folder by then, and a path of ``gone`` that is there again, forget nothing.
+        ``commit_seconds``: commit what is embedded once this long has passed since the
+        last commit too, not only every ``COMMIT_EVERY`` photos (a watcher's photos are
+        then searchable within about that time in a burst as well)."""
+        start = time.perf_counter()
+        paths = self.roots if paths is None else [Path(os.path.abspath(p)) for p in paths]
+        report = IndexReport(str(self.gallery_dir))
+        bar = _progress_bar(progress)
+        try:
+            run = _Run(
+                self.gallery,
+                self.model,
+                self.roots,
+                self.caption_file,
+                self.trees,
+                report,
+                self.only,
+                bar.update,
+            )
+            run.commit_seconds = commit_seconds
+            if progress:
+                bar.total = count_files(paths, [self.gallery_dir], run.wanted)
+                bar.refresh()
+            stopped = False
+            pending = run.to_embed(walk_photos(paths, [self.gallery_dir]))
+            for item, result in self.pool.map(pending, lambda p: p.file.path):
+                run.embedded(item, result)
+                if stop is not None and stop():
+                    stopped = True
+                    break
+            run.commit()
+            if not stopped:  # decided now: a folder may have gone (unmounted?) meanwhile
+                folders = self.roots if forget is None else forget
+                folders = [f for f in folders if f.is_dir() and not (keep and keep(f))]
+                report.forgotten = run.files.forget_unseen([str(f) for f in folders], run.run)
+                gone = [g for g in gone if not os.path.lexists(g) and not (keep and keep(g))]
+                if gone:
+                    report.forgotten += run.files.forget([str(g) for g in gone])
+        finally:
+            bar.close()
+        report.photos = self.gallery.counts()["images"]
+        report.seconds = time.perf_counter() - start
+        return report
+
+
 def index_photos(
     paths: Sequence[Path],
     gallery_dir: Path,
@@ -360,62 +529,36 @@ def index_photos(
     raised.
     """
     start = time.perf_counter()
-    torch.set_num_threads(1)  # this process only projects and writes: the cores are the CNN's
-    roots = [Path(os.path.abspath(p)) for p in paths]
-    for root in roots:
-        if not root.exists() and not root.is_symlink():
-            raise IndexingError(f"{root}: no such file or folder")
-    if ray is not None and workers == 0:
-        raise IndexingError("with a Ray cluster, workers (actors) must be at least 1")
-    actors = workers
-    workers = os.cpu_count() or 1 if workers is None else workers
-    gallery_dir = Path(os.path.abspath(gallery_dir))
-    caption_file = read_caption_file(captions) if captions is not None else None
-    model = load_checkpoint(checkpoint, parser=parser.version)
-    pool: FeatureBackend
-    if ray is None:
-        pool = FeaturePool(model.backbone, workers, max_pixels=max_pixels)
-    else:  # checked now, before the captions' parse: a bad address fails at once
-        cluster = RayFeaturePool(
-            model.backbone, ray, actors, max_pixels=max_pixels, progress=progress
-        )
-        cluster.check()
-        pool = cluster
-    try:
-        report = IndexReport(str(gallery_dir))
-        trees: dict[str, DependencyTree] = {}
-        if caption_file is not None:
-            report.caption_problems += caption_file.problems
-            trees = parse_captions(caption_file, parser, model, max(workers, 1), report, only)
-        features = np.zeros((1, get_spec(_backbone(model)).dim), np.float32)
-        dim = int(model.embed_images(features).shape[1])
-        gallery = Gallery.open_or_create(gallery_dir, dim, checkpoint_identity(checkpoint), kind)
-        bar = _progress_bar(progress)
-        try:
-            run = _Run(gallery, model, roots, caption_file, trees, report, only, bar.update)
-            if progress:
-                bar.total = count_files(roots, [gallery_dir], run.wanted)
-                bar.refresh()
-            with pool:  # starts FeaturePool's workers; the Ray pool was checked above
-                pending = run.to_embed(walk_photos(roots, [gallery_dir]))
-                for item, result in pool.map(pending, lambda p: p.file.path):
-                    run.embedded(item, result)
-            run.commit()
-            gone = [str(r) for r in roots if r.is_dir()]
-            report.forgotten = run.files.forget_unseen(gone, run.run)
-            report.backfilled += gallery.fill_upload_metadata()
-            if caption_file is not None:
-                unused = caption_file.unused()
-                unused = [k for k in unused if _named(k, only)]
-                report.unused_captions = len(unused)
-            report.photos = gallery.counts()["images"]
-        finally:
-            bar.close()
-            gallery.close()
-    finally:
-        pool.close()
+    session = Indexer(
+        paths,
+        gallery_dir,
+        checkpoint,
+        parser,
+        captions=captions,
+        only=only,
+        workers=workers,
+        kind=kind,
+        max_pixels=max_pixels,
+        ray=ray,
+        progress=progress,
+    )
+    with session as indexer:
+        report = indexer.index(progress=progress)
+        report.caption_problems[:0] = indexer.caption_problems
+        report.backfilled += indexer.gallery.fill_upload_metadata()
+        if indexer.caption_file is not None:
+            unused = indexer.caption_file.unused()
+            unused = [k for k in unused if _named(k, only)]
+            report.unused_captions = len(unused)
+        report.photos = indexer.gallery.counts()["images"]
     report.seconds = time.perf_counter() - start
     return report
+
+
+def image_dim(model: Embedder) -> int:
+    """The size of the joint space ``model`` puts photos in (a gallery's ``dim``)."""
+    features = np.zeros((1, get_spec(_backbone(model)).dim), np.float32)
+    return int(model.embed_images(features).shape[1])
 
 
 def _backbone(model: Embedder) -> str:

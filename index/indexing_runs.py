@@ -5,6 +5,7 @@
     files.add_files([IndexedFile(path, size, mtime_ns, sha, vector, captions, vectors, meta)])
     files.mark_seen(unchanged_paths, run, [(photo_id, read_metadata(path))])  # a backfill
     files.forget_unseen(roots, run)              # files gone from disk, and their photos
+    files.forget([deleted_path])                 # a file (or folder) a watcher saw go
 
 Uploads are the gallery's own (``Gallery.add_photo``); indexed photos stay in the user's
 folders, and a gallery records every file that holds a photo's content with its size and
@@ -136,3 +137,17 @@ class IndexedFiles:
             removed = records.drop_orphans(db)
         self.gallery.indexes.refresh()
         return removed
+
+    def forget(self, paths: Sequence[str]) -> int:
+        """Forget the files at or under ``paths`` (files or folders gone from disk) and
+        remove photos left with no file, in one transaction. Returns the photos removed."""
+        with self.gallery.records.transaction() as db:
+            for path in paths:
+                records.forget_files(db, path)
+            removed = records.drop_orphans(db)
+        self.gallery.indexes.refresh()
+        return removed
+
+    def files(self) -> dict[str, int]:
+        """Every indexed file: its path → its photo's id."""
+        return dict(records.indexed_files(self.gallery.records.reader()))

@@ -527,6 +527,12 @@ def uploaded_paths(db: sqlite3.Connection) -> set[str]:
     return {r[0] for r in db.execute("SELECT path FROM photos WHERE uploaded = 1")}
 
 
+def indexed_files(db: sqlite3.Connection) -> list[tuple[str, int]]:
+    """(path, photo id) of every indexed file, by path."""
+    rows = db.execute("SELECT path, photo_id FROM files ORDER BY path").fetchall()
+    return [(str(p), int(i)) for p, i in rows]
+
+
 def named_files(db: sqlite3.Connection) -> list[tuple[str, int]]:
     """(path, photo id) of every indexed file (by path), then of every uploaded photo."""
     files = db.execute("SELECT path, photo_id FROM files ORDER BY path").fetchall()
@@ -898,6 +904,14 @@ def forget_unseen(db: sqlite3.Connection, root: str, run: int) -> None:
     db.execute(
         "DELETE FROM files WHERE seen_run <> ? AND (path = ? OR substr(path, 1, ?) = ?)",
         (run, root, len(prefix), prefix),
+    )
+
+
+def forget_files(db: sqlite3.Connection, path: str) -> None:
+    """Forget the file at ``path`` and every file under it (a folder)."""
+    prefix = path.rstrip("/") + "/"
+    db.execute(
+        "DELETE FROM files WHERE path = ? OR substr(path, 1, ?) = ?", (path, len(prefix), prefix)
     )
 
 

@@ -7,7 +7,8 @@
 The checkpoint (``model``), the parse batcher and the text front door over it
 (``sentences``, ``queries``), the image backbone (``photos``), the gallery (following
 other processes' writes every second), the caption decoder (``writer``), the caption
-bank (``bank``, loaded in the background) and the stage timer (``stages``).
+bank (``bank``, loaded in the background), the stage timer (``stages``) and, with
+``GROUNDSEARCH_WATCH`` (``serve --watch``), the folders kept indexed (``watching``).
 ``Capabilities.over(components)`` builds the small objects (``service.capabilities``)
 the routes use, once.
 """
@@ -43,6 +44,7 @@ from groundsearch.service.relevance import Judge, served_relevance
 from groundsearch.service.settings import ServiceSettings
 from groundsearch.service.thumbnails import Thumbnails
 from groundsearch.service.timing import Observe, Stages
+from groundsearch.service.watching import Watching
 from groundsearch.service.writing import Writer, served_decoder
 
 #: How often the gallery reads writes other processes committed (seconds).
@@ -67,6 +69,8 @@ class Components:
     #: each hit's relevance (the model is None when none fits the checkpoint)
     judge: Judge
     relevance_status: str
+    #: the folders the server keeps indexed (``serve --watch``), if any
+    watching: Watching | None = None
 
     @classmethod
     def load(
@@ -107,6 +111,9 @@ class Components:
         relevance, relevance_status = served_relevance(settings, identity)
         judge = Judge(relevance, int(getattr(model, "channel_columns", 0)))
         _warm_up(sentences, photos, writer)
+        watching = None
+        if settings.watch_folders:  # last: its full pass writes what the routes then read
+            watching = Watching.start(settings, model, gallery)
         return cls(
             settings=settings,
             model=model,
@@ -121,10 +128,13 @@ class Components:
             stages=stages,
             judge=judge,
             relevance_status=relevance_status,
+            watching=watching,
         )
 
     def close(self) -> None:
-        """Stop the parser threads (and processes) and close the gallery."""
+        """Stop watching folders and the parser threads (and processes); close the gallery."""
+        if self.watching is not None:
+            self.watching.close()
         self.batcher.close()
         self.gallery.close()
 

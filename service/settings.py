@@ -6,9 +6,10 @@ Every field reads an environment variable with the ``GROUNDSEARCH_`` prefix, e.g
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from groundsearch.settings import Settings
 
@@ -111,6 +112,20 @@ class ServiceSettings(Settings):
         default=1, ge=0, description="Photo requests waiting for the backbone; more: 429."
     )
 
+    watch: str = Field(
+        default="",
+        description="Photo folders the server keeps indexed into its gallery, separated by "
+        "':' (`serve --watch`): a full pass at startup, then every change within seconds. "
+        "The server must be the gallery's writer (not read_only).",
+    )
+    watch_workers: int = Field(
+        default=1,
+        ge=0,
+        le=16,
+        description="CNN processes for the watched folders' photos (0: in the server process, "
+        "on a niced thread; a process keeps a decoder crash out of the server).",
+    )
+
     @field_validator("write_token")
     @classmethod
     def _strong_token(cls, token: SecretStr | None) -> SecretStr | None:
@@ -121,6 +136,20 @@ class ServiceSettings(Settings):
                 f"GROUNDSEARCH_WRITE_TOKEN must be at least {MIN_TOKEN_CHARS} characters"
             )
         return token
+
+    @model_validator(mode="after")
+    def _one_writer(self) -> ServiceSettings:
+        if self.read_only and self.watch_folders:
+            raise ValueError(
+                "a read-only replica cannot keep folders indexed (GROUNDSEARCH_WATCH): "
+                "watch them with the gallery's writer"
+            )
+        return self
+
+    @property
+    def watch_folders(self) -> list[Path]:
+        """The folders of ``watch``."""
+        return [Path(p) for p in self.watch.split(os.pathsep) if p.strip()]
 
     @property
     def checkpoint_path(self) -> Path:

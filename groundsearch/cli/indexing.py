@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from groundsearch.cli.common import (
     CliError,
@@ -23,6 +26,7 @@ examples:
   groundsearch index --flickr8k --split test        # the Flickr8k test split, its captions
   groundsearch index --sample                       # the shipped sample photos
   groundsearch index /shared/photos --ray auto      # embed on a running Ray cluster
+  groundsearch index ~/Photos --watch               # and keep it indexed until Ctrl-C
 
 A captions file is TSV (photo<TAB>caption; Flickr8k's "name.jpg#0" keys work) or JSONL
 ({"photo": ..., "caption": ...} or "captions": [...]); photos are matched by their path
@@ -35,6 +39,14 @@ forgotten. Every file that cannot be used is listed with its reason.
 passed to ray.init (e.g. ray://head:10001). Every node must see the photos at the same
 paths (a shared filesystem) and have groundsearch installed; this machine writes the
 gallery.
+
+--watch keeps the folders indexed: after a full pass (which catches up with what changed
+while nothing watched: the first start, a stop, a crash), each photo created, changed,
+moved, renamed or deleted under them reaches the gallery within seconds, and a running
+server sees it within a second more. It prints one JSON line per batch of changes and
+stops cleanly on Ctrl-C or SIGTERM. A folder that disappears (deleted, an unmounted
+drive) keeps its photos until it is back; an empty folder the gallery holds photos from is
+left alone too. For network shares, set WATCHFILES_FORCE_POLLING=true.
 """
 
 
@@ -63,6 +75,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise CliError("give photo folders, or one of --flickr8k and --sample, not both")
     if not args.paths and not any(presets):
         raise CliError("name the photo folders or files to index (or --flickr8k / --sample)")
+    if args.watch:
+        return watch_folders(args, gallery)
     with user_errors(
         CaptionFileError,
         CheckpointError,
@@ -98,6 +112,65 @@ def cmd_index(args: argparse.Namespace) -> int:
         print("no photo files found in " + ", ".join(map(str, preset.paths)), file=sys.stderr)
     print(json.dumps(report.summary()))
     return 0
+
+
+def watch_folders(args: argparse.Namespace, gallery: Path) -> int:
+    """``groundsearch index PATH… --watch``: a full pass, then every change, until a signal."""
+    from groundsearch.index.caption_files import CaptionFileError
+    from groundsearch.index.defaults import read_list
+    from groundsearch.index.errors import StoreError
+    from groundsearch.index.indexer import Indexer, IndexingError
+    from groundsearch.index.watcher import FolderWatcher
+    from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.parsing import ParseError
+
+    if args.flickr8k or args.sample:
+        raise CliError("--watch keeps photo folders indexed: name them (not --flickr8k/--sample)")
+    if args.ray:
+        raise CliError("--watch embeds on this machine: leave out --ray")
+    folders = [Path(p) for p in args.paths]
+    for folder in folders:
+        if not folder.is_dir():
+            what = "not a folder" if folder.exists() else "no such folder"
+            raise CliError(f"{folder}: {what} (--watch keeps folders indexed)")
+    stop = threading.Event()
+    with user_errors(CaptionFileError, CheckpointError, IndexingError, ParseError, StoreError):
+        only = read_list(Path(args.only)) if args.only else None
+        captions = Path(args.captions) if args.captions else None
+        with Indexer(
+            folders,
+            gallery,
+            checkpoint_path(args),
+            make_parser(),
+            captions=captions,
+            only=only,
+            workers=args.workers,
+            kind=args.kind,
+        ) as indexer:
+            for line in indexer.caption_problems:
+                print(f"caption problem: {line}", file=sys.stderr)
+            previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
+            try:
+                FolderWatcher(indexer, on_event=_print_event, progress=not args.quiet).run(stop)
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+    _print_event("stopped", {"gallery": str(gallery)})
+    return 0
+
+
+#: What ends ``--watch`` cleanly (the batch under way commits what it embedded).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _print_event(kind: str, data: dict[str, Any]) -> None:
+    """A watcher's event: one JSON line on stdout; the names of bad files on stderr."""
+    data = dict(data)
+    for line in data.pop("lines", []):
+        print(line, file=sys.stderr)
+    if "message" in data:
+        print(data["message"], file=sys.stderr)
+    print(json.dumps({"event": kind, **data}), flush=True)
 
 
 def non_negative_int(text: str) -> int:
@@ -136,6 +209,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "or auto: by size (default)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep the folders indexed: after a full pass, follow every change until Ctrl-C",
+    )
     p.add_argument(
         "--migrate", action="store_true", help="move an old-format gallery into a database"
     )

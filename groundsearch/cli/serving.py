@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from groundsearch.cli.common import command, positive_int, user_errors
+from groundsearch.cli.common import CliError, command, positive_int, user_errors
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -23,8 +24,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     given = {"checkpoint": args.checkpoint, "index_dir": args.index}
     overrides: dict[str, Any] = {k: Path(v) for k, v in given.items() if v}
+    if args.watch:
+        overrides["watch"] = os.pathsep.join(os.path.abspath(p) for p in args.watch)
     with user_errors(DatasetError, CheckpointError, StoreError, ValueError):
         s = ServiceSettings(**overrides)
+        for folder in s.watch_folders:
+            if not folder.is_dir():
+                what = "not a folder" if folder.exists() else "no such folder"
+                raise CliError(f"{folder}: {what} (--watch keeps folders indexed)")
         served = ensure_gallery(
             s.checkpoint_path,
             s.index_path,
@@ -32,7 +39,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             s.cache_dir,
             s.flickr8k_dir,
             sample=args.sample,
+            empty=bool(s.watch_folders) and not args.sample,
         )
+    if s.watch_folders:
+        served += ", keeping " + ", ".join(map(str, s.watch_folders)) + " indexed into it"
     print(f"serving {served} on http://{args.host}:{args.port}", file=sys.stderr)
     uvicorn.run(create_app(s), host=args.host, port=args.port, log_level=args.log_level)
     return 0
@@ -46,5 +56,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--checkpoint", help="joint model (default: the shipped SDT-RNN)")
     p.add_argument(
         "--sample", action="store_true", help="build the sample gallery even if Flickr8k is there"
+    )
+    p.add_argument(
+        "--watch",
+        action="append",
+        metavar="PATH",
+        help="keep this photo folder indexed into the served gallery (repeatable; a new "
+        "gallery starts empty): photos added, changed, moved or deleted are searchable within "
+        "seconds (GROUNDSEARCH_WATCH, folders separated by ':')",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections import deque
@@ -47,6 +48,9 @@ _worker_error: Exception | None = None
 def _init_worker(identity: str, max_pixels: int, parent: int | None = None) -> None:
     """Process initializer; a failure is kept and raised by the first task."""
     global _worker, _worker_error
+    # Ctrl-C reaches the terminal's whole process group: the parent decides what stops
+    # (``groundsearch index --watch`` ends its batch cleanly), not each worker on its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent is not None:
         _exit_with_parent(parent)
     try:
