@@ -166,6 +166,11 @@ def test_created_changed_renamed_moved_and_deleted_photos_are_followed(tmp_path,
     assert {"not-an-image": 1} in skipped
     assert w.indexer.gallery.counts()["images"] == 2
 
+    # an iPhone's format, written by pillow-heif, dropped in: indexed and searchable
+    Image.open(real[2]).convert("RGB").save(root / "e.heic", format="HEIF", quality=80)
+    wait_for("e.heic indexed", lambda: "e.heic" in w.files())
+    assert w.searchable(w.files()["e.heic"])
+
 
 def test_a_burst_of_files_is_handled_in_batches_searchable_as_they_commit(tmp_path, watching):
     """300 files land at once: 75 photos, each in four folders too (a library with
