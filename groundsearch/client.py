@@ -474,7 +474,7 @@ class Client:
 
     def search_image_pages(self, image: PhotoInput, **options: Any) -> Iterator[SearchResponse]:
         """Every page of ``search_image(image, **options)`` (the photo is read once)."""
-        data, name = _photo(image, options.pop("filename", None))
+        name, data = _photo(image, options.pop("filename", None))
         return self._pages(
             lambda cursor: self.search_image(data, **options, filename=name, cursor=cursor),
             options,

@@ -204,31 +204,35 @@ class LocalGallery:
         from groundsearch.service.timing import Stages
         from groundsearch.service.writing import Writer, served_decoder
 
-        s = self.settings
-        extractor = FeatureExtractor.for_identity(self.model.backbone)
-        with user_errors(PhotoError):
+        s, clock = self.settings, self.clock
+        with clock.phase("backbone"):
+            extractor = FeatureExtractor.for_identity(self.model.backbone)
+        with user_errors(PhotoError), clock.phase("decode"):
             image, _ = decode_photo(photo, s.max_pixels, min_side=extractor.spec.resize)
-        with user_errors(DecoderError):
+        with user_errors(DecoderError), clock.phase("decoder"):
             decoder, status = served_decoder(s, self.identity)
-        if sentences == "generated" and decoder is None:
-            raise CliError(f"no sentences can be written: caption decoder {status}")
-        stages = Stages()
-        novel = NovelWords.for_decoder(decoder if s.decoder_novel else None, self.model.backbone)
-        writer = Writer(decoder, status, self.door, stages, s.decoder_beam, s.decoder_rerank, novel)
-        if s.caption_bank != "none" and sentences != "generated":
-            print("reading the caption bank (embedded once, then cached)", file=sys.stderr)
-        bank = BankLoader(
-            s if sentences != "generated" else s.model_copy(update={"caption_bank": "none"}),
-            self.model,
-            self.identity,
-            background=False,
-        )
+            if sentences == "generated" and decoder is None:
+                raise CliError(f"no sentences can be written: caption decoder {status}")
+            stages = Stages()
+            novel = NovelWords.for_decoder(
+                decoder if s.decoder_novel else None, self.model.backbone
+            )
+            writer = Writer(
+                decoder, status, self.door, stages, s.decoder_beam, s.decoder_rerank, novel
+            )
+        retrieved = sentences != "generated"
+        with clock.phase("caption bank"):
+            bank = BankLoader(
+                s if retrieved else s.model_copy(update={"caption_bank": "none"}),
+                self.model,
+                self.identity,
+                background=False,
+            )
         if bank.status.startswith("failed"):
             print(f"caption bank {bank.status}", file=sys.stderr)
         queries = QueryVectors(self.door, stages, 0)
         photos = PhotoVectors(extractor, self.model, stages)
         capability = Describe(photos, queries, self.gallery, bank, writer, stages, self.judge)
-        retrieved = sentences != "generated"
         written = sentences == "generated" or (sentences == "both" and decoder is not None)
         hits, wrote, seen, timings = capability.run(image, k, retrieved, written, beam)
         threshold = self.judge.threshold(min_relevance)
