@@ -58,21 +58,22 @@ def build_parser(groups: tuple[ModuleType, ...] = GROUPS) -> argparse.ArgumentPa
     return ap
 
 
-def parser_for(argv: list[str]) -> argparse.ArgumentParser:
+def parser_for(argv: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
     """The parser of every command, or, when ``argv`` runs a command of a group that
-    lists its ``COMMANDS``, of that group alone: other groups' flags are made from the
-    model's and training's config classes, whose imports take a second or two."""
+    lists its ``COMMANDS``, of that group alone (other groups' flags are made from the
+    model's and training's config classes, whose imports take a second or two), with
+    ``argv`` as that group's ``normalise`` reads it."""
     for group in GROUPS:
         if argv and argv[0] in getattr(group, "COMMANDS", ()):
-            return build_parser((group,))
-    return build_parser()
+            return build_parser((group,)), getattr(group, "normalise", list)(argv)
+    return build_parser(), argv
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command (``argv``: the process's own arguments when None)."""
     own = argv is None
-    argv = sys.argv[1:] if own else argv
-    args = parser_for(argv).parse_args(argv)
+    parser, argv = parser_for(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     try:
         status = int(args.func(args) or 0)
     except (CliError, FileNotFoundError) as exc:

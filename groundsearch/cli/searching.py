@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 #: them is run: the other groups' flags import the model and training code).
 COMMANDS = ("search", "describe")
 FILTERS = ("after", "before", "folder", "camera", "near", "within_km", "source")
+#: Flags whose value may start with "-" ("--order -date", "--near -33.86,151.21"), which
+#: argparse would read as another flag.
+DASHED_VALUES = ("--order", "--near", "--within-km", "--min-relevance", "--after", "--before")
 
 SEARCH_EPILOG = """\
 examples:
@@ -52,6 +55,20 @@ nearest to it whose relevance reaches --min-relevance; --json prints the API's
 
 
 # --- what both commands share -------------------------------------------------------------------
+
+
+def normalise(argv: list[str]) -> list[str]:
+    """``argv`` with a dashed value joined to its flag (``--order=-date``)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in DASHED_VALUES and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
 
 
 def flag(parameter: str) -> str:
@@ -144,12 +161,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     for hit in answer["results"]:
         print(hit["path"])
     sys.stdout.flush()  # the results first, whatever follows
-    report_left_out(answer, args)
+    report_left_out(answer, args, bool(where))
     return 0
 
 
-def report_left_out(answer: dict[str, Any], args: argparse.Namespace) -> None:
-    """Say on stderr what the paths printed leave out: weak hits, and a next page."""
+def report_left_out(answer: dict[str, Any], args: argparse.Namespace, filtered: bool) -> None:
+    """Say on stderr why fewer paths than asked were printed: weak hits left out, no
+    photo passing the filters, an empty gallery."""
     weak, threshold = len(answer["weak"]), answer.get("min_relevance")
     if answer["no_match"] and weak:
         print(
@@ -157,8 +175,10 @@ def report_left_out(answer: dict[str, Any], args: argparse.Namespace) -> None:
             f"min_relevance {threshold:g} (--min-relevance 0 prints them)",
             file=sys.stderr,
         )
+    elif answer["no_match"] and filtered:
+        print("no photo passes the filters", file=sys.stderr)
     elif answer["no_match"]:
-        print(f'no photo passes the filters for "{args.text}"', file=sys.stderr)
+        print("the gallery holds no photo yet", file=sys.stderr)
     elif weak:
         print(
             f"{weak} weaker hits below min_relevance {threshold:g} left out "
