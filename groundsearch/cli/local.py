@@ -128,6 +128,11 @@ class LocalGallery:
                 with user_errors(CheckpointError, RelevanceError, OSError):
                     model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
                     relevance, _ = served_relevance(settings, identity)
+            if getattr(model, "concepts", None) is not None:
+                with clock.phase("glove"):  # what every text's concept vector reads
+                    from groundsearch.model.runtime.concepts import glove_table
+
+                    glove_table()
         except BaseException:
             gallery.close(snapshot=False)
             raise
