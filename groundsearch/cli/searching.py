@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,6 +147,8 @@ def read_filter(args: argparse.Namespace) -> PhotoFilter:
     from groundsearch.index.filters import FilterError, PhotoFilter
 
     values = {name: getattr(args, name) for name in FILTERS}
+    if values["folder"]:  # a folder here: relative to the current one, as the indexer spells it
+        values["folder"] = args.folder = os.path.abspath(os.path.expanduser(values["folder"]))
     try:
         return PhotoFilter.from_query(**values)
     except FilterError as exc:
@@ -333,7 +336,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f = p.add_argument_group("filters (as /search's: docs/API.md)")
     f.add_argument("--after", help="taken at or after: 2024-06-01 or 2024-06-01T18:30:00+02:00")
     f.add_argument("--before", help="taken before this date or date-time")
-    f.add_argument("--folder", help="indexed from this folder or one inside it (absolute)")
+    f.add_argument(
+        "--folder", help="indexed from this folder or one inside it ('.': the current one)"
+    )
     f.add_argument("--camera", help="taken with this camera, e.g. 'Apple iPhone 12'")
     f.add_argument("--near", help="taken near LAT,LON (decimal degrees), e.g. 48.8584,2.2945")
     f.add_argument("--within-km", help="the radius of --near in km (default 1)")

@@ -83,7 +83,7 @@ def test_search_answers_what_the_service_answers(service_gallery: Path, service_
     assert without(json.loads(out), "path", "timings_ms") == without(served, "timings_ms")
 
 
-def test_search_takes_the_filters_and_order(service_gallery: Path, capsys):
+def test_search_takes_the_filters_and_order(service_gallery: Path, capsys, monkeypatch):
     g = ["--index", str(service_gallery), "--min-relevance", "0", "--json"]
     status, out, _ = run(capsys, "search", QUERY, *g, "-k", "20")
     everything = json.loads(out)
@@ -103,6 +103,11 @@ def test_search_takes_the_filters_and_order(service_gallery: Path, capsys):
         capsys, "search", QUERY, "--index", str(service_gallery), "--folder", folder + "x"
     )
     assert status == 0 and out == "" and "no photo passes" in err
+    monkeypatch.chdir(folder)  # --folder relative to the current folder
+    status, out, _ = run(capsys, "search", QUERY, *g, "--folder", ".")
+    assert status == 0 and len(json.loads(out)["results"]) == 8
+    status, out, _ = run(capsys, "search", QUERY, *g, "--folder", "../elsewhere")
+    assert status == 0 and json.loads(out)["results"] == []
     status, out, err = run(
         capsys, "search", QUERY, "--index", str(service_gallery), "--near", "0,0"
     )
@@ -133,7 +138,7 @@ def test_weak_hits_are_left_out_and_said_so(service_gallery: Path, capsys):
         (["--near", "48.8,2.3", "--within-km", "-1"], "--within-km: within_km must be above 0"),
         (["--after", "yesterday"], "--after: after must be an ISO 8601 date"),
         (["--after", "2024-06-01", "--before", "2024-01-01"], "--before: before must be later"),
-        (["--folder", "photos/2024"], "--folder: folder must be an absolute path"),
+        (["--camera", " "], "--camera: camera must not be empty"),
     ],
 )
 def test_bad_filter_values_are_refused_naming_the_flag(service_gallery, capsys, args, message):
