@@ -188,6 +188,24 @@ def test_describe_prints_a_sentence_what_it_saw_and_captions(service_gallery: Pa
     assert all(Path(h["path"]).is_file() for h in answer["results"] + answer["weak"])
 
 
+def test_describe_draws_from_a_caption_bank_when_named(
+    service_gallery: Path, tmp_path: Path, capsys
+):
+    bank = tmp_path / "bank.tsv"
+    bank.write_text("a.jpg\tA dog runs through the grass .\nb.jpg\tTwo girls smile .\n")
+    name = (FLICKR / "Flickr_8k.testImages.txt").read_text().split()[20]
+    args = ["--index", str(service_gallery), "--bank", str(bank), "--json", "-k", "50"]
+    status, out, err = run(capsys, "describe", str(FLICKR / "Images" / name), *args)
+    assert status == 0, err
+    answer = json.loads(out)
+    banked = [h for h in answer["results"] + answer["weak"] if h["source"] == "bank"]
+    assert sorted(h["text"] for h in banked) == [
+        "A dog runs through the grass .",
+        "Two girls smile .",
+    ]
+    assert all(h["path"] is None and h["image_id"] is None for h in banked)
+
+
 def test_describe_refuses_what_is_not_a_photo(service_gallery: Path, tmp_path: Path, capsys):
     notes = tmp_path / "notes.jpg"
     notes.write_text("not a photo")
