@@ -17,14 +17,25 @@ log = logging.getLogger("groundsearch.service")
 
 
 class BankLoader:
-    """The bank once loaded (``bank``), and a line for ``/ready`` meanwhile (``status``)."""
+    """The bank once loaded (``bank``), and a line for ``/ready`` meanwhile (``status``).
+    ``background=False`` loads it before returning (``groundsearch describe``)."""
 
-    def __init__(self, settings: ServiceSettings, model: Embedder, identity: dict[str, str]):
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        model: Embedder,
+        identity: dict[str, str],
+        background: bool = True,
+    ):
         self.settings, self.model, self.identity = settings, model, identity
         self.bank: CaptionBank | None = None
         self.status = "none" if settings.caption_bank == "none" else "loading"
-        if settings.caption_bank != "none":
+        if settings.caption_bank == "none":
+            return
+        if background:
             threading.Thread(target=self._load, name="caption-bank", daemon=True).start()
+        else:
+            self._load()
 
     def _load(self) -> None:
         s = self.settings

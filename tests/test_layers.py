@@ -73,3 +73,9 @@ def test_no_old_top_level_imports_remain():
         for path in sorted((ROOT / folder).rglob("*.py")):
             for name in imported(path):
                 assert name.split(".")[0] not in {"model", "index", "service"}, (path, name)
+
+
+def test_the_client_imports_nothing_of_the_project():
+    """``groundsearch.client`` talks HTTP only: a program using it loads no model code."""
+    names = imported(ROOT / "groundsearch" / "client.py")
+    assert not [n for n in names if n.startswith("groundsearch")], names

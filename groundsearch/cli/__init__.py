@@ -7,12 +7,16 @@ groundsearch evaluate-arithmetic --out a.json           # photo − "dog" + "man
 groundsearch fit-relevance                               # relevance of hits, on dev
 groundsearch index ~/Photos                              # your photos → a gallery
 groundsearch serve                                       # the web service on :8000
+groundsearch search "a dog on the beach"                 # the gallery's photos, no server
+groundsearch describe photo.jpg                          # sentences for a photo
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from types import ModuleType
 
 from groundsearch.cli import (
     arithmetic,
@@ -21,6 +25,7 @@ from groundsearch.cli import (
     indexing,
     parsing,
     relevance,
+    searching,
     serving,
     training,
 )
@@ -28,32 +33,57 @@ from groundsearch.cli.common import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
 
+GROUPS: tuple[ModuleType, ...] = (
+    parsing,
+    serving,
+    indexing,
+    searching,
+    training,
+    concepts,
+    arithmetic,
+    captioning,
+    relevance,
+)
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(groups: tuple[ModuleType, ...] = GROUPS) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="groundsearch",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = ap.add_subparsers(dest="command", required=True)
-    for group in (
-        parsing,
-        serving,
-        indexing,
-        training,
-        concepts,
-        arithmetic,
-        captioning,
-        relevance,
-    ):
+    for group in groups:
         group.register(sub)
     return ap
 
 
+def parser_for(argv: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The parser of every command, or, when ``argv`` runs a command of a group that
+    lists its ``COMMANDS``, of that group alone (other groups' flags are made from the
+    model's and training's config classes, whose imports take a second or two), with
+    ``argv`` as that group's ``normalise`` reads it."""
+    for group in GROUPS:
+        if argv and argv[0] in getattr(group, "COMMANDS", ()):
+            return build_parser((group,)), getattr(group, "normalise", list)(argv)
+    return build_parser(), argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run a command (``argv``: the process's own arguments when None)."""
+    own = argv is None
+    parser, argv = parser_for(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
     except (CliError, FileNotFoundError) as exc:
         print(f"groundsearch {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        status = 2
+    if own and getattr(args, "quick_exit", False):
+        # A command that wrote nothing but its output (a search from the terminal) ends
+        # here: the interpreter's teardown of torch, FAISS and the GloVe table takes
+        # longer than the search (docs/BENCHMARKS.md, "Terminal search").
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status

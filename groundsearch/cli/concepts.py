@@ -17,7 +17,6 @@ from groundsearch.cli.common import (
     make_parser,
     user_errors,
 )
-from groundsearch.model.runtime.concepts import CLASS_NAMES
 from groundsearch.settings import get_settings
 
 
@@ -112,6 +111,8 @@ def cmd_set_concepts(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from groundsearch.model.runtime.concepts import CLASS_NAMES
+
     p = command(
         sub,
         "set-concepts",

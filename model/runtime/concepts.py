@@ -30,7 +30,7 @@ import io
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 import torch
@@ -99,9 +99,10 @@ def glove_table() -> tuple[dict[str, int], np.ndarray]:
     from groundsearch.model.runtime.text.glove import load_glove
 
     words, vectors = load_glove()
+    vectors = np.asarray(vectors, np.float32)  # normalised in place: 80 MB once, not thrice
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    unit = (vectors / np.maximum(norms, 1e-8)).astype(np.float32)
-    return {w: i for i, w in enumerate(words)}, unit
+    unit = np.divide(vectors, np.maximum(norms, 1e-8), out=vectors)
+    return dict(zip(words, range(len(words)), strict=True)), unit
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -165,8 +166,6 @@ class ConceptChannel:
         config: ConceptConfig,
         trained_words: Mapping[str, int] | Collection[str] | None = None,
     ) -> None:
-        from groundsearch.model.runtime.images.backbones import classifier
-
         self.backbone, self.config = backbone, config
         #: the joint model's training-caption word counts (or its vocabulary: each word
         #: then counts as seen often); None: every noun counts as untrained
@@ -174,25 +173,53 @@ class ConceptChannel:
         self.trained: Mapping[str, int] = (
             counts if isinstance(counts, Mapping) else dict.fromkeys(counts, config.rare)
         )
+        # The photo side (the backbone's classifier, the class names and their GloVe
+        # vectors) is read on first use: a process that only embeds texts (a search from
+        # the terminal) never imports torchvision or builds the backbone for it.
+
+    @cached_property
+    def _classifier(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The backbone's ImageNet classifier: its weight and bias."""
+        from groundsearch.model.runtime.images.backbones import classifier
+
         with contextlib.redirect_stdout(io.StringIO()):
-            fc = classifier(backbone)._fc
+            fc = classifier(self.backbone)._fc
         if not isinstance(fc, nn.Linear):
-            raise RuntimeError(f"{backbone} has no linear ImageNet classifier")
-        self._weight = fc.weight.detach().float().clone()
-        self._bias = fc.bias.detach().float().clone()
-        self.classes = imagenet_classes()
-        if len(self.classes) != self._weight.shape[0]:
+            raise RuntimeError(f"{self.backbone} has no linear ImageNet classifier")
+        return fc.weight.detach().float().clone(), fc.bias.detach().float().clone()
+
+    @property
+    def _weight(self) -> torch.Tensor:
+        return self._classifier[0]
+
+    @property
+    def _bias(self) -> torch.Tensor:
+        return self._classifier[1]
+
+    @cached_property
+    def classes(self) -> list[str]:
+        """ImageNet's class names, in the classifier's order."""
+        classes = imagenet_classes()
+        if len(classes) != self._weight.shape[0]:
             raise RuntimeError(
-                f"{backbone} has {self._weight.shape[0]} classes, the names {len(self.classes)}"
+                f"{self.backbone} has {self._weight.shape[0]} classes, the names {len(classes)}"
             )
-        self.class_vectors = class_vectors(self.classes, config.names)
-        #: what every photo's ConSE vector shares: subtracted, so that a word that is
-        #: merely close to "things" in general (clock, microscope) gains no photo (over
-        #: distinct names: 118 breeds called "dog" would pull every photo off animals)
+        return classes
+
+    @cached_property
+    def class_vectors(self) -> np.ndarray:
+        """Each class's unit GloVe vector, by the name ``config.names`` says."""
+        return class_vectors(self.classes, self.config.names)
+
+    @cached_property
+    def class_mean(self) -> np.ndarray:
+        """What every photo's ConSE vector shares: subtracted, so that a word that is
+        merely close to "things" in general (clock, microscope) gains no photo (over
+        distinct names: 118 breeds called "dog" would pull every photo off animals)."""
         distinct = self.class_vectors
-        if config.names != "imagenet":
+        if self.config.names != "imagenet":
             distinct = np.unique(self.class_vectors, axis=0)
-        self.class_mean = distinct.mean(axis=0)
+        return np.asarray(distinct.mean(axis=0))
 
     @property
     def scale(self) -> float:

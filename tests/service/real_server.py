@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -62,8 +63,12 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGKILL, timeout: float = 30)
 class Server:
     """``groundsearch serve --index GALLERY`` in a subprocess, started again and again."""
 
-    def __init__(self, gallery: Path, env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self, gallery: Path, env: dict[str, str], log: Path, extra: Sequence[str] = ()
+    ) -> None:
         self.gallery, self.env, self.log = gallery, env, log
+        #: more flags of ``serve`` (``--sample``)
+        self.extra = list(extra)
         self.proc: subprocess.Popen | None = None
         self.base = ""
         self.starts = 0
@@ -71,7 +76,7 @@ class Server:
     def start(self) -> None:
         port = free_port()
         cmd = [sys.executable, "-m", "groundsearch.cli", "serve", "--port", str(port)]
-        cmd += ["--index", str(self.gallery), "--log-level", "warning"]
+        cmd += ["--index", str(self.gallery), "--log-level", "warning", *self.extra]
         self.starts += 1
         with open(self.log, "a") as out:
             out.write(f"\n=== start {self.starts} ===\n")

@@ -16,6 +16,7 @@ import importlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -109,8 +110,11 @@ def build_backbone(name: str = DEFAULT_BACKBONE) -> tuple[nn.Module, BackboneSpe
     return pooled.eval(), spec
 
 
+@lru_cache(maxsize=4)
 def classifier(name: str = DEFAULT_BACKBONE) -> nn.Module:
-    """The full ImageNet classifier (logits), for sanity checks."""
+    """The full ImageNet classifier (logits), in eval mode: its last layer is what the
+    concept channel and the written sentences' words read. Built once per process and
+    shared: callers read it and never change it."""
     from efficientnet_lite_pytorch import EfficientNet
 
     spec = get_spec(name)

@@ -82,15 +82,17 @@ def model_paths(parser_dir: Path) -> dict[str, Path]:
 
 
 def parser_version(parser_dir: Path) -> str:
-    """Identity of the parser: stanza version, tree format and model file digests."""
-    import stanza
+    """Identity of the parser: stanza version, tree format and model file digests. The
+    version is read from the installed distribution: importing stanza (and torch with
+    it) takes seconds, and a query whose parse is cached needs neither."""
+    from importlib.metadata import version
 
     manifest = parser_dir / "manifest.json"
     if manifest.exists():
         digests = json.loads(manifest.read_text())["files"]
     else:
         digests = {n: file_digest(p) for n, p in model_paths(parser_dir).items()}
-    blob = json.dumps([stanza.__version__, TREE_FORMAT, digests], sort_keys=True)
+    blob = json.dumps([version("stanza"), TREE_FORMAT, digests], sort_keys=True)
     return "stanza-ewt-" + hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

@@ -1,0 +1,759 @@
+"""A typed Python client of the groundsearch HTTP API (docs/API.md), over ``httpx``.
+
+    from groundsearch.client import Client, GroundsearchError
+
+    with Client("http://127.0.0.1:8000") as gs:          # default: $GROUNDSEARCH_URL or :8000
+        page = gs.search("a dog runs on the beach", k=5, after="2024-06-01")
+        for hit in page.results:
+            print(hit.score, hit.relevance, hit.folder, hit.file)
+        for page in gs.search_pages("a dog", k=20):      # every page, following `next`
+            ...
+        photo = gs.photo(page.results[0].id)             # the photo's bytes
+        gs.describe(photo).generated[0].text             # "A dog runs through the grass ."
+
+Every route has a method: ``search`` (and ``search_pages``), ``search_image`` (and
+``search_image_pages``), ``similar`` (and ``similar_pages``), ``describe``,
+``paraphrase``, ``arithmetic``, ``arithmetic_upload``, ``explain``, ``photo``,
+``add_photo`` and ``remove_photo`` (gallery writes: ``Client(token=...)``), ``ready``,
+``wait_ready`` and ``health``. Answers come back as the dataclasses below, which mirror
+the service's response models field for field (``service/schemas.py``;
+``tests/test_client.py`` checks they stay alike); ``dataclasses.asdict`` gives the API's
+JSON back.
+
+Every 4xx and 5xx answer raises ``GroundsearchError``, which carries the RFC 9457 problem
+document the server sent (``status``, ``type``, ``title``, ``detail``, ``errors``); a
+server that cannot be reached raises it too, with ``status`` None. A 429 (the server's
+waiting line is full) is retried after its ``Retry-After``, ``retries`` times.
+
+The module imports nothing of the service, the model or the index (only ``httpx`` and
+the standard library): the service's pydantic models would pull in FAISS, numpy and
+torch through their imports (``ImageHit.of`` reads an ``index.gallery.ImageRecord``),
+seconds of imports for a program that only talks HTTP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import IO, Any, Literal, TypeVar, Union
+
+import httpx
+
+__all__ = [
+    "DEFAULT_URL",
+    "AddedPhoto",
+    "CaptionHit",
+    "Client",
+    "Concept",
+    "DescribeResponse",
+    "ExplainResponse",
+    "FieldError",
+    "GroundsearchError",
+    "Health",
+    "ImageHit",
+    "ImagesResponse",
+    "ParaphraseResponse",
+    "Place",
+    "Readiness",
+    "RemovedPhoto",
+    "SearchResponse",
+    "TreeNode",
+    "WrittenSentence",
+]
+
+#: The server a client talks to when none is named and ``GROUNDSEARCH_URL`` is unset.
+DEFAULT_URL = "http://127.0.0.1:8000"
+#: A photo to upload: its bytes, a path, or a binary file object.
+PhotoInput = bytes | str | os.PathLike[str] | IO[bytes]
+#: A date filter: ISO 8601 text ("2024-06-01", "2024-06-01T18:30:00+02:00") or a date.
+When = str | date | datetime
+Order = Literal["relevance", "date", "-date"]
+#: The longest a 429's Retry-After is waited for (seconds).
+MAX_RETRY_WAIT = 30.0
+
+T = TypeVar("T")
+Paged = TypeVar("Paged", "SearchResponse", "ImagesResponse")
+
+
+# --- the answers (mirroring service/schemas.py) -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a photo was taken (EXIF GPS), WGS84 degrees."""
+
+    lat: float
+    lon: float
+
+
+@dataclass(frozen=True)
+class ImageHit:
+    """A gallery photo with its score, relevance, captions and what its file says."""
+
+    id: int
+    score: float
+    relevance: float | None
+    url: str
+    file: str
+    captions: list[str]
+    source: str  # "folder" | "upload"
+    taken: str | None = None
+    taken_source: str | None = None
+    camera: str | None = None
+    place: Place | None = None
+    width: int | None = None
+    height: int | None = None
+    folder: str | None = None
+
+    @property
+    def path(self) -> str | None:
+        """Where an indexed photo lies on the server's disk (None for an upload)."""
+        return None if self.folder is None else str(Path(self.folder) / self.file)
+
+
+@dataclass(frozen=True)
+class CaptionHit:
+    """A caption: a gallery caption (with its photo) or one of the caption bank's."""
+
+    id: int | None
+    score: float
+    relevance: float | None
+    text: str
+    source: str  # "gallery" | "bank"
+    image_id: int | None
+    image_url: str | None
+
+
+@dataclass(frozen=True)
+class WrittenSentence:
+    """A new sentence the caption decoder wrote."""
+
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Concept:
+    """A class the backbone's ImageNet classifier saw in a photo."""
+
+    word: str | None
+    imagenet_class: str
+    probability: float
+    word_probability: float
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    """A page of ``/search`` or ``/search/image``: ``results`` (at or above
+    ``min_relevance``), ``weak`` (below it), ``next`` (the cursor of the next page)."""
+
+    query: str
+    results: list[ImageHit]
+    timings_ms: dict[str, float]
+    weak: list[ImageHit] = field(default_factory=list)
+    no_match: bool = False
+    min_relevance: float | None = None
+    order: str = "relevance"
+    next: str | None = None
+    total: int | None = None
+    total_exact: bool | None = None
+
+
+@dataclass(frozen=True)
+class ImagesResponse:
+    """Photos of ``/images/{id}/similar`` (a page: ``next``, ``total``) or
+    ``/arithmetic`` (with ``generated`` when a sentence was asked for)."""
+
+    results: list[ImageHit]
+    weak: list[ImageHit] = field(default_factory=list)
+    no_match: bool = False
+    min_relevance: float | None = None
+    order: str | None = None
+    next: str | None = None
+    total: int | None = None
+    total_exact: bool | None = None
+    generated: list[WrittenSentence] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DescribeResponse:
+    """``/describe``: written sentences, found captions and what the classifier saw."""
+
+    generated: list[WrittenSentence]
+    results: list[CaptionHit]
+    timings_ms: dict[str, float]
+    concepts: list[Concept] = field(default_factory=list)
+    weak: list[CaptionHit] = field(default_factory=list)
+    no_match: bool = False
+    min_relevance: float | None = None
+
+
+@dataclass(frozen=True)
+class ParaphraseResponse:
+    query: str
+    generated: list[WrittenSentence]
+    timings_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """A word of ``/explain``'s tree, with its share of the sentence vector."""
+
+    index: int
+    word: str
+    upos: str
+    deprel: str
+    head: int
+    size: int
+    share: float | None
+
+
+@dataclass(frozen=True)
+class ExplainResponse:
+    text: str
+    encoder: str
+    root: int
+    nodes: list[TreeNode]
+    timings_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class AddedPhoto:
+    """A photo added to the gallery (``new`` False: the same bytes were there)."""
+
+    id: int
+    url: str
+    captions: list[int]
+    new: bool
+
+
+@dataclass(frozen=True)
+class RemovedPhoto:
+    id: int
+    removed_captions: int
+
+
+@dataclass(frozen=True)
+class Health:
+    status: str
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """``/ready``: what the server has loaded."""
+
+    ready: bool
+    encoder: str
+    checkpoint: str
+    images: int
+    captions: int
+    caption_bank: str
+    indexes: dict[str, str] = field(default_factory=dict)
+    read_only: bool = False
+    decoder: str = "none"
+    concepts: float = 0.0
+    relevance: str = "none"
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One invalid parameter of a request (a 422's ``errors``)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class GroundsearchError(Exception):
+    """An error answer (4xx, 5xx) with its RFC 9457 problem document, or a server that
+    could not be reached (``status`` None, ``type`` ``"unreachable"``)."""
+
+    def __init__(
+        self,
+        status: int | None,
+        type: str,
+        title: str,
+        detail: str,
+        instance: str | None = None,
+        errors: Sequence[FieldError] = (),
+        problem: Mapping[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"{status} {title}: {detail}" if status is not None else detail)
+        self.status, self.type, self.title, self.detail = status, type, title, detail
+        self.instance = instance
+        #: the invalid parameters of a 422 (``loc`` names each: ["query", "near"])
+        self.errors = list(errors)
+        #: the problem document as the server sent it
+        self.problem: dict[str, Any] = dict(problem or {})
+        #: the answer's Retry-After, in seconds (429, 503)
+        self.retry_after = retry_after
+
+    @property
+    def parameters(self) -> list[str]:
+        """The parameters a 422 names (the last part of each error's ``loc``)."""
+        return [str(e.loc[-1]) for e in self.errors if e.loc]
+
+    @classmethod
+    def of(cls, res: httpx.Response) -> GroundsearchError:
+        """The error of an answer: its problem document, or one made from its status
+        when the body is not one (a proxy's HTML page)."""
+        retry = _seconds(res.headers.get("Retry-After"))
+        try:
+            body = res.json()
+        except ValueError:
+            body = None
+        reason = res.reason_phrase or "Error"
+        if not isinstance(body, dict) or "status" not in body:
+            text = res.text.strip()[:300] or reason
+            return cls(res.status_code, "about:blank", reason, text, None, (), {}, retry)
+        errors = [
+            FieldError(list(e.get("loc", [])), str(e.get("msg", "")), str(e.get("type", "")))
+            for e in body.get("errors") or []
+            if isinstance(e, dict)
+        ]
+        return cls(
+            int(body.get("status", res.status_code)),
+            str(body.get("type", "about:blank")),
+            str(body.get("title", reason)),
+            str(body.get("detail", "")),
+            body.get("instance"),
+            errors,
+            body,
+            retry,
+        )
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return None if value is None else max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: not sent by this server
+
+
+# --- reading answers into the dataclasses -------------------------------------------------------
+
+
+def _read(kind: Any, value: Any) -> Any:
+    """``value`` (parsed JSON) as ``kind`` (a dataclass, a list or dict of them, a union
+    with None, or a plain type)."""
+    origin = typing.get_origin(kind)
+    if origin in (Union, types.UnionType):
+        if value is None:
+            return None
+        inner = [a for a in typing.get_args(kind) if dataclasses.is_dataclass(a)]
+        return _read(inner[0], value) if inner else value
+    if origin is list:
+        (item,) = typing.get_args(kind)
+        return [_read(item, v) for v in value]
+    if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+        return _build(kind, value)
+    return value
+
+
+def _build(cls: type[T], data: Any) -> T:
+    """A dataclass from a JSON object; fields the client does not know are ignored (a
+    newer server's), missing ones take their defaults."""
+    if not isinstance(data, dict):
+        raise GroundsearchError(
+            None, "invalid-answer", "Invalid answer", f"expected a JSON object, got {data!r:.200}"
+        )
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values = {k: _read(hints[k], v) for k, v in data.items() if k in known}
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise GroundsearchError(
+            None, "invalid-answer", "Invalid answer", f"{cls.__name__}: {exc}"
+        ) from None
+
+
+# --- the client ---------------------------------------------------------------------------------
+
+
+class Client:
+    """A groundsearch server at ``base_url`` (default: ``$GROUNDSEARCH_URL``, else
+    ``http://127.0.0.1:8000``). ``token``: the write token, for ``add_photo`` and
+    ``remove_photo``. ``retries``: how often a 429 is retried after its Retry-After.
+    Use it as a context manager, or ``close()`` it."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: float = 120.0,
+        retries: int = 2,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        base = base_url or os.environ.get("GROUNDSEARCH_URL") or DEFAULT_URL
+        self.base_url = base.rstrip("/")
+        self.token, self.retries = token, retries
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.base_url!r})"
+
+    # --- search ---------------------------------------------------------------------------------
+
+    def search(
+        self,
+        text: str,
+        *,
+        k: int = 10,
+        min_relevance: float | None = None,
+        order: Order = "relevance",
+        cursor: str | None = None,
+        after: When | None = None,
+        before: When | None = None,
+        folder: str | None = None,
+        camera: str | None = None,
+        near: tuple[float, float] | str | None = None,
+        within_km: float | None = None,
+        source: Literal["folder", "upload"] | None = None,
+    ) -> SearchResponse:
+        """``POST /search``: the gallery photos that best match ``text`` among those that
+        pass the filters, ``k`` a page (``cursor``: a previous page's ``next``)."""
+        params = _query(
+            text=text, k=k, min_relevance=min_relevance, order=order, cursor=cursor
+        ) + _filters(after, before, folder, camera, near, within_km, source)
+        return _build(SearchResponse, self._call("POST", "/search", params=params))
+
+    def search_pages(self, text: str, **options: Any) -> Iterator[SearchResponse]:
+        """Every page of ``search(text, **options)``, first to last, following ``next``."""
+        return self._pages(lambda cursor: self.search(text, **options, cursor=cursor), options)
+
+    def search_image(
+        self,
+        image: PhotoInput,
+        *,
+        text: str | None = None,
+        k: int = 10,
+        min_relevance: float | None = None,
+        order: Order = "relevance",
+        cursor: str | None = None,
+        after: When | None = None,
+        before: When | None = None,
+        folder: str | None = None,
+        camera: str | None = None,
+        near: tuple[float, float] | str | None = None,
+        within_km: float | None = None,
+        source: Literal["folder", "upload"] | None = None,
+        filename: str | None = None,
+    ) -> SearchResponse:
+        """``POST /search/image``: the gallery photos most like a photo (steered by
+        ``text``: "at night"), filtered, ordered and paged as ``search``'s."""
+        params = _query(
+            text=text, k=k, min_relevance=min_relevance, order=order, cursor=cursor
+        ) + _filters(after, before, folder, camera, near, within_km, source)
+        files = {"image": _photo(image, filename)}
+        return _build(
+            SearchResponse, self._call("POST", "/search/image", params=params, files=files)
+        )
+
+    def search_image_pages(self, image: PhotoInput, **options: Any) -> Iterator[SearchResponse]:
+        """Every page of ``search_image(image, **options)`` (the photo is read once)."""
+        name, data = _photo(image, options.pop("filename", None))
+        return self._pages(
+            lambda cursor: self.search_image(data, **options, filename=name, cursor=cursor),
+            options,
+        )
+
+    def similar(
+        self,
+        image_id: int,
+        *,
+        k: int = 10,
+        min_relevance: float | None = None,
+        order: Order = "relevance",
+        cursor: str | None = None,
+        after: When | None = None,
+        before: When | None = None,
+        folder: str | None = None,
+        camera: str | None = None,
+        near: tuple[float, float] | str | None = None,
+        within_km: float | None = None,
+        source: Literal["folder", "upload"] | None = None,
+    ) -> ImagesResponse:
+        """``GET /images/{id}/similar``: the gallery photos closest to this one (itself
+        left out), filtered, ordered and paged as ``search``'s."""
+        params = _query(k=k, min_relevance=min_relevance, order=order, cursor=cursor)
+        params += _filters(after, before, folder, camera, near, within_km, source)
+        path = f"/images/{int(image_id)}/similar"
+        return _build(ImagesResponse, self._call("GET", path, params=params))
+
+    def similar_pages(self, image_id: int, **options: Any) -> Iterator[ImagesResponse]:
+        """Every page of ``similar(image_id, **options)``."""
+        return self._pages(lambda cursor: self.similar(image_id, **options, cursor=cursor), options)
+
+    def _pages(
+        self, fetch: Callable[[str | None], Paged], options: Mapping[str, Any]
+    ) -> Iterator[Paged]:
+        if "cursor" in options:
+            raise TypeError("the pages start at the first: pass no cursor")
+
+        def pages() -> Iterator[Paged]:
+            cursor: str | None = None
+            while True:
+                page = fetch(cursor)
+                yield page
+                cursor = getattr(page, "next", None)
+                if cursor is None:
+                    return
+
+        return pages()
+
+    # --- sentences ------------------------------------------------------------------------------
+
+    def describe(
+        self,
+        image: PhotoInput,
+        *,
+        k: int = 5,
+        sentences: Literal["both", "generated", "retrieved"] = "both",
+        beam: int | None = None,
+        min_relevance: float | None = None,
+        filename: str | None = None,
+    ) -> DescribeResponse:
+        """``POST /describe``: sentences the decoder writes for a photo, the ``k``
+        captions that fit it best, and what the backbone's classifier saw."""
+        params = _query(k=k, sentences=sentences, beam=beam, min_relevance=min_relevance)
+        files = {"image": _photo(image, filename)}
+        return _build(DescribeResponse, self._call("POST", "/describe", params=params, files=files))
+
+    def paraphrase(self, text: str, *, beam: int | None = None) -> ParaphraseResponse:
+        """``POST /paraphrase``: the text's vector written back into words."""
+        params = _query(text=text, beam=beam)
+        return _build(ParaphraseResponse, self._call("POST", "/paraphrase", params=params))
+
+    def explain(self, text: str) -> ExplainResponse:
+        """``GET /explain``: the text's dependency tree, each word's share of its vector."""
+        return _build(ExplainResponse, self._call("GET", "/explain", params=_query(text=text)))
+
+    # --- arithmetic -----------------------------------------------------------------------------
+
+    def arithmetic(
+        self,
+        image_id: int,
+        *,
+        plus: Iterable[str] = (),
+        minus: Iterable[str] = (),
+        k: int = 10,
+        rerank: bool = False,
+        sentence: bool = False,
+        min_relevance: float | None = None,
+        after: When | None = None,
+        before: When | None = None,
+        folder: str | None = None,
+        camera: str | None = None,
+        near: tuple[float, float] | str | None = None,
+        within_km: float | None = None,
+        source: Literal["folder", "upload"] | None = None,
+    ) -> ImagesResponse:
+        """``POST /arithmetic``: photos near ``photo − Σ minus + Σ plus`` from a gallery
+        photo; ``sentence``: also what the result vector says in words."""
+        params = _query(image_id=image_id) + _terms(plus, minus, k, rerank, sentence, min_relevance)
+        params += _filters(after, before, folder, camera, near, within_km, source)
+        return _build(ImagesResponse, self._call("POST", "/arithmetic", params=params))
+
+    def arithmetic_upload(
+        self,
+        image: PhotoInput,
+        *,
+        plus: Iterable[str] = (),
+        minus: Iterable[str] = (),
+        k: int = 10,
+        rerank: bool = False,
+        sentence: bool = False,
+        min_relevance: float | None = None,
+        after: When | None = None,
+        before: When | None = None,
+        folder: str | None = None,
+        camera: str | None = None,
+        near: tuple[float, float] | str | None = None,
+        within_km: float | None = None,
+        source: Literal["folder", "upload"] | None = None,
+        filename: str | None = None,
+    ) -> ImagesResponse:
+        """``POST /arithmetic/upload``: the same, from an uploaded photo."""
+        params = _terms(plus, minus, k, rerank, sentence, min_relevance)
+        params += _filters(after, before, folder, camera, near, within_km, source)
+        files = {"image": _photo(image, filename)}
+        return _build(
+            ImagesResponse, self._call("POST", "/arithmetic/upload", params=params, files=files)
+        )
+
+    # --- photos and gallery writes --------------------------------------------------------------
+
+    def photo(self, image_id: int) -> bytes:
+        """``GET /images/{id}``: the gallery photo's bytes, upright."""
+        return self._send("GET", f"/images/{int(image_id)}").content
+
+    def add_photo(
+        self,
+        image: PhotoInput,
+        *,
+        captions: Iterable[str] = (),
+        filename: str | None = None,
+    ) -> AddedPhoto:
+        """``POST /gallery/images`` (needs the token): add a photo with its captions; the
+        same bytes again add the captions to the photo already there (``new`` False)."""
+        files = {"image": _photo(image, filename)}
+        data = {"captions": list(captions)}
+        answer = self._call("POST", "/gallery/images", files=files, data=data, auth=True)
+        return _build(AddedPhoto, answer)
+
+    def remove_photo(self, image_id: int) -> RemovedPhoto:
+        """``DELETE /gallery/images/{id}`` (needs the token): remove a photo and its
+        captions."""
+        path = f"/gallery/images/{int(image_id)}"
+        return _build(RemovedPhoto, self._call("DELETE", path, auth=True))
+
+    # --- operations -----------------------------------------------------------------------------
+
+    def health(self) -> Health:
+        """``GET /health``: the process answers."""
+        return _build(Health, self._call("GET", "/health"))
+
+    def ready(self) -> Readiness:
+        """``GET /ready``: what the server loaded (GroundsearchError 503 while loading)."""
+        return _build(Readiness, self._call("GET", "/ready"))
+
+    def wait_ready(self, timeout: float = 300.0, every: float = 0.5) -> Readiness:
+        """``ready()`` once the server has loaded (and is up): waits through 503s and
+        refused connections for at most ``timeout`` seconds, then raises the last
+        error."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.ready()
+            except GroundsearchError as exc:
+                if exc.status not in (None, 503) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(every)
+
+    # --- HTTP -----------------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, auth: bool = False, **request: Any) -> Any:
+        """The JSON answer of a request; GroundsearchError for an error answer."""
+        res = self._send(method, path, auth, **request)
+        try:
+            return res.json()
+        except ValueError:
+            raise GroundsearchError(
+                res.status_code,
+                "invalid-answer",
+                "Invalid answer",
+                f"{method} {path}: the answer is not JSON: {res.text[:200]!r}",
+            ) from None
+
+    def _send(self, method: str, path: str, auth: bool = False, **request: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token}"} if auth and self.token else {}
+        for attempt in range(self.retries + 1):
+            try:
+                res = self._http.request(method, path, headers=headers, **request)
+            except httpx.TransportError as exc:
+                raise GroundsearchError(
+                    None,
+                    "unreachable",
+                    "Unreachable",
+                    f"no answer from {self.base_url} ({type(exc).__name__}: {exc})",
+                ) from exc
+            if res.status_code < 400:
+                return res
+            error = GroundsearchError.of(res)
+            if res.status_code != 429 or attempt == self.retries:
+                raise error
+            time.sleep(min(error.retry_after or 1.0, MAX_RETRY_WAIT))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _query(**values: Any) -> list[tuple[str, str]]:
+    """Query parameters, those that are None left out (the server's defaults)."""
+    return [(k, _text(v)) for k, v in values.items() if v is not None]
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, date | datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _filters(
+    after: When | None,
+    before: When | None,
+    folder: str | None,
+    camera: str | None,
+    near: tuple[float, float] | str | None,
+    within_km: float | None,
+    source: str | None,
+) -> list[tuple[str, str]]:
+    """The photo filters as ``/search`` reads them (docs/API.md)."""
+    if near is not None and not isinstance(near, str):
+        near = f"{float(near[0])!r},{float(near[1])!r}"
+    return _query(
+        after=after,
+        before=before,
+        folder=folder,
+        camera=camera,
+        near=near,
+        within_km=within_km,
+        source=source,
+    )
+
+
+def _terms(
+    plus: Iterable[str],
+    minus: Iterable[str],
+    k: int,
+    rerank: bool,
+    sentence: bool,
+    min_relevance: float | None,
+) -> list[tuple[str, str]]:
+    """The parameters of both arithmetic routes (the phrases repeated, in order)."""
+    phrases = [("plus", p) for p in _phrases(plus)]
+    phrases += [("minus", p) for p in _phrases(minus)]
+    return phrases + _query(k=k, rerank=rerank, sentence=sentence, min_relevance=min_relevance)
+
+
+def _phrases(values: Iterable[str]) -> list[str]:
+    if isinstance(values, str):  # one phrase, not its letters
+        return [values]
+    return [str(v) for v in values]
+
+
+def _photo(image: PhotoInput, filename: str | None) -> tuple[str, bytes]:
+    """An upload's (file name, bytes) from bytes, a path or a binary file."""
+    if isinstance(image, bytes | bytearray | memoryview):
+        return filename or "photo", bytes(image)
+    if isinstance(image, str | os.PathLike):
+        path = Path(image)
+        return filename or path.name, path.read_bytes()
+    data = image.read()
+    if not isinstance(data, bytes):
+        raise TypeError("a photo file must be opened in binary mode ('rb')")
+    name = getattr(image, "name", None)
+    return filename or (Path(name).name if isinstance(name, str) else "photo"), data
