@@ -79,7 +79,7 @@ Order = Literal["relevance", "date", "-date"]
 MAX_RETRY_WAIT = 30.0
 
 T = TypeVar("T")
-Paged = TypeVar("Paged", "SearchResponse", "ImagesResponse")
+Paged = TypeVar("Paged", "SearchResponse", "ImagesResponse", "LibraryResponse")
 
 
 # --- the answers (mirroring service/schemas.py) -----------------------------------------------
@@ -116,6 +116,40 @@ class ImageHit:
     def path(self) -> str | None:
         """Where an indexed photo lies on the server's disk (None for an upload)."""
         return None if self.folder is None else str(Path(self.folder) / self.file)
+
+
+@dataclass(frozen=True)
+class GalleryPhoto:
+    """A photo of the library listing (``GET /images``): no query, so no score."""
+
+    id: int
+    url: str
+    thumbnail: str
+    file: str
+    captions: list[str]
+    source: str  # "folder" | "upload"
+    taken: str | None = None
+    taken_source: str | None = None
+    camera: str | None = None
+    place: Place | None = None
+    width: int | None = None
+    height: int | None = None
+    folder: str | None = None
+
+    @property
+    def path(self) -> str | None:
+        """Where an indexed photo lies on the server's disk (None for an upload)."""
+        return None if self.folder is None else str(Path(self.folder) / self.file)
+
+
+@dataclass(frozen=True)
+class LibraryResponse:
+    """A page of ``GET /images``: the gallery's photos by date, ``next`` and ``total``."""
+
+    results: list[GalleryPhoto]
+    order: str
+    next: str | None = None
+    total: int = 0
 
 
 @dataclass(frozen=True)
@@ -609,6 +643,49 @@ class Client:
     def photo(self, image_id: int) -> bytes:
         """``GET /images/{id}``: the gallery photo's bytes, upright."""
         return self._send("GET", f"/images/{int(image_id)}").content
+
+    def thumbnail(self, image_id: int, size: int = 256) -> bytes:
+        """``GET /images/{id}/thumbnail``: the photo as a small JPEG, upright."""
+        params = _query(size=size)
+        return self._send("GET", f"/images/{int(image_id)}/thumbnail", params=params).content
+
+    def library(
+        self,
+        *,
+        k: int = 50,
+        order: Literal["-date", "date"] = "-date",
+        cursor: str | None = None,
+        after: When | None = None,
+        before: When | None = None,
+        folder: str | None = None,
+        camera: str | None = None,
+        near: tuple[float, float] | str | None = None,
+        within_km: float | None = None,
+        source: Literal["folder", "upload"] | None = None,
+    ) -> LibraryResponse:
+        """``GET /images``: the gallery's photos by when they were taken (newest first by
+        default), filtered and paged as ``search``'s."""
+        params = _query(k=k, order=order, cursor=cursor)
+        params += _filters(after, before, folder, camera, near, within_km, source)
+        return _build(LibraryResponse, self._call("GET", "/images", params=params))
+
+    def library_pages(self, **options: Any) -> Iterator[LibraryResponse]:
+        """Every page of ``library(**options)``."""
+        return self._pages(lambda cursor: self.library(**options, cursor=cursor), options)
+
+    def describe_photo(
+        self,
+        image_id: int,
+        *,
+        k: int = 5,
+        sentences: Literal["both", "generated", "retrieved"] = "both",
+        beam: int | None = None,
+        min_relevance: float | None = None,
+    ) -> DescribeResponse:
+        """``GET /images/{id}/describe``: what ``describe`` answers for a gallery photo."""
+        params = _query(k=k, sentences=sentences, beam=beam, min_relevance=min_relevance)
+        path = f"/images/{int(image_id)}/describe"
+        return _build(DescribeResponse, self._call("GET", path, params=params))
 
     def add_photo(
         self,

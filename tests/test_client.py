@@ -25,10 +25,12 @@ from groundsearch.client import (
     Concept,
     DescribeResponse,
     ExplainResponse,
+    GalleryPhoto,
     GroundsearchError,
     Health,
     ImageHit,
     ImagesResponse,
+    LibraryResponse,
     ParaphraseResponse,
     Place,
     Readiness,
@@ -68,6 +70,8 @@ def test_the_dataclasses_mirror_the_service_response_models():
         (RemovedPhoto, schemas.RemovedPhoto),
         (Health, schemas.Health),
         (Readiness, schemas.Readiness),
+        (GalleryPhoto, schemas.GalleryPhoto),
+        (LibraryResponse, schemas.LibraryResponse),
     ]
     from groundsearch.client import FieldError
 
@@ -273,6 +277,21 @@ def test_pages_are_read_to_the_end_without_repeats(gs: Client, order: str):
     assert sorted(near) == sorted(set(ids) - {ids[0]})
     with pytest.raises(TypeError):
         gs.search_pages("a photo", cursor="abc")
+
+
+def test_the_library_listing_thumbnails_and_describe_by_id(gs: Client):
+    pages = list(gs.library_pages(k=4))
+    photos = [p for page in pages for p in page.results]
+    assert len(photos) == pages[0].total == SAMPLE_PHOTOS
+    assert len({p.id for p in photos}) == SAMPLE_PHOTOS and pages[-1].next is None
+    assert all(isinstance(p, GalleryPhoto) and p.thumbnail.endswith("/thumbnail") for p in photos)
+    small = gs.thumbnail(photos[0].id, size=64)
+    assert small[:2] == b"\xff\xd8" and len(small) < len(gs.photo(photos[0].id))
+    told = gs.describe_photo(photos[0].id, sentences="retrieved", k=2)
+    assert isinstance(told, DescribeResponse) and told.generated == []
+    with pytest.raises(GroundsearchError) as caught:
+        gs.library(near="91,0")
+    assert caught.value.status == 422 and caught.value.parameters == ["near"]
 
 
 def readme_example() -> str:
