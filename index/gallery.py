@@ -230,13 +230,29 @@ class Gallery:
         """The ``k`` photos with the largest inner product with ``query`` (one vector),
         among those passing ``where`` (``groundsearch.index.filtered_search``: exactly
         ``min(k, photos passing)`` hits, for every index kind)."""
-        arr = as_matrix(query, self.dim, "query")
-        if where:
-            hits = self.filtered.search(arr, k, where)
-        else:
-            hits = self.indexes["images"].search(arr, k)[0]
+        hits = self.rank_images(query, k, where)
         found = self._image_records([i for i, _ in hits])
         return [(found[i], score) for i, score in hits if i in found]
+
+    def rank_images(
+        self, query: np.ndarray, k: int, where: PhotoFilter | None = None
+    ) -> list[tuple[int, float]]:
+        """``search_images``' hits as (id, score), without reading their records (a long
+        ranking read for its scores: ``image_records`` reads the few it shows)."""
+        arr = as_matrix(query, self.dim, "query")
+        if where:
+            return self.filtered.search(arr, k, where)
+        return self.indexes["images"].search(arr, k)[0]
+
+    def image_records(self, ids: Sequence[int]) -> dict[int, ImageRecord]:
+        """The records of these photos (ids gone from the gallery are left out)."""
+        return self._image_records(ids)
+
+    def taken_at(self, ids: Sequence[int]) -> dict[int, float | None]:
+        """When each of these photos was taken (epoch seconds, None when unknown; ids
+        gone from the gallery are left out), without their captions."""
+        found = records.photos(self.records.reader(), ids)
+        return {i: meta.taken_at for i, (_, _, _, meta) in found.items()}
 
     def search_captions(self, query: np.ndarray, k: int) -> list[tuple[CaptionRecord, float]]:
         hits = self.indexes["captions"].search(as_matrix(query, self.dim, "query"), k)[0]
@@ -250,6 +266,13 @@ class Gallery:
         passing ``where``."""
         hits = self.search_images(self.image_vector(image_id), k + 1, where)
         return [h for h in hits if h[0].id != image_id][:k]
+
+    def rank_similar(
+        self, image_id: int, k: int, where: PhotoFilter | None = None
+    ) -> list[tuple[int, float]]:
+        """``similar_images``' hits as (id, score), without reading their records."""
+        hits = self.rank_images(self.image_vector(image_id), k + 1, where)
+        return [h for h in hits if h[0] != image_id][:k]
 
     def images_by_date(
         self,

@@ -1,9 +1,11 @@
 """A page of gallery photos for one query vector: filtered in the search, judged, ordered.
 
 The capabilities that list photos (``/search``, ``/search/image``,
-``/images/{id}/similar``) read their ranking through ``Gallery.search_images`` with the
-request's filters, judge each hit (``service.relevance``) from the query's scores best
-first, and cut the page with ``service.pages``.
+``/images/{id}/similar``) read their ranking as (id, score) pairs through
+``Gallery.rank_images`` with the request's filters, judge each hit (``service.relevance``)
+from the query's scores best first, and cut the page with ``service.pages``; only the
+page's photos are read from the records (a total above the cutoff reads up to 1,000
+scores, not 1,000 records), and a date order reads the ranking's dates alone.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from groundsearch.index.filters import PhotoFilter
-from groundsearch.index.gallery import ImageRecord
-from groundsearch.service.pages import ORDERS, Cursor, Page, fingerprint, paginate
+from groundsearch.index.gallery import Gallery, ImageRecord
+from groundsearch.service.pages import ORDERS, Cursor, Page, Ranked, fingerprint, paginate
 
-#: n → the ranking's first n photos with their scores, best first.
-PhotoFetch = Callable[[int], Sequence[tuple[ImageRecord, float]]]
+#: n → the ranking's first n photos as (id, score), best first.
+RankFetch = Callable[[int], Sequence[tuple[int, float]]]
 #: scores best first → each hit's relevance.
 ScoreJudge = Callable[[Sequence[float]], Sequence[float | None]]
 
@@ -32,17 +34,33 @@ class PageAsk:
 
 
 def photo_page(
-    fetch: PhotoFetch, judge: ScoreJudge, ask: PageAsk, threshold: float | None, query: object
+    gallery: Gallery,
+    fetch: RankFetch,
+    judge: ScoreJudge,
+    ask: PageAsk,
+    threshold: float | None,
+    query: object,
 ) -> Page:
-    """The page ``ask`` wants of a ranking; ``query`` identifies it in the cursor (its text
-    or photo), with the filters and threshold (CursorError for another query's cursor)."""
+    """The page ``ask`` wants of a ranking, its hits' items the photos' records; ``query``
+    identifies it in the cursor (its text or photo), with the filters and threshold
+    (CursorError for another query's cursor)."""
     key = fingerprint(query, ask.where, threshold)
     cursor = None if ask.cursor is None else Cursor.decode(ask.cursor, ask.order, key)
+    dated = ask.order != "relevance"
 
     def ranked(n: int) -> list[tuple[object, int, float, float | None]]:
-        return [(r, r.id, s, r.meta.taken_at) for r, s in fetch(n)]
+        hits = list(fetch(n))
+        when = gallery.taken_at([i for i, _ in hits]) if dated else {}
+        return [(None, i, s, when.get(i)) for i, s in hits]
 
-    return paginate(ranked, judge, ask.k, ask.order, threshold, cursor, key)
+    page = paginate(ranked, judge, ask.k, ask.order, threshold, cursor, key)
+    found = gallery.image_records([h.id for h in page.hits])
+    hits = [
+        Ranked(found[h.id], h.id, h.score, h.taken_at, h.relevance)
+        for h in page.hits
+        if h.id in found  # removed since it was ranked
+    ]
+    return Page(hits, page.next, page.total, page.total_exact)
 
 
 def hits_of(page: Page) -> tuple[list[tuple[ImageRecord, float]], list[float | None]]:

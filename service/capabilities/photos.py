@@ -16,7 +16,6 @@ from groundsearch.model.runtime.images.photos import (
     jpeg_copy,
     upright_copy,
 )
-from groundsearch.service.capabilities.search import ImageHits
 from groundsearch.service.pages import Page
 from groundsearch.service.photo_pages import PageAsk, photo_page
 from groundsearch.service.relevance import NO_JUDGE, Judge
@@ -114,8 +113,8 @@ class Photos:
         excluded) among those that pass its filters, with their relevance."""
         self.gallery.image_vector(image_id)  # UnknownItemError before anything else
 
-        def fetch(n: int) -> ImageHits:
-            return self.gallery.similar_images(image_id, n, ask.where)
+        def fetch(n: int) -> list[tuple[int, float]]:
+            return self.gallery.rank_similar(image_id, n, ask.where)
 
         judge = lambda scores: self.judge.of("image-image", scores)  # noqa: E731
-        return photo_page(fetch, judge, ask, threshold, ("similar", image_id))
+        return photo_page(self.gallery, fetch, judge, ask, threshold, ("similar", image_id))

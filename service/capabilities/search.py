@@ -48,11 +48,12 @@ class Search:
         timings: Timings = {}
         vec = self.queries.vector(cleaned, timings)
 
-        def fetch(n: int) -> ImageHits:
-            return self.gallery.search_images(vec, n, ask.where)
+        def fetch(n: int) -> list[tuple[int, float]]:
+            return self.gallery.rank_images(vec, n, ask.where)
 
         with self.stages.stage("search", timings):
             page = photo_page(
+                self.gallery,
                 fetch,
                 lambda scores: self.judge.of("text-image", scores, vec, cleaned),
                 ask,
@@ -93,11 +94,12 @@ class PhotoSearch:
             text = self.queries.vector(cleaned, timings)
             vec, kind = arithmetic_query(vec, [text], [], self.channel_columns), "arithmetic"
 
-        def fetch(n: int) -> ImageHits:
-            return self.gallery.search_images(vec, n, ask.where)
+        def fetch(n: int) -> list[tuple[int, float]]:
+            return self.gallery.rank_images(vec, n, ask.where)
 
         with self.stages.stage("search", timings):
             page = photo_page(
+                self.gallery,
                 fetch,
                 lambda scores: self.judge.of(kind, scores),
                 ask,
