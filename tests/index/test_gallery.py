@@ -5,6 +5,7 @@ galleries, and clears the leftovers of interrupted writes."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -133,3 +134,20 @@ def test_a_format2_gallery_migrates_on_open_and_its_uploads_are_read_again(tmp_p
     finally:
         g.close()
     Gallery.open(folder, ID, read_only=True).close()  # format 3: a replica opens it
+
+
+def test_a_ranking_read_as_ids_and_scores_is_the_search_without_its_records(gallery):
+    v = vecs(6)
+    ids = []
+    for i in range(5):
+        meta = read_upload_metadata(photo_bytes(coffee((40, 30)), PHONE), f"{i}.jpg")
+        ids.append(gallery.add_photo(f"photo {i}".encode(), "jpg", v[i], meta=meta)[0])
+    full = gallery.search_images(v[5], 5)
+    assert gallery.rank_images(v[5], 5) == [(r.id, s) for r, s in full]
+    similar = gallery.similar_images(ids[0], 3)
+    assert gallery.rank_similar(ids[0], 3) == [(r.id, s) for r, s in similar]
+    records = gallery.image_records([ids[1], ids[3], 10**6])
+    assert set(records) == {ids[1], ids[3]} and records[ids[1]].meta.name == "1.jpg"
+    when = gallery.taken_at([*ids, 10**6])
+    taken = datetime(2024, 7, 1, 16, 3, 5, tzinfo=UTC).timestamp()  # 18:03:05+02:00
+    assert when == dict.fromkeys(ids, taken)
