@@ -93,53 +93,43 @@ class Place:
     lon: float
 
 
-@dataclass(frozen=True)
-class ImageHit:
-    """A gallery photo with its score, relevance, captions and what its file says."""
+@dataclass(frozen=True, kw_only=True)
+class _Photo:
+    """What every listed photo carries: its id, where it is served, its captions and
+    what its file says."""
 
     id: int
+    url: str
+    file: str
+    captions: list[str]
+    source: str  # "folder" | "upload"
+    taken: str | None = None
+    taken_source: str | None = None
+    camera: str | None = None
+    place: Place | None = None
+    width: int | None = None
+    height: int | None = None
+    folder: str | None = None
+
+    @property
+    def path(self) -> str | None:
+        """Where an indexed photo lies on the server's disk (None for an upload)."""
+        return None if self.folder is None else str(Path(self.folder) / self.file)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageHit(_Photo):
+    """A gallery photo found by a query: with its score and relevance."""
+
     score: float
     relevance: float | None
-    url: str
-    file: str
-    captions: list[str]
-    source: str  # "folder" | "upload"
-    taken: str | None = None
-    taken_source: str | None = None
-    camera: str | None = None
-    place: Place | None = None
-    width: int | None = None
-    height: int | None = None
-    folder: str | None = None
-
-    @property
-    def path(self) -> str | None:
-        """Where an indexed photo lies on the server's disk (None for an upload)."""
-        return None if self.folder is None else str(Path(self.folder) / self.file)
 
 
-@dataclass(frozen=True)
-class GalleryPhoto:
+@dataclass(frozen=True, kw_only=True)
+class GalleryPhoto(_Photo):
     """A photo of the library listing (``GET /images``): no query, so no score."""
 
-    id: int
-    url: str
     thumbnail: str
-    file: str
-    captions: list[str]
-    source: str  # "folder" | "upload"
-    taken: str | None = None
-    taken_source: str | None = None
-    camera: str | None = None
-    place: Place | None = None
-    width: int | None = None
-    height: int | None = None
-    folder: str | None = None
-
-    @property
-    def path(self) -> str | None:
-        """Where an indexed photo lies on the server's disk (None for an upload)."""
-        return None if self.folder is None else str(Path(self.folder) / self.file)
 
 
 @dataclass(frozen=True)

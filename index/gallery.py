@@ -179,7 +179,8 @@ class Gallery:
     def counts(self) -> dict[str, int]:
         return self.indexes.counts()
 
-    def _image_records(self, ids: Sequence[int]) -> dict[int, ImageRecord]:
+    def image_records(self, ids: Sequence[int]) -> dict[int, ImageRecord]:
+        """The records of these photos (ids gone from the gallery are left out)."""
         db = self.records.reader()
         photos = records.photos(db, ids)
         texts = records.caption_texts(db, list(photos))
@@ -190,7 +191,7 @@ class Gallery:
 
     def image(self, image_id: int) -> ImageRecord:
         """The photo's record; UnknownItemError if there is none."""
-        record = self._image_records([image_id]).get(image_id)
+        record = self.image_records([image_id]).get(image_id)
         if record is None:
             raise UnknownItemError(f"no image with id {image_id} in the gallery")
         return record
@@ -230,8 +231,11 @@ class Gallery:
         """The ``k`` photos with the largest inner product with ``query`` (one vector),
         among those passing ``where`` (``groundsearch.index.filtered_search``: exactly
         ``min(k, photos passing)`` hits, for every index kind)."""
-        hits = self.rank_images(query, k, where)
-        found = self._image_records([i for i, _ in hits])
+        return self._with_records(self.rank_images(query, k, where))
+
+    def _with_records(self, hits: list[tuple[int, float]]) -> list[tuple[ImageRecord, float]]:
+        """Ranked ids with their records, in order (ids gone since: left out)."""
+        found = self.image_records([i for i, _ in hits])
         return [(found[i], score) for i, score in hits if i in found]
 
     def rank_images(
@@ -243,10 +247,6 @@ class Gallery:
         if where:
             return self.filtered.search(arr, k, where)
         return self.indexes["images"].search(arr, k)[0]
-
-    def image_records(self, ids: Sequence[int]) -> dict[int, ImageRecord]:
-        """The records of these photos (ids gone from the gallery are left out)."""
-        return self._image_records(ids)
 
     def taken_at(self, ids: Sequence[int]) -> dict[int, float | None]:
         """When each of these photos was taken (epoch seconds, None when unknown; ids
@@ -264,8 +264,7 @@ class Gallery:
     ) -> list[tuple[ImageRecord, float]]:
         """The ``k`` photos nearest to a gallery photo, itself left out, among those
         passing ``where``."""
-        hits = self.search_images(self.image_vector(image_id), k + 1, where)
-        return [h for h in hits if h[0].id != image_id][:k]
+        return self._with_records(self.rank_similar(image_id, k, where))
 
     def rank_similar(
         self, image_id: int, k: int, where: PhotoFilter | None = None
@@ -288,7 +287,7 @@ class Gallery:
         photos pass ``where``, if known, which picks the plan)."""
         db = self.records.reader()
         keys = records.photos_by_date(db, where, k, newest_first, after, passing)
-        found = self._image_records([key.id for key in keys])
+        found = self.image_records([key.id for key in keys])
         return [found[key.id] for key in keys if key.id in found]
 
     @staticmethod
