@@ -6,7 +6,7 @@ holding a ``cnn`` admission slot; a paraphrase holds a ``parse`` slot.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
@@ -39,6 +39,12 @@ from groundsearch.service.schemas import (
 )
 from groundsearch.service.uploads import read_photo
 
+if TYPE_CHECKING:
+    from groundsearch.model.runtime.captioning import Generated
+    from groundsearch.model.runtime.captioning.novel import Seen
+    from groundsearch.service.capabilities.describe import Describe, Description
+    from groundsearch.service.timing import Timings
+
 router = APIRouter(tags=["search"])
 Sentences = Annotated[
     Literal["both", "generated", "retrieved"],
@@ -66,19 +72,31 @@ async def describe(
     those whose relevance reaches ``min_relevance`` in ``results``, the others in
     ``weak``."""
     check_k(k, settings)
-    if sentences == "generated":  # refused (501) before any work when none can be written
-        capability.writer.require()
-    written = sentences == "generated" or (sentences == "both" and capability.writes)
-    retrieved = sentences != "generated"
+    written, retrieved = _wanted(capability, sentences)
     data = await read_upload(image, settings)
     async with admission.slots("cnn"):
         photo, _ = await workers.run(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )
-        hits, wrote, seen, timings = await workers.run(
-            capability.run, photo, k, retrieved, written, beam
-        )
-    threshold = capability.judge.threshold(min_relevance)
+        found = await workers.run(capability.run, photo, k, retrieved, written, beam)
+    return _answer(found, capability.judge.threshold(min_relevance), retrieved)
+
+
+def _wanted(capability: Describe, sentences: str) -> tuple[bool, bool]:
+    """Whether to write sentences and to find captions (501 before any work when only
+    written ones are asked for and there is no decoder)."""
+    if sentences == "generated":
+        capability.writer.require()
+    written = sentences == "generated" or (sentences == "both" and capability.writes)
+    return written, sentences != "generated"
+
+
+def _answer(
+    found: tuple[list[Description], list[Generated], list[Seen], Timings],
+    threshold: float | None,
+    retrieved: bool,
+) -> DescribeResponse:
+    hits, wrote, seen, timings = found
     return DescribeResponse(
         generated=[WrittenSentence.of(g) for g in wrote],
         concepts=[Concept.of(c) for c in seen],
@@ -108,23 +126,12 @@ async def describe_gallery_photo(
     among them), and what the classifier saw. 404 when the item is gone, or its file is
     gone or can no longer be read."""
     check_k(k, settings)
-    if sentences == "generated":
-        capability.writer.require()
-    written = sentences == "generated" or (sentences == "both" and capability.writes)
-    retrieved = sentences != "generated"
+    written, retrieved = _wanted(capability, sentences)
     await run_in_threadpool(capability.gallery.photo_path, image_id)  # 404 before a slot
     async with admission.slots("cnn"):
         photo = await workers.run(capability.gallery_photo, image_id, settings.max_pixels)
-        hits, wrote, seen, timings = await workers.run(
-            capability.run, photo, k, retrieved, written, beam
-        )
-    threshold = capability.judge.threshold(min_relevance)
-    return DescribeResponse(
-        generated=[WrittenSentence.of(g) for g in wrote],
-        concepts=[Concept.of(c) for c in seen],
-        **caption_hits(hits, threshold, retrieved),
-        timings_ms=timings,
-    )
+        found = await workers.run(capability.run, photo, k, retrieved, written, beam)
+    return _answer(found, capability.judge.threshold(min_relevance), retrieved)
 
 
 @router.post("/paraphrase", response_model=ParaphraseResponse, responses=WRITING_ERRORS)
