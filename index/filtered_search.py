@@ -4,20 +4,23 @@
     search.search(query, k, where)                  # [(id, score)], best first
     search.count(where)                             # photos that pass
 
-Three plans. Each query's is chosen by what it is estimated to cost, from the filter's
-estimated share of the photos (each condition's share in a random sample of the
-photos' filter columns held in memory, ``records.filter_sample``, drawn again when the
-gallery has changed by a tenth or is older than ``RESAMPLE_AFTER_S``) and per-item
-costs measured at 1M photos (``ID_US``, ``SCORE_US``, ``HIT_US``):
+Every photo's filter columns are held in memory (``FilterColumns``, following the
+records with the indexes, and at once after this process's own writes), so which photos
+pass is known in a fraction of a millisecond. Three plans. Each query's is chosen by what
+it is estimated to cost, from the filter's estimated share of the photos (each
+condition's share in a random sample of the photos, ``records.filter_sample``, drawn
+again when the gallery has changed by a tenth or is older than ``RESAMPLE_AFTER_S``) and
+per-item costs measured at 1M photos (``ROW_US``, ``SCORE_US``, ``HIT_US``):
 
-* **exact** — the passing photos' ids come from the records' indexes
-  (``records.matching_ids``) and their vectors are scored exactly from the index's own
-  copies (``VectorIndex.score``: no FAISS search at all). Its cost grows with the
-  photos that pass: the plan of selective filters (and of a ``flat`` index up to
-  ``FLAT_EXACT_SHARE``).
+* **exact** — the passing photos' ids come from the filter columns
+  (``FilterColumns.matching``) and are scored from the index's own copies without a
+  FAISS search (``VectorIndex.score_likeliest``: in a large HNSW or flat index, the
+  photos whose 32-d sketch scores best, 32 per hit asked for, then exactly). Its cost
+  grows with the photos that pass: the plan of selective filters (and of a ``flat``
+  index up to ``FLAT_EXACT_SHARE``).
 * **overfetch** — the index's plain search for ``k / share × OVERFETCH_MARGIN`` hits
   (HNSW's candidate list half as long, the IVF lists probed widened), the
-  fetched ids checked against the filter in one statement (``records.passing_ids``).
+  fetched ids checked against the filter columns (``FilterColumns.passing``).
   Its cost grows as the share falls: the plan of broad filters. When fewer than ``k``
   pass (the estimate was high, or the fetched ones were unlucky), it fetches
   ``OVERFETCH_AGAIN`` times as many once, then another plan answers.
@@ -47,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from groundsearch.index import records
+from groundsearch.index.filter_columns import FilterColumns
 from groundsearch.index.filters import PhotoFilter
 from groundsearch.index.index_kinds import IndexSettings
 from groundsearch.index.search_indexes import SearchIndexes
@@ -62,6 +66,8 @@ SAMPLE_SIZE = 20_000
 RESAMPLE_CHANGE = 0.1
 #: … or it is this old (metadata may be filled in place, by a backfill).
 RESAMPLE_AFTER_S = 600.0
+#: Estimates kept (by filter, for the sample and gallery size they were made from).
+ESTIMATES_KEPT = 1024
 #: ``ivfpq`` scores at most this many passing photos exactly (beyond: the selector).
 EXACT_UP_TO = 5_000
 #: A flat index scans every vector whatever the selector: the passing photos are
@@ -74,14 +80,16 @@ OVERFETCH_MARGIN = 1.5
 OVERFETCH_PAD = 10
 OVERFETCH_GRAPH = 0.5
 OVERFETCH_AGAIN = 4
-#: What each plan costs, in µs, measured at 1M photos of 690-d with HNSW (one thread):
-#: a photo a condition's index lookup returns (``near``: its box, with the places)…
-ID_US = {"near": 1.0}
-ID_US_OTHER = 0.1
-#: … a passing photo scored exactly (its float32 vector read: memory bandwidth) …
-SCORE_US = 0.13
+#: What each plan costs, in µs, measured at 1M photos of 690-d with HNSW (one thread,
+#: ``bench/filtered_search.py``): a row of the filter columns checked for a condition
+#: (the rows of the rarest condition's index: ``FilterColumns``; ``near``: its distance) …
+ROW_US = {"near": 0.03}
+ROW_US_OTHER = 0.01
+#: … a passing photo scored (its sketch read, the likeliest then exactly:
+#: ``VectorIndex.score_likeliest``) …
+SCORE_US = 0.04
 #: … an overfetched hit (HNSW's candidate list half a place longer, its row checked).
-HIT_US = 8.0
+HIT_US = 3.2
 #: The selector plan (ivfpq) probes ``√(1 / share)`` times the IVF lists, HNSW (only
 #: when forced) keeps a candidate list ``GRAPH_SHARE / share`` times longer, neither
 #: more than ``MAX_WIDEN`` times.
@@ -106,10 +114,11 @@ def overfetch_settings(settings: IndexSettings, fetch: int, share: float) -> Ind
 
 
 def costs(expected: dict[str, float], passing: float, fetch: int) -> tuple[float, float]:
-    """The estimated µs of the exact plan (every condition's ids looked up, the passing
-    photos scored) and of overfetching ``fetch`` hits."""
-    lookups = sum(n * ID_US.get(name, ID_US_OTHER) for name, n in expected.items())
-    return lookups + passing * SCORE_US, fetch * HIT_US
+    """The estimated µs of the exact plan (the rarest condition's rows checked for every
+    condition, the passing photos scored) and of overfetching ``fetch`` hits."""
+    rows = min(expected.values(), default=0.0)
+    checks = sum(rows * ROW_US.get(name, ROW_US_OTHER) for name in expected)
+    return checks + passing * SCORE_US, fetch * HIT_US
 
 
 class FilteredSearch:
@@ -120,6 +129,23 @@ class FilteredSearch:
         self._sample: dict[str, Any] | None = None
         self._sampled_at = (0.0, 0)  # when, and the gallery's size then
         self._lock = threading.Lock()
+        self._estimates: dict[tuple[int, PhotoFilter], tuple[float, dict[str, float]]] = {}
+        #: every photo's filter columns, following the records with the indexes (and at
+        #: once after this process's own writes: ``current``)
+        self._columns = FilterColumns()
+        self._seen_commits = -1
+        indexes.listeners.append(self._columns.refresh)
+        self.current()
+
+    def current(self) -> FilterColumns:
+        """The filter columns, read up to this process's last write (other processes'
+        writes arrive with the indexes' refresh)."""
+        commits = self.records.commits
+        if commits != self._seen_commits:
+            with self.records.snapshot() as db:
+                self._columns.refresh(db)
+            self._seen_commits = commits
+        return self._columns
 
     # --- estimating ---------------------------------------------------------------------------
 
@@ -136,6 +162,7 @@ class FilteredSearch:
             if stale:
                 with self.records.snapshot() as db:
                     self._sample = records.filter_sample(db, SAMPLE_SIZE)
+                self._estimates.clear()
                 self._sampled_at = (time.monotonic(), live)
             assert self._sample is not None
             return self._sample
@@ -144,12 +171,20 @@ class FilteredSearch:
         """The share of the photos ``where`` passes, and about how many photos each of
         its conditions passes, from the sample."""
         sample = self.sample()
+        live = len(self.indexes["images"])
+        key = (live, where)  # (the estimates are cleared when the sample is drawn again)
+        known = self._estimates.get(key)
+        if known is not None:
+            return known
         masks = where.masks(sample)
         rows = max(len(sample["id"]), 1)
-        live = len(self.indexes["images"])
         expected = {name: float(mask.sum()) / rows * live for name, mask in masks.items()}
         every = np.logical_and.reduce(list(masks.values())) if masks else np.ones(1, bool)
-        return float(every.sum()) / rows if len(sample["id"]) else 1.0, expected
+        share = float(every.sum()) / rows if len(sample["id"]) else 1.0
+        if len(self._estimates) >= ESTIMATES_KEPT:
+            self._estimates.clear()
+        self._estimates[key] = (share, expected)
+        return share, expected
 
     def plan(self, index: VectorIndex, share: float, k: int, expected: dict[str, float]) -> Plan:
         """The plan for ``k`` hits of a filter passing ``share`` of ``index``'s photos
@@ -169,9 +204,7 @@ class FilteredSearch:
 
     def count(self, where: PhotoFilter | None) -> int:
         """How many photos pass ``where`` (every photo for None or an empty filter)."""
-        expected = self.estimate(where)[1] if where else None
-        with self.records.snapshot() as db:
-            return records.count_matching(db, where or PhotoFilter(), expected)
+        return self.current().count(where)
 
     def search(
         self, query: np.ndarray, k: int, where: PhotoFilter, plan: Plan | None = None
@@ -191,15 +224,14 @@ class FilteredSearch:
             if hits is not None:
                 return hits
             chosen = "selector" if index.kind == "ivfpq" and index.built else "exact"
-        with self.records.snapshot() as db:
-            ids = records.matching_ids(db, where, expected)
+        ids = self.current().matching(where)
         if chosen == "selector" and ids.size > k:
             ids = index.held(ids)  # (``score`` leaves out the others itself)
             settings = widened(index.settings, ids.size / max(len(index), 1), graph=True)
             hits = index.search_among(query, int(k), ids, settings)
             if len(hits) >= min(k, ids.size):
                 return hits
-        return _top(index.score(query, ids), int(k))
+        return _top(index.score_likeliest(query, ids, int(k)), int(k))
 
     def _overfetch(
         self, index: VectorIndex, query: np.ndarray, k: int, where: PhotoFilter, share: float
@@ -211,8 +243,7 @@ class FilteredSearch:
         for _ in range(2):
             settings = overfetch_settings(index.settings, fetch, share)
             hits = index.search(query, fetch, settings)[0]
-            with self.records.snapshot() as db:
-                passing = set(records.passing_ids(db, [i for i, _ in hits], where).tolist())
+            passing = set(self.current().passing([i for i, _ in hits], where).tolist())
             kept = [(i, s) for i, s in hits if i in passing]
             if len(kept) >= k or len(hits) >= live:  # enough, or every photo was fetched
                 return kept[:k]

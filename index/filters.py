@@ -52,6 +52,12 @@ __all__ = [
 
 #: The radius of ``near`` when ``within_km`` is not given.
 DEFAULT_WITHIN_KM = 1.0
+#: ``within`` trusts a flat (equirectangular) distance for circles up to this radius
+#: away from the poles, except within ``FLAT_SLACK`` of the radius (its error there is
+#: below 1e-4 of the distance: the haversine decides only the ring).
+FLAT_UP_TO_KM = 100.0
+FLAT_UP_TO_LAT = 80.0
+FLAT_SLACK = 0.01
 #: Half the Earth's circumference, about: a larger radius takes every photo with GPS.
 MAX_WITHIN_KM = 20_000.0
 #: The Earth's mean radius (IUGG), for the haversine distance.
@@ -216,11 +222,24 @@ class PhotoFilter:
             raise ValueError("this filter has no near")
         lat, lon = np.asarray(lat, np.float64), np.asarray(lon, np.float64)
         band = math.degrees(self.radius_km / EARTH_RADIUS_KM) * (1 + 1e-9) + 1e-9
+        lat0, lon0, radius = self.near[0], self.near[1], self.radius_km
         with np.errstate(invalid="ignore"):
-            out = np.abs(lat - self.near[0]) <= band  # NaN: False
+            out = np.abs(lat - lat0) <= band  # NaN: False
             rows = np.flatnonzero(out)
-            km = haversine_km(self.near[0], self.near[1], lat[rows], lon[rows])
-            out[rows] = km <= self.radius_km
+            la, lo = lat[rows], lon[rows]
+            if radius > FLAT_UP_TO_KM or abs(lat0) > FLAT_UP_TO_LAT:
+                out[rows] = haversine_km(lat0, lon0, la, lo) <= radius
+                return out
+            # a flat (equirectangular) distance decides all but a thin ring about the
+            # circle, where the haversine decides
+            dlon = np.radians((lo - lon0 + 540.0) % 360.0 - 180.0)
+            x = dlon * np.cos(np.radians((la + lat0) / 2))
+            y = np.radians(la - lat0)
+            flat = EARTH_RADIUS_KM * np.sqrt(x * x + y * y)
+            ok = flat <= radius * (1 - FLAT_SLACK)
+            ring = np.flatnonzero(~ok & (flat < radius * (1 + FLAT_SLACK)))
+            ok[ring] = haversine_km(lat0, lon0, la[ring], lo[ring]) <= radius
+            out[rows] = ok
         return out
 
 

@@ -19,6 +19,9 @@ Tables (``gallery.db``):
 * ``removals``: an append-only log of removed photo and caption ids, filled by
   triggers (cascaded caption deletes included), from which the FAISS indexes of every
   process follow deletes.
+* ``edits``: an append-only log of the photos whose filter columns changed in place
+  (a backfill's metadata, a photo's file moved), filled by a trigger, from which the
+  filter columns held in memory follow (``groundsearch.index.filter_columns``).
 * ``meta``: format version, dimension, index kind, the checkpoint identity.
 
 **Formats.** 2: photos without metadata; 3 (``FORMAT``): the metadata columns and their
@@ -46,6 +49,7 @@ read ``snapshot`` or a write ``transaction``), so a caller chooses what runs tog
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -133,6 +137,13 @@ CREATE INDEX IF NOT EXISTS photos_folder ON photos(folder);
 CREATE INDEX IF NOT EXISTS photos_camera ON photos(camera COLLATE NOCASE);
 CREATE INDEX IF NOT EXISTS photos_uploaded ON photos(uploaded);
 CREATE INDEX IF NOT EXISTS photos_place ON photos(lat, lon);
+CREATE TABLE IF NOT EXISTS edits (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    item INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS photo_edited
+AFTER UPDATE OF taken_at, folder, camera, lat, lon, uploaded ON photos
+BEGIN INSERT INTO edits (item) VALUES (NEW.id); END;
 """
 #: A photo whose file has not been read yet (a format-2 photo): an indexed photo read
 #: always has a ``taken_source`` (its mtime at least), an upload always a width.
@@ -194,10 +205,15 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def _statements(db: sqlite3.Connection, script: str) -> None:
-    """Run a script's statements one by one (``executescript`` would commit first)."""
-    for statement in script.split(";"):
-        if statement.strip():
-            db.execute(statement)
+    """Run a script's statements one by one (``executescript`` would commit first); a
+    trigger's body, whose statements end in ``;`` too, stays whole."""
+    statement = ""
+    for part in script.split(";"):
+        statement += part + ";"
+        if sqlite3.complete_statement(statement):
+            if statement.strip(" \n;"):
+                db.execute(statement)
+            statement = ""
 
 
 class Records:
@@ -212,6 +228,8 @@ class Records:
         #: (an idle pool thread exits), and a reader outliving its thread is closed.
         self._readers: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._writer = _connect(self.path)
+        #: transactions this process committed (what it wrote is read back at once)
+        self.commits = 0
         try:
             mode = self._writer.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             self._writer.executescript(SCHEMA)
@@ -220,6 +238,11 @@ class Records:
             raise StoreError(f"{self.path} is not a gallery database ({exc})") from None
         if mode != "wal":
             raise StoreError(f"{self.path}: SQLite could not switch to WAL mode ({mode})")
+        columns = {r[1] for r in self._writer.execute("PRAGMA table_info(photos)")}
+        if "taken_at" in columns:  # format 3: the edits log (added after format 3 was)
+            # a read-only file: its readers do without the log (``edits_after``)
+            with contextlib.suppress(sqlite3.OperationalError):
+                self._writer.executescript(METADATA_INDEXES)
 
     # --- creation and identity --------------------------------------------------------------
 
@@ -341,6 +364,7 @@ class Records:
             except sqlite3.Error as exc:
                 db.execute("ROLLBACK")
                 raise StoreError(f"could not commit to the gallery database: {exc}") from None
+            self.commits += 1
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -396,6 +420,46 @@ def removals_after(db: sqlite3.Connection, after: int) -> list[tuple[int, str, i
 
 def last_removal(db: sqlite3.Connection) -> int:
     row = db.execute("SELECT max(seq) FROM removals").fetchone()
+    return int(row[0] or 0)
+
+
+def edits_after(db: sqlite3.Connection, after: int) -> list[tuple[int, int]]:
+    """(seq, photo id) of the photos whose filter columns changed in place after
+    ``after`` (none where the log is missing: a read-only file a writer never opened)."""
+    try:
+        return db.execute(
+            "SELECT seq, item FROM edits WHERE seq > ? ORDER BY seq", (after,)
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return []
+
+
+#: The filter columns of ``photos`` as the filters read them (``PhotoFilter.masks``).
+FILTER_COLUMNS = "id, taken_at, folder, lower(camera), lat, lon, uploaded"
+
+
+def filter_rows_after(db: sqlite3.Connection, after: int, limit: int) -> list[tuple[Any, ...]]:
+    """The filter columns (``FILTER_COLUMNS``) of up to ``limit`` photos with id >
+    ``after``, in id order."""
+    return db.execute(
+        f"SELECT {FILTER_COLUMNS} FROM photos WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
+    ).fetchall()
+
+
+def filter_rows(db: sqlite3.Connection, ids: Sequence[int]) -> list[tuple[Any, ...]]:
+    """The filter columns of the live photos among ``ids``, in id order."""
+    return db.execute(
+        f"SELECT {FILTER_COLUMNS} FROM photos WHERE id IN (SELECT value FROM json_each(?)) "
+        "ORDER BY id",
+        (json.dumps([int(i) for i in ids]),),
+    ).fetchall()
+
+
+def last_edit(db: sqlite3.Connection) -> int:
+    try:
+        row = db.execute("SELECT max(seq) FROM edits").fetchone()
+    except sqlite3.OperationalError:
+        return 0
     return int(row[0] or 0)
 
 
@@ -790,8 +854,7 @@ def filter_sample(db: sqlite3.Connection, n: int, seed: int = 0) -> dict[str, An
     if top > 0 and n > 0:
         ids = np.sort(np.random.default_rng(seed).choice(top, size=min(n, top), replace=False) + 1)
     rows = db.execute(
-        "SELECT id, taken_at, folder, lower(camera), lat, lon, uploaded FROM photos "
-        "WHERE id IN (SELECT value FROM json_each(?))",
+        f"SELECT {FILTER_COLUMNS} FROM photos WHERE id IN (SELECT value FROM json_each(?))",
         (json.dumps(ids.tolist()),),
     ).fetchall()
     columns = list(zip(*rows, strict=True)) if rows else [()] * 7

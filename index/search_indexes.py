@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +64,8 @@ class SearchIndexes:
         self._changes = 0
         self._stop = threading.Event()
         self._follower: threading.Thread | None = None
+        #: called inside each refresh with its read snapshot (the filter columns follow)
+        self.listeners: list[Callable[[sqlite3.Connection], int]] = []
         self.refresh()
 
     def __getitem__(self, kind: str) -> VectorIndex:
@@ -150,6 +152,8 @@ class SearchIndexes:
                     if ids:
                         index.add(ids, vectors)
                     changes += len(ids) + len(mine)
+                for listener in self.listeners:
+                    listener(db)
             self._changes += changes
             return changes
 

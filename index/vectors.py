@@ -47,6 +47,7 @@ import numpy as np
 from groundsearch.files import write_text
 from groundsearch.index import index_kinds
 from groundsearch.index.index_kinds import KINDS, IndexSettings
+from groundsearch.index.sketches import CANDIDATES_PER_HIT, MIN_CANDIDATES, Sketch
 
 __all__ = ["KINDS", "IndexSettings", "VectorIndex", "as_matrix", "clear_leftovers"]
 
@@ -56,6 +57,10 @@ LOCK_FILE = "snapshot.lock"
 DELTA_SHARE = 0.05
 #: … and at least this many.
 DELTA_MIN = 50_000
+#: A main of float32 vectors (``flat``, ``hnsw``) this large gets a sketch for
+#: ``score_likeliest`` (``groundsearch.index.sketches``), trained on this many of them.
+SKETCH_FROM = 50_000
+SKETCH_SAMPLE = 20_000
 #: A sealed main (``NAME-<random>.main.faiss``) younger than this is kept even when no
 #: JSON names it yet: it is written before the snapshot that names it.
 KEEP_YOUNG_S = 600
@@ -95,6 +100,9 @@ class VectorIndex:
         self.last_id = 0
         self.last_removal = 0
         self._lock = threading.RLock()
+        self._sketch: Sketch | None = None
+        self._sketch_of: Any = None  # the main it copies, and its size when last tried
+        self._sketch_tried = 0
 
     def __len__(self) -> int:
         """Live (not removed) vectors."""
@@ -275,6 +283,50 @@ class VectorIndex:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         return np.concatenate(out_ids), np.concatenate(out_scores)
 
+    def score_likeliest(
+        self, query: np.ndarray, ids: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``score`` for the search of the ``k`` best among ``ids``: where many of them sit
+        in a large float32 main, only the likeliest (``CANDIDATES_PER_HIT`` per hit, by its
+        sketch: ``groundsearch.index.sketches``) are scored; otherwise every one."""
+        count = max(MIN_CANDIDATES, CANDIDATES_PER_HIT * int(k))
+        ids = np.asarray(ids, np.int64)
+        with self._lock:
+            if ids.size <= count or self._main_sketch() is None:
+                return self.score(query, ids)
+            sketch = self._sketch
+            assert sketch is not None
+            q = as_matrix(query, self.dim, "query")[0]
+            ids = ids[~np.isin(ids, self._removed(), assume_unique=True)]
+            pos = _positions(self._main, ids)
+            held = pos >= 0
+            picked = sketch.best(q, pos[held], count)
+            main_ids = ids[held][picked]
+            main_scores = _inner_products(self._main, q, pos[held][picked])
+            if held.all():
+                return main_ids, main_scores
+            rest_ids, rest_scores = self.score(query, ids[~held])
+        return np.concatenate([main_ids, rest_ids]), np.concatenate([main_scores, rest_scores])
+
+    def _main_sketch(self) -> Sketch | None:
+        """Main's sketch, trained when main is large enough (again when it has doubled
+        since a sketch was found untrustworthy) and extended to its new vectors."""
+        main, n = self._main, int(self._main.ntotal)
+        if self.kind == "ivfpq" or n < SKETCH_FROM:
+            return None
+        if self._sketch_of is not main:  # main rebuilt
+            self._sketch, self._sketch_of, self._sketch_tried = None, main, 0
+        stored = _stored(main)
+        if self._sketch is None and (not self._sketch_tried or n >= 2 * self._sketch_tried):
+            self._sketch_tried = n
+            rows = np.random.default_rng(0).choice(n, size=min(n, SKETCH_SAMPLE), replace=False)
+            self._sketch = Sketch.train(stored[np.sort(rows)])
+        sketch = self._sketch
+        if sketch is not None:
+            for start in range(sketch.n, n, 100_000):
+                sketch.extend(stored[start : min(n, start + 100_000)])
+        return sketch
+
     def search_among(
         self, query: np.ndarray, k: int, ids: np.ndarray, settings: IndexSettings | None = None
     ) -> list[tuple[int, float]]:
@@ -380,8 +432,20 @@ def _positions(part: Any, ids: np.ndarray) -> np.ndarray:
     if n == 0 or not ids.size:
         return np.full(ids.shape, -1, np.int64)
     held = faiss.rev_swig_ptr(part.id_map.data(), n)
+    if int(held[-1]) - int(held[0]) == n - 1:  # ids without gaps: no search needed
+        pos = ids - held[0]
+        return np.where((pos >= 0) & (pos < n), pos, -1).astype(np.int64)
     pos = np.minimum(np.searchsorted(held, ids), n - 1)
     return np.where(held[pos] == ids, pos, -1).astype(np.int64)
+
+
+def _stored(part: Any) -> np.ndarray:
+    """The float32 vectors of ``part`` (a flat or HNSW ``IndexIDMap``), in place."""
+    inner = index_kinds.FAISS.downcast_index(part.index)
+    if isinstance(inner, index_kinds.FAISS.IndexHNSW):
+        inner = index_kinds.FAISS.downcast_index(inner.storage)
+    n, d = int(inner.ntotal), int(inner.d)
+    return faiss.rev_swig_ptr(inner.get_xb(), n * d).reshape(n, d)
 
 
 def _inner_products(part: Any, query: np.ndarray, pos: np.ndarray) -> np.ndarray:

@@ -221,7 +221,8 @@ def test_the_plan_follows_the_estimated_share(world, monkeypatch):
     middle = "selector" if index.kind == "ivfpq" else "exact"  # HNSW: no selector
     assert search.plan(big, 0.01, K, {"date": 10_000}) == middle
     assert search.plan(big, 0.001, K, {"date": 1_000}) == "exact"
-    assert search.plan(big, 0.02, K, {"near": 20_000}) == "overfetch"  # near: ids cost more
+    assert search.plan(big, 0.02, K, {"date": 20_000}) == middle
+    assert search.plan(big, 0.05, K, {"near": 50_000}) == "overfetch"  # near: rows cost more
     called = []
     monkeypatch.setattr(index, "search_among", lambda *a: called.append(a) or [])
     hits = search.search(vecs(1, seed=9)[0], K, PhotoFilter(folder="/photos/a/x"), "selector")
