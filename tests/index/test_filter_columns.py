@@ -119,3 +119,21 @@ def test_the_likeliest_scored_are_the_best_of_many_ids(monkeypatch):
         assert got == pytest.approx(x[got_ids - 1] @ q, abs=1e-5)  # exact scores
         found += np.isin(truth, top).sum()
     assert found / (10 * len(queries)) >= 0.98
+
+
+def test_a_format_3_database_made_before_the_edits_log_gets_it_when_opened(tmp_path):
+    gallery = Gallery.create(tmp_path / "g", DIM, ID, kind="flat")
+    rows = make_rows(3, 0, seed=5)
+    for row in rows:
+        row["meta"] = PhotoMetadata()
+    insert(gallery, rows)
+    path = gallery.records.path
+    gallery.close()
+    with records.Records(path).transaction() as db:  # as the previous release left it
+        db.execute("DROP TRIGGER photo_edited")
+        db.execute("DROP TABLE edits")
+    store = records.Records(path)
+    with store.transaction() as db:
+        assert records.fill_metadata(db, rows[1]["id"], PhotoMetadata(camera="Leica Q2"))
+    assert [item for _, item in records.edits_after(store.reader(), 0)] == [rows[1]["id"]]
+    store.close()
