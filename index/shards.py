@@ -284,6 +284,7 @@ class Shard:
             "kind": idx.kind,
             "built": idx.built,
             "describe": idx.describe(),
+            "rss_mb": _rss_mb(),
         }
 
     def search(self, queries: np.ndarray, k: int, settings: IndexSettings | None) -> list[Hits]:
@@ -312,6 +313,18 @@ class Shard:
     def remove(self, ids: np.ndarray) -> None:
         ids = np.asarray(ids, np.int64)
         self.index.remove(ids[shard_of(ids, self.shards) == self.shard].tolist())
+
+
+def _rss_mb() -> float | None:
+    """This process's resident memory (Linux), for ``info``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 # --- the front --------------------------------------------------------------------------------
