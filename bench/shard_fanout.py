@@ -19,6 +19,10 @@ a rotating order so that the machine's load falls on all alike:
 * ``Ray round trip``: the same handles asked for ``info`` only (what a fan-out costs
   with no search in it).
 
+Besides wall time, the CPU time of the calling thread per query (``time.thread_time``:
+for the Ray paths, what issuing and awaiting the fan-out costs the front's request
+thread; Ray's own threads in the front are not in it).
+
 Each row stands beside a reference measured in the same run: one exact search of one
 query over 100,000 vectors (numpy, one thread). Every answer of the sharded paths is
 checked against the one-piece answer (ids; ``flat``: scores too). Output:
@@ -171,14 +175,16 @@ def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSetting
         for name in names:
             paths[name](q)
     times: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     mismatches = {name: 0 for name in names[1:3]}
     found = {name: 0 for name in names[:3]}
     for j, q in enumerate(queries):
         answers = {}
         for name in names[j % len(names) :] + names[: j % len(names)]:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             answers[name] = paths[name](q)
             times[name].append((time.perf_counter() - t) * 1000)
+            cpu[name].append((time.thread_time() - c) * 1000)
         want = answers["one-piece"][0]
         for name in found:
             found[name] += len({i for i, _ in answers[name][0]} & set(exact[j].tolist()))
@@ -202,7 +208,12 @@ def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSetting
         "replica_rss_mb": [i["rss_mb"] for i in infos],
         "reference_exact_100k_ms": round(ref_ms, 3),
         "paths": {
-            name: {"p50_ms": pct(v, 50), "p99_ms": pct(v, 99), "mean_ms": round(np.mean(v), 3)}
+            name: {
+                "p50_ms": pct(v, 50),
+                "p99_ms": pct(v, 99),
+                "mean_ms": round(float(np.mean(v)), 3),
+                "caller_thread_cpu_ms": round(float(np.mean(cpu[name])), 3),
+            }
             for name, v in times.items()
         },
         "answers_differing_from_one_piece": mismatches,
