@@ -23,6 +23,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from groundsearch.service.app import create_app
     from groundsearch.service.settings import ServiceSettings
 
+    if args.shards and args.watch:
+        raise CliError("--shards serves a read-only front: watch folders with the writer")
     given = {"checkpoint": args.checkpoint, "index_dir": args.index}
     overrides: dict[str, Any] = {k: Path(v) for k, v in given.items() if v}
     if args.watch:
@@ -70,8 +72,6 @@ def serve_sharded(args: argparse.Namespace, s: Any, served: str) -> int:
         stop_shards,
     )
 
-    if s.watch_folders:
-        raise CliError("--shards serves a read-only front: watch folders with the writer")
     folder = Path(args.shard_dir) if args.shard_dir else s.index_path / f"shards-{args.shards}"
     with user_errors(StoreError, OSError, ValueError):
         try:

@@ -73,3 +73,13 @@ def test_serve_shards_answers_as_one_piece(service_gallery: Path, tmp_path: Path
     finally:
         sharded.kill()
         plain.kill()
+
+
+def test_a_sharded_front_is_read_only_and_watches_nothing(cli, tmp_path):
+    from groundsearch.service.settings import ServiceSettings
+
+    with pytest.raises(ValueError, match="read-only replica"):
+        ServiceSettings(index_dir=tmp_path, shards=tmp_path / "shards")
+    assert ServiceSettings(index_dir=tmp_path, shards=tmp_path, read_only=True).shards == tmp_path
+    res = cli("serve", "--sample", "--index", str(tmp_path / "g"), "--shards", "2", "--watch", ".")
+    assert res.returncode == 2 and "read-only front" in res.stderr
