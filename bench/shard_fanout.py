@@ -17,7 +17,10 @@ a rotating order so that the machine's load falls on all alike:
 * ``Ray Serve``: ``ShardedIndex`` over one Ray Serve deployment per shard (one replica
   each, ``groundsearch.service.sharding.start_shards``) on a local cluster;
 * ``Ray round trip``: the same handles asked for ``info`` only (what a fan-out costs
-  with no search in it).
+  with no search in it);
+* ``plain Ray actors, round trip``: one bare Ray actor per shard sent the query vector
+  and answering at once (``ray.get`` of the calls: what Ray itself costs, without
+  Serve's router and replica queue).
 
 Besides wall time, the CPU time of the calling thread per query (``time.thread_time``:
 for the Ray paths, what issuing and awaiting the fan-out costs the front's request
@@ -139,9 +142,15 @@ def pct(values: list[float], q: float) -> float:
 
 
 def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSettings) -> dict:
+    import ray
     from ray import serve
 
     from groundsearch.service.sharding import start_shards, stop_shards
+
+    @ray.remote
+    class Pinger:
+        def ping(self, q: np.ndarray) -> int:
+            return int(q.shape[0])
 
     whole = VectorIndex.load(folder / "whole" / "images", {"identity": IDENTITY})
     assert whole is not None
@@ -150,6 +159,7 @@ def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSetting
     local = LocalFanout([Shard.open(shard_set, s, settings) for s in range(shards)])
     local_index = ShardedIndex(local, shard_set, settings)
     ray_fanout = start_shards(shard_set, settings, cpus=0.5)
+    actors = [Pinger.options(num_cpus=0.1).remote() for _ in range(shards)]  # type: ignore[attr-defined]
     ray_index = ShardedIndex(ray_fanout, shard_set, settings)
     queries = clustered(np.random.default_rng(7), QUERIES)
     ref_x = unit(np.random.default_rng(0), 100_000)
@@ -169,6 +179,7 @@ def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSetting
         "local fan-out": lambda q: local_index.search(q, K),
         "Ray Serve": lambda q: ray_index.search(q, K),
         "Ray round trip": lambda q: ray_fanout.call("info", [()] * shards),
+        "plain Ray actors, round trip": lambda q: ray.get([a.ping.remote(q) for a in actors]),
     }
     names = list(paths)
     for q in queries:  # warm: the pages the queries touch, Ray's connections
@@ -176,7 +187,7 @@ def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSetting
             paths[name](q)
     times: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
-    mismatches = {name: 0 for name in names[1:3]}
+    mismatches = {name: 0 for name in names[1:3]}  # the searching paths
     found = {name: 0 for name in names[:3]}
     for j, q in enumerate(queries):
         answers = {}
@@ -197,6 +208,8 @@ def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSetting
     ref_ms = reference()
     infos = ray_fanout.call("info", [()] * shards)
     stop_shards(shards)
+    for a in actors:
+        ray.kill(a)
     serve.shutdown()
     local.close()
     return {
