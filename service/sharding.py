@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from groundsearch.index.errors import StoreError
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.index_kinds import IndexSettings
 from groundsearch.index.shards import Shard, ShardedIndex, ShardSet, open_sharded
@@ -34,6 +35,8 @@ APP_PREFIX = "groundsearch-shard-"
 CPUS_PER_SHARD = 0.5
 #: Requests one replica works on at once (searches release the GIL inside FAISS).
 MAX_ONGOING = 16
+#: How long the front waits for a shard's answer before answering 503.
+SHARD_TIMEOUT_S = 10.0
 #: What the front may call on a shard.
 SHARD_METHODS = frozenset({"info", "search", "score", "held", "search_among", "add", "remove"})
 INSTALL_HINT = "install it with `pip install 'groundsearch[ray]'`"
@@ -64,11 +67,24 @@ class RayFanout:
         self.shards = len(self.handles)
 
     def call(self, method: str, args: Sequence[tuple[Any, ...] | None]) -> list[Any]:
+        """Every shard's answer; StoreError (the service's 503) naming the first shard
+        that failed or did not answer within ``SHARD_TIMEOUT_S``."""
         pending = [
             None if a is None else handle.call.remote(method, *a)
             for handle, a in zip(self.handles, args, strict=True)
         ]
-        return [None if p is None else p.result() for p in pending]
+        answers = []
+        for s, p in enumerate(pending):
+            try:
+                answers.append(None if p is None else p.result(timeout_s=SHARD_TIMEOUT_S))
+            except ValueError:  # the shard's own refusal of a bad argument: the caller's
+                raise
+            except Exception as exc:
+                for rest in pending[s + 1 :]:
+                    if rest is not None:
+                        rest.cancel()
+                raise StoreError(f"shard {s} did not answer: {type(exc).__name__}: {exc}") from exc
+        return answers
 
 
 def _serve() -> Any:

@@ -81,3 +81,17 @@ def test_a_photo_added_after_the_shards_reaches_its_shard(cluster):
     q = np.asarray(new[1]["vector"])
     assert sharded.rank_images(q, 5) == gallery.rank_images(q, 5)
     assert sharded.rank_images(q, 1)[0][0] == new[1]["id"]
+
+
+def test_a_shard_that_is_gone_is_a_store_error_not_a_hang(cluster, monkeypatch):
+    """(Last: it stops a shard.) The service answers a StoreError with 503."""
+    from ray import serve
+
+    from groundsearch.index.errors import StoreError
+    from groundsearch.service import sharding
+
+    _, sharded, _ = cluster
+    monkeypatch.setattr(sharding, "SHARD_TIMEOUT_S", 3.0)
+    serve.delete(f"{sharding.APP_PREFIX}1")
+    with pytest.raises(StoreError, match="shard 1 did not answer"):
+        sharded.rank_images(vecs(1, seed=3)[0], 10)
