@@ -86,6 +86,8 @@ SCHEME = "id mod shards"
 MANIFEST = "shards.json"
 #: The sharded index (the records call it ``images``).
 TABLE = "images"
+#: The kinds that need no training sample (every other kind is trained: ivfpq, …).
+UNTRAINED = ("flat", "hnsw")
 #: Vectors read from the records at a time while writing a shard.
 READ_CHUNK = 50_000
 Hits = list[tuple[int, float]]
@@ -205,7 +207,7 @@ def write_shards(
             per_shard = math.ceil(n / shards)
             chosen = choose_kind(per_shard) if wanted == AUTO else wanted
             sample = np.empty((0, dim), np.float32)
-            if chosen == "ivfpq":  # one sample of the whole gallery trains every shard
+            if chosen not in UNTRAINED:  # one sample of the whole gallery trains every shard
                 sample = records.sample_vectors(db, TABLE, settings.train_size(per_shard), dim)
             counts = []
             shard_set = ShardSet(out, shards, dim, chosen, identity, last_id, last_removal, ())
