@@ -92,7 +92,15 @@ class Components:
             k_factor=settings.search_k_factor,
             ef_search=settings.hnsw_ef_search,
         )
-        gallery = Gallery.open(settings.index_path, identity, settings.read_only, search)
+        gallery: Gallery
+        if settings.shards is not None:  # the photos searched on Ray Serve shards
+            from groundsearch.service.sharding import sharded_gallery
+
+            gallery = sharded_gallery(
+                settings.index_path, settings.shards, identity, search, settings.ray_address
+            )
+        else:
+            gallery = Gallery.open(settings.index_path, identity, settings.read_only, search)
         gallery.indexes.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
         batcher = ParseBatcher(parser, workers=settings.parse_workers)
         sentences = Sentences(model, batcher.outcomes, settings.max_text_chars)

@@ -34,6 +34,16 @@ class ServiceSettings(Settings):
         description="Serve the gallery as a replica: write nothing (no uploads, snapshots or "
         "rebuilds), follow the records and take up the writer's rebuilt indexes.",
     )
+    shards: Path | None = Field(
+        default=None,
+        description="Search the gallery's photos on the shards in this folder (written by "
+        "`groundsearch shard`), each a Ray Serve deployment on the Ray cluster at "
+        "ray_address (`groundsearch serve --shards N` starts them). The server is then a "
+        "read-only replica (read_only must be set).",
+    )
+    ray_address: str = Field(
+        default="auto", description="The Ray cluster the shards run on (with shards)."
+    )
     search_nprobe: int = Field(
         default=16, ge=1, description="Compressed (ivfpq) index: inverted lists searched."
     )
@@ -143,6 +153,11 @@ class ServiceSettings(Settings):
             raise ValueError(
                 "a read-only replica cannot keep folders indexed (GROUNDSEARCH_WATCH): "
                 "watch them with the gallery's writer"
+            )
+        if self.shards is not None and not self.read_only:
+            raise ValueError(
+                "a server over shards (GROUNDSEARCH_SHARDS) is a read-only replica: set "
+                "GROUNDSEARCH_READ_ONLY=true and send writes to the gallery's writer"
             )
         return self
 

@@ -15,6 +15,7 @@ from groundsearch.cli.common import (
     checkpoint_path,
     command,
     make_parser,
+    positive_int,
     user_errors,
 )
 from groundsearch.settings import get_settings
@@ -47,6 +48,14 @@ server sees it within a second more. It prints one JSON line per batch of change
 stops cleanly on Ctrl-C or SIGTERM. A folder that disappears (deleted, an unmounted
 drive) keeps its photos until it is back; an empty folder the gallery holds photos from is
 left alone too. For network shares, set WATCHFILES_FORCE_POLLING=true.
+"""
+
+
+SHARD_EPILOG = """\
+Photo i goes to shard i mod N; each shard is a search-index snapshot of its own
+(OUT/shard-<s>/images.json, memory-mapped when ivfpq) and OUT/shards.json names them
+with the records' watermarks. Serve them with `groundsearch serve --shards N` (which
+writes them itself when OUT is missing). The gallery is only read.
 """
 
 
@@ -173,6 +182,33 @@ def _print_event(kind: str, data: dict[str, Any]) -> None:
     print(json.dumps({"event": kind, **data}), flush=True)
 
 
+def cmd_shard(args: argparse.Namespace) -> int:
+    from groundsearch.index.errors import StoreError
+    from groundsearch.index.shards import write_shards
+
+    gallery = Path(args.index or get_settings().gallery_dir)
+    out = Path(args.out) if args.out else gallery / f"shards-{args.shards}"
+    if not (gallery / "gallery.db").is_file():
+        raise CliError(f"no gallery at {gallery} (make one with `groundsearch index`)")
+    with user_errors(StoreError, OSError, ValueError):
+        shard_set = write_shards(
+            gallery,
+            out,
+            args.shards,
+            kind=args.kind,
+            progress=None if args.quiet else lambda line: print(line, file=sys.stderr),
+        )
+    summary = {
+        "gallery": str(gallery),
+        "shards": str(out),
+        "scheme": shard_set.scheme,
+        "kind": shard_set.kind,
+        "photos": list(shard_set.counts),
+    }
+    print(json.dumps(summary))
+    return 0
+
+
 def non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -221,3 +257,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--data", type=Path, help="with --flickr8k: a Flickr8k-layout folder")
     p.add_argument("--split", default="test", help="with --flickr8k: train/dev/test, a list, ''")
     p.add_argument("--sample", action="store_true", help="the shipped sample photos and captions")
+
+    p = command(sub, "shard", cmd_shard, "split a gallery's photo vectors into shards on disk")
+    p.epilog, p.formatter_class = SHARD_EPILOG, argparse.RawDescriptionHelpFormatter
+    p.add_argument("--index", help="gallery folder (default: GROUNDSEARCH_INDEX_DIR or cache)")
+    p.add_argument("--shards", type=positive_int, required=True, help="how many shards")
+    p.add_argument("--out", help="where to write them (default: INDEX/shards-N)")
+    p.add_argument(
+        "--kind",
+        choices=(AUTO, *KINDS),
+        help="each shard's index (default: the gallery's; auto: by the shard's size)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no line per shard")

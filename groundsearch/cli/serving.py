@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from groundsearch.service.app import create_app
     from groundsearch.service.settings import ServiceSettings
 
+    if args.shards and args.watch:
+        raise CliError("--shards serves a read-only front: watch folders with the writer")
     given = {"checkpoint": args.checkpoint, "index_dir": args.index}
     overrides: dict[str, Any] = {k: Path(v) for k, v in given.items() if v}
     if args.watch:
@@ -43,8 +46,75 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     if s.watch_folders:
         served += ", keeping " + ", ".join(map(str, s.watch_folders)) + " indexed into it"
+    if args.shards:
+        return serve_sharded(args, s, served)
     print(f"serving {served} on http://{args.host}:{args.port}", file=sys.stderr)
     uvicorn.run(create_app(s), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def serve_sharded(args: argparse.Namespace, s: Any, served: str) -> int:
+    """``serve --shards N``: the gallery's shards (written first when missing) as Ray
+    Serve deployments on a Ray cluster (``--ray``: local starts one here), and this
+    process the read-only front over them."""
+    import logging
+
+    import uvicorn
+
+    from groundsearch.index.errors import StoreError
+    from groundsearch.index.index_kinds import IndexSettings
+    from groundsearch.index.shards import ShardSet, write_shards
+    from groundsearch.service.app import create_app
+    from groundsearch.service.settings import ServiceSettings
+    from groundsearch.service.sharding import (
+        ShardingError,
+        start_shards,
+        stop_shards,
+    )
+
+    folder = Path(args.shard_dir) if args.shard_dir else s.index_path / f"shards-{args.shards}"
+    with user_errors(StoreError, OSError, ValueError):
+        try:
+            shard_set = ShardSet.read(folder)
+            fresh = shard_set.shards != args.shards
+        except StoreError:
+            fresh = True
+        if fresh:
+            print(f"writing {args.shards} shards to {folder}", file=sys.stderr)
+            shard_set = write_shards(s.index_path, folder, args.shards)
+    try:
+        import ray
+        from ray import serve
+    except ImportError as exc:
+        raise CliError(
+            f"--shards needs Ray Serve ({exc}): pip install 'groundsearch[ray]'"
+        ) from None
+    common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
+    if args.ray == "local":
+        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, **common)
+    else:
+        ray.init(address=args.ray, **common)
+    search = IndexSettings(
+        nprobe=s.search_nprobe, k_factor=s.search_k_factor, ef_search=s.hnsw_ef_search
+    )
+    try:
+        with user_errors(ShardingError):
+            start_shards(shard_set, search)
+        front = ServiceSettings(**{**s.model_dump(), "shards": folder, "read_only": True})
+        print(
+            f"serving {served} from {shard_set.shards} shards ({shard_set.kind}, "
+            f"{folder}) on Ray Serve, read-only, on http://{args.host}:{args.port}",
+            file=sys.stderr,
+        )
+        try:
+            uvicorn.run(create_app(front), host=args.host, port=args.port, log_level=args.log_level)
+        except SystemExit as exc:  # uvicorn re-raises SIGTERM into the handler ray.init set
+            if exc.code != signal.SIGTERM:
+                raise
+    finally:
+        stop_shards(shard_set.shards)
+        serve.shutdown()
+        ray.shutdown()
     return 0
 
 
@@ -64,5 +134,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep this photo folder indexed into the served gallery (repeatable; a new "
         "gallery starts empty): photos added, changed, moved or deleted are searchable within "
         "seconds (GROUNDSEARCH_WATCH, folders separated by ':')",
+    )
+    p.add_argument(
+        "--shards",
+        type=positive_int,
+        metavar="N",
+        help="search the photos on N shards, one Ray Serve deployment each (written to "
+        "INDEX/shards-N first when missing: `groundsearch shard`); this server is their "
+        "read-only front",
+    )
+    p.add_argument("--shard-dir", help="with --shards: the shards' folder (default INDEX/shards-N)")
+    p.add_argument(
+        "--ray",
+        default="local",
+        metavar="ADDRESS",
+        help="with --shards: the Ray cluster (local: start one here; auto: the running one; "
+        "or an address for ray.init)",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

@@ -1,0 +1,194 @@
+"""A gallery's photo vectors in shards (``id mod S``), searched through a front that fans
+out and merges: the same hits and scores as the one-piece exact index, unfiltered and
+through every filtered plan; photos added and removed after the shards were written
+reach the shard that owns them; the merge's order and what is refused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from groundsearch.index import records
+from groundsearch.index.errors import StoreError
+from groundsearch.index.filtered_search import PLANS
+from groundsearch.index.gallery import Gallery
+from groundsearch.index.index_kinds import IndexSettings
+from groundsearch.index.shards import (
+    MANIFEST,
+    LocalFanout,
+    Shard,
+    ShardedIndex,
+    ShardSet,
+    merge_hits,
+    open_sharded,
+    shard_of,
+    write_shards,
+)
+from tests.index.synthetic import DIM, ID, vecs
+from tests.index.test_filtered_search import FILTERS, insert, make_rows
+
+N = 480
+
+
+def test_merge_takes_the_best_k_highest_score_first_ties_by_smaller_id():
+    a = [(8, 0.9), (2, 0.5), (4, 0.1)]
+    b = [(7, 0.95), (3, 0.5), (1, 0.5)]
+    assert merge_hits([a, b], 4) == [(7, 0.95), (8, 0.9), (1, 0.5), (2, 0.5)]
+    assert merge_hits([a, [], b], 10) == [
+        (7, 0.95),
+        (8, 0.9),
+        (1, 0.5),
+        (2, 0.5),
+        (3, 0.5),
+        (4, 0.1),
+    ]
+    assert merge_hits([[], []], 3) == []
+    assert shard_of([1, 2, 3, 4], 2).tolist() == [1, 0, 1, 0]
+
+
+def front(shard_set: ShardSet) -> tuple[ShardedIndex, LocalFanout]:
+    fanout = LocalFanout([Shard.open(shard_set, s) for s in range(shard_set.shards)])
+    return ShardedIndex(fanout, shard_set), fanout
+
+
+@pytest.fixture(scope="module", params=[2, 3])
+def world(request, tmp_path_factory):
+    """A flat gallery with photos removed, written into shards; then photos added and
+    removed after the shards, which the front (a read-only sharded gallery) pushes."""
+    shards = request.param
+    root = tmp_path_factory.mktemp(f"shards{shards}")
+    gallery = Gallery.create(root / "g", DIM, ID, kind="flat")
+    rows = make_rows(N, 0, seed=1)
+    insert(gallery, rows)
+    first = {row["id"] for row in rows[::13]}
+    for image_id in sorted(first):
+        gallery.remove_photo(image_id)
+    shard_set = write_shards(root / "g", root / "shards", shards)
+    late = make_rows(40, N, seed=2)
+    insert(gallery, late)
+    gone = {row["id"] for row in rows[1::17] + late[::7]} - first
+    for image_id in sorted(gone):
+        gallery.remove_photo(image_id)
+    images, fanout = front(shard_set)
+    sharded = open_sharded(root / "g", images, ID)
+    yield gallery, sharded, shard_set, fanout
+    sharded.close()
+    gallery.close()
+    fanout.close()
+
+
+def test_shards_split_the_photos_by_id_mod_s_and_say_so(world):
+    gallery, _, shard_set, fanout = world
+    doc = json.loads((shard_set.folder / MANIFEST).read_text())
+    assert doc["scheme"] == "id mod shards" and doc["shards"] == shard_set.shards
+    assert doc["kind"] == "flat" and doc["dim"] == DIM and doc["identity"] == ID
+    with gallery.records.snapshot() as db:
+        written = [i for i in records.photo_ids(db) if i <= shard_set.last_id]
+    for s, shard in enumerate(fanout.members):
+        mine = shard.index.held(np.asarray(written, np.int64))
+        assert np.all(shard_of(mine, shard_set.shards) == s)
+    assert sum(shard_set.counts) >= len(written) - len(written) // 10  # before later removals
+
+
+def test_the_front_answers_as_the_one_piece_index(world):
+    gallery, sharded, _, _ = world
+    assert sharded.counts()["images"] == gallery.counts()["images"]
+    assert sharded.indexes["images"].last_id == gallery.indexes["images"].last_id
+    for q in vecs(12, seed=5):
+        for k in (1, 10, 50, 10_000):
+            assert sharded.rank_images(q, k) == gallery.rank_images(q, k)
+    batch = vecs(4, seed=6)
+    assert sharded.indexes["images"].search(batch, 7) == [
+        gallery.indexes["images"].search(q, 7)[0] for q in batch
+    ]
+    assert [r.id for r, _ in sharded.similar_images(5, 8)] == [
+        r.id for r, _ in gallery.similar_images(5, 8)
+    ]
+
+
+@pytest.mark.parametrize("f", FILTERS, ids=lambda f: ",".join(f.conditions))
+def test_filtered_search_over_shards_is_the_one_piece_answer_for_every_plan(world, f):
+    gallery, sharded, _, _ = world
+    assert sharded.count_images(f) == gallery.count_images(f)
+    for q in vecs(4, seed=9):
+        for plan in (None, *PLANS):
+            assert sharded.filtered.search(q, 10, f, plan=plan) == gallery.filtered.search(
+                q, 10, f, plan=plan
+            ), plan
+        assert sharded.rank_images(q, 10, f) == gallery.rank_images(q, 10, f)
+
+
+def test_photos_added_and_removed_after_sharding_reach_their_shard(world, tmp_path):
+    gallery, sharded, shard_set, fanout = world
+    new = make_rows(5, 10_000, seed=3)
+    insert(gallery, new)
+    sharded.indexes.refresh()
+    q = np.asarray(new[2]["vector"])
+    assert sharded.rank_images(q, 1)[0][0] == new[2]["id"]
+    gallery.remove_photo(new[2]["id"])
+    sharded.indexes.refresh()
+    assert sharded.rank_images(q, 3) == gallery.rank_images(q, 3)
+    owner = fanout.members[new[2]["id"] % shard_set.shards]
+    assert owner.index.tombstones >= 1
+    # a restarted front replays from the manifest's watermark: the shards take each once
+    again = ShardedIndex(fanout, shard_set)
+    assert again.last_id == shard_set.last_id
+    with gallery.records.snapshot() as db:
+        ids, vectors = records.vectors_after(db, "images", again.last_id, DIM)
+    before = len(sharded.indexes["images"])
+    again.add(ids, vectors)
+    again._read_infos()
+    assert len(again) == before
+
+
+def test_ivfpq_shards_are_mapped_and_find_what_exact_search_finds(tmp_path):
+    gallery = Gallery.create(tmp_path / "g", DIM, ID, kind="flat")
+    rows = [
+        {
+            "path": f"/p/{i}.jpg",
+            "uploaded": False,
+            "meta": make_rows(1, 0, 0)[0]["meta"],
+            "vector": v,
+        }
+        for i, v in enumerate(vecs(1500, seed=4))
+    ]
+    insert(gallery, rows)
+    settings = IndexSettings(nlist=16, m=4, nprobe=8, k_factor=16)
+    shard_set = write_shards(tmp_path / "g", tmp_path / "s", 2, kind="ivfpq", settings=settings)
+    assert shard_set.kind == "ivfpq" and shard_set.counts == (750, 750)
+    assert list((tmp_path / "s" / "shard-0").glob("images-*.main.faiss"))
+    images, fanout = front(shard_set)
+    assert images.built and "IVF16,PQ4" in images.describe()
+    hits = 0
+    for q in vecs(20, seed=8):
+        got = {i for i, _ in images.search(q, 10)[0]}
+        hits += len(got & {i for i, _ in gallery.rank_images(q, 10)})
+    assert hits / 200 >= 0.8
+    fanout.close()
+    gallery.close()
+
+
+def test_what_is_refused(tmp_path):
+    with pytest.raises(StoreError, match="no shards at"):
+        ShardSet.read(tmp_path / "none")
+    gallery = Gallery.create(tmp_path / "g", DIM, ID, kind="flat")
+    insert(gallery, make_rows(30, 0, seed=1))
+    with pytest.raises(ValueError, match="shards must be a positive int"):
+        write_shards(tmp_path / "g", tmp_path / "s", 0)
+    shard_set = write_shards(tmp_path / "g", tmp_path / "s", 2)
+    with pytest.raises(ValueError, match="shard must be in"):
+        Shard.open(shard_set, 2)
+    with pytest.raises(ValueError, match="1 shard servers for 2 shards"):
+        ShardedIndex(LocalFanout([Shard.open(shard_set, 0)]), shard_set)
+    other = Gallery.create(tmp_path / "h", DIM, {"checkpoint_sha256": "d" * 64}, kind="flat")
+    images, fanout = front(shard_set)
+    with pytest.raises(StoreError, match="another gallery"):
+        open_sharded(tmp_path / "h", images)
+    (tmp_path / "s" / "shard-1" / "images.json").unlink()
+    with pytest.raises(StoreError, match=r"shard 1 .* is missing"):
+        Shard.open(shard_set, 1)
+    fanout.close()
+    other.close()
+    gallery.close()
