@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from groundsearch.index import records
-from groundsearch.index.filters import EARTH_RADIUS_KM, Categorical, PhotoFilter
+from groundsearch.index.filters import EARTH_RADIUS_KM, PhotoFilter
 
 __all__ = ["CELL_DEG", "FilterColumns"]
 
@@ -80,7 +80,7 @@ class _Names:
     def __init__(self) -> None:
         self.values: list[str] = []
         self.code: dict[str, int] = {}
-        self._sorted: tuple[list[str], np.ndarray] | None = None
+        self._sorted: list[str] | None = None
 
     def encode(self, value: str | None) -> int:
         if value is None:
@@ -92,28 +92,14 @@ class _Names:
             self._sorted = None
         return found
 
-    def sorted(self) -> tuple[list[str], np.ndarray]:
-        """The values sorted, and where each code stands among them."""
-        if self._sorted is None:
-            order = sorted(range(len(self.values)), key=self.values.__getitem__)
-            rank = np.empty(len(order), np.int32)
-            rank[order] = np.arange(len(order), dtype=np.int32)
-            self._sorted = ([self.values[i] for i in order], rank)
-        return self._sorted
-
-    def categorical(self, codes: np.ndarray) -> Categorical:
-        """``codes`` as ``PhotoFilter.masks`` reads a text column."""
-        values, rank = self.sorted()
-        ranked = np.where(codes >= 0, rank[np.maximum(codes, 0)] if rank.size else -1, -1)
-        return Categorical(values, ranked.astype(np.int32))
-
     def under(self, folder: str) -> list[int]:
-        """The codes of ``folder`` and of the folders under it."""
-        values = self.sorted()[0]
-        under = folder.rstrip("/") + "/"
+        """The codes of ``folder`` and of the folders under it (a range of the sorted
+        values, then path components)."""
+        if self._sorted is None:
+            self._sorted = sorted(self.values)
+        values, under = self._sorted, folder.rstrip("/") + "/"
         lo, hi = bisect_left(values, folder), bisect_left(values, under[:-1] + "0")
-        names = [v for v in values[lo:hi] if v == folder or v.startswith(under)]
-        return [self.code[v] for v in names]
+        return [self.code[v] for v in values[lo:hi] if v == folder or v.startswith(under)]
 
 
 class FilterColumns:
@@ -274,21 +260,20 @@ class FilterColumns:
         ok = self.alive[rows]
         if not where:
             return ok
-        columns = _Lazy(
-            {
-                "taken_at": lambda: self.taken_at[rows],
-                "folder": lambda: self.folders.categorical(self.folder[rows]),
-                "camera": lambda: self.cameras.categorical(self.camera[rows]),
-                "lat": lambda: self.lat[rows],
-                "lon": lambda: self.lon[rows],
-                "uploaded": lambda: self.uploaded[rows],
-            }
-        )
         if where.near is not None:  # on the unit sphere: one inner product a row
             xyz = self.xyz[rows]
             ok &= xyz @ _unit(*where.near) >= math.cos(where.radius_km / EARTH_RADIUS_KM)
-            where = replace(where, near=None, within_km=None)
-        for mask in where.masks(columns).values():
+        if where.camera is not None:
+            ok &= self.camera[rows] == self.cameras.code.get(where.camera.lower(), -2)
+        if where.folder is not None:
+            table = np.zeros(len(self.folders.values) + 1, bool)  # the last: no folder
+            table[self.folders.under(where.folder)] = True
+            ok &= table[self.folder[rows]]
+        rest = replace(where, near=None, within_km=None, camera=None, folder=None)
+        columns = _Lazy(
+            {"taken_at": lambda: self.taken_at[rows], "uploaded": lambda: self.uploaded[rows]}
+        )
+        for mask in rest.masks(columns).values():
             ok &= mask
         return ok
 
