@@ -137,18 +137,19 @@ class CompressedIndex:
         codec = faiss.read_index(str(path.with_name(path.name + ".codec")))
         ids_path, codes_path = (path.with_name(path.name + s) for s in (".ids", ".codes"))
         width = _code_width(codec)
+        ids: np.ndarray = np.empty(0, np.int64)
+        codes: np.ndarray = np.empty((0, width), np.uint8)
         if mmap:
             index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
-            ids = np.memmap(ids_path, np.int64, "r") if ids_path.stat().st_size else None
-            n = 0 if ids is None else ids.shape[0]
-            codes = np.memmap(codes_path, np.uint8, "r", shape=(n, width)) if n else None
+            if ids_path.stat().st_size:  # numpy cannot map an empty file
+                ids = np.memmap(ids_path, np.int64, "r")
+                codes = np.memmap(codes_path, np.uint8, "r", shape=(ids.shape[0], width))
             for p in (path, codes_path):
                 advise_random(p)
         else:
             index = faiss.read_index(str(path))
-            ids, codes = np.fromfile(ids_path, np.int64), np.fromfile(codes_path, np.uint8)
-        ids = np.empty(0, np.int64) if ids is None else ids
-        codes = np.empty((0, width), np.uint8) if codes is None else codes.reshape(-1, width)
+            ids = np.fromfile(ids_path, np.int64)
+            codes = np.fromfile(codes_path, np.uint8).reshape(-1, width)
         return cls(index, codec, codes, ids)
 
     def write(self, path: Path) -> None:
@@ -387,7 +388,8 @@ def _finish_shard(
     stem = work / f"shard-{number:05d}"
     with open(stem.with_suffix(".lists.tmp"), "wb") as fh:
         for i in np.flatnonzero(sizes):
-            fh.write(faiss.rev_swig_ptr(lists.get_codes(int(i)), int(sizes[i]) * ivf.code_size))
+            codes = faiss.rev_swig_ptr(lists.get_codes(int(i)), int(sizes[i]) * ivf.code_size)
+            fh.write(codes.tobytes())
         for i in np.flatnonzero(sizes):
             fh.write(faiss.rev_swig_ptr(lists.get_ids(int(i)), int(sizes[i])).tobytes())
     np.save(stem.with_suffix(".sizes.npy"), sizes)

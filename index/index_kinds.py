@@ -135,7 +135,7 @@ def new_index(dim: int, kind: str, n: int = 0, ivfpq: IndexSettings | None = Non
     quantizer = "_HNSW32" if nlist >= 2048 else ""  # assigning millions to flat centroids
     # is the build's slowest step; a graph makes it cheap
     rotation = f"OPQ{m}_{-(-dim // m) * m}," if kind == "ivfopq" else ""
-    index = faiss.index_factory(
+    index = FAISS.index_factory(
         dim, f"{rotation}IVF{nlist}{quantizer},PQ{m}", faiss.METRIC_INNER_PRODUCT
     )
     ivf = FAISS.downcast_index(FAISS.extract_index_ivf(index))
