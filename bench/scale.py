@@ -187,6 +187,7 @@ class Watched:
         return Watched(self.chunks.after(last_id), self.exact)
 
     def __iter__(self):
+        self.t0 = time.perf_counter()  # the rate of adding, not of training
         for ids, x in self.chunks:
             if self.exact is not None:
                 self.exact.see(ids, x)
