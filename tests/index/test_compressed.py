@@ -166,3 +166,26 @@ def test_a_gallery_of_the_short_disk_kind_rebuilds_from_its_records(tmp_path, mo
     assert again.indexes.describe()["images"].startswith("OPQ4_8,IVF64,PQ4")
     assert again.search_images(v[10], 1)[0][0].id == 11
     again.close()
+
+
+def test_a_snapshot_written_before_the_sharded_build_still_loads_and_answers(tmp_path):
+    # a compressed main of the earlier layout: IndexIDMap(IndexRefine(IVF-PQ, SQfp16)), one file
+    x, ids, q = data(8)
+    inner = faiss.index_factory(DIM, "IVF64,PQ16,Refine(SQfp16)", faiss.METRIC_INNER_PRODUCT)
+    old = faiss.IndexIDMap(inner)
+    old.train(x[::4])
+    old.add_with_ids(x, ids)
+    faiss.write_index(old, str(tmp_path / "images-0123456789ab.main.faiss"))
+    doc = {"identity": "t", "dim": DIM, "kind": "ivfpq", "sealed": True, "last_id": int(ids[-1])}
+    doc |= {"last_removal": 0, "tombstones": [int(ids[3])], "settings": {"m": 16}}
+    (tmp_path / "images.json").write_text(json.dumps({**doc, "file": old_name(tmp_path)}))
+    loaded = VectorIndex.load(tmp_path / "images", {"identity": "t"})
+    assert loaded is not None and loaded.describe() == "IVF64,PQ16,Refine(SQfp16) + 0 exact"
+    assert loaded.search(x[3], 1)[0][0][0] != ids[3]  # its tombstone still applies
+    assert loaded.search(x[4], 1)[0][0][0] == ids[4]
+    found, _ = loaded.score(q[0], ids[:10])
+    assert found.tolist() == [i for i in ids[:10].tolist() if i != ids[3]]
+
+
+def old_name(folder) -> str:
+    return next(folder.glob("images-*.main.faiss")).name
