@@ -6,6 +6,7 @@
 #   make parse TEXT="..."     print the dependency tree of a sentence
 #   make bench-ray            groundsearch index on Ray Data against the local path (~10 min)
 #   make bench-scale          index kinds at 100k and 1M vectors (~1 h; SIZES=10000000 KINDS=ivfpq: ~1 h)
+#   make bench-scale-100m     100M vectors, ivfopq, built in shards (hours; resumable: run it again)
 #   make bench-vector-size    640-d vs quantised vs 64-d + re-rank on Flickr8k test (~15 min)
 #   make bench-captions       caption generation latency at beam 1/3/5, ± re-rank (~3 min)
 #   make reliability          schema fuzzing, bad inputs, overload, memory, soak, crash (~45 min)
@@ -20,7 +21,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: captions-held-out concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-vector-size bench-captions reliability score-parser train-parser results arithmetic paper-results
+.PHONY: captions-held-out concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-scale-100m bench-vector-size bench-captions reliability score-parser train-parser results arithmetic paper-results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +89,10 @@ $(SCALE_BASE)/gallery.db:
 	$(BIN)/groundsearch index --flickr8k --split '' --index $(SCALE_BASE) --quiet
 bench-scale: install $(SCALE_BASE)/gallery.db
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python bench/scale.py --base $(SCALE_BASE) --sizes $(SIZES) --kinds $(KINDS)
+# 100M vectors in the kind that fits ~40 GB of disk (hours; run it again to resume: --resume)
+bench-scale-100m: install $(SCALE_BASE)/gallery.db
+	OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE $(BIN)/python bench/scale.py --base $(SCALE_BASE) \
+		--sizes 100000000 --kinds ivfopq --work runs/scale/work100m --out runs/bench/scale-100m.json --resume
 bench-vector-size: install $(SCALE_BASE)/gallery.db
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python bench/vector_size.py --gallery $(SCALE_BASE)
 bench-captions: install $(SCALE_BASE)/gallery.db

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import resource
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -45,16 +47,22 @@ from typing import Any
 import faiss
 import numpy as np
 
-from groundsearch.index.index_kinds import IndexSettings
+from groundsearch.index.index_kinds import COMPRESSED, IndexSettings
 from groundsearch.index.vectors import VectorIndex
 
-DIM = 640
 CHUNK = 100_000
 QUERIES = 300
 SEED = 12
 HEADER = {"identity": {"bench": "scale"}}
 GRID = [(16, 8), (16, 16), (32, 16), (16, 32), (32, 32), (64, 32)]
+#: ivfopq has no re-rank: its grid is nprobe only
+OPQ_GRID = [(16, 1), (32, 1), (64, 1), (128, 1)]
 EF_GRID = [32, 64, 128, 256]
+#: the training sample is drawn from the first rows (the gallery repeats its bases every
+#: 48,535 rows, so these rows hold every base ~60 times; drawing from all of 100M rows
+#: would mean generating them all once more)
+SAMPLE_FROM = 3_000_000
+log = logging.getLogger("bench.scale")
 
 
 def rss_mb() -> float:
@@ -77,8 +85,11 @@ def peak_mb() -> float:
 
 
 def load_base(gallery: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(every real photo and caption vector, the query captions' vectors)."""
+    """(every real photo and caption vector, scaled to unit length; the query captions'
+    vectors). The shipped model's photo vectors have norm ≈1.27 and its captions 1: the
+    noise scale below is a distance between unit vectors."""
     db = sqlite3.connect(f"file:{gallery / 'gallery.db'}?mode=ro", uri=True)
+    dim = int(dict(db.execute("SELECT key, value FROM meta").fetchall())["dim"])
     photos = [r[0] for r in db.execute("SELECT vector FROM photos ORDER BY id")]
     captions = db.execute(
         "SELECT c.vector, p.path FROM captions c JOIN photos p ON p.id = c.photo_id ORDER BY c.id"
@@ -86,76 +97,143 @@ def load_base(gallery: Path) -> tuple[np.ndarray, np.ndarray]:
     split = Path(os.environ.get("GROUNDSEARCH_DATA_DIR", "../shared/data"))
     test = set((split / "flickr8k" / "Flickr_8k.testImages.txt").read_text().split())
     base = np.frombuffer(b"".join(photos + [c[0] for c in captions]), np.float32)
-    test_rows = [i for i, (_, path) in enumerate(captions) if Path(path).name in test]
+    base = base.reshape(-1, dim)
+    norms = np.linalg.norm(base, axis=1, keepdims=True)
+    base = base[norms[:, 0] > 1e-6] / norms[norms[:, 0] > 1e-6]
+    test_rows = [
+        i
+        for i, (vec, path) in enumerate(captions)
+        if Path(path).name in test and np.any(np.frombuffer(vec, np.float32))
+    ]
     rng = np.random.default_rng(SEED)
     picked = rng.choice(test_rows, size=QUERIES, replace=False)
     queries = np.stack([np.frombuffer(captions[i][0], np.float32) for i in picked])
-    return base.reshape(-1, DIM).copy(), queries
+    return np.ascontiguousarray(base, np.float32), queries
 
 
 def noise_scale(base: np.ndarray) -> float:
-    """The median distance from a real vector to its nearest other real vector."""
-    index = faiss.IndexFlatIP(DIM)
+    """The median distance from a real vector to its nearest other real vector (unit
+    vectors: √(2 − 2·similarity)); refuses a scale that collapsed (copies, not neighbours)."""
+    index = faiss.IndexFlatIP(base.shape[1])
     index.add(base)
     sims, _ = index.search(base[:5000], 2)
-    return float(np.median(np.sqrt(np.maximum(0.0, 2 - 2 * sims[:, 1]))))
+    tau = float(np.median(np.sqrt(np.maximum(0.0, 2 - 2 * sims[:, 1]))))
+    if tau < 0.05:
+        raise SystemExit(f"noise scale {tau:.4f}: the base vectors are not unit length")
+    return tau
 
 
-def synthetic_chunks(base: np.ndarray, n: int, tau: float):
-    """(ids, vectors) chunks of the synthetic gallery (see the module)."""
-    perm = np.random.default_rng(SEED).permutation(len(base))
-    for start in range(0, n, CHUNK):
-        rows = np.arange(start, min(n, start + CHUNK))
-        rng = np.random.default_rng([SEED, start])
-        x = base[perm[rows % len(base)]] + rng.normal(
-            scale=tau / np.sqrt(DIM), size=(len(rows), DIM)
-        ).astype(np.float32)
-        x /= np.linalg.norm(x, axis=1, keepdims=True)
-        yield (rows + 1).tolist(), x
+class SyntheticChunks:
+    """(ids, vectors) chunks of the synthetic gallery (see the module), from row ``start``;
+    ``after(last_id)``: the chunks after id ``last_id`` (a resumed build)."""
+
+    def __init__(self, base: np.ndarray, n: int, tau: float, start: int = 0) -> None:
+        self.base, self.n, self.tau, self.start = base, n, tau, start
+        self.perm = np.random.default_rng(SEED).permutation(len(base))
+
+    def after(self, last_id: int) -> SyntheticChunks:
+        return SyntheticChunks(self.base, self.n, self.tau, last_id)  # ids are rows + 1
+
+    def __iter__(self):
+        dim = self.base.shape[1]
+        for start in range(self.start, self.n, CHUNK):
+            rows = np.arange(start, min(self.n, start + CHUNK))
+            rng = np.random.default_rng([SEED, start])
+            x = self.base[self.perm[rows % len(self.base)]] + rng.normal(
+                scale=self.tau / np.sqrt(dim), size=(len(rows), dim)
+            ).astype(np.float32)
+            x /= np.linalg.norm(x, axis=1, keepdims=True)
+            yield (rows + 1).tolist(), x
+
+
+class ExactTop:
+    """The exact top 10 of each query over the chunks seen, saved at every multiple of
+    ``every`` rows (so a resumed build resumes it too)."""
+
+    def __init__(self, queries: np.ndarray, folder: Path, every: int) -> None:
+        self.queries, self.folder, self.every = queries, folder, every
+        self.best_s = np.full((len(queries), 10), -np.inf, np.float32)
+        self.best_i = np.zeros((len(queries), 10), np.int64)
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def resume(self, rows: int) -> None:
+        if rows:
+            state = np.load(self.folder / f"{rows}.npz")
+            self.best_s, self.best_i = state["s"], state["i"]
+
+    def see(self, ids: list[int], x: np.ndarray) -> None:
+        s = self.queries @ x.T
+        top = np.argpartition(-s, 10, axis=1)[:, :10]
+        cand_s = np.concatenate([self.best_s, np.take_along_axis(s, top, 1)], axis=1)
+        cand_i = np.concatenate([self.best_i, np.asarray(ids)[top]], axis=1)
+        order = np.argsort(-cand_s, axis=1)[:, :10]
+        self.best_s = np.take_along_axis(cand_s, order, 1)
+        self.best_i = np.take_along_axis(cand_i, order, 1)
+        if ids[-1] % self.every == 0:
+            np.savez(self.folder / f"{ids[-1]}.npz", s=self.best_s, i=self.best_i)
+
+
+class Watched:
+    """The chunks of a build, with the exact answers and a progress line every 1M rows."""
+
+    def __init__(self, chunks: SyntheticChunks, exact: ExactTop | None) -> None:
+        self.chunks, self.exact = chunks, exact
+        self.t0, self.first = time.perf_counter(), chunks.start
+
+    def after(self, last_id: int) -> Watched:
+        log.info("resuming after %d rows", last_id)
+        if self.exact is not None:
+            self.exact.resume(last_id)
+        return Watched(self.chunks.after(last_id), self.exact)
+
+    def __iter__(self):
+        self.t0 = time.perf_counter()  # the rate of adding, not of training
+        for ids, x in self.chunks:
+            if self.exact is not None:
+                self.exact.see(ids, x)
+            yield ids, x
+            if ids[-1] % 1_000_000 == 0:
+                rate = (ids[-1] - self.first) / (time.perf_counter() - self.t0)
+                log.info(
+                    "%d rows, %.0f rows/s, eta %.1f h, peak RSS %.0f MB",
+                    ids[-1],
+                    rate,
+                    (self.chunks.n - ids[-1]) / rate / 3600,
+                    peak_mb(),
+                )
+
+
+def settings_of(args: argparse.Namespace) -> IndexSettings:
+    return IndexSettings(m=args.m, rerank=args.rerank, shard_size=args.shard_size)
 
 
 def build(args: argparse.Namespace) -> dict[str, Any]:
     """Build one (size, kind) index, save it, and the exact top 10 of every query."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     base, queries = load_base(args.base)
+    dim = base.shape[1]
     tau = noise_scale(base)
     n, kind = args.size, args.kind
-    best_s = np.full((QUERIES, 10), -np.inf, np.float32)
-    best_i = np.zeros((QUERIES, 10), np.int64)
-
-    def chunks():
-        nonlocal best_s, best_i
-        for ids, x in synthetic_chunks(base, n, tau):
-            if args.exact:
-                s = queries @ x.T
-                top = np.argpartition(-s, 10, axis=1)[:, :10]
-                cand_s = np.concatenate([best_s, np.take_along_axis(s, top, 1)], axis=1)
-                cand_i = np.concatenate([best_i, np.asarray(ids)[top]], axis=1)
-                order = np.argsort(-cand_s, axis=1)[:, :10]
-                best_s = np.take_along_axis(cand_s, order, 1)
-                best_i = np.take_along_axis(cand_i, order, 1)
-            yield ids, x
-
-    params = IndexSettings()
-    sample = np.empty((0, DIM), np.float32)
-    if kind == "ivfpq":  # a seeded random sample, as the gallery draws from its records
+    params = settings_of(args)
+    exact = ExactTop(queries, args.dir / "exact-state", params.shard_size) if args.exact else None
+    chunks = Watched(SyntheticChunks(base, n, tau), exact)
+    sample = np.empty((0, dim), np.float32)
+    if kind in COMPRESSED:  # a seeded random sample, as the gallery draws from its records
         size = params.train_size(n)
-        rows = np.sort(np.random.default_rng(SEED).choice(n, size=size, replace=False))
+        rows = np.sort(np.random.default_rng(SEED).choice(min(n, SAMPLE_FROM), size, False))
         parts = []
-        for ids, x in synthetic_chunks(base, n, tau):
+        for ids, x in SyntheticChunks(base, int(rows[-1]) + 1, tau):
             lo = ids[0] - 1
-            mine = rows[(rows >= lo) & (rows < lo + len(ids))] - lo
-            parts.append(x[mine])
-            if rows[-1] < lo + len(ids):
-                break
+            parts.append(x[rows[(rows >= lo) & (rows < lo + len(ids))] - lo])
         sample = np.concatenate(parts)
     stem = args.dir / "images"
     t0 = time.perf_counter()
-    index = VectorIndex.build(DIM, kind, n, sample, chunks(), stem, params)
+    index = VectorIndex.build(dim, kind, n, sample, chunks, stem, params, key="bench")
     index.save(stem, HEADER)
     seconds = time.perf_counter() - t0
-    files = [p for p in args.dir.iterdir() if p.suffix == ".faiss"]
-    if args.exact:
-        np.save(args.dir / "exact.npy", best_i)
+    files = [p for p in args.dir.iterdir() if ".faiss" in p.name]
+    if exact is not None:
+        np.save(args.dir / "exact.npy", exact.best_i)
     np.save(args.dir / "queries.npy", queries)
     return {
         "build_s": round(seconds, 1),
@@ -163,6 +241,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "build_peak_mb": round(peak_mb()),
         "noise_tau": round(tau, 4),
         "base_vectors": len(base),
+        "dim": dim,
         "index": index.describe(),
     }
 
@@ -172,7 +251,7 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
     faiss.omp_set_num_threads(1)
     queries = np.load(args.dir / "queries.npy")
     exact = np.load(args.exact_from / "exact.npy")
-    ref_x = np.random.default_rng(0).normal(size=(100_000, DIM)).astype(np.float32)
+    ref_x = np.random.default_rng(0).normal(size=(100_000, queries.shape[1])).astype(np.float32)
     before = rss_mb()
     t0 = time.perf_counter()
     index = VectorIndex.load(args.dir / "images", HEADER)
@@ -207,8 +286,9 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
 
     ref_ms = reference()
     rows = []
-    if index.kind == "ivfpq":
-        for nprobe, k_factor in GRID:
+    if index.kind in COMPRESSED:
+        grid = OPQ_GRID if index.kind == "ivfopq" else GRID
+        for nprobe, k_factor in grid:
             index.settings.nprobe, index.settings.k_factor = nprobe, k_factor
             rows.append({"nprobe": nprobe, "k_factor": k_factor, **run()})
     elif index.kind == "hnsw":
@@ -228,19 +308,32 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def child(mode: str, size: int, kind: str, folder: Path, base: Path, exact_from: Path) -> dict:
+def child(mode: str, size: int, spec: str, folder: Path, args: argparse.Namespace) -> dict:
+    """Run one build or search in a process of its own (its log on this one's stderr)."""
+    kind, rerank, m = parse_kind(spec, args)
     cmd = [sys.executable, __file__, "--child", mode, "--size", str(size), "--kind", kind]
-    cmd += ["--dir", str(folder), "--base", str(base), "--exact-from", str(exact_from)]
+    cmd += ["--rerank", rerank, "--m", str(m), "--shard-size", str(args.shard_size)]
+    cmd += ["--dir", str(folder), "--base", str(args.base), "--exact-from", str(args.exact_from)]
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def parse_kind(spec: str, args: argparse.Namespace) -> tuple[str, str, int]:
+    """``kind[:rerank][:m]`` (e.g. ``ivfpq:sq8``, ``ivfopq::128``) → (kind, rerank, m)."""
+    kind, rerank, m = [*spec.split(":"), "", ""][:3]
+    return kind, rerank or args.rerank, int(m or args.m)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--base", type=Path, default=Path("runs/scale/flickr8k-all"))
     p.add_argument("--sizes", default="100000,1000000")
-    p.add_argument("--kinds", default="flat,hnsw,ivfpq")
+    p.add_argument(
+        "--kinds",
+        default="flat,hnsw,ivfpq",
+        help="kinds, each kind[:rerank][:m]: e.g. ivfpq, ivfpq:sq8, ivfopq::128",
+    )
     p.add_argument("--work", type=Path, default=Path("runs/scale/work"))
     p.add_argument("--out", type=Path, default=Path("runs/bench/scale.json"))
     p.add_argument(
@@ -248,6 +341,14 @@ def main() -> None:
         action="store_true",
         help="measure the searches again on the indexes an earlier run left in --work",
     )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep what an interrupted build left in --work and continue it",
+    )
+    p.add_argument("--rerank", default="fp16", help="ivfpq's re-rank store: fp16, sq8, sq4")
+    p.add_argument("--m", type=int, default=64, help="PQ bytes a vector")
+    p.add_argument("--shard-size", type=int, default=2_000_000)
     p.add_argument("--child", choices=["build", "search"])
     p.add_argument("--size", type=int)
     p.add_argument("--kind")
@@ -262,21 +363,22 @@ def main() -> None:
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     for size in [int(s) for s in args.sizes.split(",")]:
         first: Path | None = None
-        for kind in args.kinds.split(","):
-            folder = args.work / f"{size}-{kind}"
-            exact_from = first or folder  # the first kind's build computes the exact answers
+        for spec in args.kinds.split(","):
+            folder = args.work / f"{size}-{spec.replace(':', '-')}"
+            args.exact_from = first or folder  # the first kind's build computes the exact answers
             if args.search_only:
-                built = dict(results[f"{size}/{kind}"])  # its build figures stay
+                built = dict(results[f"{size}/{spec}"])  # its build figures stay
             else:
                 folder.mkdir(parents=True, exist_ok=True)
-                for old in folder.iterdir():
-                    old.unlink()
-                print(f"{size:,} {kind}: building …", file=sys.stderr, flush=True)
-                built = child("build", size, kind, folder, args.base, exact_from)
+                if not args.resume:
+                    shutil.rmtree(folder)
+                    folder.mkdir()
+                print(f"{size:,} {spec}: building …", file=sys.stderr, flush=True)
+                built = child("build", size, spec, folder, args)
                 print(f"  built {built}", file=sys.stderr, flush=True)
-            searched = child("search", size, kind, folder, args.base, exact_from)
+            searched = child("search", size, spec, folder, args)
             print(f"  searched {searched}", file=sys.stderr, flush=True)
-            results[f"{size}/{kind}"] = {"size": size, "kind": kind, **built, **searched}
+            results[f"{size}/{spec}"] = {"size": size, "kind": spec, **built, **searched}
             first = first or folder
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(results, indent=1))

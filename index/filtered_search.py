@@ -52,7 +52,7 @@ import numpy as np
 from groundsearch.index import records
 from groundsearch.index.filter_columns import FilterColumns
 from groundsearch.index.filters import PhotoFilter
-from groundsearch.index.index_kinds import IndexSettings
+from groundsearch.index.index_kinds import COMPRESSED, IndexSettings
 from groundsearch.index.search_indexes import SearchIndexes
 from groundsearch.index.vectors import VectorIndex
 
@@ -198,7 +198,7 @@ class FilteredSearch:
         exact, over = costs(expected, passing, overfetch_size(k, share, len(index)))
         if over < exact:
             return "overfetch"
-        return "selector" if index.kind == "ivfpq" and passing > EXACT_UP_TO else "exact"
+        return "selector" if index.kind in COMPRESSED and passing > EXACT_UP_TO else "exact"
 
     # --- searching ----------------------------------------------------------------------------
 
@@ -223,7 +223,7 @@ class FilteredSearch:
             hits = self._overfetch(index, query, int(k), where, share)
             if hits is not None:
                 return hits
-            chosen = "selector" if index.kind == "ivfpq" and index.built else "exact"
+            chosen = "selector" if index.kind in COMPRESSED and index.built else "exact"
         ids = self.current().matching(where)
         if chosen == "selector" and ids.size > k:
             ids = index.held(ids)  # (``score`` leaves out the others itself)

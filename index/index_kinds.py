@@ -11,7 +11,15 @@
   from float16 copies of the vectors (``IndexRefine`` over ``SQfp16``), also mapped. A process holds
   only the coarse centroids and the pages it touches. It must be trained (``train``) on a
   sample of the vectors and is immutable once written: a gallery adds to an exact delta
-  beside it and rebuilds it when the delta grows (``groundsearch.index.vectors``).
+  beside it and rebuilds it when the delta grows (``groundsearch.index.vectors``). It is
+  built shard by shard in bounded memory and served from its files
+  (``groundsearch.index.compressed``); ``IndexSettings.rerank`` may store the re-rank
+  copies as 8- or 4-bit scalar codes instead of float16 (smaller, less exact).
+* ``ivfopq``: for short disks, the same inverted file behind a learned rotation (OPQ)
+  and no re-rank copy: PQ codes only (at 10M about 1.5 GB with the codes kept by
+  position for filters, against 13 GB with the float16 copies; −0.5 rsum on Flickr8k
+  test: docs/BENCHMARKS.md, "Vector size"). ``auto`` picks it when the float16 copies
+  would not fit the disk.
 
 ``choose_kind`` is the gallery's rule when it is told ``auto`` (docs/BENCHMARKS.md, "Scale",
 has the measurements behind the thresholds).
@@ -25,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import faiss
-import numpy as np
 
 from groundsearch.index.mapped_files import advise_random
 
 #: FAISS, untyped: its stubs lack the search-parameter classes' keywords and attributes.
 FAISS: Any = faiss
-KINDS = ("flat", "hnsw", "ivfpq")
+KINDS = ("flat", "hnsw", "ivfpq", "ivfopq")
+#: The kinds trained on a sample, built in shards and served from disk.
+COMPRESSED = ("ivfpq", "ivfopq")
 #: The gallery's kind when it picks by size.
 AUTO = "auto"
 HNSW_M = 32
@@ -41,20 +50,38 @@ EXACT_UP_TO = 200_000
 COMPRESSED_FROM = 2_000_000
 
 
-def choose_kind(n: int) -> str:
-    """The kind ``auto`` picks for ``n`` vectors."""
+def choose_kind(n: int, dim: int = 0, free_bytes: int | None = None) -> str:
+    """The kind ``auto`` picks for ``n`` vectors (``free_bytes``: the disk the index
+    would be built on has this much free; ``ivfopq`` when the float16 re-rank copies of
+    ``dim``-d vectors would not fit in it)."""
     if n <= EXACT_UP_TO:
         return "flat"
-    return "hnsw" if n < COMPRESSED_FROM else "ivfpq"
+    if n < COMPRESSED_FROM:
+        return "hnsw"
+    if free_bytes is not None and dim and 2 * n * (2 * dim + 100) > free_bytes:
+        return "ivfopq"  # the copies (and the build's shards) would take over half the disk
+    return "ivfpq"
+
+
+def pq_bytes(dim: int, kind: str, m: int) -> int:
+    """PQ bytes a vector of ``kind`` for ``dim``-d vectors asked ``m``: ``ivfopq``
+    rotates into a dimension ``m`` divides; ``ivfpq`` takes the divisor of ``dim``
+    nearest ``m`` from above (then from below): 64 for 640-d, 69 for 690-d."""
+    if kind == "ivfopq" or dim % m == 0:
+        return m
+    above = [d for d in range(m, 2 * m + 1) if dim % d == 0]
+    below = [d for d in range(m, 0, -1) if dim % d == 0]
+    return above[0] if above else below[0]
 
 
 @dataclass
 class IndexSettings:
     """Shape and search settings of the approximate kinds.
 
-    ``ivfpq``: ``nlist`` inverted lists (None: about √n, a power of two), ``m`` PQ bytes
-    a vector (must divide the dimension), ``nprobe`` lists searched, ``k_factor``
-    candidates re-ranked exactly per result asked for. ``hnsw``: ``ef_search``, the
+    ``ivfpq``, ``ivfopq``: ``nlist`` inverted lists (None: about √n, a power of two),
+    ``m`` PQ bytes a vector (``pq_bytes``), ``nprobe`` lists searched, ``k_factor``
+    candidates re-ranked exactly per result asked for (``ivfpq``), ``rerank`` and
+    ``shard_size`` (the build, ``groundsearch.index.compressed``). ``hnsw``: ``ef_search``, the
     candidate list a search keeps (FAISS's default, 16, loses recall at 640-d).
     """
 
@@ -63,6 +90,10 @@ class IndexSettings:
     nprobe: int = 16
     k_factor: int = 32
     ef_search: int = 64
+    #: the re-rank store of ``ivfpq``: ``fp16``, ``sq8`` or ``sq4``
+    rerank: str = "fp16"
+    #: vectors a build adds in memory before writing them to disk as a shard
+    shard_size: int = 2_000_000
 
     def widened(self, lists: float = 1.0, graph: float = 1.0) -> IndexSettings:
         """These settings searching wider: ``lists`` times the IVF lists probed, ``graph``
@@ -88,7 +119,10 @@ class IndexSettings:
 
 
 def new_index(dim: int, kind: str, n: int = 0, ivfpq: IndexSettings | None = None) -> faiss.Index:
-    """An empty index of ``kind`` (``ivfpq``: shaped for about ``n`` vectors, untrained)."""
+    """An empty index of ``kind``: ``flat`` and ``hnsw`` in an ``IndexIDMap``; for a
+    compressed kind the untrained IVF (behind its OPQ rotation for ``ivfopq``) shaped
+    for about ``n`` vectors, holding its ids itself (``groundsearch.index.compressed``
+    builds and serves it)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if kind == "flat":
@@ -96,20 +130,25 @@ def new_index(dim: int, kind: str, n: int = 0, ivfpq: IndexSettings | None = Non
     if kind == "hnsw":
         return faiss.IndexIDMap(faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT))
     params = ivfpq or IndexSettings()
-    if dim % params.m:
-        raise ValueError(f"ivfpq: m={params.m} must divide the dimension {dim}")
+    m = pq_bytes(dim, kind, params.m)
     nlist = params.lists_for(n)
     quantizer = "_HNSW32" if nlist >= 2048 else ""  # assigning millions to flat centroids
-    index = faiss.index_factory(  # is the build's slowest step; a graph makes it cheap
-        dim, f"IVF{nlist}{quantizer},PQ{params.m},Refine(SQfp16)", faiss.METRIC_INNER_PRODUCT
+    # is the build's slowest step; a graph makes it cheap
+    rotation = f"OPQ{m}_{-(-dim // m) * m}," if kind == "ivfopq" else ""
+    index = FAISS.index_factory(
+        dim, f"{rotation}IVF{nlist}{quantizer},PQ{m}", faiss.METRIC_INNER_PRODUCT
     )
-    # PQ of the vector itself, not of its residual (cheaper to train; the exact re-rank
-    # makes up the difference: docs/BENCHMARKS.md, "Scale")
     ivf = FAISS.downcast_index(FAISS.extract_index_ivf(index))
+    # PQ of the vector itself, not of its residual (cheaper to train; the exact re-rank
+    # makes up the difference: docs/BENCHMARKS.md, "Scale"; ivfopq's codes by position
+    # are then the lists' own, so a given id scores as its search does)
     ivf.by_residual = False
     ivf.do_polysemous_training = False  # the factory's default; it costs minutes
     ivf.pq.cp.niter = 10
-    return faiss.IndexIDMap(index)
+    if kind == "ivfopq":
+        opq = FAISS.downcast_VectorTransform(index.chain.at(0))
+        opq.niter = 20  # FAISS's 50 rounds of PQ training take long at 690-d
+    return index
 
 
 def search_params(index: FAISS.Index, settings: IndexSettings, selector: Any) -> Any:
@@ -126,13 +165,6 @@ def search_params(index: FAISS.Index, settings: IndexSettings, selector: Any) ->
     if isinstance(inner, FAISS.IndexHNSW):
         return FAISS.SearchParametersHNSW(efSearch=settings.ef_search, sel=selector)
     return FAISS.SearchParameters(sel=selector) if selector is not None else None
-
-
-def train(index: faiss.Index, sample: np.ndarray) -> None:
-    """Train an ``ivfpq`` index on a sample of the vectors it will hold."""
-    if sample.shape[0] < max(256, 2 * faiss.extract_index_ivf(index).nlist):
-        raise ValueError(f"too few vectors ({sample.shape[0]}) to train {index_name(index)}")
-    index.train(sample)
 
 
 def index_name(index: FAISS.Index) -> str:
@@ -152,8 +184,8 @@ def is_compressed(index: FAISS.Index) -> bool:
 
 def read(path: Path, mmap: bool = False) -> faiss.Index:
     """Read an index written by ``faiss.write_index``; with ``mmap`` its inverted lists
-    and stored codes (the float16 re-rank copy too) stay in the file, paged in as
-    searches touch them (read-only)."""
+    and stored codes (the float16 re-rank copy of an ``IndexRefine`` main written before
+    the sharded build, too) stay in the file, paged in as searches touch them."""
     if not mmap:
         return faiss.read_index(str(path))
     # By file name FAISS maps the whole file (MappedFileIOReader): every code array is a

@@ -17,7 +17,9 @@ snapshots instead.
 
 from __future__ import annotations
 
+import json
 import logging
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -26,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from groundsearch.index import records
-from groundsearch.index.index_kinds import AUTO, KINDS, IndexSettings, choose_kind
+from groundsearch.index.index_kinds import AUTO, COMPRESSED, KINDS, IndexSettings, choose_kind
 from groundsearch.index.records import Records
 from groundsearch.index.vectors import VectorIndex, clear_leftovers
 
@@ -109,10 +111,14 @@ class SearchIndexes:
 
     def _kind_for(self, n: int, current: str | None = None) -> str:
         """The index kind for ``n`` vectors: the gallery's, or by size when ``auto`` (a
-        smaller kind only once the gallery has shrunk to half its threshold)."""
+        smaller kind only once the gallery has shrunk to half its threshold; ``ivfopq``
+        instead of ``ivfpq`` when the re-rank copies would not fit the disk, and a
+        compressed index keeps its kind)."""
         if self.kind != AUTO:
             return self.kind
-        wanted = choose_kind(n)
+        wanted = choose_kind(n, self.dim, _free_bytes(self.folder))
+        if current in COMPRESSED and wanted in COMPRESSED:
+            return current
         if current is not None and KINDS.index(wanted) < KINDS.index(current):
             return current if KINDS.index(choose_kind(2 * n)) >= KINDS.index(current) else wanted
         return wanted
@@ -124,12 +130,16 @@ class SearchIndexes:
             n = records.count(db, kind)
             chosen = self._kind_for(n)
             sample = np.empty((0, self.dim), np.float32)
-            if chosen == "ivfpq":
+            if chosen in COMPRESSED:
                 sample = records.sample_vectors(db, kind, self.settings.train_size(n), self.dim)
             last_removal = records.last_removal(db)
             stem = None if self.read_only else self.folder / kind
             chunks = _chunks(db, kind, self.dim)
-            index = VectorIndex.build(self.dim, chosen, n, sample, chunks, stem, self.settings)
+            # a build interrupted with the same vectors resumes (compressed kinds)
+            key = json.dumps([self.identity, kind, last_removal], sort_keys=True)
+            index = VectorIndex.build(
+                self.dim, chosen, n, sample, chunks, stem, self.settings, key=key
+            )
         index.last_removal = last_removal
         return index
 
@@ -236,6 +246,14 @@ class SearchIndexes:
                 self.snapshot()
             except OSError as exc:  # a read-only gallery: the next start rebuilds
                 log.warning("could not snapshot the search indexes: %s", exc)
+
+
+def _free_bytes(folder: Path) -> int | None:
+    """Free bytes on the disk of ``folder`` (or of its nearest existing parent)."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            return shutil.disk_usage(path).free
+    return None
 
 
 def _chunks(db: sqlite3.Connection, kind: str, dim: int) -> Iterator[tuple[list[int], np.ndarray]]:

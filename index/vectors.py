@@ -1,6 +1,6 @@
 """The gallery's search structure: FAISS inner-product indexes derived from the records.
 
-    index = VectorIndex(dim, "flat")                    # or "hnsw", "ivfpq" (index_kinds)
+    index = VectorIndex(dim, "flat")             # or "hnsw", "ivfpq", "ivfopq" (index_kinds)
     index.add(ids, vectors); index.remove(ids)          # removal: a tombstone
     scores, ids = index.search(queries, k)
     index.save(folder / "images", header); VectorIndex.load(folder / "images", header)
@@ -13,14 +13,17 @@ to date by reading what came after. Removed ids become tombstones that a FAISS
 gallery when a rebuild (compaction) is due.
 
 Two segments: the *main* index of the kind asked for, and an exact *delta*. ``flat`` and
-``hnsw`` take every addition into main. An ``ivfpq`` main is trained and filled once
-(``build``), then sealed: it is written once and read back memory-mapped, and later
+``hnsw`` take every addition into main. A compressed main (``ivfpq``, ``ivfopq``) is
+trained and filled once (``build``: shard by shard in bounded memory, resumable,
+``groundsearch.index.compressed``), then sealed: it is written once and read back
+memory-mapped, and later
 additions go to the delta, searched beside it; ``delta_due`` tells the gallery when
 the delta is large enough to fold into a rebuilt main. Until an ``ivfpq`` index is
 built, everything is in the (exact) delta.
 
 A snapshot is ``NAME.json`` naming ``NAME-<random>.faiss`` (main) or, for a sealed
-main, ``NAME-<random>.main.faiss`` (written once, when sealed) and
+main, ``NAME-<random>.main.faiss`` (written once, when sealed, with its store, ids and
+codec beside it: ``.main.faiss.codes``, ``.ids``, ``.codec``) and
 ``NAME-<random>.delta.faiss``; the JSON also holds the header (identity, dimension,
 kind, watermarks, tombstones). It is replaced atomically after the files it names are
 written, so a crash leaves the previous snapshot in force; a missing or unreadable
@@ -34,6 +37,8 @@ import fcntl
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -45,8 +50,9 @@ import faiss
 import numpy as np
 
 from groundsearch.files import write_text
-from groundsearch.index import index_kinds
-from groundsearch.index.index_kinds import KINDS, IndexSettings
+from groundsearch.index import compressed, index_kinds
+from groundsearch.index.compressed import CompressedIndex
+from groundsearch.index.index_kinds import COMPRESSED, KINDS, IndexSettings
 from groundsearch.index.sketches import CANDIDATES_PER_HIT, MIN_CANDIDATES, Sketch
 
 __all__ = ["KINDS", "IndexSettings", "VectorIndex", "as_matrix", "clear_leftovers"]
@@ -91,7 +97,7 @@ class VectorIndex:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         self.dim, self.kind = dim, kind
         self.settings = settings or IndexSettings()
-        self._main = index_kinds.new_index(dim, "flat" if kind == "ivfpq" else kind)
+        self._main: Any = index_kinds.new_index(dim, "flat" if kind in COMPRESSED else kind)
         self._delta = index_kinds.new_index(dim, "flat")
         self.sealed = False  # main takes no more additions (a built ivfpq index)
         self._main_file: str | None = None  # where a sealed main is written
@@ -127,17 +133,19 @@ class VectorIndex:
 
     @property
     def built(self) -> bool:
-        """Whether main is of this index's kind (an ``ivfpq`` index is, once built)."""
-        return self.kind != "ivfpq" or self.sealed
+        """Whether main is of this index's kind (a compressed index is, once built)."""
+        return self.kind not in COMPRESSED or self.sealed
 
     def delta_due(self) -> bool:
         """Whether the delta has grown enough to fold into a rebuilt main."""
-        if self.kind != "ivfpq":
+        if self.kind not in COMPRESSED:
             return False
         return self.delta >= max(DELTA_MIN, DELTA_SHARE * int(self._main.ntotal))
 
     def describe(self) -> str:
         """What main is, e.g. ``IVF1024,PQ64,Refine(SQfp16)``, and the delta's size."""
+        if isinstance(self._main, CompressedIndex):
+            return f"{self._main.name} + {self.delta} exact"
         return f"{index_kinds.index_name(self._main)} + {self.delta} exact"
 
     # --- building an ivfpq index ----------------------------------------------------------------
@@ -152,42 +160,70 @@ class VectorIndex:
         chunks: Iterable[tuple[list[int], np.ndarray]],
         stem: Path | None = None,
         settings: IndexSettings | None = None,
+        key: str = "",
     ) -> VectorIndex:
         """An index of ``kind`` over ``chunks`` (about ``n`` vectors in all, ids
-        increasing). An ``ivfpq`` index is trained on ``sample`` and, when ``stem`` is
-        given, written next to it and read back memory-mapped (``sample`` unused
-        otherwise). Too few vectors to train on: everything goes to the exact delta."""
+        increasing). A compressed index is trained on ``sample`` and built shard by
+        shard (``compressed.build_compressed``): when ``stem`` is given, in the work
+        folder ``.NAME.build`` beside it (a build interrupted there with the same
+        shape and ``key`` resumes), then moved next to it and mapped back; without a
+        ``stem``, in a temporary folder and read into memory. ``sample`` is unused by
+        the other kinds. Too few vectors to train on: everything goes to the exact
+        delta. A disk too small for the build raises ``compressed.DiskSpaceError``."""
         self = cls(dim, kind, settings)
-        if kind == "ivfpq":
-            sample = as_matrix(sample, dim, "training sample")
-            if sample.shape[0] >= self.settings.min_train(n):
-                self._main = index_kinds.new_index(dim, kind, n, self.settings)
-                index_kinds.train(self._main, sample)
-            else:
-                self.sealed = True  # untrainable yet: the delta takes all
-        for ids, vectors in chunks:
-            self.add(ids, vectors)
-        if kind == "ivfpq" and not self.sealed:
-            self.seal(stem)
+        if kind not in COMPRESSED:
+            for ids, vectors in chunks:
+                self.add(ids, vectors)
+            return self
+        sample = as_matrix(sample, dim, "training sample")
+        self.sealed = True
+        if sample.shape[0] < self.settings.min_train(n):  # untrainable yet: the delta takes all
+            for ids, vectors in chunks:
+                self.add(ids, vectors)
+            return self
+        if stem is None:
+            with tempfile.TemporaryDirectory(prefix="groundsearch-build-") as tmp:
+                built = compressed.build_compressed(
+                    dim, kind, n, sample, chunks, Path(tmp), self.settings, key
+                )
+                self._main = CompressedIndex.open(built, mmap=False)
+        else:
+            stem = Path(stem)
+            stem.parent.mkdir(parents=True, exist_ok=True)
+            work = stem.with_name(f".{stem.name}.build")
+            built = compressed.build_compressed(
+                dim, kind, n, sample, chunks, work, self.settings, key
+            )
+            self._place(stem, work)
+        if self._main.ntotal:
+            self.last_id = int(self._main.ids[-1])
         return self
 
+    def _place(self, stem: Path, work: Path) -> None:
+        """Move the main built in ``work`` beside ``stem`` and map it from there."""
+        name = f"{stem.name}-{uuid.uuid4().hex[:12]}.main.faiss"
+        with _snapshot_lock(stem.parent):
+            compressed.move_to(work, stem.with_name(name))
+        self._main = CompressedIndex.open(stem.with_name(name))
+        self._main_file = name
+
     def seal(self, stem: Path | None) -> None:
-        """Take no more additions into main; write it beside ``stem`` and map it back."""
+        """Take no more additions into main; write a compressed main held in memory
+        beside ``stem`` and map it back."""
         with self._lock:
             self.sealed = True
-            if stem is None or not index_kinds.is_compressed(self._main):
+            if stem is None or not isinstance(self._main, CompressedIndex):
                 return
             stem = Path(stem)
             stem.parent.mkdir(parents=True, exist_ok=True)
-            name = f"{stem.name}-{uuid.uuid4().hex[:12]}.main.faiss"
+            work = stem.with_name(f".{stem.name}.write-{uuid.uuid4().hex[:8]}")
             try:
-                with _snapshot_lock(stem.parent):
-                    _write_synced(self._main, stem.with_name(name))
+                work.mkdir()
+                self._main.write(work / "main.faiss")
+                self._place(stem, work)
             except OSError as exc:  # a read-only folder: main stays in memory
-                log.warning("could not write %s: %s", stem.with_name(name), exc)
-                return
-            self._main = index_kinds.read(stem.with_name(name), mmap=True)
-            self._main_file = name
+                log.warning("could not write %s: %s", stem, exc)
+                shutil.rmtree(work, ignore_errors=True)
 
     # --- changing -------------------------------------------------------------------------------
 
@@ -241,7 +277,7 @@ class VectorIndex:
                 return [[] for _ in range(arr.shape[0])]
             sel = self._sel()
             parts = [
-                part.search(arr, k_live, params=index_kinds.search_params(part, settings, sel))
+                _search_part(part, arr, k_live, settings, sel)
                 for part in (self._main, self._delta)
                 if part.ntotal
             ]
@@ -312,7 +348,7 @@ class VectorIndex:
         """Main's sketch, trained when main is large enough (again when it has doubled
         since a sketch was found untrustworthy) and extended to its new vectors."""
         main, n = self._main, int(self._main.ntotal)
-        if self.kind == "ivfpq" or n < SKETCH_FROM:
+        if self.kind in COMPRESSED or n < SKETCH_FROM:
             return None
         if self._sketch_of is not main:  # main rebuilt
             self._sketch, self._sketch_of, self._sketch_tried = None, main, 0
@@ -348,7 +384,7 @@ class VectorIndex:
             sel = allowed if tomb is None else faiss.IDSelectorAnd(allowed, tomb)
             k_live = min(int(k), int(ids.size))
             parts = [
-                part.search(arr, k_live, params=index_kinds.search_params(part, settings, sel))
+                _search_part(part, arr, k_live, settings, sel)
                 for part in (self._main, self._delta)
                 if part.ntotal
             ]
@@ -403,8 +439,15 @@ class VectorIndex:
             self = cls(int(doc["dim"]), str(doc["kind"]), IndexSettings(**doc.get("settings", {})))
             self.sealed = bool(doc.get("sealed", False))
             if doc.get("file"):
-                main = index_kinds.read(stem.with_name(doc["file"]), mmap=self.sealed)
-                if not isinstance(main, faiss.IndexIDMap) or main.d != self.dim:
+                path = stem.with_name(doc["file"])
+                main: Any
+                if self.sealed and path.with_name(path.name + ".ids").exists():
+                    main = CompressedIndex.open(path)
+                else:  # flat, hnsw, or a compressed main written before the sharded build
+                    main = index_kinds.read(path, mmap=self.sealed)
+                    if not isinstance(main, faiss.IndexIDMap):
+                        return None
+                if main.d != self.dim:
                     return None
                 self._main, self._main_file = main, doc["file"]
             if doc.get("delta"):
@@ -414,6 +457,15 @@ class VectorIndex:
         except (OSError, ValueError, KeyError, TypeError, RuntimeError):
             return None
         return self
+
+
+def _search_part(
+    part: Any, arr: np.ndarray, k: int, settings: IndexSettings, sel: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, ids) of one segment's search."""
+    if isinstance(part, CompressedIndex):
+        return part.search(arr, k, settings, sel)
+    return part.search(arr, k, params=index_kinds.search_params(part, settings, sel))
 
 
 def _merge(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -428,6 +480,8 @@ def _merge(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarr
 def _positions(part: Any, ids: np.ndarray) -> np.ndarray:
     """Where each of ``ids`` sits in ``part`` (an ``IndexIDMap`` whose ids increase), -1
     where it does not. Its id map is read in place (call with the index's lock held)."""
+    if isinstance(part, CompressedIndex):
+        return part.positions(ids)
     n = int(part.ntotal)
     if n == 0 or not ids.size:
         return np.full(ids.shape, -1, np.int64)
@@ -450,6 +504,8 @@ def _stored(part: Any) -> np.ndarray:
 
 def _inner_products(part: Any, query: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The inner products of ``query`` with the vectors at positions ``pos`` of ``part``."""
+    if isinstance(part, CompressedIndex):  # a built compressed main: its store
+        return part.inner_products(query, pos)
     inner = index_kinds.FAISS.downcast_index(part.index)
     if isinstance(inner, index_kinds.FAISS.IndexRefine):  # a built ivfpq: its re-rank copy
         stored = index_kinds.FAISS.downcast_index(inner.refine_index)
@@ -494,7 +550,8 @@ def _snapshot_lock(folder: Path) -> Iterator[None]:
 def _referenced(stem: Path) -> set[str]:
     try:
         doc = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
-        return {str(doc[key]) for key in ("file", "delta") if doc.get(key)}
+        named = {str(doc[key]) for key in ("file", "delta") if doc.get(key)}
+        return named | {f"{name}{suffix}" for name in named for suffix in compressed.SUFFIXES}
     except (OSError, ValueError, KeyError, TypeError):
         return set()
 
@@ -507,7 +564,7 @@ def _clear_unreferenced(stem: Path) -> None:
     now = time.time()
     for path in stem.parent.glob(f"*{stem.name}-*.faiss*"):
         with contextlib.suppress(FileNotFoundError):
-            young = path.name.endswith(".main.faiss") and now - path.stat().st_mtime < KEEP_YOUNG_S
+            young = ".main.faiss" in path.name and now - path.stat().st_mtime < KEEP_YOUNG_S
             if path.name not in keep and not young:
                 path.unlink(missing_ok=True)
     for path in stem.parent.glob(f".{stem.name}.json.*.tmp"):

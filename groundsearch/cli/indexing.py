@@ -241,8 +241,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--kind",
         default=AUTO,
         choices=(AUTO, *KINDS),
-        help="a new gallery's search index: exact (flat), HNSW, compressed on disk (ivfpq), "
-        "or auto: by size (default)",
+        help="a new gallery's search index: exact (flat), HNSW, compressed on disk with an "
+        "exact re-rank (ivfpq), compressed for short disks without one (ivfopq), or auto: "
+        "by size and free disk (default)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(

@@ -292,3 +292,24 @@ def test_the_records_answer_each_plan_of_a_filter_from_their_indexes(world):
             plan = db.execute(f"EXPLAIN QUERY PLAN SELECT id FROM photos WHERE {sql}", args)
             detail = " ".join(str(row[-1]) for row in plan)
             assert "USING COVERING INDEX" in detail, (name, detail)  # no row (vector) read
+
+
+def test_the_short_disk_kind_answers_min_k_passing_hits_by_every_plan(tmp_path):
+    gallery = Gallery.create(tmp_path / "g", DIM, ID, kind="ivfopq")
+    gallery.indexes.settings = IndexSettings(nlist=16, m=4, nprobe=3, k_factor=8)
+    rows = make_rows(600, 0, seed=1)
+    insert(gallery, rows)
+    gallery.indexes.compact("images")
+    late = make_rows(50, 600, seed=2)
+    insert(gallery, late)
+    assert gallery.indexes["images"].built
+    gallery.remove_photo(rows[3]["id"])
+    live = [row for row in rows + late if row["id"] != rows[3]["id"]]
+    for f in FILTERS:
+        passing = {row["id"] for row in live if passes(row, f)}
+        for plan in (None, *PLANS):
+            for q in vecs(3, seed=5):
+                ids = [i for i, _ in gallery.filtered.search(q, K, f, plan=plan)]
+                assert len(ids) == len(set(ids)) == min(K, len(passing)), (f, plan)
+                assert set(ids) <= passing
+    gallery.close()
