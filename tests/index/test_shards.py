@@ -26,6 +26,7 @@ from groundsearch.index.shards import (
     shard_of,
     write_shards,
 )
+from groundsearch.index.vectors import VectorIndex
 from tests.index.synthetic import DIM, ID, vecs
 from tests.index.test_filtered_search import FILTERS, insert, make_rows
 
@@ -192,3 +193,11 @@ def test_what_is_refused(tmp_path):
     fanout.close()
     other.close()
     gallery.close()
+
+
+def test_the_front_overrides_every_public_method_of_an_index():
+    """A method added to ``VectorIndex`` and not to the front would search the front's
+    own empty index (``seal`` is a build step the front never takes)."""
+    public = [name for name in dir(VectorIndex) if not name.startswith("_")]
+    inherited = [n for n in public if getattr(ShardedIndex, n) is getattr(VectorIndex, n)]
+    assert inherited == ["seal"]
