@@ -380,8 +380,8 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
         if "near" in kwargs:
             kwargs["near"] = tuple(kwargs["near"])
         where = PhotoFilter(**kwargs)
-        passing = records.count_matching(db, where)
-        assert passing == spec["drawn"], (name, passing, spec["drawn"])  # SQL = the drawn truth
+        passing = gallery.count_images(where)
+        assert passing == spec["drawn"], (name, passing, spec["drawn"])  # = the drawn truth
         share, expected = gallery.filtered.estimate(where)
         row: dict[str, Any] = {
             "where": spec["where"],

@@ -738,26 +738,6 @@ def matching_ids(
     return ids
 
 
-def passing_ids(
-    db: sqlite3.Connection, ids: Sequence[int] | np.ndarray, f: PhotoFilter
-) -> np.ndarray:
-    """The sorted ids among ``ids`` of the live photos that pass ``f`` (one statement)."""
-    ids = np.asarray(ids, np.int64)
-    return _ids_where(db, f, f.conditions, among=ids) if ids.size else ids
-
-
-def count_matching(
-    db: sqlite3.Connection, f: PhotoFilter, expected: dict[str, float] | None = None
-) -> int:
-    """How many photos pass ``f`` (every photo for an empty filter)."""
-    if not f:
-        return count(db, "images")
-    if len(f.conditions) == 1 and f.near is None:
-        sql, args = filter_conditions(f)[f.conditions[0]]
-        return int(db.execute(f"SELECT count(*) FROM photos WHERE {sql}", args).fetchone()[0])
-    return int(matching_ids(db, f, expected).size)
-
-
 class DateKey(NamedTuple):
     """Where a photo stands in a listing by date (``photos_by_date``): ``dated`` photos
     first by ``taken_at``, the undated after them, each part by ``id``."""
