@@ -18,8 +18,6 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
-
 from groundsearch.cli.common import make_parser
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import HELD_OUT, resolve
@@ -27,6 +25,7 @@ from groundsearch.model.runtime.captioning import load_decoder
 from groundsearch.model.runtime.captioning.novel import NovelWords
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.tagger import WordTagger
 from groundsearch.model.training.evaluation.captions import caption_scores, held_out_scores
 from groundsearch.settings import get_settings
 
@@ -55,6 +54,13 @@ def main() -> None:
         default=[0.7],
         help="thresholds for words the decoder learned (a word it never learned: --thresholds)",
     )
+    ap.add_argument("--tagger", type=Path, help="a word tagger (model/artifacts/word_tagger.npz)")
+    ap.add_argument(
+        "--tagger-thresholds",
+        type=floats,
+        default=[0.25],
+        help="with --tagger: thresholds for its words the decoder never learned",
+    )
     ap.add_argument("--beam", type=int, default=3)
     ap.add_argument("--meteor", action="store_true", help="also METEOR (slower)")
     ap.add_argument("--json", type=Path, help="write every setting's figures here")
@@ -69,21 +75,23 @@ def main() -> None:
     )
     vectors = model.embed_images(features)
     refs = [ds.captions_of(i) for i in range(len(ds.images))]
-    novel = NovelWords.for_decoder(decoder, model.backbone)
+    tagger = WordTagger.load(args.tagger, model.backbone) if args.tagger else None
+    novel = NovelWords.for_decoder(decoder, model.backbone, tagger=tagger)
     pw = novel.word_probabilities(novel.probabilities(features))
-    order = np.argsort(-pw, axis=1, kind="stable")
+    tw = novel.tag_probabilities(features)
 
     t0 = time.perf_counter()
     base = [b[0].text for b in decoder.generate(vectors, beam=args.beam)]
     base_seconds = time.perf_counter() - t0
 
-    def words_of(row: int, t: float, c: int, kn: int, lt: float) -> tuple[str, ...]:
+    def words_of(row: int, t: float, c: int, kn: int, lt: float, tt: float) -> tuple[str, ...]:
         novel.known, novel.threshold, novel.learned_threshold = kn, t, lt
-        words = [novel.words[j] for j in order[row] if novel.speaks_for(novel.words[j], pw[row, j])]
-        return tuple(words[:c])
+        novel.tagger_threshold, novel.count = tt, c
+        return tuple(novel.pick(pw[row : row + 1], tw[row : row + 1])[0])
 
     settings = [
-        (t, c, kn, lt)
+        (t, c, kn, lt, tt)
+        for tt in (args.tagger_thresholds if tagger else [1.1])
         for lt in args.learned
         for kn in args.known
         for c in args.counts
@@ -119,13 +127,15 @@ def main() -> None:
 
     rows = [{"threshold": None, "count": 0, "constrained": 0, **score(base)}]
     print(json.dumps(rows[0]), flush=True)
-    for t, c, kn, lt in settings:
+    for t, c, kn, lt, tt in settings:
         sentences, n = [], 0
         for row in range(len(ds.images)):
-            w = words_of(row, t, c, kn, lt)
+            w = words_of(row, t, c, kn, lt, tt)
             sentences.append(constrained[(row, w)] if w else base[row])
             n += bool(w)
         setting = {"threshold": t, "learned": lt, "count": c, "known": kn}
+        if tagger:
+            setting["tagger_threshold"] = tt
         rows.append({**setting, "constrained": n, **score(sentences)})
         print(json.dumps(rows[-1]), flush=True)
     summary = {

@@ -15,6 +15,7 @@ the routes use, once.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +29,7 @@ from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import Sentences
+from groundsearch.model.runtime.tagger import TaggerError, WordTagger
 from groundsearch.service.bank_loader import BankLoader
 from groundsearch.service.batching import ParseBatcher
 from groundsearch.service.capabilities.arithmetic import Arithmetic
@@ -46,6 +48,8 @@ from groundsearch.service.thumbnails import Thumbnails
 from groundsearch.service.timing import Observe, Stages
 from groundsearch.service.watching import Watching
 from groundsearch.service.writing import Writer, served_decoder
+
+log = logging.getLogger(__name__)
 
 #: How often the gallery reads writes other processes committed (seconds).
 FOLLOW_EVERY = 1.0
@@ -105,7 +109,11 @@ class Components:
         batcher = ParseBatcher(parser, workers=settings.parse_workers)
         sentences = Sentences(model, batcher.outcomes, settings.max_text_chars)
         decoder, status = served_decoder(settings, identity)
-        novel = NovelWords.for_decoder(decoder if settings.decoder_novel else None, model.backbone)
+        novel = NovelWords.for_decoder(
+            decoder if settings.decoder_novel else None,
+            model.backbone,
+            tagger=served_tagger(model.backbone) if settings.decoder_novel else None,
+        )
         writer = Writer(
             decoder,
             status,
@@ -187,3 +195,13 @@ class Capabilities:
             writes=GalleryWrites(c.photos, c.queries, c.gallery),
             status=Status(c),
         )
+
+
+def served_tagger(backbone: str) -> WordTagger | None:
+    """The shipped word tagger when it reads ``backbone``'s features (a checkpoint on
+    another backbone writes with the classifier's words alone)."""
+    try:
+        return WordTagger.load(backbone=backbone)
+    except TaggerError as e:
+        log.warning("captions without the word tagger: %s", e)
+        return None

@@ -235,9 +235,74 @@ def _constraints(args: argparse.Namespace, decoder: Any) -> Any:
     ds = load_captioned_images(data_root(args), split=args.split or None)
     backbone = _joint(args).backbone
     novel = NovelWords.for_decoder(
-        decoder, backbone, threshold=args.novel_threshold, count=args.novel_count
+        decoder,
+        backbone,
+        threshold=args.novel_threshold,
+        count=args.novel_count,
+        tagger=None if args.no_tagger else _tagger(args.tagger, backbone),
+        tagger_threshold=args.tagger_threshold,
     )
     return novel.constraints(_features(args, ds))
+
+
+def _tagger(path: str | None, backbone: str) -> Any:
+    """The word tagger at ``path`` (default: the shipped one), for ``backbone``."""
+    from groundsearch.model.runtime.tagger import TaggerError, WordTagger
+
+    with user_errors(TaggerError):
+        return WordTagger.load(Path(path) if path else None, backbone)
+
+
+def cmd_train_tagger(args: argparse.Namespace) -> int:
+    """Fit the word tagger on the training photos' features and caption nouns; report
+    its dev mean average precision and the held-out concepts' (docs/RESULTS.md)."""
+    from groundsearch.model.data import load_captioned_images
+    from groundsearch.model.data.concepts import HELD_OUT
+    from groundsearch.model.training.corpus import text_trees
+    from groundsearch.model.training.tagger import (
+        choose_words,
+        fit_tagger,
+        label_matrix,
+        mean_average_precision,
+        photo_nouns,
+    )
+
+    _threads(args)
+    parse = text_trees(make_parser())
+    backbone = _joint(args).backbone
+    split = {}
+    for name in ("train", "dev"):
+        ds = load_captioned_images(data_root(args), split=name)
+        trees = parse(list(ds.captions))
+        split[name] = (photo_nouns(ds, trees), _features(args, ds), trees)
+    nouns, features, trees = split["train"]
+    lemmas, words = choose_words(nouns, trees, args.least)
+    if not words:
+        raise CliError(f"no noun is used on {args.least} or more training photos")
+    tagger = fit_tagger(
+        features,
+        label_matrix(nouns, lemmas),
+        words,
+        backbone,
+        weight_decay=args.weight_decay,
+        lemmas=lemmas,
+    )
+    dev_nouns, dev_features, _ = split["dev"]
+    dev_map = mean_average_precision(tagger, dev_features, label_matrix(dev_nouns, lemmas))
+    held = [w for w in HELD_OUT if tagger.lemma_column(w) is not None]
+    held_map = mean_average_precision(
+        tagger.subset([tagger.words[tagger.lemma_column(w) or 0] for w in held]),
+        dev_features,
+        label_matrix(dev_nouns, held),
+    )
+    out = Path(args.out)
+    tagger.save(out)
+    print(
+        f"wrote {out}: {len(words)} nouns (on ≥ {args.least} training photos), "
+        f"dev mean AP {100 * dev_map:.1f}, the held-out concepts' {100 * held_map:.1f} "
+        f"({', '.join(held)})"
+    )
+    return 0
 
 
 def _caption_vectors(test: ExportedVectors) -> tuple[Any, list[list[str]]]:
@@ -309,6 +374,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from groundsearch.cli.concepts import held_out_names
     from groundsearch.model.runtime.captioning import DecoderConfig
     from groundsearch.model.runtime.captioning.novel import COUNT as NOVEL_COUNT
+    from groundsearch.model.runtime.captioning.novel import TAGGER_THRESHOLD
     from groundsearch.model.runtime.captioning.novel import THRESHOLD as NOVEL_THRESHOLD
     from groundsearch.model.training.captioning import DecoderTrainConfig
 
@@ -367,12 +433,47 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=NOVEL_COUNT,
         help=f"at most this many constraint words per photo ({NOVEL_COUNT})",
     )
+    p.add_argument("--tagger", help="with --novel: the word tagger (default: the shipped one)")
+    p.add_argument(
+        "--tagger-threshold",
+        type=float,
+        default=TAGGER_THRESHOLD,
+        help=f"the tagger's probability for a word the decoder never learned ({TAGGER_THRESHOLD})",
+    )
+    p.add_argument(
+        "--no-tagger",
+        action="store_true",
+        help="with --novel: the ImageNet classifier's words only, no word tagger",
+    )
     p.add_argument(
         "--hold-out",
         type=held_out_names,
         help="the held-out-concept protocol: these concepts' mention F1 and the metrics on "
         "their photos ('default': the ten of `groundsearch train --hold-out default`); the "
         "decoder should have been trained with the same --hold-out",
+    )
+
+    from groundsearch.model.training.tagger import LEAST, WEIGHT_DECAY
+
+    p = command(
+        sub,
+        "train-tagger",
+        cmd_train_tagger,
+        "fit the word tagger: which caption nouns a photo shows, from its CNN features",
+    )
+    _common(p)
+    p.add_argument("--out", required=True, help="tagger to write (.npz)")
+    p.add_argument(
+        "--least",
+        type=positive_int,
+        default=LEAST,
+        help=f"tag the nouns used on at least this many training photos ({LEAST})",
+    )
+    p.add_argument(
+        "--weight-decay",
+        type=float,
+        default=WEIGHT_DECAY,
+        help=f"the L2 penalty (chosen on dev: {WEIGHT_DECAY})",
     )
 
 

@@ -3,7 +3,10 @@ same pooled features the joint model embeds, says which everyday words
 (``entry_level``) a photo shows; the decoder is then asked for the best sentence that
 contains one of the confident ones (constrained beam search, Anderson et al. 2017). A
 word the decoder never learned borrows its nearest trained word's weights (DCC,
-Hendricks et al. 2016): it is scored as that word and fed back as it.
+Hendricks et al. 2016): it is scored as that word and fed back as it. With a word
+tagger (``model.runtime.tagger``: Flickr8k's caption nouns, DCC's lexical classifier),
+the caption nouns a decoder never learned are candidates too, for what ImageNet has no
+class for (snow, a motorcycle) or sees poorly in Flickr8k's scenes (a horse far off).
 
     novel = NovelWords.for_decoder(decoder, backbone)
     seen = novel.seen(features)                    # what the classifier saw, per photo
@@ -24,6 +27,7 @@ from groundsearch.model.runtime.captioning.beam import Constraints
 from groundsearch.model.runtime.captioning.decoder import CaptionDecoder
 from groundsearch.model.runtime.captioning.entry_level import EntryLevel
 from groundsearch.model.runtime.captioning.words import STOPWORDS
+from groundsearch.model.runtime.tagger import WordTagger
 
 #: A word the decoder never learned is a constraint when the classes it names add up to
 #: this probability (chosen on Flickr8k dev: the best held-out-concept mention F1 of the
@@ -36,6 +40,13 @@ THRESHOLD = 0.15
 LEARNED_THRESHOLD = 0.8
 #: At most this many confident words per photo (the sentence must contain one of them).
 COUNT = 3
+#: A word the decoder never learned is a constraint when the word tagger gives it this
+#: probability (chosen on Flickr8k dev with the held-out decoder: docs/RESULTS.md).
+TAGGER_THRESHOLD = 0.25
+#: Of the words only the tagger speaks for, at most this many per photo (its most
+#: probable): its nouns include people and parts ("biker", "racer") that a sentence can
+#: fit anywhere, and given the choice the decoder took them over the thing ("bike").
+TAGGER_COUNT = 1
 #: Learned words among the decoder's this many most frequent are always left to it.
 KNOWN = 0
 #: Entry-level words Flickr8k's captions mostly use in another sense ("people watch",
@@ -71,6 +82,8 @@ class NovelWords:
         table: class → entry-level word.
         decoder: the decoder the constraints are for (its vocabulary decides which
             words are borrowed, and from which trained word); None: only ``seen``.
+        tagger: the word tagger; its words the decoder never learned become candidates
+            from ``tagger_threshold`` (the table's words: from either source's threshold).
     """
 
     def __init__(
@@ -83,6 +96,8 @@ class NovelWords:
         count: int = COUNT,
         known: int = KNOWN,
         learned_threshold: float = LEARNED_THRESHOLD,
+        tagger: WordTagger | None = None,
+        tagger_threshold: float = TAGGER_THRESHOLD,
     ) -> None:
         if weight.shape[0] != len(table):
             raise ValueError(
@@ -93,10 +108,18 @@ class NovelWords:
         self.weight, self.bias, self.table = weight.float(), bias.float(), table
         self.threshold, self.count, self.known = threshold, count, known
         self.learned_threshold = learned_threshold
+        self.tagger, self.tagger_threshold = tagger, tagger_threshold
         self.words = table.vocabulary
+        self.tagged: tuple[str, ...] = ()
+        if tagger is not None and decoder is not None:
+            self.tagged = tagger_words(tagger, decoder)
+            self.words = self.words + [w for w in self.tagged if w not in set(self.words)]
         column = {w: j for j, w in enumerate(self.words)}
         #: class × word: which word each class is called by (never-named classes: none)
         self.to_word = np.zeros((len(table), len(self.words)), np.float32)
+        #: tagger column → word column, for the tagged words
+        self.tag_columns = [tagger.column(w) for w in self.tagged] if tagger is not None else []
+        self.tag_targets = [column[w] for w in self.tagged]
         for i, w in enumerate(table.words):
             if w:
                 self.to_word[i, column[w]] = 1.0
@@ -121,8 +144,11 @@ class NovelWords:
         count: int = COUNT,
         known: int = KNOWN,
         learned_threshold: float = LEARNED_THRESHOLD,
+        tagger: WordTagger | None = None,
+        tagger_threshold: float = TAGGER_THRESHOLD,
     ) -> NovelWords:
-        """The words of ``backbone``'s own ImageNet classifier, for ``decoder``."""
+        """The words of ``backbone``'s own ImageNet classifier (and ``tagger``'s), for
+        ``decoder``."""
         from groundsearch.model.runtime.images.backbones import classifier
 
         with contextlib.redirect_stdout(io.StringIO()):
@@ -138,6 +164,8 @@ class NovelWords:
             count,
             known,
             learned_threshold,
+            tagger,
+            tagger_threshold,
         )
 
     @torch.no_grad()
@@ -151,6 +179,13 @@ class NovelWords:
     def word_probabilities(self, p: np.ndarray) -> np.ndarray:
         """Each word's probability (n × words): the sum over the classes it names."""
         return p @ self.to_word
+
+    def tag_probabilities(self, features: np.ndarray) -> np.ndarray:
+        """The tagger's probability of each tagged word (n × words; 0 for the others)."""
+        out = np.zeros((len(features), len(self.words)), np.float32)
+        if self.tagger is not None and self.tagged:
+            out[:, self.tag_targets] = self.tagger.probabilities(features)[:, self.tag_columns]
+        return out
 
     def seen(self, features: np.ndarray, floor: float = 0.05, top: int = 5) -> list[list[Seen]]:
         """For each photo, its ``top`` most probable classes at ``floor`` or more."""
@@ -175,14 +210,19 @@ class NovelWords:
             )
         return out
 
-    def speaks_for(self, word: str, probability: float) -> bool:
+    def speaks_for(self, word: str, probability: float, tagged: float = 0.0) -> bool:
         """Whether the classifier constrains ``word`` seen with ``probability``: a word
-        the decoder never learned from ``threshold``; one it learned from
+        the decoder never learned from ``threshold`` (or the tagger's ``tagged``
+        probability from ``tagger_threshold``); one it learned from
         ``learned_threshold``, unless among its ``known`` most frequent (ids 4 …
         known + 3) or ``AMBIGUOUS``."""
-        if self.decoder is None or word not in self.ids or probability < self.threshold:
+        if self.decoder is None or word not in self.ids:
             return False
         i = self.ids[word]
+        if i >= len(self.decoder.vocab) and tagged >= self.tagger_threshold:
+            return True
+        if probability < self.threshold:
+            return False
         if i >= len(self.decoder.vocab):
             return True
         return (
@@ -192,12 +232,30 @@ class NovelWords:
     def confident(self, features: np.ndarray) -> list[list[str]]:
         """For each photo, the words (at most ``count``) the classifier speaks for
         (``speaks_for``), most probable first."""
-        pw = self.word_probabilities(self.probabilities(features))
+        return self.pick(
+            self.word_probabilities(self.probabilities(features)), self.tag_probabilities(features)
+        )
+
+    def pick(self, pw: np.ndarray, tw: np.ndarray) -> list[list[str]]:
+        """``confident`` from the word probabilities of the classifier (``pw``) and the
+        tagger (``tw``): most probable first, at most ``count`` words, of which at most
+        ``TAGGER_COUNT`` spoken for by the tagger alone."""
         out = []
-        for row in pw:
-            order = np.argsort(-row, kind="stable")
-            words = [self.words[j] for j in order if self.speaks_for(self.words[j], row[j])]
-            out.append(words[: self.count])
+        for row, tags in zip(pw, tw, strict=True):
+            words: list[str] = []
+            tagged = 0
+            for j in np.argsort(-np.maximum(row, tags), kind="stable"):
+                w = self.words[j]
+                if not self.speaks_for(w, row[j], tags[j]):
+                    continue
+                alone = not self.speaks_for(w, row[j])
+                if alone and tagged >= TAGGER_COUNT:
+                    continue
+                tagged += alone
+                words.append(w)
+                if len(words) == self.count:
+                    break
+            out.append(words)
         return out
 
     def constraints(self, features: np.ndarray) -> Constraints:
@@ -209,6 +267,20 @@ class NovelWords:
         if self.decoder is None:
             raise ValueError("constraints need the decoder they are for")
         return Constraints([[self.ids[w] for w in ws] for ws in words], self.borrowed, self.sources)
+
+
+def tagger_words(tagger: WordTagger, decoder: CaptionDecoder) -> tuple[str, ...]:
+    """The tagger's words ``decoder`` never learned and GloVe knows (so a trained noun
+    can lend its weights), less ``AMBIGUOUS`` and stopwords."""
+    from groundsearch.model.runtime.concepts import glove_table
+
+    index, _ = glove_table()
+    vocab = decoder.vocab
+    return tuple(
+        w
+        for w in tagger.words
+        if vocab.index(w) == vocab.unk and w in index and w not in AMBIGUOUS and w not in STOPWORDS
+    )
 
 
 def borrow_sources(

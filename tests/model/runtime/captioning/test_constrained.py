@@ -127,3 +127,43 @@ def test_novel_words_borrow_a_trained_noun_and_pick_confident_words():
     assert novel.confident(features) == [[], ["tiger"], []]
     novel.known, novel.learned_threshold = 0, 1.01  # a learned word: only when nearly sure
     assert novel.confident(features) == [[], ["tiger"], []]
+
+
+def test_the_tagger_speaks_for_words_the_decoder_never_learned_one_per_photo():
+    """The word tagger's nouns the decoder never learned are candidates from its own
+    threshold, and only its most probable one per photo (a "biker" would fit anywhere);
+    the classifier's words keep their count."""
+    from groundsearch.model.runtime.captioning.entry_level import EntryLevel
+    from groundsearch.model.runtime.captioning.novel import TAGGER_COUNT, NovelWords
+    from groundsearch.model.runtime.tagger import WordTagger
+
+    torch.manual_seed(0)
+    decoder = CaptionDecoder(
+        DecoderConfig(dim=8, embed=6, hidden=16, cond=8),
+        DecoderVocab.build([*CAPTIONS, *["a cat on a rock"] * 5]),
+    )
+    table = EntryLevel.load()
+    weight = torch.zeros((1000, 4))
+    weight[table.classes.index("tiger"), 1] = 1.0
+    tagger = WordTagger(
+        ("sled", "biker", "dog"),
+        "efficientnet-lite2",
+        np.zeros(4, np.float32),
+        np.ones(4, np.float32),
+        np.array([[0, 0, 4, 0], [0, 0, 3, 0], [0, 0, 0, 4]], np.float32),
+        np.zeros(3, np.float32),
+    )
+    novel = NovelWords(
+        weight, torch.zeros(1000), table, decoder, threshold=0.5, count=3, tagger=tagger,
+        tagger_threshold=0.6,
+    )  # fmt: skip
+    assert {"sled", "biker"} <= set(novel.tagged) and "dog" not in novel.tagged  # learned
+    assert "sled" in novel.borrowed
+    features = np.array([[0, 0, 2, 0], [0, 0, 0.05, 0], [0, 12.0, 2, 0], [0, 0, 0, 5]], np.float32)
+    assert TAGGER_COUNT == 1
+    assert novel.confident(features) == [["sled"], [], ["sled", "tiger"], []]  # most probable first
+    c = novel.constraints(features)
+    beams = decoder.generate(vectors(4), beam=2, constraints=c)
+    assert "sled" in tokenize(beams[0][0].text)
+    free = NovelWords(weight, torch.zeros(1000), table, decoder, threshold=0.5, count=3)
+    assert free.confident(features) == [[], [], ["tiger"], []]

@@ -1,0 +1,166 @@
+"""The word tagger: which of Flickr8k's caption nouns a photo shows, read from the same
+pooled CNN features the joint model embeds.
+
+ImageNet's 1,000 classes name objects, not scenes or people: no class is snow, a
+beach, a man or a motorcycle (ImageNet has a moped), so the backbone's own classifier
+cannot say them. The tagger can: one logistic regression per noun that Flickr8k's
+training captions use on enough photos, fitted on the training photos with *the photo's
+captions use the noun* as its label (DCC's lexical classifier, Hendricks et al. 2016:
+captions as weak image labels). It speaks for the words a decoder never learned
+(``captioning.novel``) and, as evidence, for a query's nouns (``evidence``).
+
+    tagger = WordTagger.load()                 # model/artifacts/word_tagger.npz
+    p = tagger.probabilities(features)         # photos × words, each in (0, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FILE_NAME = "word_tagger.npz"
+
+
+class TaggerError(ValueError):
+    """A tagger file that cannot be used (missing, malformed, another backbone)."""
+
+
+def default_path() -> Path:
+    """The shipped tagger (``model/artifacts/word_tagger.npz``)."""
+    return Path(__file__).resolve().parents[1] / "artifacts" / FILE_NAME
+
+
+@dataclass(frozen=True)
+class WordTagger:
+    """``sigmoid(((z − mean) / scale) · weightᵀ + bias)`` for pooled features ``z``.
+
+    Args:
+        words: the nouns, one per row of ``weight``.
+        backbone: the feature identity the tagger reads (a checkpoint's ``backbone``).
+        mean, scale: the training features' per-dimension mean and standard deviation.
+        weight, bias: words × feature dim, and words.
+        lemmas: each word's lemma (what a parsed query's noun is matched by).
+    """
+
+    words: tuple[str, ...]
+    backbone: str
+    mean: np.ndarray
+    scale: np.ndarray
+    weight: np.ndarray
+    bias: np.ndarray
+    lemmas: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.lemmas:
+            object.__setattr__(self, "lemmas", self.words)
+        if len(self.lemmas) != len(self.words):
+            raise TaggerError(f"{len(self.words)} words but {len(self.lemmas)} lemmas")
+        d = self.mean.shape[0]
+        if self.weight.shape != (len(self.words), d) or self.bias.shape != (len(self.words),):
+            raise TaggerError(
+                f"a tagger of {len(self.words)} words over {d} features has weight "
+                f"{self.weight.shape} and bias {self.bias.shape}"
+            )
+        if self.scale.shape != (d,) or not np.all(self.scale > 0):
+            raise TaggerError("the tagger's feature scales must be positive, one per feature")
+        if len(set(self.words)) != len(self.words):
+            raise TaggerError("the tagger names a word twice")
+
+    @property
+    def dim(self) -> int:
+        return int(self.mean.shape[0])
+
+    def column(self, word: str) -> int | None:
+        """The column of ``word`` (None: the tagger does not know it)."""
+        return self._columns.get(word)
+
+    def lemma_column(self, lemma: str) -> int | None:
+        """The column of the word whose lemma is ``lemma`` (None: none)."""
+        cols = self.__dict__.get("_lemma_cols")
+        if cols is None:
+            cols = {w: j for j, w in enumerate(self.lemmas)}
+            object.__setattr__(self, "_lemma_cols", cols)
+        return cols.get(lemma)
+
+    @property
+    def _columns(self) -> dict[str, int]:
+        cols = self.__dict__.get("_cols")
+        if cols is None:
+            cols = {w: j for j, w in enumerate(self.words)}
+            object.__setattr__(self, "_cols", cols)
+        return cols
+
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        """Each photo's probability of each word (photos × words, float32)."""
+        z = np.asarray(features, np.float32)
+        if z.ndim != 2 or z.shape[1] != self.dim:
+            raise TaggerError(f"features must be n × {self.dim}, got {z.shape}")
+        logits = ((z - self.mean) / self.scale) @ self.weight.T + self.bias
+        return (1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))).astype(np.float32)
+
+    def of(self, words: Sequence[str], features: np.ndarray) -> np.ndarray:
+        """The probabilities of ``words`` only (photos × len(words); 0 for an unknown word)."""
+        p = self.probabilities(features)
+        out = np.zeros((p.shape[0], len(words)), np.float32)
+        for k, w in enumerate(words):
+            j = self.column(w)
+            if j is not None:
+                out[:, k] = p[:, j]
+        return out
+
+    def subset(self, words: Sequence[str]) -> WordTagger:
+        """The tagger of ``words`` only (each one it knows)."""
+        rows = [self._columns[w] for w in words]
+        return WordTagger(
+            tuple(words),
+            self.backbone,
+            self.mean,
+            self.scale,
+            self.weight[rows],
+            self.bias[rows],
+            tuple(self.lemmas[j] for j in rows),
+        )
+
+    def save(self, path: Path) -> None:
+        """Write the tagger as one ``.npz`` (float32 arrays, no pickle)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as f:
+            np.savez_compressed(
+                f,
+                words=np.array(self.words),
+                lemmas=np.array(self.lemmas),
+                backbone=np.array(self.backbone),
+                mean=self.mean.astype(np.float32),
+                scale=self.scale.astype(np.float32),
+                weight=self.weight.astype(np.float32),
+                bias=self.bias.astype(np.float32),
+            )
+
+    @classmethod
+    def load(cls, path: Path | None = None, backbone: str | None = None) -> WordTagger:
+        """Read a tagger (default: the shipped one); with ``backbone``, refuse one that
+        reads another backbone's features."""
+        path = Path(path) if path is not None else default_path()
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                tagger = cls(
+                    tuple(str(w) for w in f["words"]),
+                    str(f["backbone"]),
+                    f["mean"].astype(np.float32),
+                    f["scale"].astype(np.float32),
+                    f["weight"].astype(np.float32),
+                    f["bias"].astype(np.float32),
+                    tuple(str(w) for w in f["lemmas"]) if "lemmas" in f else (),
+                )
+        except FileNotFoundError as e:
+            raise TaggerError(f"no word tagger at {path}") from e
+        except (KeyError, OSError, ValueError) as e:
+            if isinstance(e, TaggerError):
+                raise
+            raise TaggerError(f"{path} is not a word tagger: {e}") from e
+        if backbone is not None and tagger.backbone != backbone:
+            raise TaggerError(f"{path} reads {tagger.backbone} features, the model uses {backbone}")
+        return tagger
