@@ -21,7 +21,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: captions-held-out concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-scale-100m bench-vector-size bench-captions reliability score-parser train-parser results arithmetic paper-results
+.PHONY: tagger captions-held-out concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-scale-100m bench-vector-size bench-captions reliability score-parser train-parser results arithmetic paper-results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -172,6 +172,10 @@ concepts: install
 # concepts (photo vectors from the cached backbone features), scored on test without and
 # with the classifier's words (--novel); then the shipped decoder on the standard test.
 CAPTIONS_DIR ?= runs/captions
+tagger: install  ## the word taggers (features: captions; vectors: relevance evidence)
+	$(BIN)/groundsearch train-tagger --out model/artifacts/word_tagger.npz
+	$(BIN)/groundsearch train-tagger --on vectors --out model/artifacts/vector_tagger.npz
+
 captions-held-out: install
 	@mkdir -p $(CAPTIONS_DIR)
 	OMP_NUM_THREADS=1 $(BIN)/groundsearch train-decoder --out $(CAPTIONS_DIR)/heldout.pt \

@@ -57,6 +57,7 @@ def main() -> None:
     ap.add_argument("--rare", type=int, default=ConceptConfig.rare)
     ap.add_argument("--halfway", type=floats, default=[ConceptConfig.halfway])
     ap.add_argument("--names", default=ConceptConfig.names, help="imagenet, entry, both (a,b)")
+    ap.add_argument("--tagger", type=floats, default=[ConceptConfig.tagger], help="its shares")
     args = ap.parse_args()
 
     model, ds, feats, trees, parse = load_split(args.checkpoint, args.split)
@@ -64,13 +65,14 @@ def main() -> None:
     channel = model.concepts
     links = np.asarray(ds.caption_image)
     grid = [
-        (n, f, h, w)
+        (n, f, h, w, t)
+        for t in args.tagger
         for n in args.names.split(",")
         for f in args.familiar
         for h in args.halfway
         for w in args.weights
     ]
-    for names, familiar, halfway, weight in grid:
+    for names, familiar, halfway, weight, tagger in grid:
         channel = ConceptChannel(
             model.backbone,
             ConceptConfig(
@@ -79,6 +81,7 @@ def main() -> None:
                 rare=args.rare,
                 halfway=halfway,
                 names=names,
+                tagger=tagger,
             ),
             channel.trained,
         )
@@ -92,6 +95,7 @@ def main() -> None:
             "rare": args.rare,
             "halfway": halfway,
             "names": names,
+            "tagger": tagger,
             "rsum": rsum,
             "single_p@5": held["single"]["p@5"],
             "compositional_p@5": held["compositional"]["p@5"],

@@ -24,6 +24,7 @@ from groundsearch.model.runtime.captioning.novel import NovelWords
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import decode_photo
+from groundsearch.model.runtime.tagger import WordTagger
 from groundsearch.settings import get_settings
 
 
@@ -38,7 +39,9 @@ def main() -> None:
     s = get_settings()
     model = load_checkpoint(s.default_checkpoint, parser=make_parser().version)
     decoder = load_decoder(s.default_decoder)
-    novel = NovelWords.for_decoder(decoder, model.backbone)
+    novel = NovelWords.for_decoder(
+        decoder, model.backbone, tagger=WordTagger.load(backbone=model.backbone)
+    )
     extractor = FeatureExtractor(model.backbone)  # no cache: a real pass each time
     ds = load_captioned_images(s.flickr8k_dir, split=args.split)
     # every 7th photo, so that some have a confident word the decoder does not know well

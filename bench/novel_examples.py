@@ -24,6 +24,7 @@ from groundsearch.model.runtime.captioning import load_decoder
 from groundsearch.model.runtime.captioning.novel import NovelWords
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.tagger import WordTagger
 from groundsearch.settings import get_settings
 
 THUMB, TEXT_WIDTH, GAP = 160, 300, 8
@@ -80,6 +81,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--samples", action="store_true", help="scikit-image's sample photos")
     ap.add_argument("--figure", type=Path, help="also write the examples as one JPEG grid")
+    ap.add_argument("--no-tagger", action="store_true", help="the classifier's words only")
     args = ap.parse_args()
     if args.figure is not None and args.figure.suffix.lower() not in (".jpg", ".jpeg"):
         raise SystemExit(f"--figure must name a .jpg file, not {args.figure}")
@@ -97,7 +99,11 @@ def main() -> None:
         paths = [ds.image_path(i) for i in range(len(ds.images))]
     features = extractor.embed_files(paths)
     vectors = model.embed_images(features)
-    novel = NovelWords.for_decoder(decoder, model.backbone)
+    tagger = None if args.no_tagger else WordTagger.load(backbone=model.backbone)
+    novel = NovelWords.for_decoder(decoder, model.backbone, tagger=tagger)
+    tagged = novel.tag_probabilities(features)
+    column = {w: j for j, w in enumerate(novel.words)}
+    chosen = novel.confident(features)
     old = decoder.generate(vectors)
     new = decoder.generate(vectors, constraints=novel.constraints(features))
     seen = novel.seen(features, top=2)
@@ -105,18 +111,26 @@ def main() -> None:
     print("|---|---|---|---|")
     shown = 0
     rows: list[tuple[Path, str, str, list[str]]] = []
-    for path, a, b, saw in zip(paths, old, new, seen, strict=True):
+    for row, (path, a, b, saw) in enumerate(zip(paths, old, new, seen, strict=True)):
         if a[0].text == b[0].text or shown >= args.n:
             continue
+        tags = [
+            f"{w} (tagger, {tagged[row, column[w]]:.2f})"
+            for w in chosen[row]
+            if w in novel.tagged
+            and not novel.speaks_for(w, 0.0)
+            and tagged[row, column[w]] >= novel.tagger_threshold
+        ]
         what = ", ".join(
-            f"{c.word or '(never named)'} ({c.imagenet_class}, {c.probability:.2f})" for c in saw
+            [f"{c.word or '(never named)'} ({c.imagenet_class}, {c.probability:.2f})" for c in saw]
+            + tags
         )
         print(f"| {path.name} | {a[0].text} | {b[0].text} | {what} |")
         words = [
             f"{c.word or '(never named)'} {c.probability:.2f}"
             + ("" if c.word == c.imagenet_class else f"\n  (class: {c.imagenet_class[:24]})")
             for c in saw
-        ]
+        ] + tags
         rows.append((path, a[0].text, b[0].text, words))
         shown += 1
     if args.figure is not None:

@@ -42,7 +42,7 @@ from groundsearch.service.capabilities.search import PhotoSearch, Search
 from groundsearch.service.capabilities.status import Status
 from groundsearch.service.photo_vectors import PhotoVectors
 from groundsearch.service.queries import QueryVectors
-from groundsearch.service.relevance import Judge, served_relevance
+from groundsearch.service.relevance import Judge, served_relevance, serving_judge
 from groundsearch.service.settings import ServiceSettings
 from groundsearch.service.thumbnails import Thumbnails
 from groundsearch.service.timing import Observe, Stages
@@ -125,7 +125,13 @@ class Components:
         )
         photos = PhotoVectors(extractor, model, stages)
         relevance, relevance_status = served_relevance(settings, identity)
-        judge = Judge(relevance, int(getattr(model, "channel_columns", 0)))
+        judge = serving_judge(
+            settings,
+            identity,
+            relevance,
+            int(getattr(model, "channel_columns", 0)),
+            gallery.image_vector,
+        )
         _warm_up(sentences, photos, writer)
         watching = None
         if settings.watch_folders:  # last: its full pass writes what the routes then read

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from groundsearch.model.runtime.parsing import DependencyTree
+from groundsearch.model.runtime.relevance import query_lemmas
 from groundsearch.model.runtime.sentences import Sentences
 from groundsearch.service.timing import Stages, Timings
 
@@ -23,7 +24,7 @@ class QueryVectors:
 
     def __init__(self, door: Sentences, stages: Stages, size: int) -> None:
         self.door, self.stages, self.size = door, stages, size
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[np.ndarray, tuple[str, ...]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def clean(self, text: str, what: str = "text") -> str:
@@ -45,6 +46,13 @@ class QueryVectors:
 
     def vector(self, cleaned: str, timings: Timings, what: str = "text") -> np.ndarray:
         """The unit query vector of a cleaned text (cached by it)."""
+        return self.vector_and_nouns(cleaned, timings, what)[0]
+
+    def vector_and_nouns(
+        self, cleaned: str, timings: Timings, what: str = "text"
+    ) -> tuple[np.ndarray, tuple[str, ...]]:
+        """The unit query vector of a cleaned text and its noun lemmas (what relevance
+        evidence is read for), cached by it."""
         with self._lock:
             cached = self._cache.get(cleaned)
             if cached is not None:
@@ -52,10 +60,10 @@ class QueryVectors:
                 return cached
         tree = self.trees([cleaned], [what], timings)[0]
         with self.stages.stage("encode", timings):
-            vec = self.door.embed([tree])[0]
+            entry = (self.door.embed([tree])[0], tuple(query_lemmas(tree)))
         if self.size:
             with self._lock:
-                self._cache[cleaned] = vec
+                self._cache[cleaned] = entry
                 while len(self._cache) > self.size:
                     self._cache.popitem(last=False)
-        return vec
+        return entry

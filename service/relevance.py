@@ -11,12 +11,20 @@ The shipped ``relevance.json`` is served when it was fitted for the served check
 (``GROUNDSEARCH_RELEVANCE``: ``default``, ``none`` or a file, which must match); without
 one every hit's relevance is null, every hit is in ``results``, and ``min_relevance`` is
 read but changes nothing.
+
+**Evidence** (text → photo only): with the shipped vector tagger of the served checkpoint
+(``model/artifacts/vector_tagger.npz``: Flickr8k's caption nouns read off a photo's
+stored vector), a text query with a tagged noun is judged by the relevance model's
+evidence model, each hit reading the tagger's probability of the query's tagged nouns on
+that photo (the least of them). Its default ``min_relevance`` is the evidence one — for a
+query of at most ``SHORT_WORDS`` words ("a cat", "snow") the short one. Evidence is the
+hit's own, so relevance may rise down a ranking; the hits' order is the score's still.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -29,6 +37,12 @@ from groundsearch.model.runtime.relevance import (
     load_relevance,
     novelty_of,
     word_count,
+)
+from groundsearch.model.runtime.tagger import (
+    VECTORS_FILE_NAME,
+    TaggerError,
+    WordTagger,
+    vectors_identity,
 )
 from groundsearch.service.settings import ServiceSettings
 
@@ -58,12 +72,46 @@ def served_relevance(
     return model, f"{path.name} (default min_relevance {model.threshold:g})"
 
 
+def served_tagger(
+    settings: ServiceSettings, identity: dict[str, str], relevance: RelevanceModel | None
+) -> WordTagger | None:
+    """The vector tagger whose probabilities are evidence: the shipped one when the
+    relevance model has evidence models and the tagger reads the served checkpoint's
+    vectors (else None: every query judged without evidence)."""
+    if relevance is None or "text-image" not in (relevance.evidence or {}):
+        return None
+    try:
+        return WordTagger.load(
+            settings.model_dir / VECTORS_FILE_NAME, backbone=vectors_identity(identity)
+        )
+    except TaggerError as exc:
+        log.warning("relevance without evidence: %s", exc)
+        return None
+
+
 @dataclass(frozen=True)
 class Judge:
-    """The served relevance model (or None) and how a text query's novelty is read."""
+    """The served relevance model (or None), how a text query's novelty is read, and
+    for evidence the vector tagger and how to read hit photos' vectors."""
 
     model: RelevanceModel | None
     channel_columns: int = 0
+    tagger: WordTagger | None = None
+    vectors: Callable[[Sequence[int]], np.ndarray] | None = None
+
+    def tagged(self, nouns: Sequence[str]) -> list[int]:
+        """The tagger's columns of a query's noun lemmas ([]: no evidence for it)."""
+        if self.tagger is None or self.vectors is None or self.model is None:
+            return []
+        return [c for n in nouns if (c := self.tagger.lemma_column(n)) is not None]
+
+    def evidence(self, columns: Sequence[int], ids: Sequence[int]) -> np.ndarray | None:
+        """Each hit photo's evidence for a query whose tagged nouns are ``columns``: the
+        tagger's least probability of them on the photo's vector (None without)."""
+        if not columns or self.tagger is None or self.vectors is None or not ids:
+            return None
+        p = self.tagger.probabilities(self.vectors(ids))
+        return p[:, list(columns)].min(axis=1)
 
     def fetch(self, k: int) -> int:
         """How many hits to fetch for ``k``: enough for the score distribution."""
@@ -75,21 +123,28 @@ class Judge:
         scores: Sequence[float],
         vector: np.ndarray | None = None,
         text: str = "",
+        evidence: np.ndarray | None = None,
     ) -> list[float | None]:
         """The relevance of each of a query's hits (scores best first); a text query's
-        vector (its novelty share) and text (its number of words) are features too."""
+        vector (its novelty share) and text (its number of words) are features too, and
+        each hit's ``evidence`` when the query has some."""
         if self.model is None or kind not in self.model.kinds:
             return [None] * len(scores)
         novelty = novelty_of(vector, self.channel_columns) if vector is not None else 0.0
-        p = self.model.predict(kind, np.asarray(scores), novelty, word_count(text))
+        p = self.model.predict(kind, np.asarray(scores), novelty, word_count(text), evidence)
         return [float(x) for x in p]
 
-    def threshold(self, asked: float | None) -> float | None:
+    def threshold(
+        self, asked: float | None, evidence: bool = False, text: str = ""
+    ) -> float | None:
         """The ``min_relevance`` applied: the one asked for, else the model's default
-        (None without a model)."""
+        for the query (with ``evidence``: the evidence one, a short ``text``'s its own;
+        None without a model)."""
         if self.model is None:
             return None
-        return self.model.threshold if asked is None else asked
+        if asked is not None:
+            return asked
+        return self.model.default_threshold(evidence, word_count(text))
 
 
 def split(
@@ -102,6 +157,23 @@ def split(
     for item, r in zip(items, relevance, strict=True):
         (weak if threshold is not None and r is not None and r < threshold else strong).append(item)
     return strong, weak
+
+
+def serving_judge(
+    settings: ServiceSettings,
+    identity: dict[str, str],
+    relevance: RelevanceModel | None,
+    channel_columns: int,
+    image_vector: Callable[[int], np.ndarray],
+) -> Judge:
+    """The judge a server (or the terminal's local search) uses: the relevance model,
+    and the vector tagger reading hit photos' stored vectors (``image_vector``)."""
+    tagger = served_tagger(settings, identity, relevance)
+
+    def vectors(ids: Sequence[int]) -> np.ndarray:
+        return np.stack([image_vector(int(i)) for i in ids])
+
+    return Judge(relevance, channel_columns, tagger, vectors if tagger is not None else None)
 
 
 #: No relevance model: every hit's relevance is null (capabilities built without one).

@@ -258,6 +258,8 @@ def cmd_train_tagger(args: argparse.Namespace) -> int:
     its dev mean average precision and the held-out concepts' (docs/RESULTS.md)."""
     from groundsearch.model.data import load_captioned_images
     from groundsearch.model.data.concepts import HELD_OUT
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.tagger import vectors_identity
     from groundsearch.model.training.corpus import text_trees
     from groundsearch.model.training.tagger import (
         choose_words,
@@ -269,12 +271,18 @@ def cmd_train_tagger(args: argparse.Namespace) -> int:
 
     _threads(args)
     parse = text_trees(make_parser())
-    backbone = _joint(args).backbone
+    joint = _joint(args)
+    backbone = joint.backbone
+    if args.on == "vectors":  # what a gallery stores: the checkpoint's photo vectors
+        backbone = vectors_identity(checkpoint_identity(checkpoint_path(args)))
     split = {}
     for name in ("train", "dev"):
         ds = load_captioned_images(data_root(args), split=name)
         trees = parse(list(ds.captions))
-        split[name] = (photo_nouns(ds, trees), _features(args, ds), trees)
+        features = _features(args, ds)
+        if args.on == "vectors":
+            features = joint.embed_images(features)
+        split[name] = (photo_nouns(ds, trees), features, trees)
     nouns, features, trees = split["train"]
     lemmas, words = choose_words(nouns, trees, args.least)
     if not words:
@@ -463,6 +471,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _common(p)
     p.add_argument("--out", required=True, help="tagger to write (.npz)")
+    p.add_argument(
+        "--on",
+        choices=("features", "vectors"),
+        default="features",
+        help="read the backbone's pooled features (captions: model/artifacts/word_tagger.npz) "
+        "or the checkpoint's photo vectors, what a gallery stores (relevance evidence: "
+        "model/artifacts/vector_tagger.npz)",
+    )
     p.add_argument(
         "--least",
         type=positive_int,

@@ -95,17 +95,34 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
 
 
 def cmd_set_concepts(args: argparse.Namespace) -> int:
-    from groundsearch.model.runtime.checkpoints import CheckpointError, record_concepts
+    from groundsearch.model.runtime.checkpoints import (
+        CheckpointError,
+        checkpoint_identity,
+        record_concepts,
+    )
 
     changes: dict[str, Any] = {
         k: v
-        for k, v in (("weight", args.concepts), ("names", args.names), ("halfway", args.halfway))
+        for k, v in (
+            ("weight", args.concepts),
+            ("names", args.names),
+            ("halfway", args.halfway),
+            ("tagger", args.tagger),
+        )
         if v is not None
     }
     if not changes:
-        raise CliError("name a setting to change: --concepts, --names or --halfway")
-    with user_errors(CheckpointError):
+        raise CliError("name a setting to change: --concepts, --names, --halfway or --tagger")
+    from groundsearch.model.runtime.captioning import DecoderError
+    from groundsearch.model.runtime.captioning.artifact import read_decoder_state, restamp_decoder
+
+    with user_errors(CheckpointError, DecoderError):
+        old = checkpoint_identity(checkpoint_path(args))
+        if args.decoder and read_decoder_state(Path(args.decoder))["joint"] != old:
+            raise CliError(f"{args.decoder} was not made for {checkpoint_path(args)}")
         config = record_concepts(checkpoint_path(args), Path(args.out), **changes)
+        if args.decoder:  # it reads the joint part, which the channel settings leave alone
+            restamp_decoder(Path(args.decoder), checkpoint_identity(Path(args.out)))
     print(json_text({"checkpoint": args.out, "concepts": vars(config)}))
     return 0
 
@@ -133,6 +150,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=None,
         help="the training count at which a noun's channel share is ½ (0: the step rule)",
+    )
+    p.add_argument(
+        "--tagger",
+        type=float,
+        default=None,
+        help="the word tagger's share of the photo side (0: the classifier's classes alone)",
+    )
+    p.add_argument(
+        "--decoder",
+        help="a caption decoder made for the checkpoint, re-stamped (in place) for the copy",
     )
     p = command(
         sub,

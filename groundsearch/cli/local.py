@@ -122,7 +122,7 @@ class LocalGallery:
                 from groundsearch.model.runtime.parsing import Parser
                 from groundsearch.model.runtime.relevance import RelevanceError
                 from groundsearch.model.runtime.sentences import Sentences
-                from groundsearch.service.relevance import Judge, served_relevance
+                from groundsearch.service.relevance import served_relevance
 
                 parser = Parser(settings.parser_dir, settings.cache_dir)
                 with user_errors(CheckpointError, RelevanceError, OSError):
@@ -137,7 +137,15 @@ class LocalGallery:
             gallery.close(snapshot=False)
             raise
         door = Sentences(model, parser.parse, settings.max_text_chars)
-        judge = Judge(relevance, int(getattr(model, "channel_columns", 0)))
+        from groundsearch.service.relevance import serving_judge
+
+        judge = serving_judge(
+            settings,
+            identity,
+            relevance,
+            int(getattr(model, "channel_columns", 0)),
+            gallery.image_vector,
+        )
         return cls(settings, gallery, identity, parser, model, door, judge, clock)
 
     def close(self) -> None:
@@ -166,9 +174,8 @@ class LocalGallery:
         stages = Stages()
         search = Search(QueryVectors(self.door, stages, 0), self.gallery, stages, self.judge)
         cleaned = search.clean(text)
-        threshold = self.judge.threshold(min_relevance)
         try:
-            page, timings = search.run(cleaned, ask, threshold)
+            page, timings, threshold = search.run(cleaned, ask, min_relevance)
         except CursorError as exc:
             raise CliError(f"--cursor: {exc}") from None
         answer = SearchResponse(

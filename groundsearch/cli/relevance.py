@@ -24,10 +24,16 @@ def _split_data(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]:
     """The checkpoint's model, the split embedded (``SplitData``, with each photo's top
     classes and the noun → classes table for evidence) and the text parse."""
     from groundsearch.model.data import load_captioned_images
-    from groundsearch.model.runtime.checkpoints import load_checkpoint
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
     from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
     from groundsearch.model.runtime.evidence import NounClasses, top_classes
     from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.runtime.tagger import (
+        VECTORS_FILE_NAME,
+        WordTagger,
+        default_path,
+        vectors_identity,
+    )
     from groundsearch.model.training.corpus import text_trees
     from groundsearch.model.training.relevance import SplitData
 
@@ -44,14 +50,21 @@ def _split_data(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]:
     photos = model.embed_images(features)
     captions = model.embed_sentences(trees)
     columns = int(getattr(model, "channel_columns", 0))
-    classes, nouns = None, None
+    classes, nouns, tagger, tags = None, None, None, None
     if getattr(args, "evidence", True):
         channel = getattr(model, "concepts", None) or ConceptChannel(
             model.backbone, ConceptConfig()
         )
-        classes = top_classes(channel.class_probabilities(features))
-        nouns = NounClasses.load(Path(args.nouns) if args.nouns else None)
-    data = SplitData(ds, trees, photos, captions, columns, classes, nouns)
+        if getattr(args, "nouns", None):  # the classifier's evidence: galleries store no classes
+            classes = top_classes(channel.class_probabilities(features))
+            nouns = NounClasses.load(Path(args.nouns))
+        if getattr(args, "tagger", None) != "none":
+            tagger = WordTagger.load(
+                Path(args.tagger) if args.tagger else default_path(VECTORS_FILE_NAME),
+                vectors_identity(checkpoint_identity(checkpoint_path(args))),
+            )
+            tags = tagger.probabilities(photos)  # what the gallery stores: the vectors
+    data = SplitData(ds, trees, photos, captions, columns, classes, nouns, tagger, tags)
     return model, data, parse
 
 
@@ -61,8 +74,9 @@ def _errors() -> tuple[type[BaseException], ...]:
     from groundsearch.model.runtime.images.photos import PhotoError
     from groundsearch.model.runtime.relevance import RelevanceError
     from groundsearch.model.runtime.sentences import UnusableText
+    from groundsearch.model.runtime.tagger import TaggerError
 
-    return DatasetError, CheckpointError, UnusableText, PhotoError, RelevanceError
+    return DatasetError, CheckpointError, UnusableText, PhotoError, RelevanceError, TaggerError
 
 
 def cmd_fit_relevance(args: argparse.Namespace) -> int:
@@ -109,9 +123,11 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         }
         if evidence:
             info["evidence"] = (
-                "text -> image queries with a nameable noun (noun_classes.tsv): the same "
-                "fit on their hits alone, reading log(0.01 + the hit photo's evidence: its "
-                "top-10 classes' probability on the query nouns' classes, max over nouns); "
+                "text -> image queries with a noun the classifier names (noun_classes.tsv) "
+                "or the vector tagger tags (vector_tagger.npz): the same fit on their hits "
+                "alone, reading log(0.01 + the hit photo's evidence: the larger of its top-10 "
+                "classes' probability on the query nouns' classes (max over nouns) and the "
+                "tagger's probability of the query's tagged nouns (min over nouns)); "
                 "evidence_threshold by the same rule, judging with evidence"
             )
             info["evidence_queries"] = {
@@ -120,10 +136,12 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         identity = checkpoint_identity(checkpoint_path(args))
         fitted = RelevanceModel(kinds, 0.5, identity, info=info)
         threshold = choose_threshold(runs, fitted, checks)
-        evidence_threshold = None
+        evidence_threshold = short_threshold = None
         if evidence:
             with_evidence = RelevanceModel(kinds, 0.5, identity, evidence=evidence)
             evidence_threshold = choose_threshold(runs, with_evidence, checks)
+            if args.short:  # the concept rule alone, for queries of at most 3 words
+                short_threshold = choose_threshold(runs, with_evidence)
         fitted = RelevanceModel(
             kinds,
             threshold,
@@ -133,6 +151,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             evidence=evidence,
             evidence_small=evidence_small,
             evidence_threshold=evidence_threshold,
+            short_threshold=short_threshold,
         )
         fitted.save(out)
         score_only = fitted.score_only()
@@ -150,12 +169,11 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             checks, caption_relevance(checks, score_only), threshold
         ),
     }
-    if evidence_threshold is not None:
+    if evidence_threshold is not None and short_threshold is not None:
         summary["evidence_threshold"] = evidence_threshold
+        summary["short_threshold"] = short_threshold
         summary["evidence_queries"] = info["evidence_queries"]
-        summary[f"{args.split}_evidence_no_match"] = no_match_figures(
-            runs, fitted, evidence_threshold
-        )
+        summary[f"{args.split}_evidence_no_match"] = no_match_figures(runs, fitted, short_threshold)
         summary[f"{args.split}_evidence_caption_queries"] = caption_figures(
             checks, caption_relevance(checks, fitted), evidence_threshold
         )
@@ -167,7 +185,7 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
-    from groundsearch.model.runtime.relevance import load_relevance
+    from groundsearch.model.runtime.relevance import SHORT_WORDS, load_relevance
     from groundsearch.model.training.relevance import gather, measure, reliability_figure
 
     path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
@@ -187,7 +205,8 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
             # nameable noun), at the threshold chosen for that
             threshold = relevance.default_threshold(evidence=True)
             with_evidence = replace(relevance, threshold=threshold)
-            result["evidence"] = measure(pools, runs, with_evidence, checks)
+            short = relevance.default_threshold(evidence=True, words=SHORT_WORDS)
+            result["evidence"] = measure(pools, runs, with_evidence, checks, short)
         if relevance.small:
             # the score-only models (galleries of fewer than top photos), on the same hits
             score_only = measure(pools, runs, relevance.score_only(), checks)
@@ -214,6 +233,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     data_option(p)
     p.add_argument("--split", default="dev", choices=("dev", "train"), help="never test")
     p.add_argument("--out", help="where to write it (default: the artifacts' relevance.json)")
+    p.add_argument(
+        "--short",
+        action="store_true",
+        help="also a default threshold for short queries judged with evidence (at most 3 "
+        "words), by the concept rule alone (not shipped: docs/RESULTS.md)",
+    )
     _evidence_options(p)
 
     p = command(
@@ -241,5 +266,13 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
         "query nouns' classes on each hit photo)",
     )
     p.add_argument(
-        "--nouns", help="the noun -> classes table (default: the artifacts' noun_classes.tsv)"
+        "--nouns",
+        help="also the classifier's evidence, by this noun -> classes table "
+        "(model/artifacts/noun_classes.tsv; off by default: galleries store no classes, so "
+        "the service cannot pass it)",
+    )
+    p.add_argument(
+        "--tagger",
+        help="the word tagger whose probability of the query's nouns is evidence too "
+        "(default: the artifacts' word_tagger.npz; 'none': the classifier's alone)",
     )

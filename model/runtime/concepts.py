@@ -31,12 +31,16 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
 from groundsearch.model.runtime.parsing.tree import DependencyTree
+
+if TYPE_CHECKING:
+    from groundsearch.model.runtime.tagger import WordTagger
 
 #: Tags whose words name things: the words matched against ImageNet's classes.
 NOUNS = frozenset({"NOUN", "PROPN"})
@@ -68,6 +72,10 @@ class ConceptConfig:
     #: tabby cat"), ``entry`` (the everyday word people say, "cat": model/artifacts/
     #: entry_level.tsv; classes never named keep their own) or ``both`` (the two averaged)
     names: str = "imagenet"
+    #: the word tagger's share of the photo side (``model.runtime.tagger``: Flickr8k's
+    #: caption nouns, for what ImageNet has no class for): c(z) = (1 − tagger) · the
+    #: classes' part + tagger · the tagged words' part, each built the same way
+    tagger: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.familiar <= 1.0:
@@ -80,6 +88,8 @@ class ConceptConfig:
             raise ValueError(f"the concept top-k must be in 1..1000, got {self.top}")
         if not 0.0 <= self.halfway <= 1e6:
             raise ValueError(f"halfway must be a count of at least 0, got {self.halfway}")
+        if not 0.0 <= self.tagger <= 1.0:
+            raise ValueError(f"the tagger's share must be in [0, 1], got {self.tagger}")
         if self.names not in CLASS_NAMES:
             raise ValueError(f"names must be one of {CLASS_NAMES}, got {self.names!r}")
 
@@ -149,6 +159,16 @@ def class_vectors(classes: Sequence[str], names: str = "imagenet") -> np.ndarray
         raise RuntimeError("the entry-level table's classes are not the classifier's")
     entry = np.stack([phrase_vector([w]) if w else own[i] for i, w in enumerate(table.words)])
     return entry if names == "entry" else _unit(entry + own)
+
+
+def top_k(p: np.ndarray, k: int) -> np.ndarray:
+    """``p`` with all but each row's ``k`` largest set to 0."""
+    if k >= p.shape[1]:
+        return p
+    top = np.argpartition(-p, k - 1, axis=1)[:, :k]
+    mask = np.zeros_like(p)
+    np.put_along_axis(mask, top, 1.0, axis=1)
+    return p * mask
 
 
 class ConceptChannel:
@@ -232,16 +252,51 @@ class ConceptChannel:
         z = torch.as_tensor(np.asarray(features, np.float32))
         return torch.softmax(z @ self._weight.T + self._bias, dim=1).numpy()
 
+    @cached_property
+    def tagger(self) -> WordTagger:
+        """The shipped word tagger (read only when ``config.tagger`` > 0)."""
+        from groundsearch.model.runtime.tagger import WordTagger
+
+        return WordTagger.load(backbone=self.backbone)
+
+    @cached_property
+    def tag_vectors(self) -> np.ndarray:
+        """Each tagged word's unit GloVe vector (its written form, else its lemma)."""
+        index = glove_table()[0]
+        return np.stack(
+            [
+                phrase_vector([w if w in index else lemma])
+                for w, lemma in zip(self.tagger.words, self.tagger.lemmas, strict=True)
+            ]
+        )
+
+    @cached_property
+    def tag_mask(self) -> np.ndarray:
+        """1 for the tagged words no ImageNet class is called by (snow, motorcycle,
+        beach, man): the classifier speaks for the others ("cat", "horse"), better than
+        a tagger fitted on a handful of Flickr8k photos of them."""
+        from groundsearch.model.runtime.captioning.entry_level import EntryLevel
+
+        named = set(EntryLevel.load().vocabulary)
+        return np.array(
+            [not ({w, lemma} & named) for w, lemma in zip(*self._tagged_names(), strict=True)],
+            np.float32,
+        )
+
+    def _tagged_names(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return self.tagger.words, self.tagger.lemmas
+
     def image_vectors(self, features: np.ndarray) -> np.ndarray:
-        """Unit ConSE vectors: the top-k classes' name vectors weighted by probability."""
-        p = self.class_probabilities(features)
+        """Unit ConSE vectors: the top-k classes' name vectors weighted by probability
+        (and, with a tagger share, the top-k tagged words' likewise)."""
         k = self.config.top
-        top = np.argpartition(-p, k - 1, axis=1)[:, :k] if k < p.shape[1] else None
-        if top is not None:
-            mask = np.zeros_like(p)
-            np.put_along_axis(mask, top, 1.0, axis=1)
-            p = p * mask
-        return _unit(p @ self.class_vectors) - self.class_mean
+        out = _unit(top_k(self.class_probabilities(features), k) @ self.class_vectors)
+        out = out - self.class_mean
+        if self.config.tagger > 0:
+            t = top_k(self.tagger.probabilities(features) * self.tag_mask, k)
+            tags = _unit(t @ self.tag_vectors) - self.tag_vectors.mean(axis=0)
+            out = (1.0 - self.config.tagger) * out + self.config.tagger * tags
+        return out.astype(np.float32)
 
     def novelty(self, word: str) -> float:
         """a_n: 1 for a word the joint model never trained; for one it trained on,

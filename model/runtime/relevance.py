@@ -69,6 +69,9 @@ from typing import Any
 
 import numpy as np
 
+from groundsearch.model.runtime.evidence import FUNCTION_TAGS, NOUNS
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+
 #: Kinds of query, each with its own fitted model.
 KINDS = ("text-image", "image-caption", "image-image", "arithmetic")
 #: The features a model may use, in the order ``features`` computes them.
@@ -82,6 +85,9 @@ READABLE = (1, 2, 3)
 SMALL_FEATURES = ("score",)
 #: The features that vary along a query's hits, each of which a model must rise with.
 RISING = ("score", "evidence", "log_evidence")
+#: A text query of at most this many words ("a cat", "red car", "snow") is *short*: with
+#: evidence, its default threshold is ``RelevanceModel.short_threshold``.
+SHORT_WORDS = 3
 #: What ``log_evidence`` adds to the evidence before the log.
 EVIDENCE_FLOOR = 0.01
 
@@ -223,6 +229,9 @@ class RelevanceModel:
             fewer than ``top`` scores (without one: the score-only model, no evidence).
         evidence_threshold: the default ``min_relevance`` for queries judged with
             evidence (None: ``threshold``).
+        short_threshold: the default for queries of at most ``SHORT_WORDS`` words
+            judged with evidence ("a cat", "snow": does the gallery hold one?), chosen on
+            dev by the concept rule alone (None: ``evidence_threshold``).
     """
 
     kinds: Mapping[str, KindModel]
@@ -234,6 +243,7 @@ class RelevanceModel:
     evidence: Mapping[str, KindModel] | None = None
     evidence_small: Mapping[str, KindModel] | None = None
     evidence_threshold: float | None = None
+    short_threshold: float | None = None
 
     def __post_init__(self) -> None:
         named = (*self.kinds, *(self.small or {}), *(self.evidence or {}))
@@ -252,7 +262,7 @@ class RelevanceModel:
         ]
         if blind:
             raise RelevanceError(f"the evidence models of {blind} do not read the evidence")
-        for t in (self.threshold, self.evidence_threshold):
+        for t in (self.threshold, self.evidence_threshold, self.short_threshold):
             if t is not None and not 0.0 <= t <= 1.0:
                 raise RelevanceError(f"the relevance threshold must be in [0, 1], got {t}")
         if self.top < 1:
@@ -294,9 +304,11 @@ class RelevanceModel:
             return small
         return self.kinds[kind]
 
-    def default_threshold(self, evidence: bool = False) -> float:
+    def default_threshold(self, evidence: bool = False, words: int = 0) -> float:
         """The default ``min_relevance``: for queries judged with evidence (when chosen
-        for them) or without."""
+        for them; for a short one of 1 … ``SHORT_WORDS`` ``words`` its own) or without."""
+        if evidence and self.short_threshold is not None and 0 < words <= SHORT_WORDS:
+            return self.short_threshold
         if evidence and self.evidence_threshold is not None:
             return self.evidence_threshold
         return self.threshold
@@ -318,6 +330,7 @@ class RelevanceModel:
             "identity": dict(self.identity),
             "threshold": self.threshold,
             "evidence_threshold": self.evidence_threshold,
+            "short_threshold": self.short_threshold,
             "top": self.top,
             "kinds": {k: m.to_dict() for k, m in self.kinds.items()},
             "small": {k: m.to_dict() for k, m in (self.small or {}).items()},
@@ -347,6 +360,9 @@ class RelevanceModel:
                 evidence_threshold=(
                     None if d.get("evidence_threshold") is None else float(d["evidence_threshold"])
                 ),
+                short_threshold=(
+                    None if d.get("short_threshold") is None else float(d["short_threshold"])
+                ),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise RelevanceError(f"a relevance model is malformed: {exc!r}") from None
@@ -369,6 +385,12 @@ def load_relevance(path: Path, identity: Mapping[str, str] | None = None) -> Rel
     if identity is not None and dict(model.identity) != dict(identity):
         raise RelevanceError(f"{path} was fitted for another checkpoint")
     return model
+
+
+def query_lemmas(tree: DependencyTree) -> list[str]:
+    """A query's noun lemmas (lower case; its content words when it has no noun)."""
+    nodes = [n for n in tree if n.upos in NOUNS] or [n for n in tree if n.upos not in FUNCTION_TAGS]
+    return list(dict.fromkeys(n.lemma.lower() for n in nodes))
 
 
 def word_count(text: str) -> int:

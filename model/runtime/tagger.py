@@ -15,22 +15,29 @@ captions as weak image labels). It speaks for the words a decoder never learned
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 FILE_NAME = "word_tagger.npz"
+#: The tagger of the shipped checkpoint's photo vectors (relevance evidence).
+VECTORS_FILE_NAME = "vector_tagger.npz"
+
+
+def vectors_identity(checkpoint: Mapping[str, str]) -> str:
+    """What a tagger of a checkpoint's photo vectors reads (its ``backbone``)."""
+    return "vectors:" + checkpoint["checkpoint_sha256"]
 
 
 class TaggerError(ValueError):
     """A tagger file that cannot be used (missing, malformed, another backbone)."""
 
 
-def default_path() -> Path:
-    """The shipped tagger (``model/artifacts/word_tagger.npz``)."""
-    return Path(__file__).resolve().parents[1] / "artifacts" / FILE_NAME
+def default_path(name: str = FILE_NAME) -> Path:
+    """A shipped tagger (default: ``model/artifacts/word_tagger.npz``)."""
+    return Path(__file__).resolve().parents[1] / "artifacts" / name
 
 
 @dataclass(frozen=True)

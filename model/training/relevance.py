@@ -59,8 +59,10 @@ from groundsearch.model.runtime.relevance import (
     RelevanceModel,
     features,
     novelty_of,
+    query_lemmas,
     word_count,
 )
+from groundsearch.model.runtime.tagger import WordTagger
 from groundsearch.model.training.evaluation.arithmetic import (
     DEFAULT_PAIRS,
     mentions,
@@ -167,6 +169,9 @@ class SplitData:
     channel_columns: int
     classes: tuple[np.ndarray, np.ndarray] | None = None
     nouns: NounClasses | None = None
+    #: the word tagger and each photo's probabilities of its words (photos × words)
+    tagger: WordTagger | None = None
+    tags: np.ndarray | None = None
 
     @property
     def caption_image(self) -> np.ndarray:
@@ -176,18 +181,30 @@ class SplitData:
         return np.array([novelty_of(v, self.channel_columns) for v in vectors])
 
     def query_nouns(self, tree: DependencyTree) -> list[str]:
-        """A text query's nameable nouns ([] without evidence)."""
-        if self.classes is None or self.nouns is None:
-            return []
-        return self.nouns.nouns(tree)
+        """A text query's nouns with evidence: those the classifier's classes name, and
+        those the word tagger tags ([] without evidence)."""
+        named = self.nouns.nouns(tree) if self.classes is not None and self.nouns else []
+        if self.tagger is not None and self.tags is not None:
+            named += [n for n in query_lemmas(tree) if self.tagger.lemma_column(n) is not None]
+        return list(dict.fromkeys(named))
 
     def evidence(self, nouns: Sequence[str], photos: np.ndarray) -> np.ndarray | None:
-        """Each of ``photos``' evidence for a query's nameable ``nouns`` (None without)."""
-        if self.classes is None or self.nouns is None or not nouns:
+        """Each of ``photos``' evidence for a query's ``nouns`` (None without): the
+        largest of the classifier's (its best noun) and the tagger's (its worst noun:
+        "a man riding a horse" needs both)."""
+        if not nouns:
             return None
-        ids, probs = self.classes
         idx = np.asarray(photos, np.int64)
-        return self.nouns.evidence(nouns, ids[idx], probs[idx])
+        out: np.ndarray | None = None
+        if self.classes is not None and self.nouns is not None:
+            ids, probs = self.classes
+            out = self.nouns.evidence(nouns, ids[idx], probs[idx])
+        if self.tagger is not None and self.tags is not None:
+            cols = [c for n in nouns if (c := self.tagger.lemma_column(n)) is not None]
+            if cols:  # every tagged noun must be there (max, mean: dev AUROC 0.88, 0.89)
+                tagged = self.tags[idx][:, cols].min(axis=1).astype(np.float64)
+                out = tagged if out is None else np.maximum(out, tagged)
+        return out
 
 
 def caption_nouns(data: SplitData) -> list[frozenset[str]]:
@@ -718,8 +735,11 @@ def measure(
     runs: Sequence[ConceptRun],
     model: RelevanceModel,
     checks: CaptionChecks | None = None,
+    short_threshold: float | None = None,
 ) -> dict[str, Any]:
-    """The figures of ``model`` on one split's pools (see the module docstring)."""
+    """The figures of ``model`` on one split's pools (see the module docstring); the
+    single-concept queries ("no match") at ``short_threshold`` when given (they are
+    short queries), the caption queries at ``model.threshold``."""
     from sklearn.metrics import roc_auc_score
 
     out: dict[str, Any] = {"threshold": model.threshold}
@@ -752,7 +772,9 @@ def measure(
         "relevance": float(roc_auc_score(ys, ps)),
         "score": float(roc_auc_score(ys, ss)),
     }
-    out["no_match"] = no_match_figures(runs, model, model.threshold)
+    short = model.threshold if short_threshold is None else short_threshold
+    out["short_threshold"] = short
+    out["no_match"] = no_match_figures(runs, model, short)
     if checks is not None:
         out["caption_queries"] = caption_figures(
             checks, caption_relevance(checks, model), model.threshold

@@ -135,10 +135,10 @@ def fit_tagger(
         logits = x @ w.T + b
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, t)
         loss = loss + 0.5 * weight_decay * (w * w).sum() / len(words)
-        loss.backward()  # type: ignore[no-untyped-call]
+        loss.backward()
         return loss
 
-    opt.step(closure)  # type: ignore[no-untyped-call]
+    opt.step(closure)
     return WordTagger(
         tuple(words),
         backbone,

@@ -3,6 +3,7 @@ like it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PIL import Image
@@ -40,27 +41,30 @@ class Search:
         return self.queries.is_cached(cleaned)
 
     def run(
-        self, cleaned: str, ask: PageAsk, threshold: float | None = None
-    ) -> tuple[Page, Timings]:
+        self, cleaned: str, ask: PageAsk, min_relevance: float | None = None
+    ) -> tuple[Page, Timings, float | None]:
         """The page ``ask`` wants of the photos that match a cleaned query (filtered in
-        the search), each with its relevance (read from the query's top scores,
-        ``service.relevance``); ``threshold``: the ``min_relevance`` applied."""
+        the search), each with its relevance (read from the query's top scores and, for a
+        query with a tagged noun, each hit's evidence: ``service.relevance``), and the
+        threshold applied: ``min_relevance``, else the default for the query."""
         timings: Timings = {}
-        vec = self.queries.vector(cleaned, timings)
+        vec, nouns = self.queries.vector_and_nouns(cleaned, timings)
+        columns = self.judge.tagged(nouns)
+        threshold = self.judge.threshold(min_relevance, bool(columns), cleaned)
+        fetched: list[int] = []
 
         def fetch(n: int) -> list[tuple[int, float]]:
-            return self.gallery.rank_images(vec, n, ask.where)
+            hits = self.gallery.rank_images(vec, n, ask.where)
+            fetched[:] = [i for i, _ in hits]
+            return hits
+
+        def judge(scores: Sequence[float]) -> list[float | None]:
+            evidence = self.judge.evidence(columns, fetched[: len(scores)])
+            return self.judge.of("text-image", scores, vec, cleaned, evidence)
 
         with self.stages.stage("search", timings):
-            page = photo_page(
-                self.gallery,
-                fetch,
-                lambda scores: self.judge.of("text-image", scores, vec, cleaned),
-                ask,
-                threshold,
-                cleaned,
-            )
-        return page, timings
+            page = photo_page(self.gallery, fetch, judge, ask, threshold, cleaned)
+        return page, timings, threshold
 
 
 @dataclass(eq=False)

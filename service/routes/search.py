@@ -53,10 +53,11 @@ async def search(
     next page is asked for with ``cursor`` (the ``next`` of this one)."""
     check_k(k, settings)
     cleaned = capability.clean(text)
-    threshold = capability.judge.threshold(min_relevance)
     ask = PageAsk(k, where, paging.order, paging.cursor)
     async with admission.slots(*(() if capability.is_cached(cleaned) else ("parse",))):
-        page, timings = await run_in_threadpool(capability.run, cleaned, ask, threshold)
+        page, timings, threshold = await run_in_threadpool(
+            capability.run, cleaned, ask, min_relevance
+        )
     return SearchResponse(
         query=text, order=paging.order, **page_hits(page, threshold), timings_ms=timings
     )

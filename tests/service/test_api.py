@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
@@ -418,3 +419,23 @@ def test_a_bad_min_relevance_is_a_422_problem(client, value, gallery_photo):
         assert res.status_code == 422, res.text
         assert res.headers["content-type"].startswith("application/problem+json")
         assert "min_relevance" in res.text
+
+
+def test_a_query_with_a_tagged_noun_is_judged_with_each_photos_evidence(service_components):
+    """The vector tagger reads the gallery's stored vectors: for "a dog", the photos whose
+    captions name a dog get more evidence than the others, and the judge passes it (a
+    query whose nouns it does not tag, "a giraffe", has none)."""
+    judge, gallery = service_components.judge, service_components.gallery
+    assert judge.tagger is not None and judge.tagger.backbone.startswith("vectors:")
+    columns = judge.tagged(["dog"])
+    assert columns and judge.tagged(["giraffe"]) == []
+    ids = gallery.image_ids()
+    dog = np.array(["dog" in " ".join(c.text for c in gallery.captions_of(i)).lower() for i in ids])
+    assert dog.any() and not dog.all()
+    evidence = judge.evidence(columns, ids)
+    assert evidence is not None and evidence[dog].min() > evidence[~dog].max()
+    assert judge.evidence([], ids) is None
+    scores = np.linspace(0.6, 0.3, len(ids))
+    assert judge.of("text-image", scores, None, "a dog", evidence) != judge.of(
+        "text-image", scores, None, "a dog"
+    )

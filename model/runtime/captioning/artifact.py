@@ -72,6 +72,15 @@ def read_decoder_state(path: Path) -> dict[str, Any]:
     return state
 
 
+def restamp_decoder(path: Path, joint: Mapping[str, str]) -> None:
+    """Record another joint model's identity in a decoder (in place, atomically): for a
+    checkpoint whose channel settings changed but whose joint part (what the decoder
+    reads) did not (``groundsearch set-concepts --decoder``)."""
+    state = read_decoder_state(path)
+    state["joint"] = dict(joint)
+    torch_save(state, path)
+
+
 def load_decoder(
     path: Path, identity: Mapping[str, str] | None = None, dim: int | None = None
 ) -> CaptionDecoder:

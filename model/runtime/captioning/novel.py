@@ -118,7 +118,7 @@ class NovelWords:
         #: class × word: which word each class is called by (never-named classes: none)
         self.to_word = np.zeros((len(table), len(self.words)), np.float32)
         #: tagger column → word column, for the tagged words
-        self.tag_columns = [tagger.column(w) for w in self.tagged] if tagger is not None else []
+        self.tag_columns = [tagger.column(w) or 0 for w in self.tagged] if tagger else []
         self.tag_targets = [column[w] for w in self.tagged]
         for i, w in enumerate(table.words):
             if w:

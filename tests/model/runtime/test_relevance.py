@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
-from groundsearch.model.runtime.evidence import NounClasses, top_classes
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.relevance import (
     EVIDENCE_FLOOR,
@@ -299,25 +298,36 @@ def test_evidence_rises_with_the_score_and_with_the_evidence(shipped):
     assert levels[2][0] > levels[0][0]
 
 
-def test_with_evidence_a_dog_photo_below_another_hit_can_rise_above_it(shipped, parser, thirty):
-    """ "a dog" against 30 real Flickr8k test photos, the shipped checkpoint and the
-    backbone's classes: the photos the classifier sees a dog in are relevant at the
-    default threshold for evidence, whatever their rank, and those it sees none in are
-    not; without evidence (a gallery of 30) none of them is."""
+def test_with_evidence_the_photos_the_tagger_sees_a_dog_in_are_judged_above_the_rest(
+    shipped, parser, thirty
+):
+    """ "a dog" against 30 real Flickr8k test photos, the shipped checkpoint and its vector
+    tagger: every photo the tagger sees a dog in is judged more relevant than every photo
+    it sees none in, whatever their rank, and more than without evidence. (On so small a
+    gallery the top-20 distribution reads two thirds of it: even the dog photos stay
+    below the default threshold, with evidence or without: docs/RESULTS.md.)"""
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.tagger import (
+        VECTORS_FILE_NAME,
+        WordTagger,
+        default_path,
+        vectors_identity,
+    )
+
     model, _, feats = thirty
-    ids, probs = top_classes(model.concepts.class_probabilities(feats))
+    identity = checkpoint_identity(get_settings().default_checkpoint)
+    tagger = WordTagger.load(default_path(VECTORS_FILE_NAME), vectors_identity(identity))
     tree = parser.parse(["a dog"])[0]
     query = model.embed_sentences([tree])[0]
-    scores = model.embed_images(feats) @ query
+    photos = model.embed_images(feats)
+    scores = photos @ query
     order = np.argsort(-scores)
-    evidence = NounClasses.load().evidence(["dog"], ids[order], probs[order])
-    assert evidence is not None
+    evidence = tagger.of(["dog"], photos[order])[:, 0]
     kw = {"novelty": novelty_of(query, model.channel_columns), "words": 2}
     p = shipped.predict("text-image", scores[order], **kw, evidence=evidence)
     seen, unseen = evidence >= 0.5, evidence < 0.05
     assert seen.sum() >= 3 and unseen.sum() >= 10
-    t = shipped.default_threshold(evidence=True)
-    assert np.all(p[seen] >= t) and np.all(p[unseen] < t)
-    assert np.any(np.diff(p) > 0)  # relevance rose down the ranking somewhere
+    assert p[seen].min() > p[unseen].max()
     plain = shipped.predict("text-image", scores[order], **kw)
+    assert np.all(p[seen] > plain[seen]) and np.all(p[unseen] <= plain[unseen])
     assert np.all(plain < shipped.threshold)
