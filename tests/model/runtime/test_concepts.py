@@ -120,3 +120,30 @@ def test_entry_level_names_bring_the_everyday_word_to_the_photo(extractor):
     entry = by_name["entry"]
     assert np.allclose(entry.class_vectors[281], cat, atol=1e-6)  # tabby: "cat" to people
     assert np.allclose(by_name["imagenet"].class_vectors[281], unit[index["tabby"]], atol=1e-6)
+
+
+def test_the_tagger_share_brings_snow_to_a_snowy_photo(tmp_path):
+    """Snow is no ImageNet class: with the word tagger's share, a Flickr8k test photo
+    whose captions say snow moves towards the word; the nouns an ImageNet class is
+    called by ("dog") are left to the classifier; a share outside [0, 1] is refused."""
+    from groundsearch.model.data import load_captioned_images
+    from groundsearch.model.data.concepts import words_of
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.settings import get_settings
+
+    s = get_settings()
+    ds = load_captioned_images(s.flickr8k_dir, split="test")
+    snowy = next(
+        i for i in range(len(ds.images)) if all("snow" in words_of(c) for c in ds.captions_of(i))
+    )
+    extractor = FeatureExtractor.for_identity("efficientnet-lite2", cache_dir=tmp_path)
+    feats = extractor.embed_files([ds.image_path(snowy)])
+    index, unit = glove_table()
+    snow = unit[index["snow"]]
+    plain = ConceptChannel("efficientnet-lite2", ConceptConfig(weight=1, names="entry"))
+    mixed = ConceptChannel("efficientnet-lite2", ConceptConfig(weight=1, names="entry", tagger=0.2))
+    assert float(mixed.image_vectors(feats)[0] @ snow) > float(plain.image_vectors(feats)[0] @ snow)
+    words = dict(zip(mixed.tagger.words, mixed.tag_mask, strict=True))
+    assert words["snow"] == 1 and words["dog"] == 0 and words["man"] == 1
+    with pytest.raises(ValueError, match="tagger's share"):
+        ConceptConfig(weight=1, tagger=1.5)

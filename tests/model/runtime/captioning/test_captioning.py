@@ -167,3 +167,12 @@ def test_the_artifact_round_trips_and_is_refused_for_another_joint_model(tmp_pat
     (tmp_path / "junk.pt").write_bytes(b"not a model")
     with pytest.raises(DecoderError, match="not a caption decoder"):
         load_decoder(tmp_path / "junk.pt")
+    # re-stamped for a checkpoint whose channel settings changed: the same sentences
+    from groundsearch.model.runtime.captioning.artifact import restamp_decoder
+
+    restamp_decoder(path, {"checkpoint_sha256": "def"})
+    assert load_decoder(path, identity={"checkpoint_sha256": "def"}).generate(x) == loaded.generate(
+        x
+    )
+    with pytest.raises(DecoderError, match="trained on the joint model"):
+        load_decoder(path, identity={"checkpoint_sha256": "abc"})
