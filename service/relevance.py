@@ -110,8 +110,7 @@ class Judge:
         tagger's least probability of them on the photo's vector (None without)."""
         if not columns or self.tagger is None or self.vectors is None or not ids:
             return None
-        p = self.tagger.probabilities(self.vectors(ids))
-        return p[:, list(columns)].min(axis=1)
+        return self.tagger.probabilities(self.vectors(ids), columns).min(axis=1)
 
     def fetch(self, k: int) -> int:
         """How many hits to fetch for ``k``: enough for the score distribution."""

@@ -100,12 +100,16 @@ class WordTagger:
             object.__setattr__(self, "_cols", cols)
         return cols
 
-    def probabilities(self, features: np.ndarray) -> np.ndarray:
-        """Each photo's probability of each word (photos × words, float32)."""
+    def probabilities(
+        self, features: np.ndarray, columns: Sequence[int] | None = None
+    ) -> np.ndarray:
+        """Each photo's probability of each word (photos × words, float32; of the words
+        in ``columns`` only, in that order, when given)."""
         z = np.asarray(features, np.float32)
         if z.ndim != 2 or z.shape[1] != self.dim:
             raise TaggerError(f"features must be n × {self.dim}, got {z.shape}")
-        logits = ((z - self.mean) / self.scale) @ self.weight.T + self.bias
+        rows = slice(None) if columns is None else list(columns)
+        logits = ((z - self.mean) / self.scale) @ self.weight[rows].T + self.bias[rows]
         return (1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))).astype(np.float32)
 
     def of(self, words: Sequence[str], features: np.ndarray) -> np.ndarray:

@@ -83,3 +83,9 @@ def test_the_shipped_tagger_sees_dogs_and_snow_on_flickr8k_test_photos(parser, t
         named = np.array([any(word in words_of(c) for c in ds.captions_of(i)) for i in photos])
         assert named.any() and not named.all(), word
         assert p[named, k].mean() > p[~named, k].mean() + 0.3, word
+
+
+def test_some_columns_only_are_the_same_probabilities():
+    tagger = small()
+    z = np.random.default_rng(1).normal(size=(5, 4)).astype(np.float32)
+    np.testing.assert_allclose(tagger.probabilities(z, [2, 0]), tagger.probabilities(z)[:, [2, 0]])
