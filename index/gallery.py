@@ -205,6 +205,14 @@ class Gallery:
         rows = records.caption_texts(self.records.reader(), [image_id]).get(image_id, [])
         return [CaptionRecord(cid, text, image_id) for cid, text in rows]
 
+    def image_vectors(self, ids: Sequence[int]) -> np.ndarray:
+        """The vectors of photos ``ids``, in order; UnknownItemError if one is gone."""
+        found = records.vectors_of(self.records.reader(), "images", ids)
+        missing = [i for i in ids if int(i) not in found]
+        if missing:
+            raise UnknownItemError(f"no image with id {missing[0]} in the gallery")
+        return np.stack([found[int(i)] for i in ids]) if ids else np.zeros((0, self.dim))
+
     def image_vector(self, image_id: int) -> np.ndarray:
         vector = records.vector(self.records.reader(), "images", image_id)
         if vector is None:

@@ -540,6 +540,18 @@ def vector(db: sqlite3.Connection, kind: str, item: int) -> np.ndarray | None:
     return None if row is None else unblob(row[0]).copy()
 
 
+def vectors_of(db: sqlite3.Connection, kind: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """The vectors of the items ``ids`` still there, by id (one query per 500 ids)."""
+    out: dict[int, np.ndarray] = {}
+    wanted = [int(i) for i in ids]
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = db.execute(f"SELECT id, vector FROM {TABLES[kind]} WHERE id IN ({marks})", chunk)
+        out.update((int(i), unblob(v).copy()) for i, v in rows)
+    return out
+
+
 def files_of(db: sqlite3.Connection, photo_id: int) -> list[str]:
     """The indexed files that hold a photo's content, oldest first."""
     rows = db.execute("SELECT path FROM files WHERE photo_id = ? ORDER BY rowid", (photo_id,))

@@ -130,7 +130,7 @@ class Components:
             identity,
             relevance,
             int(getattr(model, "channel_columns", 0)),
-            gallery.image_vector,
+            gallery,
         )
         _warm_up(sentences, photos, writer)
         watching = None

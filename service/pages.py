@@ -166,9 +166,13 @@ def paginate(
     cursor: Cursor | None = None,
     query: str = "",
     window: int = WINDOW,
+    monotone: bool = True,
 ) -> Page:
     """The page of ``k`` hits after ``cursor`` (the first without one) of a ranking read
-    through ``fetch``, in ``order``; its next cursor and the total above ``threshold``."""
+    through ``fetch``, in ``order``; its next cursor and the total above ``threshold``.
+    ``monotone``: relevance never rises down the ranking, so the first hit below the
+    threshold ends the count (with per-hit evidence it may rise: the count reads the
+    window)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     n = max(FIRST, 2 * k + (cursor.served if cursor else 0))
@@ -180,7 +184,7 @@ def paginate(
             for (item, ident, score, taken), r in zip(got, relevance, strict=True)
         ]
         ended = len(got) < n  # the whole ranking is read
-        below = bool(hits) and not _above(hits[-1], threshold)  # past the cutoff
+        below = monotone and bool(hits) and not _above(hits[-1], threshold)  # past the cutoff
         total_ready = ended or below or n >= window
         good = [h for h in hits if _above(h, threshold)]
         if order == "relevance":

@@ -40,6 +40,7 @@ def photo_page(
     ask: PageAsk,
     threshold: float | None,
     query: object,
+    monotone: bool = True,
 ) -> Page:
     """The page ``ask`` wants of a ranking, its hits' items the photos' records; ``query``
     identifies it in the cursor (its text or photo), with the filters and threshold
@@ -53,7 +54,7 @@ def photo_page(
         when = gallery.taken_at([i for i, _ in hits]) if dated else {}
         return [(None, i, s, when.get(i)) for i, s in hits]
 
-    page = paginate(ranked, judge, ask.k, ask.order, threshold, cursor, key)
+    page = paginate(ranked, judge, ask.k, ask.order, threshold, cursor, key, monotone=monotone)
     found = gallery.image_records([h.id for h in page.hits])
     hits = [
         Ranked(found[h.id], h.id, h.score, h.taken_at, h.relevance)

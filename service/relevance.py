@@ -31,6 +31,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from groundsearch.index.errors import UnknownItemError
+from groundsearch.index.gallery import Gallery
 from groundsearch.model.runtime.relevance import (
     RelevanceError,
     RelevanceModel,
@@ -163,14 +165,24 @@ def serving_judge(
     identity: dict[str, str],
     relevance: RelevanceModel | None,
     channel_columns: int,
-    image_vector: Callable[[int], np.ndarray],
+    gallery: Gallery,
 ) -> Judge:
     """The judge a server (or the terminal's local search) uses: the relevance model,
-    and the vector tagger reading hit photos' stored vectors (``image_vector``)."""
+    and the vector tagger reading hit photos' stored vectors (one query for a page; a
+    photo removed since it was ranked reads as a zero vector: it leaves the page)."""
     tagger = served_tagger(settings, identity, relevance)
 
     def vectors(ids: Sequence[int]) -> np.ndarray:
-        return np.stack([image_vector(int(i)) for i in ids])
+        try:
+            return gallery.image_vectors(ids)
+        except UnknownItemError:
+            rows = []
+            for i in ids:
+                try:
+                    rows.append(gallery.image_vector(int(i)))
+                except UnknownItemError:
+                    rows.append(np.zeros(gallery.dim, np.float32))
+            return np.stack(rows)
 
     return Judge(relevance, channel_columns, tagger, vectors if tagger is not None else None)
 

@@ -144,7 +144,7 @@ class LocalGallery:
             identity,
             relevance,
             int(getattr(model, "channel_columns", 0)),
-            gallery.image_vector,
+            gallery,
         )
         return cls(settings, gallery, identity, parser, model, door, judge, clock)
 

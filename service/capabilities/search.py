@@ -63,7 +63,9 @@ class Search:
             return self.judge.of("text-image", scores, vec, cleaned, evidence)
 
         with self.stages.stage("search", timings):
-            page = photo_page(self.gallery, fetch, judge, ask, threshold, cleaned)
+            page = photo_page(
+                self.gallery, fetch, judge, ask, threshold, cleaned, monotone=not columns
+            )
         return page, timings, threshold
 
 

@@ -117,3 +117,20 @@ def test_a_cursor_is_tied_to_its_query_and_order() -> None:
     for bad in ("", "nope", "e30", page.next[:-3]):
         with pytest.raises(CursorError):
             Cursor.decode(bad, "date", fingerprint("a dog", None))
+
+
+def test_when_relevance_may_rise_down_the_ranking_the_total_reads_the_window() -> None:
+    """Per-hit evidence can judge a lower-scored photo relevant: the first hit below the
+    threshold then does not end the count, so the total is the same whatever k asked."""
+    ranking = Ranking({i: (0.99 - i / 1000, float(i)) for i in range(1, 101)})
+
+    def rising(scores):  # every tenth hit relevant, whatever its rank
+        return [0.9 if round((0.99 - s) * 1000) % 10 == 5 else 0.1 for s in scores]
+
+    totals = {
+        k: paginate(ranking.fetch, rising, k, "relevance", 0.5, None, "q", monotone=False).total
+        for k in (1, 5, 30)
+    }
+    assert totals == {1: 10, 5: 10, 30: 10}
+    # read as if it could not rise, the count stops at the first hit below the threshold
+    assert paginate(ranking.fetch, rising, 1, "relevance", 0.5, None, "q").total == 2
