@@ -184,7 +184,7 @@ class NovelWords:
         """The tagger's probability of each tagged word (n × words; 0 for the others)."""
         out = np.zeros((len(features), len(self.words)), np.float32)
         if self.tagger is not None and self.tagged:
-            out[:, self.tag_targets] = self.tagger.probabilities(features)[:, self.tag_columns]
+            out[:, self.tag_targets] = self.tagger.probabilities(features, self.tag_columns)
         return out
 
     def seen(self, features: np.ndarray, floor: float = 0.05, top: int = 5) -> list[list[Seen]]:
