@@ -331,3 +331,25 @@ def test_with_evidence_the_photos_the_tagger_sees_a_dog_in_are_judged_above_the_
     plain = shipped.predict("text-image", scores[order], **kw)
     assert np.all(p[seen] > plain[seen]) and np.all(p[unseen] <= plain[unseen])
     assert np.all(plain < shipped.threshold)
+
+
+def test_a_short_query_threshold_applies_to_short_queries_with_evidence_only(shipped, tmp_path):
+    """``fit-relevance --short`` (not shipped): queries of 1..SHORT_WORDS words judged with
+    evidence take ``short_threshold``; longer ones and queries without evidence do not;
+    it survives the JSON round trip, and the shipped model has none."""
+    from dataclasses import replace
+
+    from groundsearch.model.runtime.relevance import SHORT_WORDS
+
+    assert shipped.short_threshold is None
+    assert shipped.default_threshold(evidence=True, words=2) == shipped.evidence_threshold
+    model = replace(shipped, short_threshold=0.4)
+    assert model.default_threshold(evidence=True, words=SHORT_WORDS) == 0.4
+    assert (
+        model.default_threshold(evidence=True, words=SHORT_WORDS + 1) == shipped.evidence_threshold
+    )
+    assert model.default_threshold(evidence=False, words=2) == shipped.threshold
+    model.save(tmp_path / "r.json")
+    assert load_relevance(tmp_path / "r.json").short_threshold == 0.4
+    with pytest.raises(RelevanceError, match="threshold"):
+        replace(shipped, short_threshold=1.5)
