@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CANDIDATES_PER_HIT", "DIMS", "MIN_CANDIDATES", "Sketch"]
+__all__ = ["CANDIDATES_PER_HIT", "DIMS", "MIN_CANDIDATES", "Sketch", "SketchKeeper"]
 
 #: Principal components kept (``bench/filtered_search.py``; 32 dims and 256 candidates
 #: kept the exact top 10 of 1 % and 5 % of 300k synthetic vectors 99.9 % of the time).
@@ -93,3 +93,33 @@ class Sketch:
             return np.arange(rows.size)
         scores = self.rows[rows] @ self.query(query)
         return np.argpartition(-scores, count - 1)[:count]
+
+
+class SketchKeeper:
+    """The sketch of one index's growing main: trained once the main holds ``start``
+    vectors (on a seeded sample of ``sample``), tried again when the main has doubled
+    since a sketch was found untrustworthy, extended to the main's new rows, and dropped
+    when the main is replaced (a rebuild)."""
+
+    def __init__(self, start: int, sample: int) -> None:
+        self.start, self.sample = start, sample
+        self._sketch: Sketch | None = None
+        self._of: object = None  # the main it copies
+        self._tried = 0  # the main's size when last trained
+
+    def of(self, main: object, stored: np.ndarray) -> Sketch | None:
+        """The sketch of ``main``, whose vectors in row order are ``stored`` (None: too
+        small, or no trustworthy sketch yet)."""
+        n = int(stored.shape[0])
+        if n < self.start:
+            return None
+        if self._of is not main:  # main rebuilt
+            self._sketch, self._of, self._tried = None, main, 0
+        if self._sketch is None and (not self._tried or n >= 2 * self._tried):
+            self._tried = n
+            rows = np.random.default_rng(0).choice(n, size=min(n, self.sample), replace=False)
+            self._sketch = Sketch.train(stored[np.sort(rows)])
+        if self._sketch is not None:
+            for begin in range(self._sketch.n, n, 100_000):
+                self._sketch.extend(stored[begin : min(n, begin + 100_000)])
+        return self._sketch

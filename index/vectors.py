@@ -53,7 +53,7 @@ from groundsearch.files import write_text
 from groundsearch.index import compressed, index_kinds
 from groundsearch.index.compressed import CompressedIndex
 from groundsearch.index.index_kinds import COMPRESSED, KINDS, IndexSettings
-from groundsearch.index.sketches import CANDIDATES_PER_HIT, MIN_CANDIDATES, Sketch
+from groundsearch.index.sketches import CANDIDATES_PER_HIT, MIN_CANDIDATES, SketchKeeper
 
 __all__ = ["KINDS", "IndexSettings", "VectorIndex", "as_matrix", "clear_leftovers"]
 
@@ -106,9 +106,7 @@ class VectorIndex:
         self.last_id = 0
         self.last_removal = 0
         self._lock = threading.RLock()
-        self._sketch: Sketch | None = None
-        self._sketch_of: Any = None  # the main it copies, and its size when last tried
-        self._sketch_tried = 0
+        self._sketches = SketchKeeper(SKETCH_FROM, SKETCH_SAMPLE)
 
     def __len__(self) -> int:
         """Live (not removed) vectors."""
@@ -328,10 +326,12 @@ class VectorIndex:
         count = max(MIN_CANDIDATES, CANDIDATES_PER_HIT * int(k))
         ids = np.asarray(ids, np.int64)
         with self._lock:
-            if ids.size <= count or self._main_sketch() is None:
+            sketch = None
+            large = self.kind not in COMPRESSED and self._main.ntotal >= SKETCH_FROM
+            if ids.size > count and large:
+                sketch = self._sketches.of(self._main, _stored(self._main))
+            if sketch is None:
                 return self.score(query, ids)
-            sketch = self._sketch
-            assert sketch is not None
             q = as_matrix(query, self.dim, "query")[0]
             ids = ids[~np.isin(ids, self._removed(), assume_unique=True)]
             pos = _positions(self._main, ids)
@@ -343,25 +343,6 @@ class VectorIndex:
                 return main_ids, main_scores
             rest_ids, rest_scores = self.score(query, ids[~held])
         return np.concatenate([main_ids, rest_ids]), np.concatenate([main_scores, rest_scores])
-
-    def _main_sketch(self) -> Sketch | None:
-        """Main's sketch, trained when main is large enough (again when it has doubled
-        since a sketch was found untrustworthy) and extended to its new vectors."""
-        main, n = self._main, int(self._main.ntotal)
-        if self.kind in COMPRESSED or n < SKETCH_FROM:
-            return None
-        if self._sketch_of is not main:  # main rebuilt
-            self._sketch, self._sketch_of, self._sketch_tried = None, main, 0
-        stored = _stored(main)
-        if self._sketch is None and (not self._sketch_tried or n >= 2 * self._sketch_tried):
-            self._sketch_tried = n
-            rows = np.random.default_rng(0).choice(n, size=min(n, SKETCH_SAMPLE), replace=False)
-            self._sketch = Sketch.train(stored[np.sort(rows)])
-        sketch = self._sketch
-        if sketch is not None:
-            for start in range(sketch.n, n, 100_000):
-                sketch.extend(stored[start : min(n, start + 100_000)])
-        return sketch
 
     def search_among(
         self, query: np.ndarray, k: int, ids: np.ndarray, settings: IndexSettings | None = None
