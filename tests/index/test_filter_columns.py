@@ -100,6 +100,24 @@ def test_a_sketch_is_trained_only_where_it_keeps_the_true_neighbours():
     assert sketch is not None
 
 
+def test_a_keeper_trains_once_large_extends_and_starts_over_for_a_new_main():
+    from groundsearch.index.sketches import SketchKeeper
+
+    x = clustered(9000, 128, seed=2)
+    keeper, main = SketchKeeper(start=5000, sample=3000), object()
+    assert keeper.of(main, x[:4000]) is None  # too small
+    first = keeper.of(main, x[:6000])
+    assert first is not None and first.n == 6000
+    again = keeper.of(main, x)
+    assert again is first and first.n == 9000  # the same main grew: extended
+    rebuilt = keeper.of(object(), x)
+    assert rebuilt is not None and rebuilt is not first and rebuilt.n == 9000
+    noise = np.random.default_rng(0).normal(size=(6000, 128)).astype(np.float32)
+    other = SketchKeeper(start=5000, sample=3000)
+    assert other.of(main, noise) is None  # untrustworthy: not retried until it doubles
+    assert other.of(main, noise[:5999]) is None
+
+
 def test_the_likeliest_scored_are_the_best_of_many_ids(monkeypatch):
     monkeypatch.setattr(vectors, "SKETCH_FROM", 5_000)
     x = clustered(20_000, 128, seed=4)
