@@ -63,7 +63,7 @@ from groundsearch.index.gallery import INDEX_DIR, Gallery
 from groundsearch.index.index_kinds import AUTO, KINDS, IndexSettings, choose_kind
 from groundsearch.index.records import DB_FILE, Records
 from groundsearch.index.search_indexes import SearchIndexes
-from groundsearch.index.vectors import VectorIndex, as_matrix
+from groundsearch.index.vectors import VectorIndex, as_additions, as_matrix, check_after
 
 __all__ = [
     "MANIFEST",
@@ -422,14 +422,10 @@ class ShardedIndex(VectorIndex):
     # --- changing (the front pushes the records' changes) -----------------------------------------
 
     def add(self, ids: Any, vectors: np.ndarray) -> None:
-        id_arr = np.fromiter((int(i) for i in ids), dtype=np.int64)
-        arr = as_matrix(vectors, self.dim)
-        if arr.shape[0] != id_arr.shape[0]:
-            raise ValueError(f"got {arr.shape[0]} vectors for {id_arr.shape[0]} ids")
+        id_arr, arr = as_additions(ids, vectors, self.dim)
         if not id_arr.size:
             return
-        if id_arr.min() <= self.last_id or np.any(np.diff(id_arr) <= 0):
-            raise ValueError("ids must increase and be larger than every id added")
+        check_after(id_arr, self.last_id)
         owner = shard_of(id_arr, self.fanout.shards)
         args: list[tuple[Any, ...] | None] = [
             (id_arr[owner == s], arr[owner == s]) if (owner == s).any() else None

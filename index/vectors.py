@@ -72,6 +72,23 @@ SKETCH_SAMPLE = 20_000
 KEEP_YOUNG_S = 600
 
 
+def as_additions(
+    ids: Iterable[int], vectors: np.ndarray, dim: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ids and vectors to add, as int64 and float32 arrays of one length (ValueError)."""
+    id_arr = np.fromiter((int(i) for i in ids), dtype=np.int64)
+    arr = as_matrix(vectors, dim)
+    if arr.shape[0] != id_arr.shape[0]:
+        raise ValueError(f"got {arr.shape[0]} vectors for {id_arr.shape[0]} ids")
+    return id_arr, arr
+
+
+def check_after(ids: np.ndarray, last_id: int) -> None:
+    """ValueError unless ``ids`` increase and are all larger than ``last_id``."""
+    if ids.min() <= last_id or np.any(np.diff(ids) <= 0):
+        raise ValueError("ids must increase and be larger than every id added")
+
+
 def as_matrix(x: np.ndarray, dim: int, what: str = "vectors") -> np.ndarray:
     """``x`` as a C-contiguous float32 ``n×dim`` matrix of finite numbers (ValueError)."""
     arr = np.asarray(x)
@@ -227,15 +244,11 @@ class VectorIndex:
 
     def add(self, ids: Iterable[int], vectors: np.ndarray) -> None:
         """Add vectors under ids larger than every id added so far."""
-        id_arr = np.fromiter((int(i) for i in ids), dtype=np.int64)
-        arr = as_matrix(vectors, self.dim)
-        if arr.shape[0] != id_arr.shape[0]:
-            raise ValueError(f"got {arr.shape[0]} vectors for {id_arr.shape[0]} ids")
+        id_arr, arr = as_additions(ids, vectors, self.dim)
         if not id_arr.size:
             return
         with self._lock:
-            if id_arr.min() <= self.last_id or np.any(np.diff(id_arr) <= 0):
-                raise ValueError("ids must increase and be larger than every id added")
+            check_after(id_arr, self.last_id)
             (self._delta if self.sealed else self._main).add_with_ids(arr, id_arr)
             self.last_id = int(id_arr[-1])
 

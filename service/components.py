@@ -125,13 +125,7 @@ class Components:
         )
         photos = PhotoVectors(extractor, model, stages)
         relevance, relevance_status = served_relevance(settings, identity)
-        judge = serving_judge(
-            settings,
-            identity,
-            relevance,
-            int(getattr(model, "channel_columns", 0)),
-            gallery,
-        )
+        judge = serving_judge(settings, identity, relevance, model, gallery)
         _warm_up(sentences, photos, writer)
         watching = None
         if settings.watch_folders:  # last: its full pass writes what the routes then read

@@ -105,14 +105,14 @@ class Judge:
         """The tagger's columns of a query's noun lemmas ([]: no evidence for it)."""
         if self.tagger is None or self.vectors is None or self.model is None:
             return []
-        return [c for n in nouns if (c := self.tagger.lemma_column(n)) is not None]
+        return self.tagger.columns_of(nouns)
 
     def evidence(self, columns: Sequence[int], ids: Sequence[int]) -> np.ndarray | None:
         """Each hit photo's evidence for a query whose tagged nouns are ``columns``: the
         tagger's least probability of them on the photo's vector (None without)."""
         if not columns or self.tagger is None or self.vectors is None or not ids:
             return None
-        return self.tagger.probabilities(self.vectors(ids), columns).min(axis=1)
+        return self.tagger.evidence(columns, self.vectors(ids))
 
     def fetch(self, k: int) -> int:
         """How many hits to fetch for ``k``: enough for the score distribution."""
@@ -164,12 +164,13 @@ def serving_judge(
     settings: ServiceSettings,
     identity: dict[str, str],
     relevance: RelevanceModel | None,
-    channel_columns: int,
+    model: object,
     gallery: Gallery,
 ) -> Judge:
-    """The judge a server (or the terminal's local search) uses: the relevance model,
-    and the vector tagger reading hit photos' stored vectors (one query for a page; a
-    photo removed since it was ranked reads as a zero vector: it leaves the page)."""
+    """The judge a server (or the terminal's local search) uses: the relevance model, how
+    ``model``'s text vectors hold their novelty, and the vector tagger reading hit photos'
+    stored vectors (one query for a page; a photo removed since it was ranked reads as a
+    zero vector: it leaves the page)."""
     tagger = served_tagger(settings, identity, relevance)
 
     def vectors(ids: Sequence[int]) -> np.ndarray:
@@ -184,7 +185,8 @@ def serving_judge(
                     rows.append(np.zeros(gallery.dim, np.float32))
             return np.stack(rows)
 
-    return Judge(relevance, channel_columns, tagger, vectors if tagger is not None else None)
+    columns = int(getattr(model, "channel_columns", 0))
+    return Judge(relevance, columns, tagger, vectors if tagger is not None else None)
 
 
 #: No relevance model: every hit's relevance is null (capabilities built without one).

@@ -21,7 +21,9 @@ from groundsearch.cli.common import (
     data_root,
     json_text,
     make_parser,
+    non_negative,
     positive_int,
+    probability,
     user_errors,
 )
 from groundsearch.settings import get_settings
@@ -431,7 +433,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--novel-threshold",
-        type=float,
+        type=probability,
         default=NOVEL_THRESHOLD,
         help=f"a word's summed class probability to be a constraint ({NOVEL_THRESHOLD})",
     )
@@ -444,7 +446,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--tagger", help="with --novel: the word tagger (default: the shipped one)")
     p.add_argument(
         "--tagger-threshold",
-        type=float,
+        type=probability,
         default=TAGGER_THRESHOLD,
         help=f"the tagger's probability for a word the decoder never learned ({TAGGER_THRESHOLD})",
     )
@@ -487,7 +489,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--weight-decay",
-        type=float,
+        type=non_negative,
         default=WEIGHT_DECAY,
         help=f"the L2 penalty (chosen on dev: {WEIGHT_DECAY})",
     )

@@ -61,6 +61,22 @@ def positive_int(text: str) -> int:
     return value
 
 
+def probability(text: str) -> float:
+    """A threshold on a probability: a number in (0, 1]."""
+    value = float(text)
+    if not 0.0 < value <= 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """A finite number of at least 0 (a penalty's weight)."""
+    value = float(text)
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
+    return value
+
+
 def rounded(value: object, digits: int = 2) -> object:
     """Floats rounded for printing, inside dicts and lists too."""
     if isinstance(value, float):

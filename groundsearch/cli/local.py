@@ -139,13 +139,7 @@ class LocalGallery:
         door = Sentences(model, parser.parse, settings.max_text_chars)
         from groundsearch.service.relevance import serving_judge
 
-        judge = serving_judge(
-            settings,
-            identity,
-            relevance,
-            int(getattr(model, "channel_columns", 0)),
-            gallery,
-        )
+        judge = serving_judge(settings, identity, relevance, model, gallery)
         return cls(settings, gallery, identity, parser, model, door, judge, clock)
 
     def close(self) -> None:

@@ -50,7 +50,7 @@ def _split_data(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]:
     photos = model.embed_images(features)
     captions = model.embed_sentences(trees)
     columns = int(getattr(model, "channel_columns", 0))
-    classes, nouns, tagger, tags = None, None, None, None
+    classes, nouns, tagger = None, None, None
     if getattr(args, "evidence", True):
         channel = getattr(model, "concepts", None) or ConceptChannel(
             model.backbone, ConceptConfig()
@@ -63,8 +63,7 @@ def _split_data(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]:
                 Path(args.tagger) if args.tagger else default_path(VECTORS_FILE_NAME),
                 vectors_identity(checkpoint_identity(checkpoint_path(args))),
             )
-            tags = tagger.probabilities(photos)  # what the gallery stores: the vectors
-    data = SplitData(ds, trees, photos, captions, columns, classes, nouns, tagger, tags)
+    data = SplitData(ds, trees, photos, captions, columns, classes, nouns, tagger)
     return model, data, parse
 
 

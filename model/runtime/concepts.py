@@ -278,13 +278,13 @@ class ConceptChannel:
         from groundsearch.model.runtime.captioning.entry_level import EntryLevel
 
         named = set(EntryLevel.load().vocabulary)
-        return np.array(
-            [not ({w, lemma} & named) for w, lemma in zip(*self._tagged_names(), strict=True)],
-            np.float32,
-        )
+        pairs = zip(self.tagger.words, self.tagger.lemmas, strict=True)
+        return np.array([not ({w, lemma} & named) for w, lemma in pairs], np.float32)
 
-    def _tagged_names(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        return self.tagger.words, self.tagger.lemmas
+    @cached_property
+    def tag_mean(self) -> np.ndarray:
+        """What every photo's tagged part shares (the tagged words' mean vector)."""
+        return np.asarray(self.tag_vectors.mean(axis=0))
 
     def image_vectors(self, features: np.ndarray) -> np.ndarray:
         """Unit ConSE vectors: the top-k classes' name vectors weighted by probability
@@ -294,7 +294,7 @@ class ConceptChannel:
         out = out - self.class_mean
         if self.config.tagger > 0:
             t = top_k(self.tagger.probabilities(features) * self.tag_mask, k)
-            tags = _unit(t @ self.tag_vectors) - self.tag_vectors.mean(axis=0)
+            tags = _unit(t @ self.tag_vectors) - self.tag_mean
             out = (1.0 - self.config.tagger) * out + self.config.tagger * tags
         return out.astype(np.float32)
 

@@ -122,6 +122,17 @@ class WordTagger:
                 out[:, k] = p[:, j]
         return out
 
+    def columns_of(self, lemmas: Sequence[str]) -> list[int]:
+        """The columns of the words whose lemmas are among ``lemmas`` (a query's nouns)."""
+        return [c for n in lemmas if (c := self.lemma_column(n)) is not None]
+
+    def evidence(self, columns: Sequence[int], vectors: np.ndarray) -> np.ndarray:
+        """Each photo's evidence for a query whose tagged nouns are ``columns``: the least
+        of their probabilities ("a man riding a horse" needs both; with the feature
+        tagger beside the classifier, the largest or the mean gave a dev AUROC of 0.85 and
+        0.89 against 0.91) — what relevance is fitted on and what the service passes."""
+        return self.probabilities(vectors, columns).min(axis=1).astype(np.float64)
+
     def subset(self, words: Sequence[str]) -> WordTagger:
         """The tagger of ``words`` only (each one it knows)."""
         rows = [self._columns[w] for w in words]

@@ -169,9 +169,8 @@ class SplitData:
     channel_columns: int
     classes: tuple[np.ndarray, np.ndarray] | None = None
     nouns: NounClasses | None = None
-    #: the word tagger and each photo's probabilities of its words (photos × words)
+    #: the word tagger of the photo vectors (evidence)
     tagger: WordTagger | None = None
-    tags: np.ndarray | None = None
 
     @property
     def caption_image(self) -> np.ndarray:
@@ -184,7 +183,7 @@ class SplitData:
         """A text query's nouns with evidence: those the classifier's classes name, and
         those the word tagger tags ([] without evidence)."""
         named = self.nouns.nouns(tree) if self.classes is not None and self.nouns else []
-        if self.tagger is not None and self.tags is not None:
+        if self.tagger is not None:
             named += [n for n in query_lemmas(tree) if self.tagger.lemma_column(n) is not None]
         return list(dict.fromkeys(named))
 
@@ -199,11 +198,9 @@ class SplitData:
         if self.classes is not None and self.nouns is not None:
             ids, probs = self.classes
             out = self.nouns.evidence(nouns, ids[idx], probs[idx])
-        if self.tagger is not None and self.tags is not None:
-            cols = [c for n in nouns if (c := self.tagger.lemma_column(n)) is not None]
-            if cols:  # every tagged noun must be there (max, mean: dev AUROC 0.88, 0.89)
-                tagged = self.tags[idx][:, cols].min(axis=1).astype(np.float64)
-                out = tagged if out is None else np.maximum(out, tagged)
+        if self.tagger is not None and (cols := self.tagger.columns_of(nouns)):
+            tagged = self.tagger.evidence(cols, self.photos[idx])
+            out = tagged if out is None else np.maximum(out, tagged)
         return out
 
 

@@ -102,3 +102,24 @@ def test_without_a_gallery_the_cached_features_give_the_vectors_and_concepts_are
     scores = json.loads(scored.read_text())
     assert set(scores["held_out"]["mention"]["concepts"]) == set(summary["hold_out"])
     assert scores["photos"] == 3 and scores["novel"]["count"] == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["evaluate-captions", "--novel", "--tagger-threshold", "0"], "--tagger-threshold: must"),
+        (["evaluate-captions", "--novel", "--novel-threshold", "nan"], "--novel-threshold: must"),
+        (["train-tagger", "--out", "t.npz", "--weight-decay", "-1"], "--weight-decay: must"),
+        (["set-concepts", "--tagger", "1.5", "--out", "x.pt"], "tagger's share must be in [0, 1]"),
+    ],
+)
+def test_bad_tagger_settings_are_refused_with_their_flag(argv, message, capsys, tmp_path):
+    from groundsearch.cli import main
+
+    argv = [str(tmp_path / a) if a.endswith((".npz", ".pt")) else a for a in argv]
+    try:
+        status = main(argv)  # a command's own check: a CLI error
+    except SystemExit as exit_:  # argparse's check of the flag
+        status = exit_.code
+    assert status == 2 and message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing written

@@ -105,6 +105,8 @@ class NovelWords:
             )
         if not 0.0 < threshold <= 1.0 or count < 0:
             raise ValueError(f"threshold must be in (0, 1] and count ≥ 0, got {threshold}, {count}")
+        if not 0.0 < tagger_threshold <= 1.0:
+            raise ValueError(f"the tagger's threshold must be in (0, 1], got {tagger_threshold}")
         self.weight, self.bias, self.table = weight.float(), bias.float(), table
         self.threshold, self.count, self.known = threshold, count, known
         self.learned_threshold = learned_threshold
@@ -118,7 +120,8 @@ class NovelWords:
         #: class × word: which word each class is called by (never-named classes: none)
         self.to_word = np.zeros((len(table), len(self.words)), np.float32)
         #: tagger column → word column, for the tagged words
-        self.tag_columns = [tagger.column(w) or 0 for w in self.tagged] if tagger else []
+        own = {w: j for j, w in enumerate(tagger.words)} if tagger is not None else {}
+        self.tag_columns = [own[w] for w in self.tagged]
         self.tag_targets = [column[w] for w in self.tagged]
         for i, w in enumerate(table.words):
             if w:

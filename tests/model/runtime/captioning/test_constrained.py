@@ -14,6 +14,7 @@ from groundsearch.model.runtime.captioning.beam import (
     constrained_search,
     sentence_of,
 )
+from groundsearch.model.runtime.captioning.entry_level import EntryLevel
 from groundsearch.model.runtime.captioning.words import tokenize
 from tests.model.runtime.captioning.test_captioning import (
     CAPTIONS,
@@ -96,17 +97,21 @@ def test_bad_constraints_are_refused():
         Constraints([[4]], ("wolf",), ())
 
 
-def test_novel_words_borrow_a_trained_noun_and_pick_confident_words():
-    from groundsearch.model.runtime.captioning.entry_level import EntryLevel
-    from groundsearch.model.runtime.captioning.novel import NovelWords
-
+def novel_setup() -> tuple[CaptionDecoder, EntryLevel, torch.Tensor]:
+    """A small decoder that learned "cat", the entry-level table, and an empty
+    1000 × 4 classifier weight for a test to fill."""
     torch.manual_seed(0)
     decoder = CaptionDecoder(
         DecoderConfig(dim=8, embed=6, hidden=16, cond=8),
         DecoderVocab.build([*CAPTIONS, *["a cat on a rock"] * 5]),
     )
-    table = EntryLevel.load()
-    weight = torch.zeros((1000, 4))
+    return decoder, EntryLevel.load(), torch.zeros((1000, 4))
+
+
+def test_novel_words_borrow_a_trained_noun_and_pick_confident_words():
+    from groundsearch.model.runtime.captioning.novel import NovelWords
+
+    decoder, table, weight = novel_setup()
     cat_classes = [i for i, w in enumerate(table.words) if w == "cat"]
     weight[cat_classes, 0] = 1.0  # feature 0: the domestic cats
     weight[table.classes.index("tiger"), 1] = 1.0
@@ -133,17 +138,10 @@ def test_the_tagger_speaks_for_words_the_decoder_never_learned_one_per_photo():
     """The word tagger's nouns the decoder never learned are candidates from its own
     threshold, and only its most probable one per photo (a "biker" would fit anywhere);
     the classifier's words keep their count."""
-    from groundsearch.model.runtime.captioning.entry_level import EntryLevel
     from groundsearch.model.runtime.captioning.novel import TAGGER_COUNT, NovelWords
     from groundsearch.model.runtime.tagger import WordTagger
 
-    torch.manual_seed(0)
-    decoder = CaptionDecoder(
-        DecoderConfig(dim=8, embed=6, hidden=16, cond=8),
-        DecoderVocab.build([*CAPTIONS, *["a cat on a rock"] * 5]),
-    )
-    table = EntryLevel.load()
-    weight = torch.zeros((1000, 4))
+    decoder, table, weight = novel_setup()
     weight[table.classes.index("tiger"), 1] = 1.0
     tagger = WordTagger(
         ("sled", "biker", "dog"),
