@@ -100,7 +100,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else get_settings().model_dir / "relevance.json"
     with user_errors(*_errors()):
         model, data, parse = _split_data(args, args.split)
-        pools, runs, checks = gather(data, model.embed_sentences, parse)
+        pools, runs, checks = gather(data, model.embed_sentences, parse, concepts=_concepts(args))
         kinds = fit(pools)
         small = fit_small(pools)
         evidence, evidence_small = fit_evidence(pools) if args.evidence else ({}, {})
@@ -110,6 +110,8 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "split": args.split,
             "queries": {k: p.queries for k, p in pools.items()},
             "concept_share": CONCEPT_SHARE,
+            "concept_labels": "a caption uses one of the concept's forms"
+            + ("" if args.forms_only else " or kinds (model.data.concepts.KINDS)"),
             "labels": "captions <-> photos: its own photo, or a photo whose consensus nouns "
             "hold the caption's subject main noun and at least half of its main nouns (its "
             "nouns among its own photo's consensus nouns)",
@@ -191,7 +193,7 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
     with user_errors(*_errors()):
         relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
         model, data, parse = _split_data(args, args.split)
-        pools, runs, checks = gather(data, model.embed_sentences, parse)
+        pools, runs, checks = gather(data, model.embed_sentences, parse, concepts=_concepts(args))
         plain = relevance.without_evidence()
         result: dict[str, Any] = {
             "relevance": str(path),
@@ -256,7 +258,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _evidence_options(p)
 
 
+def _concepts(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """The concept queries' words: forms and kinds, or with ``--forms-only`` forms alone."""
+    from groundsearch.model.training.relevance import CONCEPTS, FORMS_ONLY
+
+    return FORMS_ONLY if getattr(args, "forms_only", False) else CONCEPTS
+
+
 def _evidence_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--forms-only",
+        action="store_true",
+        help="count a photo as showing a concept only when a caption uses one of its forms "
+        "(model.data.concepts.HELD_OUT), not its kinds (KINDS: 'jeep' for 'car'): the "
+        "labels of the figures before KINDS",
+    )
     p.add_argument(
         "--evidence",
         action=argparse.BooleanOptionalAction,

@@ -43,6 +43,134 @@ HELD_OUT: dict[str, tuple[str, ...]] = {
     "snow": ("snow", "snowy", "snowboard", "snowboarder", "snowboarding", "snowman"),
 }
 
+#: Words that name a *kind* of a held-out concept, or misspell it, which its forms leave
+#: out: a photo captioned "a blue jeep" shows a car, "a person on a motorcyle" a motorcycle.
+#: The relevance protocol (``model.training.relevance``) counts them as showing the
+#: concept and leaves them out of the gallery that must lack it; the held-out training
+#: sets and the P@5 and mention-F1 protocols keep ``HELD_OUT`` alone (their models were
+#: trained on it). Found by listing the words of captions whose photo another caption
+#: names the concept for (Flickr8k train), then read one by one. Left out on purpose:
+#: words with a common other sense in captions ("calves" of legs, "steer" the verb,
+#: "chick(s)" for girls, "crane" the machine, "robin" a name, "turkey", "sailing" through
+#: the air, "cab" of a truck), and neighbours that are not kinds ("donkey", "truck",
+#: "van", "unicycle", "biker" — a motorcyclist as often as a cyclist).
+KINDS: dict[str, tuple[str, ...]] = {
+    "cat": (),
+    "horse": ("horseback", "stallion", "mare", "foal", "colt"),
+    "cow": ("oxen", "longhorn", "longhorns"),
+    "bird": (
+        "gull",
+        "gulls",
+        "pelican",
+        "pelicans",
+        "eagle",
+        "eagles",
+        "hawk",
+        "hawks",
+        "owl",
+        "owls",
+        "heron",
+        "herons",
+        "egret",
+        "egrets",
+        "crow",
+        "crows",
+        "parrot",
+        "parrots",
+        "flamingo",
+        "flamingos",
+        "penguin",
+        "penguins",
+        "ostrich",
+        "peacock",
+        "peacocks",
+        "sparrow",
+        "sparrows",
+        "vulture",
+        "vultures",
+        "falcon",
+        "chicken",
+        "chickens",
+        "hen",
+        "hens",
+        "rooster",
+        "duckling",
+        "ducklings",
+    ),
+    "guitar": ("guitarists",),
+    "bicycle": ("bicyclist", "bicyclists", "biking", "cycling", "bicycling"),
+    "boat": (
+        "ship",
+        "ships",
+        "rowboat",
+        "rowboats",
+        "sailboats",
+        "kayaker",
+        "kayakers",
+        "kayaking",
+        "canoeing",
+        "canoeist",
+        "rafting",
+        "rafts",
+        "yacht",
+        "yachts",
+        "ferry",
+        "gondola",
+        "speedboat",
+        "tugboat",
+        "watercraft",
+    ),
+    "car": (
+        "jeep",
+        "jeeps",
+        "suv",
+        "taxi",
+        "taxis",
+        "automobile",
+        "automobiles",
+        "sedan",
+        "racecar",
+        "racecars",
+        "convertible",
+        "minivan",
+        "limo",
+        "limousine",
+    ),
+    "motorcycle": (
+        "motorcyle",
+        "motorcyles",
+        "motorcyclist",
+        "motorcyclists",
+        "motocross",
+        "dirtbike",
+        "dirtbikes",
+        "moped",
+        "mopeds",
+    ),
+    "snow": (
+        "snowboarders",
+        "snowmobile",
+        "snowball",
+        "snowballs",
+        "snowsuit",
+        "snowbank",
+        "snowfall",
+        "snowstorm",
+        "snowshoe",
+        "snowshoes",
+        "snowmen",
+    ),
+}
+
+
+def with_kinds(concepts: Mapping[str, Collection[str]]) -> dict[str, tuple[str, ...]]:
+    """Each concept's forms followed by its ``KINDS`` (none for a concept without)."""
+    return {
+        name: tuple(forms) + tuple(k for k in KINDS.get(name, ()) if k not in forms)
+        for name, forms in concepts.items()
+    }
+
+
 _WORD = re.compile(r"[a-z]+")
 
 

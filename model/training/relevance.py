@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from groundsearch.model.data.concepts import HELD_OUT, photos_mentioning
+from groundsearch.model.data.concepts import HELD_OUT, photos_mentioning, with_kinds
 from groundsearch.model.data.flickr import CaptionedImages
 from groundsearch.model.runtime.arithmetic import arithmetic_query
 from groundsearch.model.runtime.concepts import NOUNS
@@ -312,11 +312,15 @@ def similar_pool(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) -> 
         pools["image-image"].add(vals[i], rel, "similar")
 
 
-#: The concepts asked for: the held-out protocol's ten, with their word forms (each used
-#: where the split has a photo of it). The 40 ImageNet-style words of the open-vocabulary
-#: check were tried too (dev): most are rare in Flickr8k, and with them the default
-#: threshold answered fewer absent concepts "no match" (50 % on dev against 80 %).
-CONCEPTS: dict[str, tuple[str, ...]] = dict(HELD_OUT)
+#: The concepts asked for: the held-out protocol's ten, with their word forms and kinds
+#: (``KINDS``: a jeep is a car, so a photo of one is relevant to "a car" and left out of
+#: the gallery that must lack cars), each used where the split has a photo of it. The 40
+#: ImageNet-style words of the open-vocabulary check were tried too (dev): most are rare
+#: in Flickr8k, and with them the default threshold answered fewer absent concepts "no
+#: match" (50 % on dev against 80 %).
+CONCEPTS: dict[str, tuple[str, ...]] = with_kinds(HELD_OUT)
+#: The same concepts with their forms alone (the labels of the figures before ``KINDS``).
+FORMS_ONLY: dict[str, tuple[str, ...]] = dict(HELD_OUT)
 
 
 def concept_queries(concepts: Mapping[str, Sequence[str]] = CONCEPTS) -> list[ConceptQuery]:
@@ -432,14 +436,18 @@ def arithmetic_pool(
 
 
 def gather(
-    data: SplitData, embed: EmbedFn, parse: ParseFn, top: int = TOP
+    data: SplitData,
+    embed: EmbedFn,
+    parse: ParseFn,
+    top: int = TOP,
+    concepts: Mapping[str, Sequence[str]] = CONCEPTS,
 ) -> tuple[dict[str, Pool], list[ConceptRun], CaptionChecks]:
-    """Every kind's pooled hits on a split, the concept queries' runs and the caption
-    queries' checks."""
+    """Every kind's pooled hits on a split, the concept queries' runs (``concepts``: the
+    words that count as showing each) and the caption queries' checks."""
     pools = {k: Pool() for k in ("text-image", "image-caption", "image-image", "arithmetic")}
     checks = caption_pools(data, pools, top)
     similar_pool(data, pools, top)
-    runs = concept_runs(data, embed, parse, top)
+    runs = concept_runs(data, embed, parse, top, concepts)
     concept_pool(runs, pools)
     arithmetic_pool(data, embed, parse, pools, top=top)
     return pools, runs, checks

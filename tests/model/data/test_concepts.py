@@ -9,9 +9,11 @@ import pytest
 from groundsearch.model.data import DatasetError
 from groundsearch.model.data.concepts import (
     HELD_OUT,
+    KINDS,
     mentions,
     photos_mentioning,
     resolve,
+    with_kinds,
     without_concepts,
 )
 from groundsearch.model.data.flickr import CaptionedImages
@@ -59,3 +61,22 @@ def test_resolve_takes_the_documented_forms_or_the_word_itself():
         resolve(["c@t"])
     with pytest.raises(DatasetError, match="no concept"):
         resolve([" ", ""])
+
+
+def test_kinds_extend_the_forms_and_count_as_mentions():
+    both = with_kinds({"car": HELD_OUT["car"], "zebra": ("zebra",)})
+    assert both["car"][: len(HELD_OUT["car"])] == HELD_OUT["car"]
+    assert "jeep" in both["car"] and both["zebra"] == ("zebra",)
+    assert mentions("A blue jeep in a stream", both["car"])
+    assert not mentions("A blue jeep in a stream", HELD_OUT["car"])
+    assert mentions("A person on a motorcyle does a stunt", with_kinds(HELD_OUT)["motorcycle"])
+
+
+def test_kinds_are_new_words_of_known_concepts_and_no_other_concepts_form():
+    every_form = {f for forms in HELD_OUT.values() for f in forms}
+    assert set(KINDS) == set(HELD_OUT)
+    for name, kinds in KINDS.items():
+        assert len(set(kinds)) == len(kinds), name
+        assert not set(kinds) & every_form, name
+        others = {k for other, ks in KINDS.items() if other != name for k in ks}
+        assert not set(kinds) & others, name

@@ -10,8 +10,10 @@ from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.evidence import NounClasses, top_classes
 from groundsearch.model.runtime.relevance import FEATURES, RelevanceModel
 from groundsearch.model.training.relevance import (
+    CONCEPTS,
     EVIDENCE_FEATURES,
     EVIDENCE_SMALL_FEATURES,
+    FORMS_ONLY,
     KIND_FEATURES,
     Pool,
     SplitData,
@@ -132,6 +134,13 @@ def test_concept_queries_are_asked_with_and_without_their_photos(split, parser):
     assert figures["no_match_share"] == 0.0 and figures["kept_share"] == 1.0
     figures = no_match_figures(runs, relevance, 1.01)
     assert figures["no_match_share"] == 1.0 and figures["kept_share"] == 0.0
+
+
+def test_the_protocol_counts_a_concepts_kinds_as_showing_it():
+    assert "jeep" in CONCEPTS["car"] and "jeep" not in FORMS_ONLY["car"]
+    assert set(CONCEPTS) == set(FORMS_ONLY)
+    for name, forms in FORMS_ONLY.items():
+        assert CONCEPTS[name][: len(forms)] == forms
 
 
 def _caption_pool(data: SplitData) -> Pool:
