@@ -20,7 +20,7 @@ from groundsearch.cli.common import (
 from groundsearch.settings import get_settings
 
 
-def _split_data(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]:
+def embedded_split(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]:
     """The checkpoint's model, the split embedded (``SplitData``, with each photo's top
     classes and the noun → classes table for evidence) and the text parse."""
     from groundsearch.model.data import load_captioned_images
@@ -99,7 +99,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if args.out else get_settings().model_dir / "relevance.json"
     with user_errors(*_errors()):
-        model, data, parse = _split_data(args, args.split)
+        model, data, parse = embedded_split(args, args.split)
         pools, runs, checks = gather(data, model.embed_sentences, parse, concepts=_concepts(args))
         kinds = fit(pools)
         small = fit_small(pools)
@@ -192,7 +192,7 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
     path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
     with user_errors(*_errors()):
         relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
-        model, data, parse = _split_data(args, args.split)
+        model, data, parse = embedded_split(args, args.split)
         pools, runs, checks = gather(data, model.embed_sentences, parse, concepts=_concepts(args))
         plain = relevance.without_evidence()
         result: dict[str, Any] = {

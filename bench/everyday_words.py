@@ -1,0 +1,140 @@
+"""Everyday words against a Flickr8k split: does relevance say "no match" for the
+objects the split's photos lack, and keep the ones they hold?
+
+    python bench/everyday_words.py --split test --out runs/bench/everyday-test.json
+    python bench/everyday_words.py --split dev
+    # what the classifier's evidence would do, were each photo's top classes stored:
+    groundsearch fit-relevance --nouns model/artifacts/noun_classes.tsv --out /tmp/r.json
+    python bench/everyday_words.py --relevance /tmp/r.json --nouns model/artifacts/noun_classes.tsv
+
+The words are COCO's 80 object categories said as one everyday word ("hydrant", "teddy",
+"phone") with the open-vocabulary check's words (``CONCEPT_WORDS``): the objects of the
+photos users keep, not chosen from Flickr8k. A word is *absent* from the split when no
+caption of its photos uses it (or its plural), *present* when captions of at least 3 of
+its photos do; the others are left out. Each word is asked as "a WORD" ("snow", "coffee"…
+bare) against every photo of the split and judged as the service judges a query (the
+shipped relevance model, evidence from the vector tagger when the word is one of its
+nouns; with ``--nouns``, the classifier's evidence too). Reported: the share of absent
+words answered "no match" (no hit at the default threshold), of present words answered
+"no match", and of present words' relevant top-5 hits kept. The labels are the captions':
+a photo may show a cup no caption names. (docs/RESULTS.md, "Everyday words".)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from groundsearch.cli.common import checkpoint_path
+from groundsearch.cli.relevance import embedded_split
+from groundsearch.model.data.concepts import photos_mentioning
+from groundsearch.model.runtime.checkpoints import checkpoint_identity
+from groundsearch.model.runtime.relevance import features, load_relevance, novelty_of, word_count
+from groundsearch.model.training.evaluation.concepts import CONCEPT_WORDS
+from groundsearch.model.training.relevance import full_model, top_of
+from groundsearch.settings import get_settings
+
+#: COCO's 80 categories, each as the one word people say for it.
+COCO_WORDS = (
+    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
+    "hydrant", "meter", "bench", "bird", "cat", "dog", "horse", "sheep", "cow", "elephant",
+    "bear", "zebra", "giraffe", "backpack", "umbrella", "handbag", "tie", "suitcase",
+    "frisbee", "skis", "snowboard", "ball", "kite", "bat", "glove", "skateboard",
+    "surfboard", "racket", "bottle", "glass", "cup", "fork", "knife", "spoon", "bowl",
+    "banana", "apple", "sandwich", "orange", "broccoli", "carrot", "hotdog", "pizza",
+    "donut", "cake", "chair", "couch", "plant", "bed", "table", "toilet", "television",
+    "laptop", "mouse", "remote", "keyboard", "phone", "microwave", "oven", "toaster", "sink",
+    "refrigerator", "book", "clock", "vase", "scissors", "teddy", "hairdryer", "toothbrush",
+    "light", "sign",
+)  # fmt: skip
+#: Words asked bare (a mass noun or a scene), not "a WORD".
+BARE = frozenset({"snow", "grass", "coffee", "paper", "bricks", "stones", "coins", "skis"})
+#: The fewest photos whose captions use a word for it to count as present.
+PRESENT = 3
+
+
+def forms(word: str) -> tuple[str, ...]:
+    return (word, word + "s", word + "es")
+
+
+def ask(args: argparse.Namespace) -> dict[str, Any]:
+    """Every word asked and judged on the split (see the module docstring)."""
+    path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
+    relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
+    model, data, parse = embedded_split(args, args.split)
+    words = sorted(set(COCO_WORDS) | set(CONCEPT_WORDS))
+    texts = [w if w in BARE else f"a {w}" for w in words]
+    trees = parse(texts)
+    vectors = model.embed_sentences(trees)
+    rows = []
+    for word, text, tree, vector, row in zip(
+        words, texts, trees, vectors, vectors @ data.photos.T, strict=True
+    ):
+        shown = photos_mentioning(data.ds, forms(word))
+        if 0 < len(shown) < PRESENT:
+            continue
+        idx, scores = top_of(row[None, :], relevance.top)
+        evidence = data.evidence(data.query_nouns(tree), idx[0])
+        judge = relevance if evidence is not None else relevance.without_evidence()
+        threshold = relevance.default_threshold(evidence=evidence is not None)
+        table = features(
+            scores[0], novelty_of(vector, data.channel_columns), relevance.top,
+            word_count(text), evidence,
+        )  # fmt: skip
+        p = full_model(judge, "text-image", evidence is not None).predict(table)
+        top5 = [int(i) in shown for i in idx[0][:5]]
+        rows.append(
+            {
+                "word": word,
+                "photos": len(shown),
+                "evidence": evidence is not None,
+                "best": round(float(p.max()), 3),
+                "threshold": threshold,
+                "no_match": bool(p.max() < threshold),
+                "relevant_top5": int(sum(top5)),
+                "kept_top5": int(sum(p[:5][np.array(top5)] >= threshold)),
+            }
+        )
+    absent = [r for r in rows if r["photos"] == 0]
+    present = [r for r in rows if r["photos"] >= PRESENT]
+    relevant = sum(r["relevant_top5"] for r in present)
+    return {
+        "split": args.split,
+        "relevance": str(path),
+        "nouns": args.nouns,
+        "absent": len(absent),
+        "absent_no_match": float(np.mean([r["no_match"] for r in absent])) if absent else 0.0,
+        "present": len(present),
+        "present_no_match": float(np.mean([r["no_match"] for r in present])) if present else 0.0,
+        "present_relevant_top5": relevant,
+        "present_kept": sum(r["kept_top5"] for r in present) / relevant if relevant else 0.0,
+        "words": rows,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--split", default="test")
+    ap.add_argument("--relevance", help="the relevance model (default: the shipped one)")
+    ap.add_argument("--nouns", help="also the classifier's evidence, by this noun -> classes table")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    args.checkpoint, args.data, args.evidence, args.tagger = None, None, True, None
+    result = ask(args)
+    text = json.dumps(result, indent=1)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+    summary = {k: v for k, v in result.items() if k != "words"}
+    print(json.dumps(summary, indent=1))
+    for r in result["words"]:
+        if (r["photos"] == 0) != r["no_match"]:  # an absent word answered, a present one not
+            print(f"  {r['word']}: {r['photos']} photos, best {r['best']} at {r['threshold']}")
+
+
+if __name__ == "__main__":
+    main()
