@@ -3,9 +3,9 @@ objects the split's photos lack, and keep the ones they hold?
 
     python bench/everyday_words.py --split test --out runs/bench/everyday-test.json
     python bench/everyday_words.py --split dev
-    # what the classifier's evidence would do, were each photo's top classes stored:
-    groundsearch fit-relevance --nouns model/artifacts/noun_classes.tsv --out /tmp/r.json
-    python bench/everyday_words.py --relevance /tmp/r.json --nouns model/artifacts/noun_classes.tsv
+    # as for a gallery indexed before photos' classes were stored (the tagger alone):
+    groundsearch fit-relevance --nouns none --out /tmp/r.json
+    python bench/everyday_words.py --relevance /tmp/r.json --nouns none
 
 The words are COCO's 80 object categories said as one everyday word ("hydrant", "teddy",
 "phone") with the open-vocabulary check's words (``CONCEPT_WORDS``): the objects of the
@@ -14,7 +14,8 @@ caption of its photos uses it (or its plural), *present* when captions of at lea
 its photos do; the others are left out. Each word is asked as "a WORD" ("snow", "coffee"…
 bare) against every photo of the split and judged as the service judges a query (the
 shipped relevance model, evidence from the vector tagger when the word is one of its
-nouns; with ``--nouns``, the classifier's evidence too). Reported: the share of absent
+nouns, and the classifier's from each photo's top classes when it names the word).
+Reported: the share of absent
 words answered "no match" (no hit at the default threshold), of present words answered
 "no match", and of present words' relevant top-5 hits kept. The labels are the captions':
 a photo may show a cup no caption names. (docs/RESULTS.md, "Everyday words".)
@@ -120,7 +121,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--split", default="test")
     ap.add_argument("--relevance", help="the relevance model (default: the shipped one)")
-    ap.add_argument("--nouns", help="also the classifier's evidence, by this noun -> classes table")
+    ap.add_argument(
+        "--nouns",
+        help="the noun -> classes table of the classifier's evidence (default: the shipped "
+        "one; 'none': the tagger's evidence alone)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     args.checkpoint, args.data, args.evidence, args.tagger = None, None, True, None

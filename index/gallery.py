@@ -213,6 +213,16 @@ class Gallery:
             raise UnknownItemError(f"no image with id {missing[0]} in the gallery")
         return np.stack([found[int(i)] for i in ids]) if ids else np.zeros((0, self.dim))
 
+    def image_classes(self, ids: Sequence[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """The stored classes (ids, probabilities) of the photos among ``ids`` that have
+        them, by id (``records.classes_of``)."""
+        return records.classes_of(self.records.reader(), ids)
+
+    def stores_classes(self) -> bool:
+        """Whether the gallery holds any photo's classes (one that was indexed by a
+        model with a concept channel)."""
+        return records.stores_classes(self.records.reader())
+
     def image_vector(self, image_id: int) -> np.ndarray:
         vector = records.vector(self.records.reader(), "images", image_id)
         if vector is None:
@@ -318,13 +328,15 @@ class Gallery:
         captions: Sequence[str] = (),
         caption_vectors: np.ndarray | None = None,
         meta: PhotoMetadata | None = None,
+        classes: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[int, list[int], bool]:
         """Keep an uploaded photo in ``uploads/`` and add it with its captions in one
         transaction, durable when it returns. A photo already in the gallery (same
         bytes) is not stored twice: its new captions are added to it (and ``meta`` only
         if it had none). ``meta``: what the upload says (``read_upload_metadata``: read
-        here from ``data`` when not given). Returns the image id, the new caption ids
-        and whether the photo was new."""
+        here from ``data`` when not given); ``classes``: the classifier's most probable
+        classes (ids, probabilities), stored with a new photo. Returns the image id, the
+        new caption ids and whether the photo was new."""
         sha = hashlib.sha256(data).hexdigest()
         file = self.uploads.name_for(sha, extension)
         vec = as_matrix(vector, self.dim, "vector")[0]
@@ -335,6 +347,8 @@ class Gallery:
             if found is None:
                 self.uploads.write(file, data)  # the file before its record
                 image_id = records.insert_photo(db, sha, file, vec, uploaded=True, meta=meta)
+                if classes is not None:
+                    records.insert_classes(db, image_id, *classes)
                 new = True
             else:
                 image_id, new = found, False

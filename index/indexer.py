@@ -47,6 +47,7 @@ from groundsearch.index.photo_files import PhotoFile, Skipped, walk_photos
 from groundsearch.index.photo_metadata import PhotoMetadata, read_metadata
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
+from groundsearch.model.runtime.evidence import photo_classes
 from groundsearch.model.runtime.images.backbones import get_spec
 from groundsearch.model.runtime.images.backend import FeatureBackend
 from groundsearch.model.runtime.images.photos import MAX_PIXELS, PhotoError
@@ -261,9 +262,13 @@ class _Run:
         self.queued = set()
         rows = [i for i, (_, f) in enumerate(batch) if f is not None]
         vectors: dict[int, np.ndarray] = {}
+        classes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         if rows:
-            projected = self.model.embed_images(np.stack([batch[i][1] for i in rows]))  # type: ignore[misc]
-            vectors = dict(zip(rows, projected, strict=True))
+            features = np.stack([batch[i][1] for i in rows])  # type: ignore[misc]
+            vectors = dict(zip(rows, self.model.embed_images(features), strict=True))
+            seen = photo_classes(self.model, features)
+            if seen is not None:
+                classes = {r: (seen[0][j], seen[1][j]) for j, r in enumerate(rows)}
         texts = [t for p, _ in batch for t in p.captions]
         caption_vectors = iter(
             self.model.embed_sentences([self.trees[t] for t in texts]) if texts else []
@@ -281,6 +286,7 @@ class _Run:
                     p.captions,
                     np.stack(cvecs) if cvecs else None,
                     p.meta,
+                    classes.get(i),
                 )
             )
         added = self.files.add_files(files, self.run)

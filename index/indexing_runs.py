@@ -32,8 +32,9 @@ from groundsearch.index.vectors import as_matrix
 @dataclass
 class IndexedFile:
     """A photo file to record: where it is, its state, its content's hash; its vector
-    (None when that content is already in the gallery), its captions with vectors, and
-    what the file says (``read_metadata``; None: not read)."""
+    (None when that content is already in the gallery), its captions with vectors, what
+    the file says (``read_metadata``; None: not read) and the classifier's most probable
+    classes (ids, probabilities; None: not stored)."""
 
     path: str
     size: int
@@ -43,6 +44,7 @@ class IndexedFile:
     captions: Sequence[str] = ()
     caption_vectors: np.ndarray | None = None
     meta: PhotoMetadata | None = None
+    classes: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass
@@ -101,6 +103,8 @@ class IndexedFiles:
                     photo_id = records.insert_photo(
                         db, item.sha256, item.path, vector, meta=item.meta
                     )
+                    if item.classes is not None:
+                        records.insert_classes(db, photo_id, *item.classes)
                     added.photos += 1
                 elif item.meta is not None:
                     added.filled += records.fill_metadata(db, photo_id, item.meta)

@@ -22,6 +22,12 @@ Tables (``gallery.db``):
 * ``edits``: an append-only log of the photos whose filter columns changed in place
   (a backfill's metadata, a photo's file moved), filled by a trigger, from which the
   filter columns held in memory follow (``groundsearch.index.filter_columns``).
+* ``photo_classes``: a photo's most probable ImageNet classes, as the backbone's
+  classifier saw them when it was indexed (ids and probabilities, best first): what
+  relevance reads as evidence for a query's nouns. Optional: a photo added by a model
+  without a concept channel, or before the table existed, has no row (its hits are
+  judged without the classifier's evidence); created on open like the edits log, so no
+  format change.
 * ``meta``: format version, dimension, index kind, the checkpoint identity.
 
 **Formats.** 2: photos without metadata; 3 (``FORMAT``): the metadata columns and their
@@ -145,6 +151,13 @@ CREATE TRIGGER IF NOT EXISTS photo_edited
 AFTER UPDATE OF taken_at, folder, camera, lat, lon, uploaded ON photos
 BEGIN INSERT INTO edits (item) VALUES (NEW.id); END;
 """
+CLASSES_TABLE = """
+CREATE TABLE IF NOT EXISTS photo_classes (
+    photo_id INTEGER PRIMARY KEY REFERENCES photos(id) ON DELETE CASCADE,
+    ids BLOB NOT NULL,
+    probs BLOB NOT NULL
+);
+"""
 #: A photo whose file has not been read yet (a format-2 photo): an indexed photo read
 #: always has a ``taken_source`` (its mtime at least), an upload always a width.
 NOT_READ = "taken_source IS NULL AND width IS NULL"
@@ -243,6 +256,9 @@ class Records:
             # a read-only file: its readers do without the log (``edits_after``)
             with contextlib.suppress(sqlite3.OperationalError):
                 self._writer.executescript(METADATA_INDEXES)
+        # a read-only file: its readers do without classes (``classes_of``)
+        with contextlib.suppress(sqlite3.OperationalError):
+            self._writer.executescript(CLASSES_TABLE)
 
     # --- creation and identity --------------------------------------------------------------
 
@@ -550,6 +566,42 @@ def vectors_of(db: sqlite3.Connection, kind: str, ids: Sequence[int]) -> dict[in
         rows = db.execute(f"SELECT id, vector FROM {TABLES[kind]} WHERE id IN ({marks})", chunk)
         out.update((int(i), unblob(v).copy()) for i, v in rows)
     return out
+
+
+def classes_of(
+    db: sqlite3.Connection, ids: Sequence[int]
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """The stored classes (ids int64, probabilities float32, best first) of the photos
+    among ``ids`` that have them, by photo id (one query per 500 ids; none when the
+    database has no ``photo_classes`` table)."""
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    wanted = [int(i) for i in ids]
+    try:
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = db.execute(
+                f"SELECT photo_id, ids, probs FROM photo_classes WHERE photo_id IN ({marks})",
+                chunk,
+            )
+            out.update(
+                (int(i), (np.frombuffer(c, np.int16).astype(np.int64), unblob(q).copy()))
+                for i, c, q in rows
+            )
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+    return out
+
+
+def stores_classes(db: sqlite3.Connection) -> bool:
+    """Whether any photo has stored classes."""
+    try:
+        return db.execute("SELECT 1 FROM photo_classes LIMIT 1").fetchone() is not None
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return False
 
 
 def files_of(db: sqlite3.Connection, photo_id: int) -> list[str]:
@@ -887,6 +939,23 @@ def insert_photo(
         (sha256, path, int(uploaded), blob(vector), *values),
     )
     return int(cur.lastrowid or 0)
+
+
+def insert_classes(
+    db: sqlite3.Connection, photo_id: int, ids: np.ndarray, probs: np.ndarray
+) -> None:
+    """Store a photo's most probable classes (ids and probabilities, best first; a
+    photo's classes are written once, with the photo)."""
+    ids = np.asarray(ids).ravel()
+    probs = np.asarray(probs).ravel()
+    if ids.shape != probs.shape or ids.size == 0:
+        raise ValueError("a photo's classes are ids and probabilities of the same length")
+    if ids.min() < 0 or ids.max() > np.iinfo(np.int16).max:
+        raise ValueError("class ids must be between 0 and 32767")
+    db.execute(
+        "INSERT OR IGNORE INTO photo_classes (photo_id, ids, probs) VALUES (?, ?, ?)",
+        (photo_id, ids.astype(np.int16).tobytes(), blob(probs)),
+    )
 
 
 def fill_metadata(db: sqlite3.Connection, photo_id: int, meta: PhotoMetadata) -> bool:

@@ -6,6 +6,7 @@ import numpy as np
 from PIL import Image
 
 from groundsearch.model.runtime.embedder import Embedder
+from groundsearch.model.runtime.evidence import photo_classes
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.service.timing import Stages, Timings
 
@@ -23,6 +24,12 @@ class PhotoVectors:
 
     def vector(self, image: Image.Image, timings: Timings) -> np.ndarray:
         return self.features_and_vector(image, timings)[1]
+
+    def classes(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """One photo's most probable classes by the model's concept channel, from its
+        pooled features (None without a channel): what the gallery stores for evidence."""
+        seen = photo_classes(self.model, features[None, :])
+        return None if seen is None else (seen[0][0], seen[1][0])
 
     def features_and_vector(
         self, image: Image.Image, timings: Timings

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from groundsearch.model.runtime.evidence import NounWords, noun_words
 from groundsearch.model.runtime.parsing import DependencyTree
-from groundsearch.model.runtime.relevance import query_lemmas
 from groundsearch.model.runtime.sentences import Sentences
 from groundsearch.service.timing import Stages, Timings
 
@@ -24,7 +24,7 @@ class QueryVectors:
 
     def __init__(self, door: Sentences, stages: Stages, size: int) -> None:
         self.door, self.stages, self.size = door, stages, size
-        self._cache: OrderedDict[str, tuple[np.ndarray, tuple[str, ...]]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[np.ndarray, NounWords]] = OrderedDict()
         self._lock = threading.Lock()
 
     def clean(self, text: str, what: str = "text") -> str:
@@ -50,9 +50,9 @@ class QueryVectors:
 
     def vector_and_nouns(
         self, cleaned: str, timings: Timings, what: str = "text"
-    ) -> tuple[np.ndarray, tuple[str, ...]]:
-        """The unit query vector of a cleaned text and its noun lemmas (what relevance
-        evidence is read for), cached by it."""
+    ) -> tuple[np.ndarray, NounWords]:
+        """The unit query vector of a cleaned text and its noun words (lemma, written
+        form: what relevance evidence is read for), cached by it."""
         with self._lock:
             cached = self._cache.get(cleaned)
             if cached is not None:
@@ -60,7 +60,7 @@ class QueryVectors:
                 return cached
         tree = self.trees([cleaned], [what], timings)[0]
         with self.stages.stage("encode", timings):
-            entry = (self.door.embed([tree])[0], tuple(query_lemmas(tree)))
+            entry = (self.door.embed([tree])[0], noun_words(tree))
         if self.size:
             with self._lock:
                 self._cache[cleaned] = entry

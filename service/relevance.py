@@ -12,13 +12,19 @@ The shipped ``relevance.json`` is served when it was fitted for the served check
 one every hit's relevance is null, every hit is in ``results``, and ``min_relevance`` is
 read but changes nothing.
 
-**Evidence** (text → photo only): with the shipped vector tagger of the served checkpoint
-(``model/artifacts/vector_tagger.npz``: Flickr8k's caption nouns read off a photo's
-stored vector), a text query with a tagged noun is judged by the relevance model's
-evidence model, each hit reading the tagger's probability of the query's tagged nouns on
-that photo (the least of them). Its default ``min_relevance`` is the evidence one — for a
-query of at most ``SHORT_WORDS`` words ("a cat", "snow") the short one. Evidence is the
-hit's own, so relevance may rise down a ranking; the hits' order is the score's still.
+**Evidence** (text → photo only): a text query with a noun that the backbone's classes
+name (``model/artifacts/noun_classes.tsv``: "laptop", "bird") or that the shipped vector
+tagger of the served checkpoint tags (``model/artifacts/vector_tagger.npz``: Flickr8k's
+caption nouns read off a photo's stored vector) is judged by the relevance model's
+evidence model, each hit reading ``model.runtime.evidence.hit_evidence``: the larger of
+the classifier's probability of the query's nouns among the photo's stored top classes
+(``Gallery.image_classes``, kept when it was indexed) and the tagger's least probability
+of its tagged nouns on the photo's vector. A gallery that stores no classes (indexed
+before they were kept) has the tagger's evidence only; a hit without stored classes in
+one that does is judged on the tagger's, or without evidence when the query has no
+tagged noun. Its default ``min_relevance`` is the evidence one — for a query of at most
+``SHORT_WORDS`` words ("a cat", "snow") the short one. Evidence is the hit's own, so
+relevance may rise down a ranking; the hits' order is the score's still.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ import numpy as np
 
 from groundsearch.index.errors import UnknownItemError
 from groundsearch.index.gallery import Gallery
+from groundsearch.model.runtime.evidence import FILE_NAME as NOUNS_FILE_NAME
+from groundsearch.model.runtime.evidence import NounClasses, NounWords, evidence_nouns, hit_evidence
 from groundsearch.model.runtime.relevance import (
     RelevanceError,
     RelevanceModel,
@@ -91,28 +99,51 @@ def served_tagger(
         return None
 
 
+#: Hit photos' stored classes by id (``Gallery.image_classes``).
+ClassesFn = Callable[[Sequence[int]], dict[int, tuple[np.ndarray, np.ndarray]]]
+
+
 @dataclass(frozen=True)
 class Judge:
     """The served relevance model (or None), how a text query's novelty is read, and
-    for evidence the vector tagger and how to read hit photos' vectors."""
+    for evidence the vector tagger and how to read hit photos' vectors, the noun →
+    classes table and how to read hit photos' stored classes (``stores_classes``:
+    whether the gallery keeps any)."""
 
     model: RelevanceModel | None
     channel_columns: int = 0
     tagger: WordTagger | None = None
     vectors: Callable[[Sequence[int]], np.ndarray] | None = None
+    nouns: NounClasses | None = None
+    classes: ClassesFn | None = None
+    stores_classes: Callable[[], bool] | None = None
 
-    def tagged(self, nouns: Sequence[str]) -> list[int]:
-        """The tagger's columns of a query's noun lemmas ([]: no evidence for it)."""
-        if self.tagger is None or self.vectors is None or self.model is None:
+    def named(self, words: NounWords) -> list[str]:
+        """A query's nouns with evidence ([]: it is judged without): those the classes
+        name when the gallery stores classes, and those the tagger tags."""
+        if self.model is None or not self.model.evidence or self.vectors is None:
             return []
-        return self.tagger.columns_of(nouns)
+        table = None
+        if self.nouns is not None and self.stores_classes is not None and self.stores_classes():
+            table = self.nouns
+        return evidence_nouns(words, table, self.tagger)
 
-    def evidence(self, columns: Sequence[int], ids: Sequence[int]) -> np.ndarray | None:
-        """Each hit photo's evidence for a query whose tagged nouns are ``columns``: the
-        tagger's least probability of them on the photo's vector (None without)."""
-        if not columns or self.tagger is None or self.vectors is None or not ids:
+    def evidence(self, nouns: Sequence[str], ids: Sequence[int]) -> np.ndarray | None:
+        """Each hit photo's evidence for a query whose nouns with evidence are
+        ``nouns`` (``hit_evidence``; NaN for a hit with none known, None without)."""
+        if not nouns or self.vectors is None or not ids:
             return None
-        return self.tagger.evidence(columns, self.vectors(ids))
+        classes = None
+        if self.nouns is not None and self.classes is not None and self.nouns.nameable(nouns):
+            stored = self.classes(ids)
+            k = max((len(c[0]) for c in stored.values()), default=1)
+            cids = np.full((len(ids), k), -1, np.int64)
+            probs = np.zeros((len(ids), k), np.float64)
+            for row, i in enumerate(ids):
+                if (c := stored.get(int(i))) is not None:
+                    cids[row, : len(c[0])], probs[row, : len(c[1])] = c
+            classes = (cids, probs)
+        return hit_evidence(nouns, self.nouns, classes, self.tagger, self.vectors(ids))
 
     def fetch(self, k: int) -> int:
         """How many hits to fetch for ``k``: enough for the score distribution."""
@@ -132,7 +163,11 @@ class Judge:
         if self.model is None or kind not in self.model.kinds:
             return [None] * len(scores)
         novelty = novelty_of(vector, self.channel_columns) if vector is not None else 0.0
-        p = self.model.predict(kind, np.asarray(scores), novelty, word_count(text), evidence)
+        words, values = word_count(text), np.asarray(scores)
+        p = self.model.predict(kind, values, novelty, words, evidence)
+        if evidence is not None and np.isnan(evidence).any():  # hits with none known
+            plain = self.model.predict(kind, values, novelty, words, None)
+            p = np.where(np.isnan(evidence), plain, p)
         return [float(x) for x in p]
 
     def threshold(
@@ -186,7 +221,35 @@ def serving_judge(
             return np.stack(rows)
 
     columns = int(getattr(model, "channel_columns", 0))
-    return Judge(relevance, columns, tagger, vectors if tagger is not None else None)
+    if relevance is None or not relevance.evidence:
+        return Judge(relevance, columns)
+    table = served_nouns(settings)
+    if table is not None and not gallery.stores_classes() and gallery.count_images():
+        log.warning(
+            "the gallery stores no photo classes (indexed before they were kept): relevance "
+            "reads the tagger's evidence only; index the photos again into a new gallery "
+            "folder for the classifier's"
+        )
+    return Judge(
+        relevance,
+        columns,
+        tagger,
+        vectors,
+        table,
+        gallery.image_classes if table is not None else None,
+        gallery.stores_classes if table is not None else None,
+    )
+
+
+def served_nouns(settings: ServiceSettings) -> NounClasses | None:
+    """The noun → classes table of the classifier's evidence (the shipped one in the
+    model folder; None when it is missing or unreadable: the tagger's evidence only)."""
+    path = settings.model_dir / NOUNS_FILE_NAME
+    try:
+        return NounClasses.load(path)
+    except (OSError, ValueError) as exc:
+        log.warning("relevance without the classifier's evidence: %s", exc)
+        return None
 
 
 #: No relevance model: every hit's relevance is null (capabilities built without one).

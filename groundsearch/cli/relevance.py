@@ -55,9 +55,10 @@ def embedded_split(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]
         channel = getattr(model, "concepts", None) or ConceptChannel(
             model.backbone, ConceptConfig()
         )
-        if getattr(args, "nouns", None):  # the classifier's evidence: galleries store no classes
+        table = getattr(args, "nouns", None)
+        if table != "none":  # the classifier's evidence: galleries store each photo's classes
             classes = top_classes(channel.class_probabilities(features))
-            nouns = NounClasses.load(Path(args.nouns))
+            nouns = NounClasses.load(Path(table) if table else None)
         if getattr(args, "tagger", None) != "none":
             tagger = WordTagger.load(
                 Path(args.tagger) if args.tagger else default_path(VECTORS_FILE_NAME),
@@ -129,7 +130,8 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
                 "alone, reading log(0.01 + the hit photo's evidence: the larger of its top-10 "
                 "classes' probability on the query nouns' classes (max over nouns) and the "
                 "tagger's probability of the query's tagged nouns (min over nouns)); "
-                "evidence_threshold by the same rule, judging with evidence"
+                "evidence_threshold by the same rule, judging with evidence; "
+                f"nouns: {args.nouns or 'noun_classes.tsv'}"
             )
             info["evidence_queries"] = {
                 k: len(np.unique(p.arrays(named=True)[2])) for k, p in pools.items()
@@ -282,9 +284,9 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--nouns",
-        help="also the classifier's evidence, by this noun -> classes table "
-        "(model/artifacts/noun_classes.tsv; off by default: galleries store no classes, so "
-        "the service cannot pass it)",
+        help="the noun -> classes table of the classifier's evidence (default: the "
+        "artifacts' noun_classes.tsv, as the service reads it with each photo's stored "
+        "classes; 'none': the tagger's evidence alone, as for a gallery without classes)",
     )
     p.add_argument(
         "--tagger",

@@ -26,6 +26,7 @@ import csv
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -58,6 +59,71 @@ def top_classes(probabilities: np.ndarray, k: int = TOP_CLASSES) -> tuple[np.nda
     order = np.lexsort((part, -vals), axis=1)
     ids = np.take_along_axis(part, order, axis=1).astype(np.int64)
     return ids, np.take_along_axis(p, ids, axis=1)
+
+
+#: A query's noun words as evidence reads them: (lemma, written form), lower case.
+NounWords = tuple[tuple[str, str], ...]
+
+
+def noun_words(tree: DependencyTree) -> NounWords:
+    """A parsed query's nouns (its content words when it has no noun), each as
+    (lemma, written form) in lower case, each pair once."""
+    nodes = [n for n in tree if n.upos in NOUNS] or [n for n in tree if n.upos not in FUNCTION_TAGS]
+    return tuple(dict.fromkeys((n.lemma.lower(), n.text.lower()) for n in nodes))
+
+
+class Tagger(Protocol):
+    """What evidence needs of a word tagger (``model.runtime.tagger.WordTagger``)."""
+
+    def lemma_column(self, lemma: str) -> int | None: ...
+    def columns_of(self, lemmas: Sequence[str]) -> list[int]: ...
+    def evidence(self, columns: Sequence[int], vectors: np.ndarray) -> np.ndarray: ...
+
+
+def evidence_nouns(words: NounWords, table: NounClasses | None, tagger: Tagger | None) -> list[str]:
+    """A query's nouns with evidence: those the classifier's classes name
+    (``NounClasses.named``), then the lemmas the tagger tags; [] for none."""
+    named = table.named(words) if table is not None else []
+    if tagger is not None:
+        named += [lemma for lemma, _ in words if tagger.lemma_column(lemma) is not None]
+    return list(dict.fromkeys(named))
+
+
+def hit_evidence(
+    nouns: Sequence[str],
+    table: NounClasses | None = None,
+    classes: tuple[np.ndarray, np.ndarray] | None = None,
+    tagger: Tagger | None = None,
+    vectors: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """Each hit's evidence for a query's ``nouns`` (``evidence_nouns``; None without):
+    the larger of the classifier's — its best noun's probability among the hit's top
+    ``classes`` (ids, probabilities: hits × k; a hit whose row is all -1 has none, NaN)
+    — and the tagger's on the hit's vector (its worst noun: "a man riding a horse" needs
+    both). What relevance is fitted on and what the service passes; NaN where neither
+    is known."""
+    if not nouns:
+        return None
+    out: np.ndarray | None = None
+    if table is not None and classes is not None and table.nameable(nouns):
+        ids, probs = classes
+        out = table.evidence(nouns, ids, probs)
+        if out is not None:
+            out = np.where((np.asarray(ids) < 0).all(axis=1), np.nan, out)
+    if tagger is not None and vectors is not None and (cols := tagger.columns_of(nouns)):
+        tagged = tagger.evidence(cols, vectors)
+        out = tagged if out is None else np.fmax(out, tagged)
+    return out
+
+
+def photo_classes(model: object, features: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The photos' most probable classes (``top_classes``) by ``model``'s concept
+    channel, from their pooled backbone features; None for a model without a channel
+    (nothing to store: its photos are judged without the classifier's evidence)."""
+    channel = getattr(model, "concepts", None)
+    if channel is None or len(features) == 0:
+        return None
+    return top_classes(channel.class_probabilities(features))
 
 
 @dataclass(frozen=True)
@@ -96,16 +162,16 @@ class NounClasses:
         return list(dict.fromkeys(w for w in (w.lower() for w in words) if w in self.classes))
 
     def nouns(self, tree: DependencyTree) -> list[str]:
-        """A parsed query's nameable nouns: each noun's lemma, or its own form when only
-        that has classes ("glasses"); without a noun, its content words."""
-        nodes = [n for n in tree if n.upos in NOUNS] or [
-            n for n in tree if n.upos not in FUNCTION_TAGS
-        ]
-        out = []
-        for n in nodes:
-            lemma, text = n.lemma.lower(), n.text.lower()
-            out.append(lemma if lemma in self.classes or text not in self.classes else text)
-        return self.nameable(out)
+        """A parsed query's nameable nouns (``named`` of its ``noun_words``)."""
+        return self.named(noun_words(tree))
+
+    def named(self, words: NounWords) -> list[str]:
+        """The nameable of a query's noun words: each one's lemma, or its written form
+        when only that has classes ("glasses")."""
+        return self.nameable(
+            lemma if lemma in self.classes or text not in self.classes else text
+            for lemma, text in words
+        )
 
     def evidence(
         self, nouns: Sequence[str], class_ids: np.ndarray, class_probs: np.ndarray

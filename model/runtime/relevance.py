@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from groundsearch.model.runtime.evidence import FUNCTION_TAGS, NOUNS
+from groundsearch.model.runtime.evidence import noun_words
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 #: Kinds of query, each with its own fitted model.
@@ -389,8 +389,7 @@ def load_relevance(path: Path, identity: Mapping[str, str] | None = None) -> Rel
 
 def query_lemmas(tree: DependencyTree) -> list[str]:
     """A query's noun lemmas (lower case; its content words when it has no noun)."""
-    nodes = [n for n in tree if n.upos in NOUNS] or [n for n in tree if n.upos not in FUNCTION_TAGS]
-    return list(dict.fromkeys(n.lemma.lower() for n in nodes))
+    return list(dict.fromkeys(lemma for lemma, _ in noun_words(tree)))
 
 
 def word_count(text: str) -> int:

@@ -49,7 +49,12 @@ from groundsearch.model.data.concepts import HELD_OUT, photos_mentioning, with_k
 from groundsearch.model.data.flickr import CaptionedImages
 from groundsearch.model.runtime.arithmetic import arithmetic_query
 from groundsearch.model.runtime.concepts import NOUNS
-from groundsearch.model.runtime.evidence import NounClasses
+from groundsearch.model.runtime.evidence import (
+    NounClasses,
+    evidence_nouns,
+    hit_evidence,
+    noun_words,
+)
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.relevance import (
     FEATURES,
@@ -59,7 +64,6 @@ from groundsearch.model.runtime.relevance import (
     RelevanceModel,
     features,
     novelty_of,
-    query_lemmas,
     word_count,
 )
 from groundsearch.model.runtime.tagger import WordTagger
@@ -180,28 +184,17 @@ class SplitData:
         return np.array([novelty_of(v, self.channel_columns) for v in vectors])
 
     def query_nouns(self, tree: DependencyTree) -> list[str]:
-        """A text query's nouns with evidence: those the classifier's classes name, and
-        those the word tagger tags ([] without evidence)."""
-        named = self.nouns.nouns(tree) if self.classes is not None and self.nouns else []
-        if self.tagger is not None:
-            named += [n for n in query_lemmas(tree) if self.tagger.lemma_column(n) is not None]
-        return list(dict.fromkeys(named))
+        """A text query's nouns with evidence (``evidence_nouns``: those the classifier's
+        classes name, and those the word tagger tags; [] without evidence)."""
+        table = self.nouns if self.classes is not None else None
+        return evidence_nouns(noun_words(tree), table, self.tagger)
 
     def evidence(self, nouns: Sequence[str], photos: np.ndarray) -> np.ndarray | None:
-        """Each of ``photos``' evidence for a query's ``nouns`` (None without): the
-        largest of the classifier's (its best noun) and the tagger's (its worst noun:
-        "a man riding a horse" needs both)."""
-        if not nouns:
-            return None
+        """Each of ``photos``' evidence for a query's ``nouns`` (None without), by the
+        rule the service serves (``hit_evidence``)."""
         idx = np.asarray(photos, np.int64)
-        out: np.ndarray | None = None
-        if self.classes is not None and self.nouns is not None:
-            ids, probs = self.classes
-            out = self.nouns.evidence(nouns, ids[idx], probs[idx])
-        if self.tagger is not None and (cols := self.tagger.columns_of(nouns)):
-            tagged = self.tagger.evidence(cols, self.photos[idx])
-            out = tagged if out is None else np.maximum(out, tagged)
-        return out
+        classes = None if self.classes is None else (self.classes[0][idx], self.classes[1][idx])
+        return hit_evidence(nouns, self.nouns, classes, self.tagger, self.photos[idx])
 
 
 def caption_nouns(data: SplitData) -> list[frozenset[str]]:

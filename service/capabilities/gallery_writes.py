@@ -42,11 +42,17 @@ class GalleryWrites:
         whats = labels(len(captions))
         cleaned = [self.queries.clean(c, w) for c, w in zip(captions, whats, strict=True)]
         trees = self.queries.trees(cleaned, whats, timings) if captions else []
-        image_vec = self.photos.vector(image, timings)
+        features, image_vec = self.photos.features_and_vector(image, timings)
         caption_vecs = self.queries.door.embed(trees) if trees else None
         meta = read_upload_metadata(data, name)  # the headers only: no second decode
         return self.gallery.add_photo(
-            data, EXTENSIONS[fmt], image_vec, [t.text for t in trees], caption_vecs, meta
+            data,
+            EXTENSIONS[fmt],
+            image_vec,
+            [t.text for t in trees],
+            caption_vecs,
+            meta,
+            self.photos.classes(features),
         )
 
     def remove(self, image_id: int) -> int:

@@ -48,9 +48,9 @@ class Search:
         query with a tagged noun, each hit's evidence: ``service.relevance``), and the
         threshold applied: ``min_relevance``, else the default for the query."""
         timings: Timings = {}
-        vec, nouns = self.queries.vector_and_nouns(cleaned, timings)
-        columns = self.judge.tagged(nouns)
-        threshold = self.judge.threshold(min_relevance, bool(columns), cleaned)
+        vec, words = self.queries.vector_and_nouns(cleaned, timings)
+        nouns = self.judge.named(words)
+        threshold = self.judge.threshold(min_relevance, bool(nouns), cleaned)
         fetched: list[int] = []
 
         def fetch(n: int) -> list[tuple[int, float]]:
@@ -59,12 +59,12 @@ class Search:
             return hits
 
         def judge(scores: Sequence[float]) -> list[float | None]:
-            evidence = self.judge.evidence(columns, fetched[: len(scores)])
+            evidence = self.judge.evidence(nouns, fetched[: len(scores)])
             return self.judge.of("text-image", scores, vec, cleaned, evidence)
 
         with self.stages.stage("search", timings):
             page = photo_page(
-                self.gallery, fetch, judge, ask, threshold, cleaned, monotone=not columns
+                self.gallery, fetch, judge, ask, threshold, cleaned, monotone=not nouns
             )
         return page, timings, threshold
 

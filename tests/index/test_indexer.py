@@ -128,7 +128,11 @@ def test_a_photo_in_any_exif_orientation_gets_the_same_vector(tmp_path, parser):
     assert report.embedded == 16 and report.skipped == []
     gallery = Gallery.open(tmp_path / "g")
     by_path = {gallery.image(i).path: gallery.image_vector(i) for i in gallery.image_ids()}
+    classes = gallery.image_classes(gallery.image_ids())
     gallery.close()
+    # each photo is stored with the classifier's top classes, the same for every turn
+    assert len(classes) == 16 and len({int(c[0][0]) for c in classes.values()}) == 1
+    assert all(len(ids) == 10 and np.all(np.diff(p) <= 0) for ids, p in classes.values())
     png = [by_path[str(p)] for p in files[:8]]
     jpg = [by_path[str(p)] for p in files[8:]]
     for vector in png[1:]:
