@@ -22,7 +22,11 @@ indexed folders that have disappeared since the last run are forgotten at the en
 whose metadata was never read. A run over their folders reads each unchanged file's
 metadata and stores it with the seen-marks (``IndexedFiles.mark_seen``) without
 embedding anything again; uploads without metadata are read from ``uploads/`` at the end
-(``Gallery.fill_upload_metadata``). ``IndexReport.backfilled`` counts them.
+(``Gallery.fill_upload_metadata``). ``IndexReport.backfilled`` counts them. A photo
+indexed before each photo's classes were kept (``records.py``, ``photo_classes``) goes
+through the CNN once more on a run over its folder, for its classes alone: its vector,
+id and captions stay (``IndexReport.classes_backfilled``); one that cannot be read now
+stays as it was.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ class IndexReport:
     captions: int = 0
     forgotten: int = 0
     backfilled: int = 0
+    classes_backfilled: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     caption_problems: list[str] = field(default_factory=list)
     unused_captions: int = 0
@@ -95,6 +100,7 @@ class IndexReport:
             "captions_added": self.captions,
             "photos_gone_from_disk": self.forgotten,
             "metadata_backfilled": self.backfilled,
+            "classes_backfilled": self.classes_backfilled,
             "skipped": dict(sorted(reasons.items())),
             "caption_problems": len(self.caption_problems),
             "captions_for_photos_not_found": self.unused_captions,
@@ -152,6 +158,9 @@ class _Run:
         self.backfill: list[tuple[int, PhotoMetadata]] = []  # format-2 photos read again
         self.in_flight: dict[str, list[_Pending]] = {}  # sha → duplicates waiting for it
         self.queued: set[str] = set()  # shas embedded, waiting in ``batch`` for the commit
+        #: unchanged photos indexed before classes were kept, through the CNN for them
+        self.wants_classes = getattr(model, "concepts", None) is not None
+        self.for_classes: set[str] = set()
 
     def wanted(self, file: PhotoFile) -> bool:
         if self.only is None:
@@ -185,6 +194,11 @@ class _Run:
         if state is not None and state[:2] == (file.size, file.mtime_ns):
             self.report.unchanged += 1
             meta = None if state.has_metadata else _metadata(file.path)
+            sha = state.sha256
+            if not state.has_classes and self.wants_classes and sha not in self.for_classes:
+                self.for_classes.add(sha)  # its vector stays; the CNN pass is for its classes
+                self.in_flight[sha] = []
+                return _Pending(file, sha, texts, meta)
             if texts and self._missing_captions(state.photo_id, texts):
                 self._queue(_Pending(file, state.sha256, texts, meta), None)
             else:
@@ -224,12 +238,20 @@ class _Run:
     def embedded(self, pending: _Pending, result: np.ndarray | PhotoError) -> None:
         """A CNN result: queue the photo (and the duplicates that waited for it)."""
         waiting = self.in_flight.pop(pending.sha256, [])
+        if isinstance(result, PhotoError) and pending.sha256 in self.for_classes:
+            # an unchanged photo read for its classes alone stays as it was, without them
+            self.seen.append(str(pending.file.path))
+            self.tick(1)
+            return
         if isinstance(result, PhotoError):
             for p in [pending, *waiting]:
                 self._skip(p.file.path, result.reason, str(result))
             self.report.duplicates -= len(waiting)
             return
-        self.report.embedded += 1
+        if pending.sha256 in self.for_classes:
+            self.report.classes_backfilled += 1
+        else:
+            self.report.embedded += 1
         self._queue(pending, result)
         self.tick(1)
         for dup in waiting:

@@ -624,19 +624,23 @@ class FileState(NamedTuple):
     sha256: str
     #: whether its photo's metadata was read (False: a format-2 photo to backfill)
     has_metadata: bool
+    #: whether its photo's classes are stored (False: indexed before they were kept)
+    has_classes: bool = True
 
 
 def file_state(db: sqlite3.Connection, path: str) -> FileState | None:
-    """The size, mtime, photo id, content hash and whether the photo's metadata was
-    read, recorded for an indexed file."""
+    """The size, mtime, photo id, content hash, whether the photo's metadata was read
+    and whether its classes are stored, recorded for an indexed file (on a writer's
+    database: it has the classes table)."""
     row = db.execute(
-        f"SELECT f.size, f.mtime_ns, f.photo_id, p.sha256, NOT ({NOT_READ}) FROM files f "
+        f"SELECT f.size, f.mtime_ns, f.photo_id, p.sha256, NOT ({NOT_READ}), "
+        "EXISTS (SELECT 1 FROM photo_classes c WHERE c.photo_id = f.photo_id) FROM files f "
         "JOIN photos p ON p.id = f.photo_id WHERE f.path = ?",
         (path,),
     ).fetchone()
     if row is None:
         return None
-    return FileState(int(row[0]), int(row[1]), int(row[2]), str(row[3]), bool(row[4]))
+    return FileState(int(row[0]), int(row[1]), int(row[2]), str(row[3]), bool(row[4]), bool(row[5]))
 
 
 def uploads_not_read(db: sqlite3.Connection) -> list[tuple[int, str]]:

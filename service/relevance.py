@@ -227,8 +227,8 @@ def serving_judge(
     if table is not None and not gallery.stores_classes() and gallery.count_images():
         log.warning(
             "the gallery stores no photo classes (indexed before they were kept): relevance "
-            "reads the tagger's evidence only; index the photos again into a new gallery "
-            "folder for the classifier's"
+            "reads the tagger's evidence only; `groundsearch index` over its folders again "
+            "stores them (each photo's vector stays)"
         )
     return Judge(
         relevance,

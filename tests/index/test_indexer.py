@@ -314,8 +314,14 @@ def test_a_format2_gallery_migrates_and_a_rerun_backfills_without_embedding(
     CountingPool.sent = []
     monkeypatch.setattr(indexer, "FeaturePool", CountingPool)
     report = run([shots], gallery_dir, parser)
-    assert CountingPool.sent == [] and report.embedded == 0  # nothing went to the CNN
-    assert (report.unchanged, report.backfilled) == (4, 3)
+    # format 2 kept no classes: each photo goes through the CNN for them alone
+    assert len(CountingPool.sent) == 3 and report.embedded == 0  # 3 photos, 4 files
+    assert (report.unchanged, report.backfilled, report.classes_backfilled) == (4, 3, 3)
     assert stored_metadata(gallery_dir) == first  # every vector byte-identical, every field
+    gallery = Gallery.open(gallery_dir)
+    assert len(gallery.image_classes(gallery.image_ids())) == 3
+    gallery.close()
+    CountingPool.sent = []
     again = run([shots], gallery_dir, parser)
-    assert (again.backfilled, again.embedded) == (0, 0)
+    assert CountingPool.sent == []  # nothing went to the CNN
+    assert (again.backfilled, again.embedded, again.classes_backfilled) == (0, 0, 0)

@@ -48,7 +48,7 @@ def test_runs_are_numbered_and_a_new_photo_needs_its_vector(gallery):
     files.add_files([indexed(0, vecs(1)[0])], run=files.next_run())
     assert files.next_run() == 2 and files.has_files_under(Path("/photos"))
     assert not files.has_files_under(Path("/photo"))  # a folder, not a prefix of a name
-    assert files.file_state("/photos/0.jpg") == (10, 1000, 1, "sha-0", False)  # not read
+    assert files.file_state("/photos/0.jpg") == (10, 1000, 1, "sha-0", False, False)  # not read
     assert files.photo_of_sha("sha-0") == 1 and files.photo_of_sha("sha-1") is None
     with pytest.raises(ValueError, match="a new photo needs its vector"):
         files.add_files([indexed(1, vecs(1)[0]), IndexedFile("/photos/x.jpg", 1, 1, "sha-x")])

@@ -116,7 +116,7 @@ def test_a_photo_left_without_files_is_dropped_and_a_moved_one_repointed(store):
     assert records.has_files_under(db, "/b") and not records.has_files_under(db, "/a")
     assert records.next_run(db) == 3
     state = records.file_state(db, "/b/1-copy.jpg")
-    assert state == (1, 1, first, "sha-1", False)
+    assert state == (1, 1, first, "sha-1", False, False)
     np.testing.assert_array_equal(records.vector(db, "images", first), v[0])
 
 
