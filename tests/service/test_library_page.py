@@ -84,22 +84,23 @@ def tile_ids(page) -> list[int]:
     ]
 
 
-def scroll_to_the_end(page, want: int) -> None:
-    """Scroll down until ``want`` tiles are in the grid (each scroll waits for growth)."""
-    tiles = page.locator("#results .tile")
-    for _ in range(40):
-        count = tiles.count()
-        if count >= want:
+def scroll_to_the_end(page, want: int, selector: str = "#results .tile") -> None:
+    """Scroll down until ``want`` of ``selector`` (tiles) are in the grid (each scroll
+    waits for the grid to grow: a ranking's page may bring guesses only)."""
+    tiles = page.locator(selector)
+    every = "#results .tile, #results .hit"
+    for _ in range(60):
+        if tiles.count() >= want:
             return
+        shown = page.locator(every).count()
         page.mouse.wheel(0, 4000)
         page.wait_for_function(
-            """([n, want]) => {
-              const count = document.querySelectorAll('#results .tile').length;
-              return count > n || count >= want;
-            }""",
-            arg=[count, want],
+            """([n, want, selector, every]) =>
+              document.querySelectorAll(every).length > n ||
+              document.querySelectorAll(selector).length >= want""",
+            arg=[shown, want, selector, every],
         )
-    raise AssertionError(f"{tiles.count()} tiles after scrolling, not {want}")
+    raise AssertionError(f"{tiles.count()} of {selector} after scrolling, not {want}")
 
 
 def test_the_library_browses_by_date_and_scrolling_loads_the_next_pages(page, library):
@@ -251,14 +252,20 @@ def test_search_results_fill_the_same_grid_and_the_library_comes_back(page, libr
     page.fill("#query", text)
     page.click("#search-btn")
     cards = page.locator("#results > .hit")
-    expect(cards).to_have_count(good)  # the good matches, then the guesses apart
+    expect(cards.first).to_be_visible()
+    assert all(w > 0 for w in loaded_widths(page, "#results > .hit img"))  # the first page's
+    # the good matches, pages of them loading as the grid scrolls (evidence may rank a
+    # good match below a guess: a page's guesses wait apart), then the guesses apart
+    scroll_to_the_end(page, good, "#results > .hit")
+    expect(cards).to_have_count(good)
     expect(page.locator("#results .weak-hits .hit").first).to_be_visible()
     expect(page.locator("#results .tile")).to_have_count(0)
     expect(page.locator("#tree .node").first).to_be_visible()
-    assert all(w > 0 for w in loaded_widths(page, "#results > .hit img"))
     ranked = [int(i) for i in cards.evaluate_all("cs => cs.map(c => c.dataset.id)")]
     # date order: the same good matches, under date headers
     page.select_option("#f-order", "-date")
+    expect(page.locator("#results .tile").first).to_be_visible()
+    scroll_to_the_end(page, good)
     expect(page.locator("#results .tile")).to_have_count(good)
     assert sorted(tile_ids(page)) == sorted(ranked)
     days = page.locator("#results .day").evaluate_all("ds => ds.map(d => d.dataset.date)")
