@@ -219,8 +219,8 @@ class Gallery:
         return records.classes_of(self.records.reader(), ids)
 
     def stores_classes(self) -> bool:
-        """Whether the gallery holds any photo's classes (one that was indexed by a
-        model with a concept channel)."""
+        """Whether the gallery holds every photo's classes (each indexed or uploaded by
+        a model with a concept channel, or filled by a later indexing run)."""
         return records.stores_classes(self.records.reader())
 
     def image_vector(self, image_id: int) -> np.ndarray:

@@ -595,13 +595,19 @@ def classes_of(
 
 
 def stores_classes(db: sqlite3.Connection) -> bool:
-    """Whether any photo has stored classes."""
+    """Whether every photo has stored classes (true of an empty gallery). Reads the
+    photos in id order up to the first without: at once for a gallery indexed before
+    classes were kept, every photo's primary key for one that has them all."""
+    sql = (
+        "SELECT 1 FROM photos p WHERE NOT EXISTS "
+        "(SELECT 1 FROM photo_classes c WHERE c.photo_id = p.id) LIMIT 1"
+    )
     try:
-        return db.execute("SELECT 1 FROM photo_classes LIMIT 1").fetchone() is not None
+        return db.execute(sql).fetchone() is None
     except sqlite3.OperationalError as exc:
         if "no such table" not in str(exc):
             raise
-        return False
+        return db.execute("SELECT 1 FROM photos LIMIT 1").fetchone() is None
 
 
 def files_of(db: sqlite3.Connection, photo_id: int) -> list[str]:

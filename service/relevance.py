@@ -19,10 +19,11 @@ caption nouns read off a photo's stored vector) is judged by the relevance model
 evidence model, each hit reading ``model.runtime.evidence.hit_evidence``: the larger of
 the classifier's probability of the query's nouns among the photo's stored top classes
 (``Gallery.image_classes``, kept when it was indexed) and the tagger's least probability
-of its tagged nouns on the photo's vector. A gallery that stores no classes (indexed
-before they were kept) has the tagger's evidence only; a hit without stored classes in
-one that does is judged on the tagger's, or without evidence when the query has no
-tagged noun. Its default ``min_relevance`` is the evidence one — for a query of at most
+of its tagged nouns on the photo's vector. A gallery that does not store every photo's
+classes (some indexed before they were kept) has the tagger's evidence only, until an
+indexing run fills them (``ClassesKept`` asks again each minute); a hit whose classes
+went missing meanwhile is judged on the tagger's, or without evidence when the query has
+no tagged noun. Its default ``min_relevance`` is the evidence one — for a query of at most
 ``SHORT_WORDS`` words ("a cat", "snow") the short one. Evidence is the hit's own, so
 relevance may rise down a ranking; the hits' order is the score's still.
 """
@@ -30,6 +31,8 @@ relevance may rise down a ranking; the hits' order is the score's still.
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,22 +226,35 @@ def serving_judge(
     columns = int(getattr(model, "channel_columns", 0))
     if relevance is None or not relevance.evidence:
         return Judge(relevance, columns)
-    table = served_nouns(settings)
-    if table is not None and not gallery.stores_classes() and gallery.count_images():
+    # the classifier's evidence where the served model stores classes with each photo
+    table = served_nouns(settings) if getattr(model, "concepts", None) is not None else None
+    if table is None:
+        return Judge(relevance, columns, tagger, vectors)
+    kept = ClassesKept(gallery.stores_classes)
+    if not kept():
         log.warning(
-            "the gallery stores no photo classes (indexed before they were kept): relevance "
-            "reads the tagger's evidence only; `groundsearch index` over its folders again "
-            "stores them (each photo's vector stays)"
+            "not every gallery photo's classes are stored (indexed before they were kept): "
+            "relevance reads the tagger's evidence only; `groundsearch index` over its "
+            "folders again stores them (each photo's vector stays)"
         )
-    return Judge(
-        relevance,
-        columns,
-        tagger,
-        vectors,
-        table,
-        gallery.image_classes if table is not None else None,
-        gallery.stores_classes if table is not None else None,
-    )
+    return Judge(relevance, columns, tagger, vectors, table, gallery.image_classes, kept)
+
+
+class ClassesKept:
+    """Whether every gallery photo's classes are stored (``Gallery.stores_classes``),
+    asked at most every ``every`` seconds until they are; then it stays so (the served
+    model stores a new photo's classes with it)."""
+
+    def __init__(self, check: Callable[[], bool], every: float = 60.0) -> None:
+        self.check, self.every = check, every
+        self.known = False
+        self.asked = -math.inf
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self.known and now - self.asked >= self.every:
+            self.known, self.asked = self.check(), now
+        return self.known
 
 
 def served_nouns(settings: ServiceSettings) -> NounClasses | None:

@@ -70,10 +70,12 @@ def test_a_photos_classes_are_stored_once_read_back_and_removed_with_it(store):
     v = vecs(2)
     ids, probs = np.array([285, 281, 7]), np.array([0.6, 0.2, 0.1], np.float32)
     with store.transaction() as db:
+        assert records.stores_classes(db)  # an empty gallery lacks none
         photo = records.insert_photo(db, "sha-1", "/a/1.jpg", v[0])
         bare = records.insert_photo(db, "sha-2", "/a/2.jpg", v[1])
         assert not records.stores_classes(db)
         records.insert_classes(db, photo, ids, probs)
+        assert not records.stores_classes(db)  # every photo's, not any
         records.insert_classes(db, photo, ids[::-1], probs)  # written once: kept as first
         with pytest.raises(ValueError, match="same length"):
             records.insert_classes(db, bare, ids, probs[:2])
@@ -81,18 +83,23 @@ def test_a_photos_classes_are_stored_once_read_back_and_removed_with_it(store):
             records.insert_classes(db, bare, np.array([-1]), probs[:1])
     with store.snapshot() as db:
         got = records.classes_of(db, [photo, bare, 999])
-        assert records.stores_classes(db) and set(got) == {photo}
+        assert set(got) == {photo}
         np.testing.assert_array_equal(got[photo][0], ids)
         np.testing.assert_array_equal(got[photo][1], probs)
     with store.transaction() as db:
+        records.delete_photo(db, bare)
+        assert records.stores_classes(db)  # the one left has them
         records.delete_photo(db, photo)
     with store.snapshot() as db:
-        assert records.classes_of(db, [photo]) == {} and not records.stores_classes(db)
+        assert records.classes_of(db, [photo]) == {}
 
 
 def test_a_database_without_the_classes_table_reads_as_no_classes(tmp_path):
     db = sqlite3.connect(tmp_path / "old.db")
-    assert records.classes_of(db, [1, 2]) == {} and not records.stores_classes(db)
+    db.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY)")
+    assert records.classes_of(db, [1, 2]) == {} and records.stores_classes(db)  # empty
+    db.execute("INSERT INTO photos (id) VALUES (1)")
+    assert not records.stores_classes(db)
     db.close()
 
 

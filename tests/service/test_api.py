@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from groundsearch.service.app import create_app
-from groundsearch.service.relevance import Judge
+from groundsearch.service.relevance import ClassesKept, Judge
 from groundsearch.service.settings import ServiceSettings
 from tests.oriented import ORIENTATIONS, oriented_bytes
 
@@ -468,3 +468,20 @@ def test_a_noun_only_the_classifier_names_is_judged_by_the_stored_classes(servic
     assert judge.of("text-image", scores, None, "a dog", evidence) != judge.of(
         "text-image", scores, None, "a dog"
     )
+
+
+def test_whether_every_photo_has_classes_is_asked_again_until_it_has():
+    """A gallery still lacking some photos' classes is asked again after ``every``
+    seconds; once every photo has them the answer stays (new photos come with theirs)."""
+    answers = iter([False, True])
+    asked = []
+
+    def check() -> bool:
+        asked.append(1)
+        return next(answers)
+
+    kept = ClassesKept(check, every=0.0)
+    assert kept() is False and kept() is True and kept() is True
+    assert len(asked) == 2
+    slow = ClassesKept(lambda: asked.append(1) or False, every=3600.0)
+    assert slow() is False and slow() is False and len(asked) == 3  # not asked again yet
