@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from groundsearch.cli.common import checkpoint_path
-from groundsearch.cli.relevance import embedded_split
+from groundsearch.cli.relevance import embedded_split, nouns_table
 from groundsearch.model.data.concepts import photos_mentioning
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.relevance import features, load_relevance, novelty_of, word_count
@@ -123,6 +123,7 @@ def main() -> None:
     ap.add_argument("--relevance", help="the relevance model (default: the shipped one)")
     ap.add_argument(
         "--nouns",
+        type=nouns_table,
         help="the noun -> classes table of the classifier's evidence (default: the shipped "
         "one; 'none': the tagger's evidence alone)",
     )

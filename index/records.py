@@ -556,42 +556,36 @@ def vector(db: sqlite3.Connection, kind: str, item: int) -> np.ndarray | None:
     return None if row is None else unblob(row[0]).copy()
 
 
-def vectors_of(db: sqlite3.Connection, kind: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
-    """The vectors of the items ``ids`` still there, by id (one query per 500 ids)."""
-    out: dict[int, np.ndarray] = {}
+def _rows_in(db: sqlite3.Connection, select: str, ids: Sequence[int]) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``select`` (ending ``IN``) for ``ids``, one query per 500 ids."""
     wanted = [int(i) for i in ids]
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        rows = db.execute(f"SELECT id, vector FROM {TABLES[kind]} WHERE id IN ({marks})", chunk)
-        out.update((int(i), unblob(v).copy()) for i, v in rows)
-    return out
+        yield from db.execute(f"{select} ({','.join('?' * len(chunk))})", chunk)
+
+
+def vectors_of(db: sqlite3.Connection, kind: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """The vectors of the items ``ids`` still there, by id."""
+    rows = _rows_in(db, f"SELECT id, vector FROM {TABLES[kind]} WHERE id IN", ids)
+    return {int(i): unblob(v).copy() for i, v in rows}
 
 
 def classes_of(
     db: sqlite3.Connection, ids: Sequence[int]
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """The stored classes (ids int64, probabilities float32, best first) of the photos
-    among ``ids`` that have them, by photo id (one query per 500 ids; none when the
-    database has no ``photo_classes`` table)."""
-    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    wanted = [int(i) for i in ids]
+    among ``ids`` that have them, by photo id (none when the database has no
+    ``photo_classes`` table)."""
+    rows = _rows_in(db, "SELECT photo_id, ids, probs FROM photo_classes WHERE photo_id IN", ids)
     try:
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = db.execute(
-                f"SELECT photo_id, ids, probs FROM photo_classes WHERE photo_id IN ({marks})",
-                chunk,
-            )
-            out.update(
-                (int(i), (np.frombuffer(c, np.int16).astype(np.int64), unblob(q).copy()))
-                for i, c, q in rows
-            )
+        return {
+            int(i): (np.frombuffer(c, np.int16).astype(np.int64), unblob(q).copy())
+            for i, c, q in rows
+        }
     except sqlite3.OperationalError as exc:
         if "no such table" not in str(exc):
             raise
-    return out
+        return {}
 
 
 def stores_classes(db: sqlite3.Connection) -> bool:

@@ -146,7 +146,9 @@ class Judge:
                 if (c := stored.get(int(i))) is not None:
                     cids[row, : len(c[0])], probs[row, : len(c[1])] = c
             classes = (cids, probs)
-        return hit_evidence(nouns, self.nouns, classes, self.tagger, self.vectors(ids))
+        tagged = self.tagger is not None and self.tagger.columns_of(nouns)
+        vectors = self.vectors(ids) if tagged else None  # read only when the tagger reads them
+        return hit_evidence(nouns, self.nouns, classes, self.tagger, vectors)
 
     def fetch(self, k: int) -> int:
         """How many hits to fetch for ``k``: enough for the score distribution."""

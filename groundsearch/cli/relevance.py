@@ -267,6 +267,13 @@ def _concepts(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
     return FORMS_ONLY if getattr(args, "forms_only", False) else CONCEPTS
 
 
+def nouns_table(text: str) -> str:
+    """``--nouns``: 'none', or a noun -> classes table file that is there."""
+    if text != "none" and not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no noun -> classes table at {text!r} (or 'none')")
+    return text
+
+
 def _evidence_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--forms-only",
@@ -284,6 +291,7 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--nouns",
+        type=nouns_table,
         help="the noun -> classes table of the classifier's evidence (default: the "
         "artifacts' noun_classes.tsv, as the service reads it with each photo's stored "
         "classes; 'none': the tagger's evidence alone, as for a gallery without classes)",

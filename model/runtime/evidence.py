@@ -26,11 +26,14 @@ import csv
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from groundsearch.model.runtime.parsing.tree import DependencyTree
+
+if TYPE_CHECKING:
+    from groundsearch.model.runtime.tagger import WordTagger
 
 FILE_NAME = "noun_classes.tsv"
 #: How many of a photo's most probable classes the evidence reads.
@@ -72,15 +75,9 @@ def noun_words(tree: DependencyTree) -> NounWords:
     return tuple(dict.fromkeys((n.lemma.lower(), n.text.lower()) for n in nodes))
 
 
-class Tagger(Protocol):
-    """What evidence needs of a word tagger (``model.runtime.tagger.WordTagger``)."""
-
-    def lemma_column(self, lemma: str) -> int | None: ...
-    def columns_of(self, lemmas: Sequence[str]) -> list[int]: ...
-    def evidence(self, columns: Sequence[int], vectors: np.ndarray) -> np.ndarray: ...
-
-
-def evidence_nouns(words: NounWords, table: NounClasses | None, tagger: Tagger | None) -> list[str]:
+def evidence_nouns(
+    words: NounWords, table: NounClasses | None, tagger: WordTagger | None
+) -> list[str]:
     """A query's nouns with evidence: those the classifier's classes name
     (``NounClasses.named``), then the lemmas the tagger tags; [] for none."""
     named = table.named(words) if table is not None else []
@@ -93,7 +90,7 @@ def hit_evidence(
     nouns: Sequence[str],
     table: NounClasses | None = None,
     classes: tuple[np.ndarray, np.ndarray] | None = None,
-    tagger: Tagger | None = None,
+    tagger: WordTagger | None = None,
     vectors: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """Each hit's evidence for a query's ``nouns`` (``evidence_nouns``; None without):

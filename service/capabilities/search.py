@@ -45,7 +45,8 @@ class Search:
     ) -> tuple[Page, Timings, float | None]:
         """The page ``ask`` wants of the photos that match a cleaned query (filtered in
         the search), each with its relevance (read from the query's top scores and, for a
-        query with a tagged noun, each hit's evidence: ``service.relevance``), and the
+        query with a noun the classes name or the tagger tags, each hit's evidence:
+        ``service.relevance``), and the
         threshold applied: ``min_relevance``, else the default for the query."""
         timings: Timings = {}
         vec, words = self.queries.vector_and_nouns(cleaned, timings)
