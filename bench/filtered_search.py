@@ -62,7 +62,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import scale
 
-from groundsearch.index import filtered_search, records
+from groundsearch.index import filter_sql, filtered_search, records
 from groundsearch.index.filters import PhotoFilter
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.photo_metadata import PhotoMetadata
@@ -391,10 +391,10 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
             "plan": gallery.filtered.plan(index, share, K, expected),
         }
         columns = gallery.filtered.current()
-        assert columns.matching(where).tolist() == records.matching_ids(db, where).tolist()
+        assert columns.matching(where).tolist() == filter_sql.matching_ids(db, where).tolist()
         for key, ids in (
             ("ids_ms", lambda c=columns, w=where: c.matching(w)),  # what the exact plan reads
-            ("sql_ids_ms", lambda w=where, e=expected: records.matching_ids(db, w, e)),  # SQLite
+            ("sql_ids_ms", lambda w=where, e=expected: filter_sql.matching_ids(db, w, e)),  # SQLite
         ):
             t = []
             for _ in range(20):

@@ -8,7 +8,7 @@ Every photo's filter columns are held in memory (``FilterColumns``, following th
 records with the indexes, and at once after this process's own writes), so which photos
 pass is known in a fraction of a millisecond. Three plans. Each query's is chosen by what
 it is estimated to cost, from the filter's estimated share of the photos (each
-condition's share in a random sample of the photos, ``records.filter_sample``, drawn
+condition's share in a random sample of the photos, ``filter_sql.filter_sample``, drawn
 again when the gallery has changed by a tenth or is older than ``RESAMPLE_AFTER_S``) and
 per-item costs measured at 1M photos (``ROW_US``, ``SCORE_US``, ``HIT_US``):
 
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from groundsearch.index import records
+from groundsearch.index import filter_sql
 from groundsearch.index.filter_columns import FilterColumns
 from groundsearch.index.filters import PhotoFilter
 from groundsearch.index.index_kinds import COMPRESSED, IndexSettings
@@ -161,7 +161,7 @@ class FilteredSearch:
             )
             if stale:
                 with self.records.snapshot() as db:
-                    self._sample = records.filter_sample(db, SAMPLE_SIZE)
+                    self._sample = filter_sql.filter_sample(db, SAMPLE_SIZE)
                 self._estimates.clear()
                 self._sampled_at = (time.monotonic(), live)
             assert self._sample is not None

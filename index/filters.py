@@ -187,7 +187,7 @@ class PhotoFilter:
 
     def masks(self, columns: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Which rows pass each condition, by name (``conditions``), over columns as
-        ``records.filter_sample`` returns them: ``taken_at``, ``lat``, ``lon`` (float, NaN
+        ``filter_sql.filter_sample`` returns them: ``taken_at``, ``lat``, ``lon`` (float, NaN
         when unknown), ``folder`` and ``camera`` (``Categorical``, or object arrays; None
         when unknown; the camera in lower case) and ``uploaded`` (bool)."""
         out: dict[str, np.ndarray] = {}

@@ -39,13 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
-from groundsearch.index import records
+from groundsearch.index import filter_sql, records
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
+from groundsearch.index.filter_sql import DateKey
 from groundsearch.index.filtered_search import FilteredSearch
 from groundsearch.index.filters import FilterError, PhotoFilter
 from groundsearch.index.index_kinds import AUTO, KINDS, IndexSettings
 from groundsearch.index.photo_metadata import PhotoMetadata, read_upload_metadata
-from groundsearch.index.records import DB_FILE, DateKey, Records, caption_rows
+from groundsearch.index.records import DB_FILE, Records, caption_rows
 from groundsearch.index.search_indexes import SearchIndexes
 from groundsearch.index.upload_files import UploadFiles
 from groundsearch.index.vectors import as_matrix
@@ -301,10 +302,10 @@ class Gallery:
     ) -> list[ImageRecord]:
         """The ``k`` photos that pass ``where`` after ``after`` (a ``DateKey``, or
         ``date_key`` of the last photo of a page) by when they were taken, newest or
-        oldest first, the undated last (``records.photos_by_date``; ``passing``: how many
+        oldest first, the undated last (``filter_sql.photos_by_date``; ``passing``: how many
         photos pass ``where``, if known, which picks the plan)."""
         db = self.records.reader()
-        keys = records.photos_by_date(db, where, k, newest_first, after, passing)
+        keys = filter_sql.photos_by_date(db, where, k, newest_first, after, passing)
         found = self.image_records([key.id for key in keys])
         return [found[key.id] for key in keys if key.id in found]
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from groundsearch.index import filtered_search, records
+from groundsearch.index import filter_sql, filtered_search, records
 from groundsearch.index.filtered_search import PLANS
 from groundsearch.index.filters import PhotoFilter
 from groundsearch.index.gallery import Gallery
@@ -284,8 +284,8 @@ def test_the_records_answer_each_plan_of_a_filter_from_their_indexes(world):
         for expected in (None, dict.fromkeys(names, 0.0), dict.fromkeys(names, 1e9)):
             for first in names:
                 plan = dict(expected or {}, **{first: -1.0})
-                assert records.matching_ids(db, f, plan).tolist() == truth, (f, plan)
-        for name, (sql, args) in records.filter_conditions(f).items():
+                assert filter_sql.matching_ids(db, f, plan).tolist() == truth, (f, plan)
+        for name, (sql, args) in filter_sql.filter_conditions(f).items():
             plan = db.execute(f"EXPLAIN QUERY PLAN SELECT id FROM photos WHERE {sql}", args)
             detail = " ".join(str(row[-1]) for row in plan)
             assert "USING COVERING INDEX" in detail, (name, detail)  # no row (vector) read
