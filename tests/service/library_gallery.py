@@ -10,12 +10,15 @@ them, portraits stored turned with orientation 6 as a phone stores them; in fold
 year and month; with the photo's first Flickr8k caption. ``groundsearch index``'s own
 path indexes them (``index_photos``).
 
-Built once and kept under pytest's cache (``.pytest_cache``), keyed by what makes it, so
-a second run of the tests reuses it; ``build`` returns the photos' metadata either way.
+Built once and kept under pytest's cache (``.pytest_cache``), keyed by what makes it (the
+checkpoint, this module's settings and the source of the code that indexes and stores
+it, ``groundsearch.index``), so a second run of the tests reuses it and a change to what
+a gallery stores rebuilds it; ``build`` returns the photos' metadata either way.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -36,6 +39,16 @@ CITIES = {"Paris": (48.8583, 2.2945), "Oslo": (59.9139, 10.7522), "Lisbon": (38.
           "Kyoto": (35.0116, 135.7681)}  # fmt: skip
 #: What makes the gallery: a cached one made otherwise is rebuilt.
 VERSION = 1
+
+
+def index_code() -> str:
+    """A digest of the source of ``groundsearch.index``: what indexes and stores a gallery."""
+    import groundsearch.index
+
+    digest = hashlib.sha256()
+    for path in sorted(Path(groundsearch.index.__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def _frame(img: Image.Image, kind: int) -> Image.Image:
@@ -124,7 +137,8 @@ def build(cache: Path, parser, n: int = SIZE) -> tuple[Path, list[dict]]:
     cache = cache.resolve()  # the gallery records its photos' absolute paths
     checkpoint = get_settings().default_checkpoint
     identity = checkpoint_identity(checkpoint)
-    key = {"version": VERSION, "n": n, "seed": SEED, "root": str(cache), **identity}
+    key = {"version": VERSION, "n": n, "seed": SEED, "root": str(cache), "code": index_code()}
+    key |= identity
     marker = cache / "library.json"
     if marker.is_file():
         made = json.loads(marker.read_text())
