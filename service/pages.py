@@ -4,8 +4,12 @@ A query's answer is its *ranking*: the gallery photos that pass its filters, bes
 first (the filters are applied inside the search: ``index.filters``). A page is up to
 ``k`` hits of it, in one of three orders:
 
-- ``relevance`` (the default): the ranking itself, ``k`` hits a page, each page split at
-  ``min_relevance`` into ``results`` and ``weak`` as a single answer is;
+- ``relevance`` (the default): the ranking's good matches (relevance at or above
+  ``min_relevance``, among its first ``WINDOW`` hits) by score, then the rest by score,
+  ``k`` hits a page, each page split into ``results`` and ``weak`` as a single answer is.
+  While relevance falls with the score (a query judged without per-hit evidence) that is
+  the ranking itself; with evidence a lower-scored photo can be the good match, and it
+  comes before the guesses that outscore it;
 - ``date`` / ``-date``: only the hits at or above ``min_relevance`` (a date-sorted list
   holds good matches only), oldest or newest first by when each photo was taken; photos
   without a date come last, ties by id. A date order reads at most ``WINDOW`` hits of the
@@ -140,17 +144,22 @@ Fetch = Callable[[int], Sequence[tuple[object, int, float, float | None]]]
 Judge = Callable[[Sequence[float]], Sequence[float | None]]
 
 
-def _sort_key(order: str, hit: Ranked) -> tuple[int, float, int]:
-    """(group, key, id): ascending in the order's direction; undated photos last."""
+#: A hit's place in an order: (group, key, id), ascending.
+SortKey = tuple[int, float, int]
+
+
+def _sort_key(order: str, hit: Ranked, good: bool = True) -> SortKey:
+    """(group, key, id): ascending in the order's direction; in relevance order the good
+    matches (``good``) first, in date order the undated photos last."""
     if order == "relevance":
-        return (0, -hit.score, hit.id)
+        return (0 if good else 1, -hit.score, hit.id)
     if hit.taken_at is None:
         return (1, 0.0, hit.id)
     return (0, hit.taken_at if order == "date" else -hit.taken_at, hit.id)
 
 
-def _after(order: str, hit: Ranked, cursor: Cursor) -> bool:
-    return _sort_key(order, hit) > (cursor.group, cursor.key, cursor.id)
+def _after(key: SortKey, cursor: Cursor) -> bool:
+    return key > (cursor.group, cursor.key, cursor.id)
 
 
 def _above(hit: Ranked, threshold: float | None) -> bool:
@@ -172,7 +181,8 @@ def paginate(
     through ``fetch``, in ``order``; its next cursor and the total above ``threshold``.
     ``monotone``: relevance never rises down the ranking, so the first hit below the
     threshold ends the count (with per-hit evidence it may rise: the count reads the
-    window)."""
+    window). Either way a page is cut once every good match of the window is known, so
+    a relevance-order page never serves a guess before a good match."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     n = max(FIRST, 2 * k + (cursor.served if cursor else 0))
@@ -186,31 +196,37 @@ def paginate(
         ended = len(got) < n  # the whole ranking is read
         below = monotone and bool(hits) and not _above(hits[-1], threshold)  # past the cutoff
         total_ready = ended or below or n >= window
-        good = [h for h in hits if _above(h, threshold)]
+        # the good matches: at or above the threshold among the window's hits
+        flags = [rank < window and _above(h, threshold) for rank, h in enumerate(hits)]
+        good = [h for h, ok in zip(hits, flags, strict=True) if ok]
         if order == "relevance":
-            # sure of the order above the last score fetched (a tie may go on past it)
+            # sure of the order above the last score fetched (a tie may go on past it),
+            # and of every good match once the total is (the unread are past the window)
             last = hits[-1].score if hits else math.inf
-            sure = hits if ended else [h for h in hits if h.score > last]
-            sure = sorted(sure, key=lambda h: _sort_key(order, h))
-            pool = [h for h in sure if cursor is None or _after(order, h, cursor)]
-            page_ready = len(pool) > k or ended
-            if page_ready and total_ready:
-                return _page(order, pool, k, good, ended or below, cursor, query)
-            # the page is there but not the total: read the window at once
-            n = max(window, n) if page_ready else 2 * n
+            sure = [
+                (_sort_key(order, h, ok), h)
+                for h, ok in zip(hits, flags, strict=True)
+                if ended or ok or h.score > last
+            ]
+        elif total_ready:
+            sure = [(_sort_key(order, h), h) for h in good]  # a date order lists good ones
+        else:
+            n = min(2 * n, window)
             continue
-        if total_ready:
-            pool = sorted(good, key=lambda h: _sort_key(order, h))
-            pool = [h for h in pool if cursor is None or _after(order, h, cursor)]
-            return _page(order, pool, k, good, ended or below, cursor, query)
-        n = min(2 * n, window)
+        ranked = sorted(sure, key=lambda kh: kh[0])
+        pool = [kh for kh in ranked if cursor is None or _after(kh[0], cursor)]
+        if order == "relevance" and not ((len(pool) > k or ended) and total_ready):
+            # the page is there but not every good match: read the window at once
+            n = max(window, n) if len(pool) > k or ended else 2 * n
+            continue
+        return _page(order, pool, k, len(good), ended or below, cursor, query)
 
 
 def _page(
     order: str,
-    pool: list[Ranked],
+    pool: list[tuple[SortKey, Ranked]],
     k: int,
-    good: list[Ranked],
+    good: int,
     exact: bool,
     cursor: Cursor | None,
     query: str,
@@ -219,7 +235,6 @@ def _page(
     served = (cursor.served if cursor else 0) + len(hits)
     nxt = None
     if len(pool) > k and hits:
-        last = hits[-1]
-        group, key, ident = _sort_key(order, last)
+        group, key, ident = hits[-1][0]
         nxt = Cursor(order, group, key, ident, served, query).encode()
-    return Page(hits, nxt, len(good), exact)
+    return Page([h for _, h in hits], nxt, good, exact)

@@ -25,7 +25,8 @@ indexing run fills them (``ClassesKept`` asks again each minute); a hit whose cl
 went missing meanwhile is judged on the tagger's, or without evidence when the query has
 no tagged noun. Its default ``min_relevance`` is the evidence one — for a query of at most
 ``SHORT_WORDS`` words ("a cat", "snow") the short one. Evidence is the hit's own, so
-relevance may rise down a ranking; the hits' order is the score's still.
+relevance may rise down a ranking: its pages serve the good matches first, each part by
+score (``service.pages``).
 """
 
 from __future__ import annotations

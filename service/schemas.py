@@ -193,8 +193,8 @@ class WrittenSentence(BaseModel):
 WRITTEN = "Sentences the caption decoder wrote (the top of its beam, best first)."
 RESULTS = "The hits whose relevance reaches min_relevance, best first."
 WEAK = (
-    "The hits below min_relevance, best first, kept apart (results then weak is the "
-    "whole ranking of the k hits, with their scores)."
+    "The hits below min_relevance, best first, kept apart (results then weak are the "
+    "k hits, with their scores)."
 )
 NO_MATCH = "True when no hit reaches min_relevance: nothing in the gallery is a good match."
 MIN_RELEVANCE = (
