@@ -136,11 +136,15 @@ def test_when_relevance_may_rise_down_the_ranking_the_total_reads_the_window() -
     assert paginate(ranking.fetch, rising, 1, "relevance", 0.5, None, "q").total == 2
 
 
+@pytest.mark.parametrize("window", [1000, 25])
 @pytest.mark.parametrize("k", [1, 3, 7, 40])
-def test_with_evidence_relevance_order_serves_every_good_match_before_the_guesses(k) -> None:
+def test_with_evidence_relevance_order_serves_every_good_match_before_the_guesses(
+    k, window
+) -> None:
     """A photo judged relevant below guesses that outscore it (per-hit evidence) comes
-    first: the pages read the good matches by score, then the others by score, each once,
-    with the same total on every page."""
+    first: the pages read the good matches (those of the window: the first ``window``
+    hits) by score, then the others by score, each once, with the same total on every
+    page; ties in score (the rows' are rounded) broken by id."""
     ranking = Ranking(rows(120, seed=3))
 
     def rising(scores):  # relevant whatever the rank: every score with a 5 in its cents
@@ -148,14 +152,16 @@ def test_with_evidence_relevance_order_serves_every_good_match_before_the_guesse
 
     seen, cursor, totals = [], None, set()
     while True:
-        page = paginate(ranking.fetch, rising, k, "relevance", 0.5, cursor, "q", monotone=False)
+        page = paginate(
+            ranking.fetch, rising, k, "relevance", 0.5, cursor, "q", window, monotone=False
+        )
         seen += [h.id for h in page.hits]
         totals.add(page.total)
         if page.next is None:
             break
         cursor = Cursor.decode(page.next, "relevance", "q")
     by_score = sorted(ranking.rows, key=lambda i: (-ranking.rows[i][0], i))
-    good = [i for i in by_score if round(ranking.rows[i][0] * 100) % 10 == 5]
+    good = [i for i in by_score[:window] if round(ranking.rows[i][0] * 100) % 10 == 5]
     assert 0 < len(good) < len(by_score)
     assert seen == good + [i for i in by_score if i not in good]
     assert totals == {len(good)}
