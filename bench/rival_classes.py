@@ -24,7 +24,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
 from groundsearch.cli.common import checkpoint_path
-from groundsearch.cli.relevance import _concepts, embedded_split
+from groundsearch.cli.relevance import embedded_split
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.evidence import noun_words
 from groundsearch.model.runtime.relevance import load_relevance
@@ -47,13 +47,11 @@ def rival_mass(ids: np.ndarray, probs: np.ndarray, own: set[int], animals_only: 
 
 
 def split_rows(split: str, animals_only: bool) -> list[dict]:
-    args = argparse.Namespace(
-        checkpoint=None, data=None, nouns=None, tagger=None, evidence=True, forms_only=False
-    )
+    args = argparse.Namespace(checkpoint=None, data=None, nouns=None, tagger=None, evidence=True)
     path = get_settings().model_dir / "relevance.json"
     rel = load_relevance(Path(path), checkpoint_identity(checkpoint_path(args)))
     model, data, parse = embedded_split(args, split)
-    _, runs, _ = gather(data, model.embed_sentences, parse, concepts=_concepts(args))
+    _, runs, _ = gather(data, model.embed_sentences, parse)  # the protocol's labels, kinds too
     judged = replace(rel, threshold=rel.default_threshold(evidence=True))
     ids, probs = data.classes
     rows = []

@@ -299,7 +299,7 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
     ref_ms = reference()
     rows = []
     if index.kind in COMPRESSED:
-        grid = OPQ_GRID if index.kind == "ivfopq" else GRID
+        grid = args.grid or (OPQ_GRID if index.kind == "ivfopq" else GRID)
         for nprobe, k_factor in grid:
             index.settings.nprobe, index.settings.k_factor = nprobe, k_factor
             rows.append({"nprobe": nprobe, "k_factor": k_factor, **run()})
@@ -326,9 +326,21 @@ def child(mode: str, size: int, spec: str, folder: Path, args: argparse.Namespac
     cmd = [sys.executable, __file__, "--child", mode, "--size", str(size), "--kind", kind]
     cmd += ["--rerank", rerank, "--m", str(m), "--shard-size", str(args.shard_size)]
     cmd += ["--dir", str(folder), "--base", str(args.base), "--exact-from", str(args.exact_from)]
+    cmd += ["--grid", ",".join(f"{n}x{f}" for n, f in args.grid)] if args.grid else []
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def parse_grid(text: str) -> list[tuple[int, int]]:
+    """``16x1,64x1`` → [(16, 1), (64, 1)]; an argparse error for anything else."""
+    try:
+        grid = [tuple(int(v) for v in part.split("x")) for part in text.split(",")]
+    except ValueError:
+        grid = []
+    if not grid or any(len(g) != 2 or min(g) < 1 for g in grid):
+        raise argparse.ArgumentTypeError(f"not nprobe x k_factor pairs: {text!r} (e.g. 16x1,64x8)")
+    return [(g[0], g[1]) for g in grid]
 
 
 def parse_kind(spec: str, args: argparse.Namespace) -> tuple[str, str, int]:
@@ -348,6 +360,12 @@ def main() -> None:
     )
     p.add_argument("--work", type=Path, default=Path("runs/scale/work"))
     p.add_argument("--out", type=Path, default=Path("runs/bench/scale.json"))
+    p.add_argument(
+        "--grid",
+        type=parse_grid,
+        help="the compressed kinds' search settings, nprobe x k_factor each: e.g. 16x1,64x1 "
+        "(default: every setting of the kind's grid; RSS after is after these alone)",
+    )
     p.add_argument(
         "--search-only",
         action="store_true",
