@@ -6,8 +6,11 @@ order those copies reaches recall@10 ≥ 0.9. This emulates that density in memo
 query's nearest real vectors and others (600 in all), 2,060 copies each made as
 ``bench/scale.py`` makes them (1.24M vectors), the exact top 10 of its 300 queries, and —
 given the best candidates (the exact top 4,000, more than a query's copies) — recall@10
-when they are re-ranked from float16 copies or from float16 PCA projections of ``r``
-dimensions (``2r`` bytes a vector; PCA fitted on 20,000 real vectors):
+when they are re-ranked from float16 copies, from float16 PCA projections of ``r``
+dimensions (``2r`` bytes a vector; PCA fitted on 20,000 real vectors), from FAISS's
+scalar-quantised stores (8, 6 and 4 bits a dimension) and from PQ64 codes of each copy's
+residual to its own real vector (what an inverted file coding residuals could do at best,
+were every real vector a centroid):
 
     python bench/rerank_density.py --base /tmp/g8k
 """
@@ -18,6 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import faiss
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -63,6 +67,25 @@ def main() -> None:
         project = axes[:r]
         store = ((x - mean) @ project.T).astype(np.float16)
         print(f"PCA {r} float16 ({2 * r} B a vector): recall@10 {recall(store, project):.3f}")
+    train = x[rng.choice(len(x), 100_000, replace=False)]
+    for bits in (8, 6, 4):
+        sq = faiss.ScalarQuantizer(d, getattr(faiss.ScalarQuantizer, f"QT_{bits}bit"))
+        sq.train(train)
+        store = sq.decode(sq.compute_codes(x))
+        print(f"SQ{bits} ({sq.code_size} B a vector): recall@10 {recall(store):.3f}")
+    del train, store
+    owner = np.repeat(np.arange(REAL), COPIES)  # the row of each copy's real vector
+    real = base[chosen[:REAL]]
+    width = -(-d // 64) * 64  # PQ64 needs a dimension 64 divides: zeros appended
+    pq = faiss.ProductQuantizer(width, 64, 8)
+    rows = np.sort(rng.choice(len(x), 100_000, replace=False))
+    pq.train(np.pad(x[rows] - real[owner[rows]], ((0, 0), (0, width - d))))
+    for lo in range(0, len(x), 100_000):  # x becomes its decoded residual codes, by chunks
+        part = slice(lo, lo + 100_000)
+        residual = np.pad(x[part] - real[owner[part]], ((0, 0), (0, width - d)))
+        x[part] = real[owner[part]] + pq.decode(pq.compute_codes(residual))[:, :d]
+    store = x
+    print(f"PQ64 of the residual to its real vector (64 B): recall@10 {recall(store):.3f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,56 @@
+"""How many candidates must a re-rank read? A probe of a saved scale index, for docs/BENCHMARKS.md.
+
+A re-rank store can only restore the exact top 10 if the index's own ranking brings them
+among the candidates it reads. For an index ``bench/scale.py`` built and saved (its
+``queries.npy`` and ``exact.npy`` beside it), this loads it as a server does and prints,
+for each nprobe, the share of each query's exact top 10 found among the index's best
+``depth`` hits, for depths from 10 to 4,000:
+
+    python bench/candidate_depth.py runs/scale/work100m/100000000-ivfopq --queries 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scale import HEADER
+
+from groundsearch.index.vectors import VectorIndex
+
+DEPTHS = (10, 100, 300, 1000, 2000, 4000)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folder", type=Path, help="a size-kind folder of bench/scale.py's --work")
+    ap.add_argument("--queries", type=int, default=100, help="the first this many queries")
+    ap.add_argument("--nprobe", default="16,64")
+    args = ap.parse_args()
+    faiss.omp_set_num_threads(1)
+    queries = np.load(args.folder / "queries.npy")[: args.queries]
+    exact = np.load(args.folder / "exact.npy")[: args.queries]
+    index = VectorIndex.load(args.folder / "images", HEADER)
+    if index is None:
+        raise SystemExit(f"{args.folder}: no saved index")
+    print(f"{index.describe()}; {len(queries)} queries; share of the exact top 10 within depth")
+    for nprobe in (int(n) for n in args.nprobe.split(",")):
+        index.settings.nprobe = nprobe
+        found = {depth: [] for depth in DEPTHS}
+        t0 = time.perf_counter()
+        for q, truth in zip(queries, exact, strict=True):
+            ids = [i for i, _ in index.search(q, max(DEPTHS))[0]]
+            for depth in DEPTHS:
+                found[depth].append(len(set(ids[:depth]) & set(truth.tolist())) / 10)
+        shares = ", ".join(f"{d}: {np.mean(v):.3f}" for d, v in found.items())
+        print(f"nprobe {nprobe}: {shares} ({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
