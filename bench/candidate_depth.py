@@ -4,7 +4,9 @@ A re-rank store can only restore the exact top 10 if the index's own ranking bri
 among the candidates it reads. For an index ``bench/scale.py`` built and saved (its
 ``queries.npy`` and ``exact.npy`` beside it), this loads it as a server does and prints,
 for each nprobe, the share of each query's exact top 10 found among the index's best
-``depth`` hits, for depths from 10 to 4,000:
+``depth`` hits, for depths from 10 to 4,000 — and first what one cold random read of a
+re-rank record costs on this disk: ``--cold-reads`` reads of 690 bytes at random offsets
+of the folder's largest file, after asking the kernel to drop its cached pages:
 
     python bench/candidate_depth.py runs/scale/work100m/100000000-ivfopq --queries 100
 """
@@ -12,6 +14,7 @@ for each nprobe, the share of each query's exact top 10 found among the index's 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,6 +28,27 @@ from scale import HEADER
 from groundsearch.index.vectors import VectorIndex
 
 DEPTHS = (10, 100, 300, 1000, 2000, 4000)
+RECORD = 690  # an SQ8 re-rank record of the scale gallery's 690-d vectors
+
+
+def cold_reads(folder: Path, n: int) -> None:
+    """Time ``n`` random reads of a record from the folder's largest file, uncached."""
+    path = max(folder.iterdir(), key=lambda p: p.stat().st_size)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        offsets = np.random.default_rng(0).integers(0, size - RECORD, n)
+        t0 = time.perf_counter()
+        for offset in offsets:
+            os.pread(fd, RECORD, int(offset))
+        seconds = time.perf_counter() - t0
+    finally:
+        os.close(fd)
+    print(
+        f"{n} cold random reads of {RECORD} B from {path.name} ({size / 2**30:.1f} GiB): "
+        f"{seconds * 1000:.0f} ms, {seconds / n * 1e6:.0f} µs each"
+    )
 
 
 def main() -> None:
@@ -32,7 +56,10 @@ def main() -> None:
     ap.add_argument("folder", type=Path, help="a size-kind folder of bench/scale.py's --work")
     ap.add_argument("--queries", type=int, default=100, help="the first this many queries")
     ap.add_argument("--nprobe", default="16,64")
+    ap.add_argument("--cold-reads", type=int, default=2000)
     args = ap.parse_args()
+    if args.cold_reads:  # first: the search below maps the files and pages them in
+        cold_reads(args.folder, args.cold_reads)
     faiss.omp_set_num_threads(1)
     queries = np.load(args.folder / "queries.npy")[: args.queries]
     exact = np.load(args.folder / "exact.npy")[: args.queries]
