@@ -50,7 +50,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from groundsearch.index.index_kinds import FAISS, IndexSettings, new_index, pq_bytes
+from groundsearch.index.index_kinds import FAISS, IndexSettings, new_index, pq_bytes, store_bytes
 from groundsearch.index.mapped_files import advise_random
 
 log = logging.getLogger("groundsearch.index")
@@ -233,7 +233,7 @@ def bytes_needed(dim: int, kind: str, n: int, settings: IndexSettings) -> int:
     """Disk a build of ``n`` vectors needs at its peak: the shards' lists and the merged
     file side by side, and the store and ids."""
     list_code = pq_bytes(dim, kind, settings.m) + 8
-    store = {"fp16": 2 * dim, "sq8": dim, "sq4": (dim + 1) // 2}.get(settings.rerank, 2 * dim)
+    store = store_bytes(dim, settings.rerank)
     if kind == "ivfopq":
         store = pq_bytes(dim, kind, settings.m)
     return n * (2 * list_code + store + 8)

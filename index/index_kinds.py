@@ -18,8 +18,9 @@
 * ``ivfopq``: for short disks, the same inverted file behind a learned rotation (OPQ)
   and no re-rank copy: PQ codes only (at 10M about 1.5 GB with the codes kept by
   position for filters, against 13 GB with the float16 copies; −0.5 rsum on Flickr8k
-  test: docs/BENCHMARKS.md, "Vector size"). ``auto`` picks it when the float16 copies
-  would not fit the disk.
+  test: docs/BENCHMARKS.md, "Vector size"). ``auto`` picks it when not even 8-bit
+  copies would fit the disk; when only the float16 ones would not, it keeps ``ivfpq``
+  with an SQ8 re-rank store (``choose_rerank``: half the size, −0.1 rsum).
 
 ``choose_kind`` is the gallery's rule when it is told ``auto`` (docs/BENCHMARKS.md, "Scale",
 has the measurements behind the thresholds).
@@ -50,17 +51,39 @@ EXACT_UP_TO = 200_000
 COMPRESSED_FROM = 2_000_000
 
 
+def store_bytes(dim: int, rerank: str) -> int:
+    """Bytes a ``dim``-d vector takes in an ``ivfpq`` re-rank store of kind ``rerank``."""
+    return {"fp16": 2 * dim, "sq8": dim, "sq4": (dim + 1) // 2}.get(rerank, 2 * dim)
+
+
+def store_fits(n: int, dim: int, rerank: str, free_bytes: int | None) -> bool:
+    """Whether ``n`` vectors' re-rank copies (and the build's shards) would take at most
+    half of ``free_bytes`` (unknown disk or dimension: yes)."""
+    if free_bytes is None or not dim:
+        return True
+    return 2 * n * (store_bytes(dim, rerank) + 100) <= free_bytes
+
+
 def choose_kind(n: int, dim: int = 0, free_bytes: int | None = None) -> str:
     """The kind ``auto`` picks for ``n`` vectors (``free_bytes``: the disk the index
-    would be built on has this much free; ``ivfopq`` when the float16 re-rank copies of
-    ``dim``-d vectors would not fit in it)."""
+    would be built on has this much free; ``ivfopq`` when not even 8-bit re-rank copies
+    of ``dim``-d vectors would fit in it)."""
     if n <= EXACT_UP_TO:
         return "flat"
     if n < COMPRESSED_FROM:
         return "hnsw"
-    if free_bytes is not None and dim and 2 * n * (2 * dim + 100) > free_bytes:
-        return "ivfopq"  # the copies (and the build's shards) would take over half the disk
+    if not store_fits(n, dim, "sq8", free_bytes):
+        return "ivfopq"
     return "ivfpq"
+
+
+def choose_rerank(n: int, dim: int, free_bytes: int | None, wanted: str) -> str:
+    """The re-rank store ``auto`` gives an ``ivfpq`` index of ``n`` vectors: ``wanted``
+    when it fits the disk, else SQ8 (half of float16's bytes, −0.1 rsum against −0.5
+    for ``ivfopq``: docs/BENCHMARKS.md, "Vector size")."""
+    if store_fits(n, dim, wanted, free_bytes):
+        return wanted
+    return "sq8" if store_bytes(dim, wanted) > store_bytes(dim, "sq8") else wanted
 
 
 def pq_bytes(dim: int, kind: str, m: int) -> int:

@@ -23,12 +23,20 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from groundsearch.index import records
-from groundsearch.index.index_kinds import AUTO, COMPRESSED, KINDS, IndexSettings, choose_kind
+from groundsearch.index.index_kinds import (
+    AUTO,
+    COMPRESSED,
+    KINDS,
+    IndexSettings,
+    choose_kind,
+    choose_rerank,
+)
 from groundsearch.index.records import Records
 from groundsearch.index.vectors import VectorIndex, clear_leftovers
 
@@ -112,8 +120,8 @@ class SearchIndexes:
     def _kind_for(self, n: int, current: str | None = None) -> str:
         """The index kind for ``n`` vectors: the gallery's, or by size when ``auto`` (a
         smaller kind only once the gallery has shrunk to half its threshold; ``ivfopq``
-        instead of ``ivfpq`` when the re-rank copies would not fit the disk, and a
-        compressed index keeps its kind)."""
+        instead of ``ivfpq`` when not even 8-bit re-rank copies would fit the disk, and
+        a compressed index keeps its kind)."""
         if self.kind != AUTO:
             return self.kind
         wanted = choose_kind(n, self.dim, _free_bytes(self.folder))
@@ -129,19 +137,31 @@ class SearchIndexes:
         with self.records.snapshot() as db:
             n = records.count(db, kind)
             chosen = self._kind_for(n)
+            settings = self._settings_for(chosen, n)
             sample = np.empty((0, self.dim), np.float32)
             if chosen in COMPRESSED:
-                sample = records.sample_vectors(db, kind, self.settings.train_size(n), self.dim)
+                sample = records.sample_vectors(db, kind, settings.train_size(n), self.dim)
             last_removal = records.last_removal(db)
             stem = None if self.read_only else self.folder / kind
             chunks = _chunks(db, kind, self.dim)
             # a build interrupted with the same vectors resumes (compressed kinds)
             key = json.dumps([self.identity, kind, last_removal], sort_keys=True)
-            index = VectorIndex.build(
-                self.dim, chosen, n, sample, chunks, stem, self.settings, key=key
-            )
+            index = VectorIndex.build(self.dim, chosen, n, sample, chunks, stem, settings, key=key)
+        index.settings = self.settings  # this process's search settings (the store: its files)
         index.last_removal = last_removal
         return index
+
+    def _settings_for(self, kind: str, n: int) -> IndexSettings:
+        """The build settings of ``n`` vectors of ``kind``: with ``auto``, an ``ivfpq``
+        re-rank store the disk can hold (``choose_rerank``)."""
+        if self.kind != AUTO or kind != "ivfpq":
+            return self.settings
+        wanted = self.settings.rerank
+        rerank = choose_rerank(n, self.dim, _free_bytes(self.folder), wanted)
+        if rerank == wanted:
+            return self.settings
+        log.info("the disk is short for %s re-rank copies: storing them as %s", wanted, rerank)
+        return replace(self.settings, rerank=rerank)
 
     # --- following the records ------------------------------------------------------------------
 

@@ -8,11 +8,11 @@ import faiss
 import numpy as np
 import pytest
 
-from groundsearch.index import compressed
+from groundsearch.index import compressed, index_kinds, search_indexes
 from groundsearch.index import vectors as vectors_module
 from groundsearch.index.compressed import CompressedIndex, DiskSpaceError, build_compressed
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.index_kinds import choose_kind, new_index, pq_bytes
+from groundsearch.index.index_kinds import choose_kind, choose_rerank, new_index, pq_bytes
 from groundsearch.index.indexing_runs import IndexedFiles
 from groundsearch.index.vectors import IndexSettings, VectorIndex
 from tests.index.synthetic import DIM as GALLERY_DIM
@@ -131,8 +131,37 @@ def test_the_kinds_shapes_and_the_automatic_choice_for_a_short_disk():
     opq = new_index(690, "ivfopq", 10_000, IndexSettings(m=64))
     assert faiss.downcast_VectorTransform(opq.chain.at(0)).d_out == 704
     assert choose_kind(5_000_000, 640, free_bytes=100 * 2**30) == "ivfpq"
-    assert choose_kind(5_000_000, 640, free_bytes=10 * 2**30) == "ivfopq"
+    assert choose_rerank(5_000_000, 640, 100 * 2**30, "fp16") == "fp16"
+    # float16 copies want 2 × 5M × 1,380 B (12.9 GiB), 8-bit ones 2 × 5M × 740 B (6.9 GiB)
+    assert choose_kind(5_000_000, 640, free_bytes=10 * 2**30) == "ivfpq"
+    assert choose_rerank(5_000_000, 640, 10 * 2**30, "fp16") == "sq8"
+    assert choose_rerank(5_000_000, 640, 10 * 2**30, "sq4") == "sq4"  # asked smaller: kept
+    assert choose_kind(5_000_000, 640, free_bytes=6 * 2**30) == "ivfopq"
     assert choose_kind(5_000_000) == "ivfpq"
+    assert choose_rerank(5_000_000, 640, None, "fp16") == "fp16"  # the disk unknown
+
+
+def test_an_auto_gallery_on_a_short_disk_keeps_ivfpq_with_8_bit_copies(tmp_path, monkeypatch):
+    monkeypatch.setattr(vectors_module, "DELTA_MIN", 100)
+    monkeypatch.setattr(index_kinds, "EXACT_UP_TO", 50)
+    monkeypatch.setattr(index_kinds, "COMPRESSED_FROM", 100)
+    n = 300
+    fp16, sq8 = (2 * n * (b + 100) for b in (2 * GALLERY_DIM, GALLERY_DIM))
+    # room for 8-bit copies of the 300 vectors, not for float16 ones
+    monkeypatch.setattr(search_indexes, "_free_bytes", lambda folder: (fp16 + sq8) // 2)
+    writer = Gallery.create(tmp_path / "g", GALLERY_DIM, ID)  # kind: auto
+    writer.indexes.settings = IndexSettings(m=4, nprobe=64)
+    v = vecs(n)
+    IndexedFiles(writer).add_files([indexed(i, v[i], ("x",)) for i in range(n)], run=1)
+    writer.indexes.maintain()  # flat is the wrong kind for 300 here: rebuilt compressed
+    assert writer.indexes.describe()["images"].startswith("IVF64,PQ4,Refine(SQ8) + 0 exact")
+    assert writer.indexes.settings.rerank == "fp16"  # what was asked stays asked
+    assert writer.search_images(v[10], 1)[0][0].id == 11
+    writer.close()
+    again = Gallery.open(tmp_path / "g", ID)
+    assert again.indexes.describe()["images"].startswith("IVF64,PQ4,Refine(SQ8)")
+    assert again.search_images(v[10], 1)[0][0].id == 11
+    again.close()
 
 
 def test_an_ivfopq_index_leaves_out_removed_ids_and_scores_given_ones(tmp_path):
