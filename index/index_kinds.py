@@ -64,26 +64,29 @@ def store_fits(n: int, dim: int, rerank: str, free_bytes: int | None) -> bool:
     return 2 * n * (store_bytes(dim, rerank) + 100) <= free_bytes
 
 
-def choose_kind(n: int, dim: int = 0, free_bytes: int | None = None) -> str:
+def choose_kind(n: int, dim: int = 0, free_bytes: int | None = None, rerank: str = "fp16") -> str:
     """The kind ``auto`` picks for ``n`` vectors (``free_bytes``: the disk the index
-    would be built on has this much free; ``ivfopq`` when not even 8-bit re-rank copies
-    of ``dim``-d vectors would fit in it)."""
+    would be built on has this much free; ``ivfopq`` when not even the re-rank store
+    ``choose_rerank`` would fall back to for ``rerank`` fits in it)."""
     if n <= EXACT_UP_TO:
         return "flat"
     if n < COMPRESSED_FROM:
         return "hnsw"
-    if not store_fits(n, dim, "sq8", free_bytes):
+    if not store_fits(n, dim, smallest_store(dim, rerank), free_bytes):
         return "ivfopq"
     return "ivfpq"
+
+
+def smallest_store(dim: int, rerank: str) -> str:
+    """The smallest store ``auto`` may give an ``ivfpq`` asked for ``rerank``."""
+    return min((rerank, "sq8"), key=lambda r: store_bytes(dim, r))
 
 
 def choose_rerank(n: int, dim: int, free_bytes: int | None, wanted: str) -> str:
     """The re-rank store ``auto`` gives an ``ivfpq`` index of ``n`` vectors: ``wanted``
     when it fits the disk, else SQ8 (half of float16's bytes, −0.1 rsum against −0.5
     for ``ivfopq``: docs/BENCHMARKS.md, "Vector size")."""
-    if store_fits(n, dim, wanted, free_bytes):
-        return wanted
-    return "sq8" if store_bytes(dim, wanted) > store_bytes(dim, "sq8") else wanted
+    return wanted if store_fits(n, dim, wanted, free_bytes) else smallest_store(dim, wanted)
 
 
 def pq_bytes(dim: int, kind: str, m: int) -> int:

@@ -124,7 +124,7 @@ class SearchIndexes:
         a compressed index keeps its kind)."""
         if self.kind != AUTO:
             return self.kind
-        wanted = choose_kind(n, self.dim, _free_bytes(self.folder))
+        wanted = choose_kind(n, self.dim, _free_bytes(self.folder), self.settings.rerank)
         if current in COMPRESSED and wanted in COMPRESSED:
             return current
         if current is not None and KINDS.index(wanted) < KINDS.index(current):

@@ -137,6 +137,7 @@ def test_the_kinds_shapes_and_the_automatic_choice_for_a_short_disk():
     assert choose_rerank(5_000_000, 640, 10 * 2**30, "fp16") == "sq8"
     assert choose_rerank(5_000_000, 640, 10 * 2**30, "sq4") == "sq4"  # asked smaller: kept
     assert choose_kind(5_000_000, 640, free_bytes=6 * 2**30) == "ivfopq"
+    assert choose_kind(5_000_000, 640, free_bytes=6 * 2**30, rerank="sq4") == "ivfpq"
     assert choose_kind(5_000_000) == "ivfpq"
     assert choose_rerank(5_000_000, 640, None, "fp16") == "fp16"  # the disk unknown
 
