@@ -243,7 +243,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=(AUTO, *KINDS),
         help="a new gallery's search index: exact (flat), HNSW, compressed on disk with an "
         "exact re-rank (ivfpq), compressed for short disks without one (ivfopq), or auto: "
-        "by size and free disk (default)",
+        "by size and free disk, with 8-bit re-rank copies where float16 ones would not fit "
+        "(default)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
