@@ -233,9 +233,10 @@ def bytes_needed(dim: int, kind: str, n: int, settings: IndexSettings) -> int:
     """Disk a build of ``n`` vectors needs at its peak: the shards' lists and the merged
     file side by side, and the store and ids."""
     list_code = pq_bytes(dim, kind, settings.m) + 8
-    store = store_bytes(dim, settings.rerank)
     if kind == "ivfopq":
-        store = pq_bytes(dim, kind, settings.m)
+        store = pq_bytes(dim, kind, settings.m)  # the codes by position, no re-rank copy
+    else:
+        store = store_bytes(dim, settings.rerank)
     return n * (2 * list_code + store + 8)
 
 

@@ -51,9 +51,16 @@ EXACT_UP_TO = 200_000
 COMPRESSED_FROM = 2_000_000
 
 
+#: The re-rank stores of ``ivfpq``: bytes a ``d``-d vector takes in each.
+STORES = {"fp16": lambda d: 2 * d, "sq8": lambda d: d, "sq4": lambda d: (d + 1) // 2}
+
+
 def store_bytes(dim: int, rerank: str) -> int:
-    """Bytes a ``dim``-d vector takes in an ``ivfpq`` re-rank store of kind ``rerank``."""
-    return {"fp16": 2 * dim, "sq8": dim, "sq4": (dim + 1) // 2}.get(rerank, 2 * dim)
+    """Bytes a ``dim``-d vector takes in an ``ivfpq`` re-rank store of kind ``rerank``
+    (ValueError for a store there is not)."""
+    if rerank not in STORES:
+        raise ValueError(f"rerank must be one of {tuple(STORES)}, got {rerank!r}")
+    return STORES[rerank](dim)
 
 
 def store_fits(n: int, dim: int, rerank: str, free_bytes: int | None) -> bool:

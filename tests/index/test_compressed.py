@@ -150,19 +150,34 @@ def test_an_auto_gallery_on_a_short_disk_keeps_ivfpq_with_8_bit_copies(tmp_path,
     fp16, sq8 = (2 * n * (b + 100) for b in (2 * GALLERY_DIM, GALLERY_DIM))
     # room for 8-bit copies of the 300 vectors, not for float16 ones
     monkeypatch.setattr(search_indexes, "_free_bytes", lambda folder: (fp16 + sq8) // 2)
-    writer = Gallery.create(tmp_path / "g", GALLERY_DIM, ID)  # kind: auto
+    # flat is the wrong kind for 300 here: maintain rebuilds it compressed
+    asked = built_and_reopened(tmp_path, index_kinds.AUTO, "IVF64,PQ4,Refine(SQ8) + 0 exact")
+    assert asked.rerank == "fp16"  # what was asked stays asked
+    with pytest.raises(ValueError, match="rerank must be one of"):
+        choose_rerank(n, GALLERY_DIM, 0, "fp8")
+
+
+def built_and_reopened(tmp_path, kind: str, name: str) -> IndexSettings:
+    """A gallery of ``kind`` with 300 photos, maintained (its index built as ``name``),
+    closed and reopened: each answers a photo's own vector with that photo. Returns the
+    writer's settings as they were when it closed."""
+    writer = Gallery.create(tmp_path / "g", GALLERY_DIM, ID, kind=kind)
     writer.indexes.settings = IndexSettings(m=4, nprobe=64)
-    v = vecs(n)
-    IndexedFiles(writer).add_files([indexed(i, v[i], ("x",)) for i in range(n)], run=1)
-    writer.indexes.maintain()  # flat is the wrong kind for 300 here: rebuilt compressed
-    assert writer.indexes.describe()["images"].startswith("IVF64,PQ4,Refine(SQ8) + 0 exact")
-    assert writer.indexes.settings.rerank == "fp16"  # what was asked stays asked
-    assert writer.search_images(v[10], 1)[0][0].id == 11
+    v = vecs(300)
+    IndexedFiles(writer).add_files([indexed(i, v[i], ("x",)) for i in range(300)], run=1)
+    writer.indexes.maintain()  # trained, built in shards, written, snapshotted
+
+    def answers(gallery: Gallery, described: str) -> None:
+        assert gallery.indexes.describe()["images"].startswith(described)
+        assert gallery.search_images(v[10], 1)[0][0].id == 11
+
+    answers(writer, name)
+    settings = writer.indexes.settings
     writer.close()
     again = Gallery.open(tmp_path / "g", ID)
-    assert again.indexes.describe()["images"].startswith("IVF64,PQ4,Refine(SQ8)")
-    assert again.search_images(v[10], 1)[0][0].id == 11
+    answers(again, name.split(" + ")[0])
     again.close()
+    return settings
 
 
 def test_an_ivfopq_index_leaves_out_removed_ids_and_scores_given_ones(tmp_path):
@@ -184,18 +199,7 @@ def test_an_ivfopq_index_leaves_out_removed_ids_and_scores_given_ones(tmp_path):
 
 def test_a_gallery_of_the_short_disk_kind_rebuilds_from_its_records(tmp_path, monkeypatch):
     monkeypatch.setattr(vectors_module, "DELTA_MIN", 100)
-    writer = Gallery.create(tmp_path / "g", GALLERY_DIM, ID, kind="ivfopq")
-    writer.indexes.settings = IndexSettings(m=4, nprobe=64)
-    v = vecs(400)
-    IndexedFiles(writer).add_files([indexed(i, v[i], ("x",)) for i in range(300)], run=1)
-    writer.indexes.maintain()  # trained, built in shards, written, snapshotted
-    assert writer.indexes.describe()["images"].startswith("OPQ4_8,IVF64,PQ4 + 0 exact")
-    assert writer.search_images(v[10], 1)[0][0].id == 11
-    writer.close()
-    again = Gallery.open(tmp_path / "g", ID)
-    assert again.indexes.describe()["images"].startswith("OPQ4_8,IVF64,PQ4")
-    assert again.search_images(v[10], 1)[0][0].id == 11
-    again.close()
+    built_and_reopened(tmp_path, "ivfopq", "OPQ4_8,IVF64,PQ4 + 0 exact")
 
 
 def test_a_snapshot_written_before_the_sharded_build_still_loads_and_answers(tmp_path):
