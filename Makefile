@@ -13,6 +13,7 @@
 #   make -j2 results          train, test and tabulate every encoder (docs/RESULTS_TABLE.md)
 #   make concepts             the held-out-concept protocol, without and with the channel (~15 min)
 #   make captions-held-out    the held-out-concept captioning protocol, before/after naming (~1 h)
+#   make objects              install the COCO object detector with npm (measured, not shipped)
 #   make arithmetic           photo − "A" + "B" measured: shipped SDT-RNN vs bag of words (~5 min)
 #   make -j2 paper-results    the same plus Socher et al.'s comparisons (unweighted, f, loss)
 SHELL := bash
@@ -21,7 +22,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEXT ?= A man wearing a helmet jumps on his bike near a beach.
 
-.PHONY: tagger captions-held-out concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-scale-100m bench-vector-size bench-captions reliability score-parser train-parser results arithmetic paper-results
+.PHONY: objects tagger captions-held-out concepts install serve test test-fast lint typecheck parse bench-parse bench-service bench-ray bench-scale bench-scale-100m bench-vector-size bench-captions reliability score-parser train-parser results arithmetic paper-results
 
 $(BIN)/groundsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +69,9 @@ parse: install
 
 train-parser: install
 	$(BIN)/groundsearch train-parser
+
+objects: install
+	$(BIN)/groundsearch fetch-objects
 
 score-parser: install
 	$(BIN)/groundsearch score-parser

@@ -14,6 +14,7 @@ Two probes for docs/RESULTS.md ("Where issue 25 stands"):
    what thresholds chosen per concept would reach.
 
     python bench/concept_evidence.py --figures docs/relevance-test.json
+    python bench/concept_evidence.py --objects      # the object detector's evidence
 """
 
 from __future__ import annotations
@@ -29,30 +30,42 @@ from sklearn.metrics import roc_auc_score
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import HELD_OUT, photos_mentioning, with_kinds
 from groundsearch.model.runtime.checkpoints import load_checkpoint
-from groundsearch.model.runtime.evidence import NounClasses, top_classes
+from groundsearch.model.runtime.evidence import (
+    NounClasses,
+    objects_path,
+    read_objects,
+    top_classes,
+)
 from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.images.objects import COCO, ObjectDetector, object_classes
 from groundsearch.settings import get_settings
 
 KEEP = 0.9
 
 
-def classifier_table(checkpoint: Path) -> None:
+def classifier_table(checkpoint: Path, objects: bool = False) -> None:
     s = get_settings()
     model = load_checkpoint(checkpoint)
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
-    table = NounClasses.load()
+    detector = ObjectDetector.load(cache_dir=s.cache_dir) if objects else None
+    # the detector's kinds alone (every kind's score), or the classifier's top classes
+    table = NounClasses(read_objects(objects_path())) if objects else NounClasses.load()
     splits = {}
     for split in ("train", "test"):
         ds = load_captioned_images(s.flickr8k_dir, split=split)
-        features = extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
-        splits[split] = (ds, top_classes(model.concepts.class_probabilities(features)))
+        paths = [ds.image_path(i) for i in range(len(ds.images))]
+        if detector is not None:
+            seen = object_classes(detector.score_files(paths), k=len(COCO), floor=0.0)
+        else:
+            seen = top_classes(model.concepts.class_probabilities(extractor.embed_files(paths)))
+        splits[split] = (ds, seen)
     head = ["test positives", "AUROC", "positives' median", "best negative", "positives above it"]
     print("| concept | " + " | ".join(head) + " | train null 99.9 % |")
     print("|---|---|---|---|---|---|---|")
     for concept, forms in with_kinds(HELD_OUT).items():
         named = table.nameable([concept])
         if not named:
-            print(f"| {concept} | — | no class names it | | | | |")
+            print(f"| {concept} | — | no {'kind' if objects else 'class'} names it | | | | |")
             continue
         rows = {}
         for split, (ds, (ids, probs)) in splits.items():
@@ -109,8 +122,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--checkpoint", type=Path, default=Path("model/artifacts/sdt-rnn.pt"))
     ap.add_argument("--figures", type=Path, help="evaluate-relevance's JSON")
+    ap.add_argument(
+        "--objects",
+        action="store_true",
+        help="the object detector's evidence instead (its best score on the concept's "
+        "COCO kinds: noun_objects.tsv; groundsearch fetch-objects installs it)",
+    )
     args = ap.parse_args()
-    classifier_table(args.checkpoint)
+    classifier_table(args.checkpoint, args.objects)
     if args.figures:
         thresholds(json.loads(args.figures.read_text()))
 

@@ -6,6 +6,9 @@ objects the split's photos lack, and keep the ones they hold?
     # as for a gallery indexed before photos' classes were stored (the tagger alone):
     groundsearch fit-relevance --nouns none --out /tmp/r.json
     python bench/everyday_words.py --relevance /tmp/r.json --nouns none
+    # with the object detector's evidence (measured, not shipped):
+    groundsearch fit-relevance --objects --out /tmp/o.json
+    python bench/everyday_words.py --relevance /tmp/o.json --objects
 
 The words are COCO's 80 object categories said as one everyday word ("hydrant", "teddy",
 "phone") with the open-vocabulary check's words (``CONCEPT_WORDS``): the objects of the
@@ -107,6 +110,7 @@ def ask(args: argparse.Namespace) -> dict[str, Any]:
         "split": args.split,
         "relevance": str(path),
         "nouns": args.nouns,
+        "objects": args.objects,
         "absent": len(absent),
         "absent_no_match": float(np.mean([r["no_match"] for r in absent])) if absent else 0.0,
         "present": len(present),
@@ -126,6 +130,11 @@ def main() -> None:
         type=nouns_table,
         help="the noun -> classes table of the classifier's evidence (default: the shipped "
         "one; 'none': the tagger's evidence alone)",
+    )
+    ap.add_argument(
+        "--objects",
+        action="store_true",
+        help="with the object detector's evidence too (fit the relevance with --objects)",
     )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()

