@@ -29,6 +29,7 @@ has the measurements behind the thresholds).
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -71,17 +72,32 @@ def store_fits(n: int, dim: int, rerank: str, free_bytes: int | None) -> bool:
     return 2 * n * (store_bytes(dim, rerank) + 100) <= free_bytes
 
 
-def choose_kind(n: int, dim: int = 0, free_bytes: int | None = None, rerank: str = "fp16") -> str:
-    """The kind ``auto`` picks for ``n`` vectors (``free_bytes``: the disk the index
+def choose_kind(
+    n: int,
+    dim: int = 0,
+    free_bytes: int | None = None,
+    rerank: str = "fp16",
+    stored: int | None = None,
+) -> str:
+    """The kind ``auto`` picks for an index of ``n`` vectors (``free_bytes``: the disk it
     would be built on has this much free; ``ivfopq`` when not even the re-rank store
-    ``choose_rerank`` would fall back to for ``rerank`` fits in it)."""
+    ``choose_rerank`` would fall back to for ``rerank`` fits in it; ``stored``: the
+    vectors whose copies that disk must hold, when more than ``n`` — every shard's)."""
     if n <= EXACT_UP_TO:
         return "flat"
     if n < COMPRESSED_FROM:
         return "hnsw"
-    if not store_fits(n, dim, smallest_store(dim, rerank), free_bytes):
+    if not store_fits(stored or n, dim, smallest_store(dim, rerank), free_bytes):
         return "ivfopq"
     return "ivfpq"
+
+
+def disk_free(folder: Path) -> int | None:
+    """Free bytes on the disk of ``folder`` (or of its nearest existing parent)."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            return shutil.disk_usage(path).free
+    return None
 
 
 def smallest_store(dim: int, rerank: str) -> str:

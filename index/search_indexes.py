@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -36,6 +35,7 @@ from groundsearch.index.index_kinds import (
     IndexSettings,
     choose_kind,
     choose_rerank,
+    disk_free,
 )
 from groundsearch.index.records import Records
 from groundsearch.index.vectors import VectorIndex, clear_leftovers
@@ -269,11 +269,8 @@ class SearchIndexes:
 
 
 def _free_bytes(folder: Path) -> int | None:
-    """Free bytes on the disk of ``folder`` (or of its nearest existing parent)."""
-    for path in (folder, *folder.parents):
-        if path.exists():
-            return shutil.disk_usage(path).free
-    return None
+    """Free bytes on the disk of ``folder`` (``disk_free``; tests make it short)."""
+    return disk_free(folder)
 
 
 def _chunks(db: sqlite3.Connection, kind: str, dim: int) -> Iterator[tuple[list[int], np.ndarray]]:

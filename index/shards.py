@@ -17,9 +17,11 @@ the gallery's identity and the watermarks of the records the shards were written
 ``last_id``, ``last_removal``) and ``out/shard-<s>/images.json`` with its FAISS files:
 a plain ``VectorIndex`` snapshot (``VectorIndex.save``), memory-mapped when its kind is
 ``ivfpq``. Each shard is built from the records alone (one pass over them, keeping its
-ids) with ``VectorIndex.build``: the kind is the one asked for, the gallery's, or
-``choose_kind`` of the shard's size for ``auto``; an ``ivfpq`` shard is trained on a
-random sample of the whole gallery.
+ids) with ``VectorIndex.build``: the kind is the one asked for, the gallery's, or for
+``auto`` ``choose_kind`` of the shard's size and of the disk ``out`` is on, which holds
+every shard (``ivfopq`` when not even 8-bit re-rank copies of all of them would fit,
+``ivfpq`` with SQ8 copies when float16 ones would not: ``choose_rerank``); an ``ivfpq``
+shard is trained on a random sample of the whole gallery.
 
 **Serving.** A shard server (``Shard``; ``groundsearch.service.sharding`` runs one per
 Ray Serve deployment) answers what ``VectorIndex`` answers, for its ids: ``search``,
@@ -50,7 +52,7 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -60,7 +62,14 @@ from groundsearch.files import write_text
 from groundsearch.index import records
 from groundsearch.index.errors import StoreError
 from groundsearch.index.gallery import INDEX_DIR, Gallery
-from groundsearch.index.index_kinds import AUTO, KINDS, IndexSettings, choose_kind
+from groundsearch.index.index_kinds import (
+    AUTO,
+    KINDS,
+    IndexSettings,
+    choose_kind,
+    choose_rerank,
+    disk_free,
+)
 from groundsearch.index.records import DB_FILE, Records
 from groundsearch.index.search_indexes import SearchIndexes
 from groundsearch.index.vectors import VectorIndex, as_additions, as_matrix, check_after
@@ -205,7 +214,13 @@ def write_shards(
             n = records.count(db, TABLE)
             last_id, last_removal = records.last_id(db, TABLE), records.last_removal(db)
             per_shard = math.ceil(n / shards)
-            chosen = choose_kind(per_shard) if wanted == AUTO else wanted
+            chosen = wanted
+            if wanted == AUTO:  # by a shard's size, and what every shard's copies take
+                free = disk_free(out)
+                chosen = choose_kind(per_shard, dim, free, settings.rerank, stored=n)
+                if chosen == "ivfpq":
+                    rerank = choose_rerank(n, dim, free, settings.rerank)
+                    settings = replace(settings, rerank=rerank)
             sample = np.empty((0, dim), np.float32)
             if chosen not in UNTRAINED:  # one sample of the whole gallery trains every shard
                 sample = records.sample_vectors(db, TABLE, settings.train_size(per_shard), dim)

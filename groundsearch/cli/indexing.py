@@ -268,6 +268,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--kind",
         choices=(AUTO, *KINDS),
-        help="each shard's index (default: the gallery's; auto: by the shard's size)",
+        help="each shard's index (default: the gallery's; auto: by the shard's size and the "
+        "disk OUT is on, which holds every shard: 8-bit re-rank copies, or none, when short)",
     )
     p.add_argument("--quiet", action="store_true", help="no line per shard")

@@ -10,7 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from groundsearch.index import records
+from groundsearch.index import index_kinds, records
+from groundsearch.index import shards as shards_module
 from groundsearch.index.errors import StoreError
 from groundsearch.index.filtered_search import PLANS
 from groundsearch.index.gallery import Gallery
@@ -201,3 +202,35 @@ def test_the_front_overrides_every_public_method_of_an_index():
     public = [name for name in dir(VectorIndex) if not name.startswith("_")]
     inherited = [n for n in public if getattr(ShardedIndex, n) is getattr(VectorIndex, n)]
     assert inherited == ["seal"]
+
+
+@pytest.mark.parametrize(
+    ("room", "kind", "store"),
+    [("sq8", "ivfpq", "Refine(SQ8)"), ("none", "ivfopq", "OPQ")],
+)
+def test_auto_shards_fit_the_disk_every_shard_is_written_on(
+    tmp_path, monkeypatch, room, kind, store
+):
+    monkeypatch.setattr(index_kinds, "EXACT_UP_TO", 50)
+    monkeypatch.setattr(index_kinds, "COMPRESSED_FROM", 100)
+    gallery = Gallery.create(tmp_path / "g", DIM, ID, kind="flat")
+    rows = [
+        {
+            "path": f"/p/{i}.jpg",
+            "uploaded": False,
+            "meta": make_rows(1, 0, 0)[0]["meta"],
+            "vector": v,
+        }
+        for i, v in enumerate(vecs(1500, seed=4))
+    ]
+    insert(gallery, rows)
+    # both shards' copies on one disk: room for 8-bit copies of all 1,500 vectors, or none
+    sq8 = 2 * 1500 * (DIM + 100)
+    monkeypatch.setattr(shards_module, "disk_free", lambda out: sq8 if room == "sq8" else 0)
+    settings = IndexSettings(nlist=16, m=4, nprobe=8, k_factor=16)
+    shard_set = write_shards(tmp_path / "g", tmp_path / "s", 2, kind="auto", settings=settings)
+    assert shard_set.kind == kind and shard_set.counts == (750, 750)
+    images, fanout = front(shard_set)
+    assert store in images.describe()
+    fanout.close()
+    gallery.close()
