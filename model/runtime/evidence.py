@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from groundsearch.model.runtime.images.objects import COCO, OFFSET
+from groundsearch.model.runtime.images.objects import COCO, OFFSET, object_classes
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 if TYPE_CHECKING:
@@ -77,8 +77,6 @@ def photo_objects(
     galleries store them; ``classes`` alone without detector scores."""
     if classes is None or objects is None:
         return classes
-    from groundsearch.model.runtime.images.objects import object_classes
-
     ids, probs = object_classes(objects)
     return np.hstack([classes[0], ids]), np.hstack([classes[1], probs])
 

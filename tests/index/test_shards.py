@@ -145,8 +145,9 @@ def test_photos_added_and_removed_after_sharding_reach_their_shard(world, tmp_pa
     assert len(again) == before
 
 
-def test_ivfpq_shards_are_mapped_and_find_what_exact_search_finds(tmp_path):
-    gallery = Gallery.create(tmp_path / "g", DIM, ID, kind="flat")
+def gallery_of_1500(folder) -> Gallery:
+    """A flat gallery of 1,500 photos, enough to train the compressed kinds."""
+    gallery = Gallery.create(folder, DIM, ID, kind="flat")
     rows = [
         {
             "path": f"/p/{i}.jpg",
@@ -157,6 +158,11 @@ def test_ivfpq_shards_are_mapped_and_find_what_exact_search_finds(tmp_path):
         for i, v in enumerate(vecs(1500, seed=4))
     ]
     insert(gallery, rows)
+    return gallery
+
+
+def test_ivfpq_shards_are_mapped_and_find_what_exact_search_finds(tmp_path):
+    gallery = gallery_of_1500(tmp_path / "g")
     settings = IndexSettings(nlist=16, m=4, nprobe=8, k_factor=16)
     shard_set = write_shards(tmp_path / "g", tmp_path / "s", 2, kind="ivfpq", settings=settings)
     assert shard_set.kind == "ivfpq" and shard_set.counts == (750, 750)
@@ -213,17 +219,7 @@ def test_auto_shards_fit_the_disk_every_shard_is_written_on(
 ):
     monkeypatch.setattr(index_kinds, "EXACT_UP_TO", 50)
     monkeypatch.setattr(index_kinds, "COMPRESSED_FROM", 100)
-    gallery = Gallery.create(tmp_path / "g", DIM, ID, kind="flat")
-    rows = [
-        {
-            "path": f"/p/{i}.jpg",
-            "uploaded": False,
-            "meta": make_rows(1, 0, 0)[0]["meta"],
-            "vector": v,
-        }
-        for i, v in enumerate(vecs(1500, seed=4))
-    ]
-    insert(gallery, rows)
+    gallery = gallery_of_1500(tmp_path / "g")
     # both shards' copies on one disk: room for 8-bit copies of all 1,500 vectors, or none
     sq8 = 2 * 1500 * (DIM + 100)
     monkeypatch.setattr(shards_module, "disk_free", lambda out: sq8 if room == "sq8" else 0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -114,27 +114,44 @@ class FeatureExtractor:
     def embed_files(self, paths: Sequence[Path], progress: bool = False) -> np.ndarray:
         """Features of image files, in order, computing only those not cached
         (``PhotoError`` for a file that cannot be decoded)."""
-        from tqdm import tqdm
-
-        paths = [Path(p) for p in paths]
-        keys = [photo_key(p) if p.exists() else "" for p in paths]
-        feats: list[np.ndarray | None] = [
-            self.cache.get(self.identity, k) if self.cache and k else None for k in keys
-        ]
-        todo = [i for i, f in enumerate(feats) if f is None]
-        bar = tqdm(
-            total=len(todo), desc=f"features ({self.identity})", unit="img", disable=not progress
+        return cached_rows(
+            paths,
+            self.embed_images,
+            self.cache,
+            self.identity,
+            self.dim,
+            self.batch_size * 4,
+            f"features ({self.identity})" if progress else None,
         )
-        for start in range(0, len(todo), self.batch_size * 4):
-            idx = todo[start : start + self.batch_size * 4]
-            vecs = self.embed_images([decode_photo(paths[i])[0] for i in idx])
-            for i, v in zip(idx, vecs, strict=True):
-                feats[i] = v
-            if self.cache:
-                self.cache.put_many(
-                    self.identity, [(keys[i], v) for i, v in zip(idx, vecs, strict=True)]
-                )
+
+
+def cached_rows(
+    paths: Sequence[Path],
+    compute: Callable[[list[Image.Image]], np.ndarray],
+    cache: FeatureCache | None,
+    identity: str,
+    dim: int,
+    chunk: int,
+    progress: str | None = None,
+) -> np.ndarray:
+    """One float32 row per photo file, in order: read from ``cache`` under ``identity``
+    and the photo's key (``photo_key``), the others decoded (upright) and ``compute``d
+    ``chunk`` at a time and cached (``PhotoError`` for a file that cannot be decoded).
+    ``progress``: a progress bar's label (None: no bar)."""
+    from tqdm import tqdm
+
+    paths = [Path(p) for p in paths]
+    keys = [photo_key(p) if p.exists() else "" for p in paths]
+    rows: list[np.ndarray | None] = [cache.get(identity, k) if cache and k else None for k in keys]
+    todo = [i for i, r in enumerate(rows) if r is None]
+    with tqdm(total=len(todo), desc=progress, unit="img", disable=progress is None) as bar:
+        for start in range(0, len(todo), chunk):
+            idx = todo[start : start + chunk]
+            found = compute([decode_photo(paths[i])[0] for i in idx])
+            for i, v in zip(idx, found, strict=True):
+                rows[i] = v
+            if cache:
+                cache.put_many(identity, [(keys[i], v) for i, v in zip(idx, found, strict=True)])
             bar.update(len(idx))
-        bar.close()
-        done = [f for f in feats if f is not None]
-        return np.stack(done) if done else np.zeros((0, self.dim), np.float32)
+    done = [r for r in rows if r is not None]
+    return np.stack(done) if done else np.zeros((0, dim), np.float32)

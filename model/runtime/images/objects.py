@@ -33,8 +33,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from groundsearch.model.runtime.images.features import FeatureCache, photo_key
-from groundsearch.model.runtime.images.photos import decode_photo
+from groundsearch.model.runtime.images.features import FeatureCache, cached_rows
 from groundsearch.model.runtime.images.tfjs_graph import GraphError, TfjsGraph
 
 #: The npm package and the files of it the detector reads, with their SHA-256.
@@ -183,25 +182,15 @@ class ObjectDetector:
 
     def score_files(self, paths: Sequence[Path], progress: bool = False) -> np.ndarray:
         """Scores of photo files, in order, computing only those not cached."""
-        from tqdm import tqdm
-
-        paths = [Path(p) for p in paths]
-        keys = [photo_key(p) for p in paths]
-        rows: list[np.ndarray | None] = [
-            self.cache.get(self.identity, k) if self.cache else None for k in keys
-        ]
-        todo = [i for i, r in enumerate(rows) if r is None]
-        with tqdm(total=len(todo), desc="objects", unit="img", disable=not progress) as bar:
-            for start in range(0, len(todo), self.batch_size * 8):
-                idx = todo[start : start + self.batch_size * 8]
-                found = self.scores([decode_photo(paths[i])[0] for i in idx])
-                for i, v in zip(idx, found, strict=True):
-                    rows[i] = v
-                if self.cache:
-                    self.cache.put_many(self.identity, [(keys[i], rows[i]) for i in idx])  # type: ignore[misc]
-                bar.update(len(idx))
-        done = [r for r in rows if r is not None]
-        return np.stack(done) if done else np.zeros((0, len(COCO)), np.float32)
+        return cached_rows(
+            paths,
+            self.scores,
+            self.cache,
+            self.identity,
+            len(COCO),
+            self.batch_size * 8,
+            "objects" if progress else None,
+        )
 
 
 def object_classes(
