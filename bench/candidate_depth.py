@@ -6,7 +6,9 @@ among the candidates it reads. For an index ``bench/scale.py`` built and saved (
 for each nprobe, the share of each query's exact top 10 found among the index's best
 ``depth`` hits, for depths from 10 to 4,000 — and first what one cold random read of a
 re-rank record costs on this disk: ``--cold-reads`` reads of 690 bytes at random offsets
-of the folder's largest file, after asking the kernel to drop its cached pages:
+of the folder's largest file, after asking the kernel to drop its cached pages, one after
+another and then (other offsets, dropped again) by ``mapped_files.gather``'s threads, as a
+compressed index reads a store larger than memory:
 
     python bench/candidate_depth.py runs/scale/work100m/100000000-ivfopq --queries 100
 """
@@ -25,6 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from scale import HEADER
 
+from groundsearch.index.mapped_files import READERS, advise_random, gather
 from groundsearch.index.vectors import VectorIndex
 
 DEPTHS = (10, 100, 300, 1000, 2000, 4000)
@@ -49,17 +52,29 @@ def cold_reads(folder: Path, n: int) -> None:
         f"{n} cold random reads of {RECORD} B from {path.name} ({size / 2**30:.1f} GiB): "
         f"{seconds * 1000:.0f} ms, {seconds / n * 1e6:.0f} µs each"
     )
+    rows = np.memmap(path, np.uint8, "r", shape=(size // RECORD, RECORD))
+    advise_random(path)  # as a compressed index maps its store: no read-ahead
+    for readers in (1, READERS):
+        os.posix_fadvise(fd := os.open(path, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+        pos = np.random.default_rng(readers).integers(0, rows.shape[0], n)
+        t0 = time.perf_counter()
+        gather(rows, pos, readers)
+        seconds = time.perf_counter() - t0
+        print(f"  the same through a mapping, {readers} reader(s): {seconds * 1000:.0f} ms")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="a size-kind folder of bench/scale.py's --work")
-    ap.add_argument("--queries", type=int, default=100, help="the first this many queries")
+    ap.add_argument("--queries", type=int, default=100, help="the first this many (0: none)")
     ap.add_argument("--nprobe", default="16,64")
     ap.add_argument("--cold-reads", type=int, default=2000)
     args = ap.parse_args()
     if args.cold_reads:  # first: the search below maps the files and pages them in
         cold_reads(args.folder, args.cold_reads)
+    if not args.queries:
+        return
     faiss.omp_set_num_threads(1)
     queries = np.load(args.folder / "queries.npy")[: args.queries]
     exact = np.load(args.folder / "exact.npy")[: args.queries]

@@ -10,9 +10,15 @@ when they are re-ranked from float16 copies, from float16 PCA projections of ``r
 dimensions (``2r`` bytes a vector; PCA fitted on 20,000 real vectors), from FAISS's
 scalar-quantised stores (8, 6 and 4 bits a dimension) and from PQ64 codes of each copy's
 residual to its own real vector (what an inverted file coding residuals could do at best,
-were every real vector a centroid):
+were every real vector a centroid); and from the stores of FAISS factory strings given to
+``--factories`` (``;``-separated, each a codec's ``sa_encode``/``sa_decode``: a PCA, a PCA
+with a random rotation, an inverted file's residuals in front of a scalar quantiser),
+trained on 200,000 synthetic copies of every real vector, as a 100M build's sample is (with
+``--factories``, those stores alone):
 
     python bench/rerank_density.py --base /tmp/g8k
+    python bench/rerank_density.py --base /tmp/g8k --dims '' --factories \
+        'PCAR448,SQ8;PCAR512,SQ8;IVF4096,SQ8;PCA448,IVF4096,SQ8'
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ CANDIDATES = 4000
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", type=Path, default=Path("runs/scale/flickr8k-all"))
-    ap.add_argument("--dims", default="64,128,192,256,384")
+    ap.add_argument("--dims", default="64,128,192,256,384", help="PCA widths ('' for none)")
+    ap.add_argument("--factories", default="", help="FAISS codecs to try, ';'-separated")
     args = ap.parse_args()
     base, queries = load_base(args.base)
     tau, d = noise_scale(base), base.shape[1]
@@ -63,10 +70,22 @@ def main() -> None:
     mean = base.mean(axis=0)
     sample = base[rng.choice(len(base), min(20000, len(base)), replace=False)] - mean
     axes = np.linalg.svd(sample, full_matrices=False)[2]
-    for r in (int(s) for s in args.dims.split(",")):
+    for r in (int(s) for s in args.dims.split(",") if s):
         project = axes[:r]
         store = ((x - mean) @ project.T).astype(np.float16)
         print(f"PCA {r} float16 ({2 * r} B a vector): recall@10 {recall(store, project):.3f}")
+    if args.factories:
+        sample = base[rng.integers(0, len(base), 200_000)]
+        sample += rng.normal(scale=tau / np.sqrt(d), size=sample.shape).astype(np.float32)
+        sample /= np.linalg.norm(sample, axis=1, keepdims=True)
+        for spec in args.factories.split(";"):
+            codec = faiss.index_factory(d, spec, faiss.METRIC_INNER_PRODUCT)
+            codec.train(sample)
+            parts = (x[lo : lo + 100_000] for lo in range(0, len(x), 100_000))
+            store = np.concatenate([codec.sa_decode(codec.sa_encode(p)) for p in parts])
+            print(f"{spec} ({codec.sa_code_size()} B a vector): recall@10 {recall(store):.3f}")
+        del sample, store
+        return
     train = x[rng.choice(len(x), 100_000, replace=False)]
     for bits in (8, 6, 4):
         sq = faiss.ScalarQuantizer(d, getattr(faiss.ScalarQuantizer, f"QT_{bits}bit"))

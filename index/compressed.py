@@ -51,7 +51,7 @@ import faiss
 import numpy as np
 
 from groundsearch.index.index_kinds import FAISS, IndexSettings, new_index, pq_bytes, store_bytes
-from groundsearch.index.mapped_files import advise_random
+from groundsearch.index.mapped_files import READERS, advise_random, gather, larger_than_memory
 
 log = logging.getLogger("groundsearch.index")
 SUFFIXES = (".codes", ".ids", ".codec")
@@ -104,7 +104,9 @@ class CompressedIndex:
     """A built compressed main: an IVF-PQ (its lists mapped or in memory) and a store of
     one code a vector by position, with the ids by position (see the module)."""
 
-    def __init__(self, index: Any, codec: Any, codes: np.ndarray, ids: np.ndarray) -> None:
+    def __init__(
+        self, index: Any, codec: Any, codes: np.ndarray, ids: np.ndarray, readers: int = 0
+    ) -> None:
         self.index = index  # the IVF, or an OPQ rotation in front of it
         self.ivf = FAISS.downcast_index(FAISS.extract_index_ivf(index))
         self.transform = _transform(index)
@@ -114,6 +116,8 @@ class CompressedIndex:
         self.fp16 = self.rerank and codec.sq.qtype == faiss.ScalarQuantizer.QT_fp16
         self.codes, self.ids = codes, ids
         self.d = int(index.d)
+        #: threads reading the store's rows at once (``gather``; 0: one)
+        self.readers = readers
 
     @property
     def ntotal(self) -> int:
@@ -132,7 +136,8 @@ class CompressedIndex:
     @classmethod
     def open(cls, path: Path, mmap: bool = True) -> CompressedIndex:
         """The main written at ``path``; ``mmap``: the lists and the store stay in their
-        files, paged in as searches touch them (read at random: no read-ahead)."""
+        files, paged in as searches touch them (read at random: no read-ahead; a store
+        larger than half the memory by ``READERS`` threads at once)."""
         path = Path(path)
         codec = faiss.read_index(str(path.with_name(path.name + ".codec")))
         ids_path, codes_path = (path.with_name(path.name + s) for s in (".ids", ".codes"))
@@ -150,7 +155,8 @@ class CompressedIndex:
             index = faiss.read_index(str(path))
             ids = np.fromfile(ids_path, np.int64)
             codes = np.fromfile(codes_path, np.uint8).reshape(-1, width)
-        return cls(index, codec, codes, ids)
+        readers = READERS if mmap and larger_than_memory(codes.nbytes) else 0
+        return cls(index, codec, codes, ids, readers)
 
     def write(self, path: Path) -> None:
         """Write this (in-memory) main as the four files of ``path``, each synced."""
@@ -174,7 +180,7 @@ class CompressedIndex:
 
     def decoded(self, pos: np.ndarray) -> np.ndarray:
         """The stored vectors at ``pos`` (in the IVF's space for ``ivfopq``)."""
-        codes = np.ascontiguousarray(self.codes[np.asarray(pos, np.int64)])
+        codes = gather(self.codes, np.asarray(pos, np.int64), self.readers)
         if self.fp16:
             return codes.view(np.float16).astype(np.float32)
         return np.asarray(self.codec.sa_decode(codes), np.float32)

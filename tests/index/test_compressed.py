@@ -8,7 +8,7 @@ import faiss
 import numpy as np
 import pytest
 
-from groundsearch.index import compressed, index_kinds, search_indexes
+from groundsearch.index import compressed, index_kinds, mapped_files, search_indexes
 from groundsearch.index import vectors as vectors_module
 from groundsearch.index.compressed import CompressedIndex, DiskSpaceError, build_compressed
 from groundsearch.index.gallery import Gallery
@@ -62,6 +62,25 @@ def test_a_sharded_build_writes_and_answers_what_a_one_piece_build_does(tmp_path
     # a given id scores as its search reported it
     pos = s_index.positions(s_ids[0])
     assert np.allclose(s_index.inner_products(q[0], pos), s_scores[0], atol=1e-4)
+
+
+def test_a_store_larger_than_memory_is_read_by_several_threads_with_the_same_answers(
+    tmp_path, monkeypatch
+):
+    x, ids, q = data(seed=5)
+    built = build_compressed(DIM, "ivfpq", N, x[::4], chunks(x, ids), tmp_path / "b", SETTINGS)
+    serial = CompressedIndex.open(built)
+    assert serial.readers == 0  # a small store: the page cache holds it
+    assert not mapped_files.larger_than_memory(2**20) and mapped_files.larger_than_memory(2**60)
+    monkeypatch.setattr(compressed, "larger_than_memory", lambda nbytes: True)
+    threaded = CompressedIndex.open(built)
+    assert threaded.readers == mapped_files.READERS > 1
+    wide = IndexSettings(**{**vars(SETTINGS), "k_factor": 64})  # 640 candidates a query
+    (a_s, a_i), (b_s, b_i) = (i.search(q, 10, wide, None) for i in (serial, threaded))
+    assert (a_i == b_i).all() and np.array_equal(a_s, b_s)
+    pos = np.random.default_rng(0).integers(0, N, 3000)  # unsorted, with repeats
+    assert np.array_equal(threaded.decoded(pos), serial.decoded(pos))
+    assert np.array_equal(mapped_files.gather(serial.codes, pos, 7), serial.codes[pos])
 
 
 class Stop(Exception):
