@@ -7,8 +7,9 @@ for each nprobe, the share of each query's exact top 10 found among the index's 
 ``depth`` hits, for depths from 10 to 4,000 — and first what one cold random read of a
 re-rank record costs on this disk: ``--cold-reads`` reads of 690 bytes at random offsets
 of the folder's largest file, after asking the kernel to drop its cached pages, one after
-another and then (other offsets, dropped again) by ``mapped_files.gather``'s threads, as a
-compressed index reads a store larger than memory:
+another, then (other offsets, dropped again each time) through a mapping by 1, 4, 16, 32 and
+64 of ``mapped_files.gather``'s readers, as a compressed index reads a store larger than
+memory (32):
 
     python bench/candidate_depth.py runs/scale/work100m/100000000-ivfopq --queries 100
 """
@@ -54,7 +55,7 @@ def cold_reads(folder: Path, n: int) -> None:
     )
     rows = np.memmap(path, np.uint8, "r", shape=(size // RECORD, RECORD))
     advise_random(path)  # as a compressed index maps its store: no read-ahead
-    for readers in (1, READERS):
+    for readers in sorted({1, 4, 16, READERS, 2 * READERS}):
         os.posix_fadvise(fd := os.open(path, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)
         os.close(fd)
         pos = np.random.default_rng(readers).integers(0, rows.shape[0], n)

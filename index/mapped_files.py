@@ -10,7 +10,8 @@ its mapping. Linux only; elsewhere, or if the call fails, nothing changes.
 ``gather`` reads rows of a mapped array at many random positions with several threads: a
 store larger than memory waits on the disk for each row it does not hold (about 60 µs),
 and the disk serves many reads at once (docs/BENCHMARKS.md, "100M vectors": 2,000 cold
-reads in a fifth of the time with 16 readers). numpy lets go of the GIL while it copies.
+reads in about a fifth of the time with 32 readers). numpy lets go of the GIL while it
+copies.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 MADV_RANDOM = 1
 #: threads that read a large store's rows at once (more gained nothing: BENCHMARKS)
-READERS = 16
+READERS = 32
 
 
 def mappings(path: Path) -> list[tuple[int, int]]:
