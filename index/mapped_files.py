@@ -75,7 +75,9 @@ def larger_than_memory(nbytes: int) -> bool:
 
 
 @cache
-def _readers(n: int) -> ThreadPoolExecutor:
+def _readers(n: int, pid: int) -> ThreadPoolExecutor:
+    """``n`` reader threads of process ``pid`` (a forked child makes its own: the parent's
+    threads are not copied into it)."""
     return ThreadPoolExecutor(n, thread_name_prefix="store-reader")
 
 
@@ -90,5 +92,5 @@ def gather(rows: np.ndarray, pos: np.ndarray, readers: int = 0) -> np.ndarray:
     def read(part: np.ndarray) -> None:
         out[part] = rows[pos[part]]
 
-    list(_readers(readers).map(read, np.array_split(np.argsort(pos), readers)))
+    list(_readers(readers, os.getpid()).map(read, np.array_split(np.argsort(pos), readers)))
     return out

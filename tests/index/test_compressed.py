@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 
 import faiss
 import numpy as np
@@ -81,6 +84,21 @@ def test_a_store_larger_than_memory_is_read_by_several_threads_with_the_same_ans
     pos = np.random.default_rng(0).integers(0, N, 3000)  # unsorted, with repeats
     assert np.array_equal(threaded.decoded(pos), serial.decoded(pos))
     assert np.array_equal(mapped_files.gather(serial.codes, pos, 7), serial.codes[pos])
+    # a process forked after the parent's readers started reads with threads of its own
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's answer is its exit status
+        same = np.array_equal(threaded.decoded(pos), serial.decoded(pos))
+        os._exit(0 if same else 1)
+    for _ in range(600):  # a child waiting on threads it does not have would hang: 60 s
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        pytest.fail("the forked child's read hung")
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 class Stop(Exception):
