@@ -10,7 +10,7 @@ its mapping. Linux only; elsewhere, or if the call fails, nothing changes.
 ``gather`` reads rows of a mapped array at many random positions with several threads: a
 store larger than memory waits on the disk for each row it does not hold (about 60 µs),
 and the disk serves many reads at once (docs/BENCHMARKS.md, "100M vectors": 2,000 cold
-reads in about a fifth of the time with 32 readers). numpy lets go of the GIL while it
+reads in about a sixth of the time with 32 readers). numpy lets go of the GIL while it
 copies.
 """
 
