@@ -52,6 +52,7 @@ import numpy as np
 
 from groundsearch.index.index_kinds import COMPRESSED, IndexSettings
 from groundsearch.index.vectors import VectorIndex
+from groundsearch.settings import get_settings
 
 CHUNK = 100_000
 QUERIES = 300
@@ -97,8 +98,7 @@ def load_base(gallery: Path) -> tuple[np.ndarray, np.ndarray]:
     captions = db.execute(
         "SELECT c.vector, p.path FROM captions c JOIN photos p ON p.id = c.photo_id ORDER BY c.id"
     ).fetchall()
-    split = Path(os.environ.get("GROUNDSEARCH_DATA_DIR", "../shared/data"))
-    test = set((split / "flickr8k" / "Flickr_8k.testImages.txt").read_text().split())
+    test = set((get_settings().flickr8k_dir / "Flickr_8k.testImages.txt").read_text().split())
     base = np.frombuffer(b"".join(photos + [c[0] for c in captions]), np.float32)
     base = base.reshape(-1, dim)
     norms = np.linalg.norm(base, axis=1, keepdims=True)
