@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from groundsearch.files import atomic_path
-from groundsearch.index.caption_files import read_caption_file
 from groundsearch.index.vectors import VectorIndex
 from groundsearch.model.data import load_captioned_images
+from groundsearch.model.data.caption_files import read_caption_file
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import Sentences

@@ -44,11 +44,11 @@ import numpy as np
 import torch
 
 from groundsearch.files import sha256_file
-from groundsearch.index.caption_files import CaptionFile, read_caption_file
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
 from groundsearch.index.photo_files import PhotoFile, Skipped, walk_photos
 from groundsearch.index.photo_metadata import PhotoMetadata, read_metadata
+from groundsearch.model.data.caption_files import CaptionFile, read_caption_file
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.evidence import photo_classes

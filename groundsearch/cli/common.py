@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from groundsearch.settings import get_settings
 
 if TYPE_CHECKING:
+    from groundsearch.model.data.sources import Source
     from groundsearch.model.runtime.parsing import Parser
 
 T = TypeVar("T")
@@ -134,14 +135,51 @@ def config_from(args: argparse.Namespace, config: type[T], **values: Any) -> T:
     return config(**{**given, **values})
 
 
-def data_option(parser: argparse.ArgumentParser) -> None:
-    """``--data``: a Flickr8k-layout folder, Flickr8k itself by default."""
-    parser.add_argument("--data", type=Path, help="Flickr8k-layout folder (default: Flickr8k)")
+def data_option(
+    parser: argparse.ArgumentParser, many: bool = False, default: str = "flickr8k"
+) -> None:
+    """``--source`` (repeatable with ``many``): a captioned collection
+    (``model.data.sources``); ``--data``: a Flickr8k-layout folder, the older spelling."""
+    mixing = " (repeatable; =WEIGHT: its captions drawn WEIGHT times an epoch)" if many else ""
+    parser.add_argument(
+        "--source",
+        action="append",
+        metavar="SOURCE[=WEIGHT]" if many else "SOURCE",
+        help="flickr8k, cc-web, a Flickr8k-layout or features folder, or a captions file "
+        f"of your photos{mixing} (default: {default})",
+    )
+    parser.add_argument("--data", type=Path, help="a Flickr8k-layout folder (= --source DIR)")
+    parser.set_defaults(default_sources=default)
+
+
+def sources_of(args: argparse.Namespace) -> list[Source]:
+    """The ``--source``/``--data`` collections, or the command's default ones."""
+    from groundsearch.model.data import DatasetError
+    from groundsearch.model.data.sources import parse_source
+
+    texts = list(args.source or [])
+    if args.data:
+        texts.append(str(args.data))
+    texts = texts or args.default_sources.split(",")
+    with user_errors(DatasetError):
+        return [parse_source(t, get_settings().data_dir) for t in texts]
+
+
+def source_of(args: argparse.Namespace) -> Source:
+    """The one collection of ``--source``/``--data`` (CliError when several are named)."""
+    sources = sources_of(args)
+    if len(sources) != 1:
+        raise CliError(f"this command reads one collection, not {len(sources)}")
+    return sources[0]
 
 
 def data_root(args: argparse.Namespace) -> Path:
-    """The ``--data`` folder, or the one place the settings say Flickr8k lives."""
-    return Path(args.data) if args.data else get_settings().flickr8k_dir
+    """The folder of a command's one Flickr8k-layout collection (CliError for another
+    kind)."""
+    source = source_of(args)
+    if source.kind != "flickr8k":
+        raise CliError(f"this command reads a Flickr8k-layout folder; {source.name} is not one")
+    return source.path
 
 
 def checkpoint_path(args: argparse.Namespace) -> Path:

@@ -60,10 +60,10 @@ writes them itself when OUT is missing). The gallery is only read.
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from groundsearch.index.caption_files import CaptionFileError
     from groundsearch.index.defaults import Preset, flickr8k_preset, read_list, sample_preset
     from groundsearch.index.errors import StoreError
     from groundsearch.index.indexer import IndexingError, index_photos
+    from groundsearch.model.data.caption_files import CaptionFileError
     from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.images.ray_pool import RayClusterError
     from groundsearch.model.runtime.parsing import ParseError
@@ -125,11 +125,11 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def watch_folders(args: argparse.Namespace, gallery: Path) -> int:
     """``groundsearch index PATH… --watch``: a full pass, then every change, until a signal."""
-    from groundsearch.index.caption_files import CaptionFileError
     from groundsearch.index.defaults import read_list
     from groundsearch.index.errors import StoreError
     from groundsearch.index.indexer import Indexer, IndexingError
     from groundsearch.index.watcher import FolderWatcher
+    from groundsearch.model.data.caption_files import CaptionFileError
     from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.parsing import ParseError
 

@@ -15,31 +15,38 @@ from groundsearch.cli.common import (
     command,
     config_from,
     data_option,
-    data_root,
     json_text,
     make_parser,
     positive_int,
+    source_of,
+    sources_of,
     user_errors,
 )
 from groundsearch.cli.concepts import concept_weight, held_out_names
 from groundsearch.settings import get_settings
 
+#: What ``train`` learns from when no --source is named: both collections of the data folder.
+TRAIN_SOURCES = ("flickr8k", "cc-web")
+
 
 def cmd_features(args: argparse.Namespace) -> int:
-    from groundsearch.model.data import DatasetError, load_captioned_images
+    from groundsearch.model.data import DatasetError
+    from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.images.backbones import BackboneError
     from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.images.photos import PhotoError
+    from groundsearch.model.training.corpus import photo_features
 
     with user_errors(DatasetError, BackboneError, PhotoError):
-        ds = load_captioned_images(data_root(args), split=args.split)
+        source = source_of(args)
+        if source.kind == "features":
+            raise CliError(f"{source.name} gives its photos as features already")
+        ds = load_source(source, args.split or None)
         extractor = FeatureExtractor(
             args.backbone, ten_crop=args.ten_crop, cache_dir=get_settings().cache_dir
         )
         start = time.perf_counter()
-        feats = extractor.embed_files(
-            [ds.image_path(i) for i in range(len(ds.images))], progress=True
-        )
+        feats = photo_features(ds, extractor, progress=True)
     summary = {
         "images": len(feats),
         "dim": int(feats.shape[1]),
@@ -53,6 +60,7 @@ def cmd_features(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.data.concepts import resolve
+    from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.concepts import ConceptConfig
     from groundsearch.model.runtime.encoders.registry import encoder_options
     from groundsearch.model.runtime.joint import JointConfig
@@ -60,29 +68,33 @@ def cmd_train(args: argparse.Namespace) -> int:
     from groundsearch.model.training.kcca import KCCAConfig
     from groundsearch.model.training.loop import TrainConfig
 
+    sources = sources_of(args)
+    if args.init and args.encoder == "kcca":
+        raise CliError("--init goes on training a joint model; kcca is fitted afresh")
     common = {
         "parser": make_parser(),
         "cache_dir": get_settings().cache_dir,
         "backbone": args.backbone,
         "ten_crop": args.ten_crop,
     }
-    with user_errors(DatasetError, ValueError):
+    with user_errors(DatasetError, CheckpointError, ValueError):
         if args.encoder == "kcca":
             kcca = config_from(args, KCCAConfig)
-            summary = run_kcca_training(data_root(args), Path(args.out), kcca, **common)
+            summary = run_kcca_training(sources, Path(args.out), kcca, **common)
             keys = ("encoder", "selected", "dev", "train_seconds")
         else:
             options = encoder_options(args.encoder, vars(args))
             joint = config_from(args, JointConfig, options=options)
             cfg = config_from(args, TrainConfig)
             summary = run_training(
-                data_root(args),
+                sources,
                 Path(args.out),
                 joint,
                 cfg,
                 half=args.half,
                 hold_out=resolve(args.hold_out) if args.hold_out else None,
                 concepts=ConceptConfig(weight=args.concepts) if args.concepts else None,
+                init=Path(args.init) if args.init else None,
                 **common,
             )
             keys = ("encoder", "dev", "best_epoch", "train_seconds")
@@ -100,7 +112,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     with user_errors(DatasetError, CheckpointError, UnusableText):
         result = evaluate_checkpoint(
             checkpoint_path(args),
-            data_root(args),
+            source_of(args),
             make_parser(),
             s.cache_dir,
             None if args.no_sentence_benchmarks else s.data_dir,
@@ -123,7 +135,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         result = compare_checkpoints(
             Path(args.first),
             Path(args.second),
-            data_root(args),
+            source_of(args),
             make_parser(),
             get_settings().cache_dir,
             split=args.split or None,
@@ -191,8 +203,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _image_options(p, DEFAULT_BACKBONE)
 
     p = command(sub, "train", cmd_train, "train a joint model (Eq. 5), select on dev rsum")
-    data_option(p)
+    data_option(p, many=True, default=",".join(TRAIN_SOURCES))
     p.add_argument("--out", required=True, help="checkpoint to write (.pt)")
+    p.add_argument(
+        "--init",
+        metavar="CHECKPOINT",
+        help="go on training this joint checkpoint (fine-tuning: its architecture and "
+        "words kept, the new captions' words added) instead of a new model",
+    )
     p.add_argument(
         "--encoder",
         default=JointConfig.encoder,

@@ -219,15 +219,4 @@ def without_concepts(
     keep = [i for i in range(len(ds.images)) if i not in drop]
     if not keep:
         raise DatasetError("holding these concepts out leaves no training photo")
-    new_index = {old: new for new, old in enumerate(keep)}
-    pairs = [
-        (text, new_index[image])
-        for text, image in zip(ds.captions, ds.caption_image, strict=True)
-        if image in new_index
-    ]
-    return CaptionedImages(
-        ds.root,
-        tuple(ds.images[i] for i in keep),
-        tuple(t for t, _ in pairs),
-        tuple(i for _, i in pairs),
-    )
+    return ds.subset(keep)

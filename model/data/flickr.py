@@ -12,8 +12,10 @@ Captions whose image file does not exist are skipped (Flickr8k has one such bogu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 #: Flickr8k's own file names, used when the caller names a split instead of a file.
 FLICKR8K_SPLITS = {
@@ -36,15 +38,42 @@ class CaptionedImages:
     """Images and their captions, in a fixed order.
 
     ``caption_image[j]`` is the position in ``images`` of the image caption ``j`` describes.
+    Photos are files under ``image_dir`` (default: ``root/Images``), or, for a collection
+    given as CNN features only, the rows of ``features`` computed by ``backbone``.
     """
 
     root: Path
     images: tuple[str, ...]
     captions: tuple[str, ...]
     caption_image: tuple[int, ...]
+    image_dir: Path | None = None
+    features: np.ndarray | None = None
+    backbone: str = ""
 
     def image_path(self, i: int) -> Path:
-        return self.root / IMAGES_DIR / self.images[i]
+        if self.features is not None:
+            raise DatasetError(f"{self.root} gives its photos as features, not files")
+        return (self.image_dir or self.root / IMAGES_DIR) / self.images[i]
+
+    def image_paths(self) -> list[Path]:
+        """Every photo's file, in order (DatasetError for a features-only collection)."""
+        return [self.image_path(i) for i in range(len(self.images))]
+
+    def subset(self, keep: list[int]) -> CaptionedImages:
+        """The photos at positions ``keep`` (in that order) with their captions."""
+        new_index = {old: new for new, old in enumerate(keep)}
+        pairs = [
+            (text, new_index[image])
+            for text, image in zip(self.captions, self.caption_image, strict=True)
+            if image in new_index
+        ]
+        return replace(
+            self,
+            images=tuple(self.images[i] for i in keep),
+            captions=tuple(t for t, _ in pairs),
+            caption_image=tuple(i for _, i in pairs),
+            features=None if self.features is None else self.features[keep],
+        )
 
     def captions_of(self, i: int) -> list[str]:
         return [c for c, k in zip(self.captions, self.caption_image, strict=True) if k == i]
@@ -88,15 +117,18 @@ def load_captioned_images(
     root: Path,
     split: str | Path | None = None,
     captions_file: str = CAPTIONS_FILE,
+    files: bool = True,
 ) -> CaptionedImages:
     """Load ``root`` (a Flickr8k-layout folder), restricted to ``split`` if given.
 
     ``split`` is ``train``/``dev``/``test`` (Flickr8k's list files in ``root``) or the
-    path of any list of image names. Raises DatasetError for a missing or malformed
-    file and for a dataset or split with no usable image.
+    path of any list of image names. ``files``: keep only captions whose photo file
+    exists (False: every caption, for a collection given as features). Raises
+    DatasetError for a missing or malformed file and for a dataset or split with no
+    usable image.
     """
     root = Path(root)
-    if not (root / IMAGES_DIR).is_dir():
+    if files and not (root / IMAGES_DIR).is_dir():
         raise DatasetError(f"image folder not found: {root / IMAGES_DIR}")
     by_image: dict[str, list[tuple[int, str]]] = {}
     for name, number, text in _read_captions(root / captions_file):
@@ -109,7 +141,7 @@ def load_captioned_images(
         wanted = [s.strip() for s in _read_lines(split_path) if s.strip()]
     images, captions, caption_image = [], [], []
     for name in wanted:
-        if name not in by_image or not (root / IMAGES_DIR / name).is_file():
+        if name not in by_image or (files and not (root / IMAGES_DIR / name).is_file()):
             continue
         images.append(name)
         for _, text in sorted(by_image[name]):

@@ -15,7 +15,7 @@ from functools import partial
 
 import numpy as np
 
-from groundsearch.model.data import CaptionedImages
+from groundsearch.model.data import CaptionedImages, DatasetError
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.parsing.tree import DependencyTree
@@ -59,7 +59,36 @@ def build_split(
     """Parse the captions and embed the photos of one dataset split; with ``model``,
     each caption must hold a word it knows (UnusableText names the first that does not)."""
     trees = named_trees(corpus_door(parser, model), ds.captions)
-    features = extractor.embed_files(
-        [ds.image_path(i) for i in range(len(ds.images))], progress=progress
+    return Split(trees, photo_features(ds, extractor, progress), np.asarray(ds.caption_image))
+
+
+def photo_features(
+    ds: CaptionedImages, extractor: FeatureExtractor, progress: bool = False
+) -> np.ndarray:
+    """The backbone's pooled features of ``ds``'s photos: its own rows for a collection
+    given as features (DatasetError if another backbone computed them), else the files'
+    through the extractor's cache."""
+    if ds.features is None:
+        return extractor.embed_files(ds.image_paths(), progress=progress)
+    if ds.backbone != extractor.identity:
+        raise DatasetError(
+            f"{ds.root} gives {ds.backbone} features; this model reads {extractor.identity}'s"
+        )
+    return np.asarray(ds.features, dtype=np.float32)
+
+
+def joined(splits: Sequence[Split], weights: Sequence[float] = ()) -> Split:
+    """Several collections' splits as one: photos and captions one after another, each
+    caption's draw rate (``Split.rate``) its collection's weight (default 1)."""
+    if len(splits) == 1 and not weights:
+        return splits[0]
+    weights = list(weights) or [1.0] * len(splits)
+    offsets = np.cumsum([0] + [len(s.features) for s in splits[:-1]])
+    return Split(
+        [t for s in splits for t in s.trees],
+        np.concatenate([s.features for s in splits]),
+        np.concatenate([s.caption_image + o for s, o in zip(splits, offsets, strict=True)]),
+        rate=np.concatenate(
+            [np.full(len(s.trees), w, np.float64) for s, w in zip(splits, weights, strict=True)]
+        ),
     )
-    return Split(trees, features, np.asarray(ds.caption_image))

@@ -21,9 +21,11 @@ import torch
 from groundsearch.files import write_text
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import without_concepts
+from groundsearch.model.data.sources import Source, load_source
 from groundsearch.model.runtime.checkpoints import (
     CheckpointError,
     load_checkpoint,
+    load_joint,
     save_joint,
     save_kcca,
 )
@@ -35,9 +37,18 @@ from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.joint import JointConfig, JointModel, build_inventory
 from groundsearch.model.runtime.kcca import KCCAModel
 from groundsearch.model.runtime.parsing import Parser
+from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.sentences import Sentences
-from groundsearch.model.runtime.text.glove import glove_vocabulary
-from groundsearch.model.training.corpus import build_split, corpus_door, named_trees, text_trees
+from groundsearch.model.runtime.text.glove import glove_vocabulary, load_glove
+from groundsearch.model.runtime.text.vocab import Vocabulary
+from groundsearch.model.training.corpus import (
+    build_split,
+    corpus_door,
+    joined,
+    named_trees,
+    photo_features,
+    text_trees,
+)
 from groundsearch.model.training.evaluation import protocol
 from groundsearch.model.training.evaluation.arithmetic import (
     MIN_B_PHOTOS,
@@ -47,12 +58,12 @@ from groundsearch.model.training.evaluation.arithmetic import (
 )
 from groundsearch.model.training.evaluation.retrieval import paired_bootstrap, retrieval_metrics
 from groundsearch.model.training.kcca import KCCAConfig, fit_kcca
-from groundsearch.model.training.loop import Split, TrainConfig, evaluate, train
+from groundsearch.model.training.loop import TrainConfig, dev_score, train
 from groundsearch.model.training.plots import plot_history
 
 
 def run_training(
-    data_root: Path,
+    sources: Sequence[Source],
     out: Path,
     joint: JointConfig,
     cfg: TrainConfig,
@@ -64,27 +75,43 @@ def run_training(
     half: bool = False,
     hold_out: Mapping[str, Collection[str]] | None = None,
     concepts: ConceptConfig | None = None,
+    init: Path | None = None,
 ) -> dict[str, Any]:
-    """Train on ``train``, select on ``dev``; write the best model to ``out``, its
-    summary beside it (``.json``) and the training curve (``.png``).
+    """Train on the ``train`` splits of ``sources`` (mixed by their weights), select on
+    their ``dev`` splits (the mean of their rsums, ``loop.dev_score``); write the best
+    model to ``out``, its summary beside it (``.json``) and the training curve (``.png``).
 
     ``hold_out``: concepts (name → word forms) whose photos are left out of ``train``.
-    ``concepts``: the open-vocabulary channel recorded in the checkpoint (not trained).
+    ``concepts``: the open-vocabulary channel recorded in the checkpoint (not trained;
+    with ``init``, default: the one it records). ``init``: a joint checkpoint to go on
+    training (fine-tuning) instead of a new model: its architecture is kept (``joint`` is
+    not used) and its vocabulary grows by the new captions' words that GloVe knows.
     """
     torch.manual_seed(cfg.seed)
+    if init is not None:
+        backbone = load_joint(init, parser=parser.version).backbone
     splits, extractor, prep_s = _train_and_dev(
-        data_root, parser, cache_dir, backbone, ten_crop, progress, hold_out
+        sources, parser, cache_dir, backbone, ten_crop, progress, hold_out
     )
     tr = splits["train"]
-    vocab = glove_vocabulary(t.words for t in tr.trees)
-    inventory = build_inventory(joint, tr.trees)
-    model = JointModel(joint, vocab, inventory, parser.version, extractor.identity)
+    inherited: dict[str, Any] = {}
+    if init is None:
+        vocab = glove_vocabulary(t.words for t in tr.trees)
+        inventory = build_inventory(joint, tr.trees)
+        model = JointModel(joint, vocab, inventory, parser.version, extractor.identity)
+    else:
+        model = with_words(load_joint(init, parser.version, extractor.identity), tr.trees)
+        joint, inherited = model.config, model.extra
+        if concepts is None and inherited.get("concepts"):
+            concepts = ConceptConfig(**inherited["concepts"])
     hist = train(model, tr, splits["dev"], cfg, progress=print if progress else None)
-    dev = evaluate(model, splits["dev"], cfg.normalize)
+    dev = dev_score(model, splits["dev"], cfg.normalize)
     summary: dict[str, Any] = {
         "encoder": joint.encoder,
         "joint": joint.to_dict(),
         "train": asdict(cfg),
+        "sources": [str(s) for s in sources],
+        "init": str(init) if init is not None else None,
         "dev": dev,
         "best_epoch": hist.best_epoch,
         "ensemble_dev_rsum": hist.ensemble_dev_rsum,
@@ -101,6 +128,7 @@ def run_training(
     # the channel's notion of a trained word (model.runtime.concepts): kept in the
     # checkpoint, not in the summary JSON
     counts = Counter(w.lower() for t in tr.trees for w in t.words)
+    counts.update(inherited.get("word_counts") or {})
     save_joint(model, out, extra={**summary, "word_counts": dict(counts)}, half=half)
     _write_summary(out, summary)
     png = Path(out).with_suffix(".png")
@@ -108,9 +136,33 @@ def run_training(
     return summary
 
 
+def with_words(model: JointModel, trees: Sequence[DependencyTree]) -> JointModel:
+    """``model`` with a row for each word of ``trees`` that GloVe knows and its
+    vocabulary lacks (GloVe's vector; the tuned rows kept), snapshots dropped."""
+    new = glove_vocabulary(t.words for t in trees)
+    known = set(model.vocab.words)
+    glove_rows = {w for w in new.words if w not in known} & set(load_glove()[0])
+    added = [i for i, w in enumerate(new.words) if w in glove_rows]
+    model.snapshots = []
+    if not added:
+        return model
+    vocab = Vocabulary(
+        model.vocab.words + [new.words[i] for i in added],
+        np.concatenate([model.vocab.vectors, new.vectors[added]]),
+    )
+    grown = JointModel(model.config, vocab, model.inventory, model.parser, model.backbone)
+    state = model.state_dict()
+    for key, value in grown.state_dict().items():
+        if state[key].shape != value.shape:  # the word table: old rows, then the new
+            state[key] = torch.cat([state[key], value[len(model.vocab) :]])
+    grown.load_state_dict(state)
+    grown.extra = model.extra
+    return grown
+
+
 def evaluate_checkpoint(
     checkpoint: Path,
-    data_root: Path,
+    source: Source,
     parser: Parser,
     cache_dir: Path,
     benchmarks_dir: Path | None,
@@ -119,9 +171,9 @@ def evaluate_checkpoint(
     concept_weight: float | None = None,
     ensemble_with: Sequence[Path] = (),
 ) -> dict[str, Any]:
-    """The evaluation protocol (GUIDE §3) for a saved JointModel or kCCA on a
-    Flickr8k-layout split: retrieval and sentence similarity on the split, the expert
-    judgments of ``data_root`` when it has them, and STS-B / SICK-R test pairs from
+    """The evaluation protocol (GUIDE §3) for a saved JointModel or kCCA on a split of
+    ``source``: retrieval and sentence similarity on the split, the expert judgments of
+    a Flickr8k-layout source when it has them, and STS-B / SICK-R test pairs from
     ``benchmarks_dir`` (the data folder; None skips them). ``concept_weight`` overrides
     the checkpoint's open-vocabulary channel (0: off); ``ensemble_with`` names more
     checkpoints scored together with it (the mean of their scores)."""
@@ -138,7 +190,7 @@ def evaluate_checkpoint(
             raise CheckpointError("only joint models (not kCCA) can be ensembled")
         model = EnsembleEmbedder(joint)
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
-    ds = load_captioned_images(data_root, split=split)
+    ds = load_source(source, split, extractor.identity)
     known = None if isinstance(model, KCCAModel) else model
     sp = build_split(ds, parser, extractor, progress, model=known)
     parse = text_trees(parser)
@@ -147,14 +199,17 @@ def evaluate_checkpoint(
         "encoder": model.encoder,
         "concept_weight": concept_weight_of(model),
         "members": [str(checkpoint), *map(str, ensemble_with)] if ensemble_with else None,
-        "data": str(data_root),
+        "data": str(source.path),
+        "source": source.name,
         "split": split,
         "images": len(ds.images),
         "captions": len(ds.captions),
         **protocol.split_metrics(model, sp.trees, sp.features, sp.caption_image),
         "expert_spearman": protocol.expert_correlation(
-            model, data_root, parse, extractor.embed_files
-        ),
+            model, source.path, parse, extractor.embed_files
+        )
+        if source.kind == "flickr8k"
+        else protocol.skipped(f"{source.name} has no expert judgments"),
     }
     if benchmarks_dir is not None:
         result.update(protocol.sentence_benchmarks(model, parse, benchmarks_dir))
@@ -173,7 +228,7 @@ def concept_weight_of(model: object) -> float:
 def compare_checkpoints(
     first: Path,
     second: Path,
-    data_root: Path,
+    source: Source,
     parser: Parser,
     cache_dir: Path,
     split: str | None = "test",
@@ -183,21 +238,20 @@ def compare_checkpoints(
     """Retrieval of two saved models on the same split, and ``second − first`` with
     paired bootstrap intervals over the split's photos (``retrieval.paired_bootstrap``)."""
     models = [load_checkpoint(path, parser=parser.version) for path in (first, second)]
-    ds = load_captioned_images(data_root, split=split)
+    ds = load_source(source, split, models[0].backbone)
     caption_image = np.asarray(ds.caption_image)
     scores, metrics = [], []
     for path, model in zip((first, second), models, strict=True):
         known = model if isinstance(model, JointEmbedder) else None
         trees = named_trees(corpus_door(parser, known), ds.captions)
         extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
-        features = extractor.embed_files(
-            [ds.image_path(i) for i in range(len(ds.images))], progress=progress
-        )
+        features = photo_features(ds, extractor, progress)
         scores.append(model.embed_images(features) @ model.embed_sentences(trees).T)
         metrics.append({"checkpoint": str(path), "encoder": model.encoder})
         metrics[-1].update(retrieval_metrics(scores[-1], caption_image))
     return {
-        "data": str(data_root),
+        "data": str(source.path),
+        "source": source.name,
         "split": split,
         "images": len(ds.images),
         "captions": len(ds.captions),
@@ -253,7 +307,7 @@ def evaluate_arithmetic_checkpoint(
 
 
 def run_kcca_training(
-    data_root: Path,
+    sources: Sequence[Source],
     out: Path,
     cfg: KCCAConfig,
     parser: Parser,
@@ -266,7 +320,7 @@ def run_kcca_training(
     image features), pick its size and regularisation on ``dev`` rsum; write it to
     ``out`` and its summary beside it (``.json``)."""
     splits, extractor, prep_s = _train_and_dev(
-        data_root, parser, cache_dir, backbone, ten_crop, progress
+        sources, parser, cache_dir, backbone, ten_crop, progress
     )
     tr = splits["train"]
     vocab = glove_vocabulary(t.words for t in tr.trees)
@@ -296,27 +350,33 @@ def run_kcca_training(
 
 
 def _train_and_dev(
-    data_root: Path,
+    sources: Sequence[Source],
     parser: Parser,
     cache_dir: Path,
     backbone: str,
     ten_crop: bool,
     progress: bool,
     hold_out: Mapping[str, Collection[str]] | None = None,
-) -> tuple[dict[str, Split], FeatureExtractor, float]:
-    """Parsed and embedded train and dev splits (train less the photos of ``hold_out``
-    concepts), the extractor that embedded them and the seconds it took."""
+) -> tuple[dict[str, Any], FeatureExtractor, float]:
+    """``train``: the sources' train splits parsed, embedded and joined (less the photos
+    of ``hold_out`` concepts; each caption drawn by its source's weight); ``dev``: each
+    source's dev split by its name. With the extractor and the seconds it took."""
+    if not sources:
+        raise ValueError("no source to train on")
+    names = [s.name for s in sources]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two sources share a name: {', '.join(names)}")
     extractor = FeatureExtractor(backbone, ten_crop=ten_crop, cache_dir=cache_dir)
     t0 = time.perf_counter()
-    train_ds = load_captioned_images(data_root, split="train")
-    if hold_out:
-        train_ds = without_concepts(train_ds, hold_out)
-    splits = {
-        "train": build_split(train_ds, parser, extractor, progress),
-        "dev": build_split(
-            load_captioned_images(data_root, split="dev"), parser, extractor, progress
-        ),
-    }
+    trains, devs = [], {}
+    for source in sources:
+        train_ds = load_source(source, "train", extractor.identity)
+        if hold_out:
+            train_ds = without_concepts(train_ds, hold_out)
+        trains.append(build_split(train_ds, parser, extractor, progress))
+        dev_ds = load_source(source, "dev", extractor.identity)
+        devs[source.name] = build_split(dev_ds, parser, extractor, progress)
+    splits = {"train": joined(trains, [s.weight for s in sources]), "dev": devs}
     return splits, extractor, time.perf_counter() - t0
 
 

@@ -12,7 +12,7 @@ the service and evaluation load.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,7 @@ from groundsearch.model.runtime.text.vocab import Vocabulary
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 
 if TYPE_CHECKING:
-    from groundsearch.model.training.loop import Split
+    from groundsearch.model.training.loop import DevSet, Split
 
 
 def _inv_sqrt(c: np.ndarray) -> np.ndarray:
@@ -190,28 +190,33 @@ class KCCAConfig:
 
 def fit_kcca(
     train: Split,
-    dev: Split,
+    dev: DevSet,
     vocab: Vocabulary,
     parser: str,
     backbone: str,
     cfg: KCCAConfig,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[KCCAModel, dict[str, object], list[dict[str, float]]]:
-    """Fit on ``train`` pairs (every caption with its image) for each regularisation,
-    keep the (reg, dim) with the best dev rsum. Returns the model, its dev metrics and
-    the grid of dev rsums."""
+    """Fit on ``train`` pairs (every caption with its image, once: a joined split's draw
+    rates are not used) for each regularisation, keep the (reg, dim) with the best dev
+    rsum (with a dev split per collection, the mean of theirs). Returns the model, its
+    dev metrics and the grid of dev rsums."""
     sentences = mean_word_vectors(train.trees, vocab)
     images = np.asarray(train.features, np.float64)[np.asarray(train.caption_image)]
     fits = KCCA.fit_grid(sentences, images, cfg.regs, max(cfg.dims), cfg.n_landmarks, cfg.seed)
-    dev_sentences = mean_word_vectors(dev.trees, vocab)
+    devs = dev if isinstance(dev, Mapping) else {"dev": dev}
+    dev_sentences = {k: mean_word_vectors(d.trees, vocab) for k, d in devs.items()}
     grid: list[dict[str, float]] = []
     best: tuple[float, KCCA, dict[str, object]] | None = None
     for reg, fit in zip(cfg.regs, fits, strict=True):
         for dim in sorted({min(d, fit.dim) for d in cfg.dims}):
             m = fit.truncated(dim)
-            y = unit(m.project_sentences(dev_sentences))
-            v = unit(m.project_images(dev.features))
-            rsum = float(retrieval_metrics(v @ y.T, dev.caption_image)["rsum"])
+            rsums = []
+            for k, d in devs.items():
+                y = unit(m.project_sentences(dev_sentences[k]))
+                v = unit(m.project_images(d.features))
+                rsums.append(float(retrieval_metrics(v @ y.T, d.caption_image)["rsum"]))
+            rsum = float(np.mean(rsums))
             grid.append({"reg": reg, "dim": dim, "dev_rsum": rsum})
             if progress:
                 progress(f"kcca reg {reg:g} dim {dim}: dev rsum {rsum:.1f}")
@@ -221,7 +226,13 @@ def fit_kcca(
     _, chosen, picked = best
     config = {"n_landmarks": cfg.n_landmarks, "seed": cfg.seed, **picked}
     model = KCCAModel(*chosen.folded(), vocab, parser, backbone, config)
-    dev_metrics = retrieval_metrics(
-        model.embed_images(dev.features) @ model.embed_sentences(dev.trees).T, dev.caption_image
-    )
-    return model, dev_metrics, grid
+    sources = {
+        k: retrieval_metrics(
+            model.embed_images(d.features) @ model.embed_sentences(d.trees).T, d.caption_image
+        )
+        for k, d in devs.items()
+    }
+    if not isinstance(dev, Mapping):
+        return model, sources["dev"], grid
+    mean = round(float(np.mean([m["rsum"] for m in sources.values()])), 2)
+    return model, {"rsum": mean, "sources": sources}, grid

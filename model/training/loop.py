@@ -12,6 +12,14 @@ Two optimisation recipes:
 ``loss`` is the max-margin objective (Eq. 5) or the squared Euclidean distance of the
 paper's Table 2.
 
+**Several collections.** A training split joined from several (``corpus.joined``) gives
+each caption a draw rate, its collection's weight W: an epoch draws every caption
+⌊W⌋ times and once more with probability W − ⌊W⌋, shuffled together, so batches mix
+the collections in proportion to W × their captions. Selection reads a dev set per
+collection and scores the **mean of their rsums**, each on its own photos and protocol
+(``dev_score``): every collection counts as much as any other, however many captions
+it has, since each stands for photos users will search.
+
 Inputs are already parsed trees and already extracted image features, so an epoch
 only runs the encoder: parsing and the CNN are done once, before training.
 """
@@ -21,7 +29,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +108,7 @@ class Split:
     trees: Sequence[DependencyTree]
     features: np.ndarray
     caption_image: np.ndarray
+    rate: np.ndarray | None = None  # each caption's draws per epoch (None: 1 each)
 
     def __post_init__(self) -> None:
         if len(self.trees) == 0 or len(self.features) == 0:
@@ -117,6 +126,7 @@ class History:
     loss: list[float] = field(default_factory=list)
     dev_rsum: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
+    dev_sources: dict[str, list[float]] = field(default_factory=dict)
     best_epoch: int = 0
     ensemble_dev_rsum: float | None = None
     seconds: float = 0.0
@@ -141,6 +151,29 @@ def evaluate(model: JointModel, split: Split, normalize: bool) -> dict[str, Any]
     return retrieval_metrics(v @ y.T, split.caption_image)
 
 
+#: One dev split, or one per collection by name.
+DevSet = Split | Mapping[str, Split]
+
+
+def dev_score(model: JointModel, dev: DevSet, normalize: bool) -> dict[str, Any]:
+    """``rsum``: the mean of each collection's dev rsum (one collection: its rsum);
+    ``sources``: each collection's metrics by name."""
+    devs = dev if isinstance(dev, Mapping) else {"dev": dev}
+    sources = {name: evaluate(model, split, normalize) for name, split in devs.items()}
+    rsum = float(np.mean([m["rsum"] for m in sources.values()]))
+    return {"rsum": rsum, "sources": sources}
+
+
+def epoch_order(rng: np.random.Generator, n: int, rate: np.ndarray | None) -> np.ndarray:
+    """An epoch's captions in random order, each drawn by its rate (⌊r⌋ times, and once
+    more with probability r − ⌊r⌋); all once when ``rate`` is None."""
+    if rate is None:
+        return rng.permutation(n)
+    whole = np.floor(rate).astype(np.int64)
+    draws = whole + (rng.random(n) < rate - whole)
+    return rng.permutation(np.repeat(np.arange(n), draws))
+
+
 def _optimizer(model: JointModel, cfg: TrainConfig) -> torch.optim.Optimizer:
     params = [p for p in model.parameters() if p.requires_grad]
     if cfg.optimizer == "adagrad":
@@ -151,7 +184,7 @@ def _optimizer(model: JointModel, cfg: TrainConfig) -> torch.optim.Optimizer:
 def train(
     model: JointModel,
     train_split: Split,
-    dev_split: Split,
+    dev_split: DevSet,
     cfg: TrainConfig,
     progress: Callable[[str], None] | None = None,
 ) -> History:
@@ -162,17 +195,17 @@ def train(
     rng = np.random.default_rng(cfg.seed)
     opt = _optimizer(model, cfg)
     n = len(train_split.trees)
-    steps_per_epoch = math.ceil(n / cfg.batch_size)
-    cycle_len = max(1, cfg.epochs // max(1, cfg.cycles)) * steps_per_epoch
+    cycle_epochs = max(1, cfg.epochs // max(1, cfg.cycles))
     feats = torch.as_tensor(train_split.features, dtype=torch.float32)
     links = torch.as_tensor(train_split.caption_image)
-    hist, best, best_state, step = History(), -1.0, None, 0
+    hist, best, best_state = History(), -1.0, None
     start = time.perf_counter()
     for epoch in range(1, cfg.epochs + 1):
         if cfg.optimizer == "adagrad" and epoch > 1 and (epoch - 1) % cfg.adagrad_reset == 0:
             opt = _optimizer(model, cfg)  # reset the squared-gradient sums
         model.train()
-        order = rng.permutation(n)
+        order = epoch_order(rng, n, train_split.rate)
+        steps_per_epoch = math.ceil(len(order) / cfg.batch_size)
         total = 0.0
         batches = tqdm(
             range(steps_per_epoch),
@@ -185,7 +218,7 @@ def train(
             if len(idx) < 2:
                 continue
             if cfg.optimizer == "adam-cyclic":
-                phase = (step % cycle_len) / cycle_len
+                phase = ((epoch - 1) % cycle_epochs + b / steps_per_epoch) / cycle_epochs
                 for group in opt.param_groups:
                     group["lr"] = cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (
                         1 + math.cos(math.pi * phase)
@@ -205,12 +238,13 @@ def train(
             loss.backward()
             opt.step()
             total += loss.item() * len(idx)
-            step += 1
-        metrics = evaluate(model, dev_split, cfg.normalize)
-        hist.loss.append(total / n)
+        metrics = dev_score(model, dev_split, cfg.normalize)
+        hist.loss.append(total / max(1, len(order)))
         hist.dev_rsum.append(float(metrics["rsum"]))
+        for name, m in metrics["sources"].items():
+            hist.dev_sources.setdefault(name, []).append(float(m["rsum"]))
         hist.lr.append(opt.param_groups[0]["lr"])
-        if cfg.optimizer == "adam-cyclic" and step % cycle_len == 0:
+        if cfg.optimizer == "adam-cyclic" and epoch % cycle_epochs == 0:
             hist.snapshots.append(copy.deepcopy(model.state_dict()))
             hist.snapshot_dev_rsum.append(float(metrics["rsum"]))
         if metrics["rsum"] > best:
@@ -220,16 +254,23 @@ def train(
                 epoch,
             )
         if progress:
+            each = ""
+            if len(metrics["sources"]) > 1:
+                each = (
+                    " ("
+                    + ", ".join(f"{k} {m['rsum']:.1f}" for k, m in metrics["sources"].items())
+                    + ")"
+                )
             progress(
                 f"epoch {epoch}/{cfg.epochs} loss {hist.loss[-1]:.4f} "
-                f"dev rsum {metrics['rsum']:.1f}"
+                f"dev rsum {metrics['rsum']:.1f}{each}"
             )
     hist.seconds = time.perf_counter() - start
     if best_state is not None:
         model.load_state_dict(best_state)
     if cfg.ensemble:
         model.snapshots = members = _best_snapshots(hist, cfg.ensemble_best)
-        hist.ensemble_dev_rsum = float(evaluate(model, dev_split, cfg.normalize)["rsum"])
+        hist.ensemble_dev_rsum = float(dev_score(model, dev_split, cfg.normalize)["rsum"])
         if hist.ensemble_dev_rsum < best:  # selected on dev, like everything else
             model.snapshots = []
         if progress:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from groundsearch.index.caption_files import CaptionFileError, read_caption_file
+from groundsearch.model.data.caption_files import CaptionFileError, read_caption_file
 
 TOKENS = Path("/work/shared/data/flickr8k/Flickr8k.token.txt")
 IMAGES = TOKENS.parent / "Images"

@@ -15,11 +15,11 @@ import pytest
 from PIL import Image
 
 from groundsearch.index import indexer
-from groundsearch.index.caption_files import CaptionFile
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.indexer import IndexingError, index_photos
 from groundsearch.index.photo_metadata import PhotoMetadata
 from groundsearch.index.records import Records
+from groundsearch.model.data.caption_files import CaptionFile
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.sentences import ADVICE
 from groundsearch.settings import get_settings

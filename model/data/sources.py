@@ -1,0 +1,166 @@
+"""Captioned collections to train and select on, named on the command line.
+
+    >>> sources = [parse_source("flickr8k", data_dir), parse_source("cc-web=0.5", data_dir)]
+    >>> load_source(sources[1], "dev")          # CaptionedImages with .features set
+
+Three kinds, told apart by what the path holds:
+
+- ``flickr8k``: a Flickr8k-layout folder (``Flickr8k.token.txt``, ``Images/``, split lists).
+- ``features``: a collection given as CNN features, laid out like ``cc-web/``:
+  ``captions.tsv`` (``<photo>#<n><TAB><caption>``), ``train.txt`` / ``dev.txt`` (and
+  optionally ``test.txt``), ``features/<backbone>.npy`` whose row *i* is the photo of
+  line *i* of ``captions.tsv``.
+- ``captions``: a user's own captions file in the formats ``groundsearch index --captions``
+  reads (``caption_files``), photos relative to the file's folder. Its photos are split
+  by a hash of their name: one in ten is ``dev``, one in ten ``test``, the rest ``train``.
+
+``NAME=W`` gives the source the weight W: its captions are drawn W times an epoch (the
+mixing rule of ``model.training.loop``); the names ``flickr8k`` and ``cc-web`` are the
+data folder's collections.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from groundsearch.model.data.caption_files import CaptionFileError, read_caption_file
+from groundsearch.model.data.flickr import (
+    CAPTIONS_FILE,
+    CaptionedImages,
+    DatasetError,
+    load_captioned_images,
+)
+
+KINDS = ("flickr8k", "features", "captions")
+#: The data folder's collections, by name.
+NAMED = {"flickr8k": "flickr8k", "cc-web": "cc-web"}
+#: The splits of a captions file's photos: hash of the name mod 10 → split.
+HASH_SPLITS = {0: "dev", 1: "test"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """One captioned collection: its name, kind, path and weight in the mix."""
+
+    name: str
+    kind: str
+    path: Path
+    weight: float = 1.0
+
+    def __str__(self) -> str:
+        return self.name if self.weight == 1 else f"{self.name}={self.weight:g}"
+
+
+def parse_source(text: str, data_dir: Path) -> Source:
+    """``flickr8k``, ``cc-web``, or a folder or captions file, optionally ``=WEIGHT``
+    (DatasetError naming what is wrong)."""
+    spec, eq, weight_text = text.rpartition("=")
+    if not eq:
+        spec, weight_text = text, "1"
+    try:
+        weight = float(weight_text)
+    except ValueError:
+        raise DatasetError(f"source {text!r}: the weight after '=' is not a number") from None
+    if not weight > 0 or weight == float("inf"):
+        raise DatasetError(f"source {text!r}: the weight must be a positive number")
+    path = Path(data_dir) / NAMED[spec] if spec in NAMED else Path(spec).expanduser()
+    return Source(spec if spec in NAMED else path.name, source_kind(path), path, weight)
+
+
+def source_kind(path: Path) -> str:
+    """The kind of collection at ``path`` (DatasetError when it is none of them)."""
+    if path.is_dir() and (path / CAPTIONS_FILE).is_file():
+        return "flickr8k"
+    if path.is_dir() and (path / "captions.tsv").is_file() and (path / "features").is_dir():
+        return "features"
+    if path.is_file():
+        return "captions"
+    if not path.exists():
+        raise DatasetError(f"source not found: {path}")
+    raise DatasetError(
+        f"{path}: not a collection (a Flickr8k-layout folder, a folder of captions.tsv and "
+        "features/, or a captions file)"
+    )
+
+
+def load_source(source: Source, split: str | None, backbone: str = "") -> CaptionedImages:
+    """The photos and captions of one split of ``source`` (None: all of them).
+
+    ``backbone``: for a features collection, the CNN whose features to read (default:
+    the only one it has)."""
+    if source.kind == "flickr8k":
+        return load_captioned_images(source.path, split=split)
+    if source.kind == "features":
+        return _load_features(source.path, split, backbone)
+    return _load_captions_file(source.path, split)
+
+
+def _split_names(root: Path, split: str) -> list[str]:
+    path = root / f"{split}.txt"
+    if not path.is_file():
+        have = sorted(p.stem for p in root.glob("*.txt"))
+        raise DatasetError(f"{root} has no split {split!r} (it has: {', '.join(have) or 'none'})")
+    return [s.strip() for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
+
+
+def _load_features(root: Path, split: str | None, backbone: str) -> CaptionedImages:
+    found = sorted((root / "features").glob("*.npy"))
+    names = [p.stem for p in found]
+    if backbone and backbone not in names:
+        raise DatasetError(
+            f"{root} has no features of {backbone} (it has: {', '.join(names) or 'none'})"
+        )
+    if not backbone:
+        if len(names) != 1:
+            raise DatasetError(f"{root}: name the backbone (features of {', '.join(names)})")
+        backbone = names[0]
+    everything = load_captioned_images(root, split=None, captions_file="captions.tsv", files=False)
+    features = np.load(root / "features" / f"{backbone}.npy", mmap_mode="r")
+    if len(features) != len(everything.images):
+        raise DatasetError(
+            f"{root}: {len(features)} feature rows for {len(everything.images)} photos"
+        )
+    position = {name: i for i, name in enumerate(everything.images)}
+    wanted = everything.images if split is None else _split_names(root, split)
+    missing = [n for n in wanted if n not in position]
+    if missing:
+        raise DatasetError(f"{root}: {len(missing)} photos of {split} have no caption")
+    keep = [position[n] for n in wanted]
+    ds = everything.subset(keep)
+    rows = np.asarray(features[np.asarray(keep)], dtype=np.float32)
+    return CaptionedImages(
+        root, ds.images, ds.captions, ds.caption_image, features=rows, backbone=backbone
+    )
+
+
+def hash_split(name: str) -> str:
+    """A photo's split in a captions-file collection, by a hash of its name."""
+    bucket = int(hashlib.sha256(name.encode()).hexdigest(), 16) % 10
+    return HASH_SPLITS.get(bucket, "train")
+
+
+def _load_captions_file(path: Path, split: str | None) -> CaptionedImages:
+    try:
+        captions = read_caption_file(path).captions
+    except CaptionFileError as exc:
+        raise DatasetError(str(exc)) from None
+    folder = path.parent
+    names = [n for n in sorted(captions) if (folder / n).is_file()]
+    if split is not None:
+        names = [n for n in names if hash_split(n) == split]
+    images, texts, caption_image = [], [], []
+    for name in names:
+        images.append(name)
+        for text in captions[name]:
+            texts.append(text)
+            caption_image.append(len(images) - 1)
+    if not images:
+        where = f"split {split!r} of {path}" if split else str(path)
+        raise DatasetError(f"no photo file with captions found in {where}")
+    return CaptionedImages(
+        folder, tuple(images), tuple(texts), tuple(caption_image), image_dir=folder
+    )
