@@ -1,12 +1,13 @@
 """Captions ``/describe`` may answer with when the gallery has few or none of its own.
 
-    texts, name = training_captions(flickr8k_dir, sample_captions)   # or captions_from(file)
+    texts, name = training_captions(data_dir, sample_captions)   # or captions_from(file)
     bank = CaptionBank.load_or_build(name, texts, model, parser, identity, cache_dir)
     bank.search(vector, k)                                  # [(text, score), …]
 
 A user's gallery usually has photos and no captions. The default bank is the captions
-the model was trained on (Flickr8k train and dev, 30,000 sentences) when Flickr8k is
-there, otherwise the shipped sample captions; any captions file can be named instead.
+the model was trained on, those of each collection of the data folder that is there
+(Flickr8k train and dev, 35,000 sentences; cc-web train and dev, 17,645 web alt-texts),
+otherwise the shipped sample captions; any captions file can be named instead.
 Its vectors depend on the checkpoint and the texts, so the cache file's name carries
 both digests: built once (parsed in processes, with the parse cache), then loaded.
 """
@@ -23,18 +24,39 @@ from groundsearch.files import atomic_path
 from groundsearch.index.vectors import VectorIndex
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.caption_files import read_caption_file
+from groundsearch.model.data.flickr import FLICKR8K_SPLITS
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import Sentences
 
 BANK_DIR = "caption-banks"
+SPLIT_FILES = {
+    "flickr8k": FLICKR8K_SPLITS,
+    "cc-web": {"train": "train.txt", "dev": "dev.txt"},
+}
 
 
-def training_captions(flickr8k: Path | None, sample_captions: Path) -> tuple[list[str], str]:
-    """Flickr8k train + dev captions when ``flickr8k`` holds them, else the sample's."""
-    if flickr8k is not None and (Path(flickr8k) / "Flickr8k.token.txt").is_file():
-        texts = [c for s in ("train", "dev") for c in load_captioned_images(flickr8k, s).captions]
-        return texts, "flickr8k train+dev"
+#: The data folder's collections the default bank draws from: folder → its captions file.
+TRAINING_COLLECTIONS = {"flickr8k": "Flickr8k.token.txt", "cc-web": "captions.tsv"}
+
+
+def training_captions(data_dir: Path | None, sample_captions: Path) -> tuple[list[str], str]:
+    """The train + dev captions of each collection of ``data_dir`` that is there (the
+    ones the model learnt from), else the sample's."""
+    texts, names = [], []
+    for folder, captions_file in TRAINING_COLLECTIONS.items():
+        root = Path(data_dir or "") / folder
+        if data_dir is None or not (root / captions_file).is_file():
+            continue
+        for split in ("train", "dev"):
+            ds = load_captioned_images(
+                root, split=root / SPLIT_FILES[folder][split], captions_file=captions_file,
+                files=folder == "flickr8k",
+            )  # fmt: skip
+            texts += ds.captions
+        names.append(folder)
+    if texts:
+        return texts, " + ".join(f"{n} train+dev" for n in names)
     return captions_from(sample_captions)[0], "sample captions"
 
 

@@ -31,6 +31,20 @@ class ExportedVectors:
     caption_photo: np.ndarray
     caption_vectors: np.ndarray
 
+    @classmethod
+    def joined(cls, parts: Sequence[ExportedVectors]) -> ExportedVectors:
+        """Several collections' vectors one after another."""
+        if len(parts) == 1:
+            return parts[0]
+        offsets = np.cumsum([0] + [len(p.photo_names) for p in parts[:-1]])
+        return cls(
+            tuple(n for p in parts for n in p.photo_names),
+            np.concatenate([p.photo_vectors for p in parts]),
+            tuple(t for p in parts for t in p.caption_texts),
+            np.concatenate([p.caption_photo + o for p, o in zip(parts, offsets, strict=True)]),
+            np.concatenate([p.caption_vectors for p in parts]),
+        )
+
     def subset(self, names: Sequence[str]) -> ExportedVectors:
         """The photos named (in that order) with their captions; StoreError if any is
         missing (a file name held by several identical photos counts for each)."""

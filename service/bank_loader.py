@@ -41,7 +41,7 @@ class BankLoader:
         s = self.settings
         try:
             if s.caption_bank == "training":
-                texts, name = training_captions(s.flickr8k_dir, SAMPLE_CAPTIONS)
+                texts, name = training_captions(s.data_dir, SAMPLE_CAPTIONS)
             else:
                 texts, name = captions_from(Path(s.caption_bank))
             self.status = f"embedding {name} ({len(texts)} captions)"

@@ -40,3 +40,26 @@ def make_tiny_flickr(
     ]
     (root / "Flickr8k.token.txt").write_text("\n".join(kept) + "\n")
     return root
+
+
+CC_WEB = DATA / "cc-web"
+
+
+def make_tiny_features(root: Path, train: int = 16, dev: int = 6) -> Path:
+    """The first cc-web photos of its train and dev lists as a features collection: their
+    captions, split lists and CNN feature rows (real data, a few KB)."""
+    import numpy as np
+
+    (root / "features").mkdir(parents=True)
+    lines = (CC_WEB / "captions.tsv").read_text(encoding="utf-8").splitlines()
+    row = {ln.split("#", 1)[0]: i for i, ln in enumerate(lines)}
+    chosen: list[str] = []
+    for split, n in (("train", train), ("dev", dev)):
+        names = (CC_WEB / f"{split}.txt").read_text().split()[:n]
+        (root / f"{split}.txt").write_text("\n".join(names) + "\n")
+        chosen += names
+    (root / "captions.tsv").write_text("\n".join(lines[row[n]] for n in chosen) + "\n")
+    for src in sorted((CC_WEB / "features").glob("*.npy")):
+        rows = np.load(src, mmap_mode="r")[[row[n] for n in chosen]]
+        np.save(root / "features" / src.name, np.asarray(rows))
+    return root

@@ -18,12 +18,12 @@ from groundsearch.cli.common import (
     command,
     config_from,
     data_option,
-    data_root,
     json_text,
     make_parser,
     non_negative,
     positive_int,
     probability,
+    sources_of,
     user_errors,
 )
 from groundsearch.settings import get_settings
@@ -43,44 +43,55 @@ def _threads(args: argparse.Namespace) -> None:
 def _split_vectors(
     args: argparse.Namespace, split: str, hold_out: list[str] | None = None
 ) -> tuple[ExportedVectors, list[list[str]]]:
-    """The vectors of a Flickr8k split's photos (less the photos of ``hold_out``
-    concepts), and their reference captions: from the gallery's stored vectors, or
-    without ``--gallery`` from the backbone's cached features through the checkpoint's
-    image encoder (the same photo vectors; no caption vectors)."""
+    """The vectors of a split's photos and captions (less the photos of ``hold_out``
+    concepts), and each photo's reference captions, over every ``--source``, one after
+    another: from the gallery's stored vectors (``--gallery``, one Flickr8k-layout
+    source), or from the backbone's features through the checkpoint (photos: ``W_I z``;
+    captions: their parses embedded), which any collection has."""
     from groundsearch.index.errors import StoreError
-    from groundsearch.model.data import DatasetError, load_captioned_images
+    from groundsearch.model.data import DatasetError
     from groundsearch.model.data.concepts import resolve, without_concepts
+    from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
 
+    parts, references = [], []
     with user_errors(StoreError, DatasetError, CheckpointError):
-        ds = load_captioned_images(data_root(args), split=split or None)
-        if hold_out:
-            ds = without_concepts(ds, resolve(hold_out))
-        refs: dict[int, list[str]] = {}
-        for text, i in zip(ds.captions, ds.caption_image, strict=True):
-            refs.setdefault(i, []).append(text)
-        references = [refs[i] for i in range(len(ds.images))]
-        if args.gallery is None:
-            return _from_features(args, ds), references
-        exported = _exported(args, checkpoint_identity(checkpoint_path(args)))
-        return exported.subset(ds.images), references
+        sources = sources_of(args)
+        if args.gallery is not None and len(sources) > 1:
+            raise CliError("--gallery holds one collection's vectors: name one --source")
+        for source in sources:
+            ds = load_source(source, split or None, _joint(args).backbone)
+            if hold_out:
+                ds = without_concepts(ds, resolve(hold_out))
+            refs: dict[int, list[str]] = {}
+            for text, i in zip(ds.captions, ds.caption_image, strict=True):
+                refs.setdefault(i, []).append(text)
+            references += [refs[i] for i in range(len(ds.images))]
+            if args.gallery is None:
+                parts.append(_from_features(args, ds, source.name if len(sources) > 1 else ""))
+            else:
+                exported = _exported(args, checkpoint_identity(checkpoint_path(args)))
+                parts.append(exported.subset(ds.images))
+    return ExportedVectors.joined(parts), references
 
 
-def _from_features(args: argparse.Namespace, ds: Any) -> ExportedVectors:
-    """A split's photo vectors from the cached backbone features (computed where not
-    cached), with its captions and no caption vectors (n × 0)."""
+def _from_features(args: argparse.Namespace, ds: Any, name: str) -> ExportedVectors:
+    """A collection's photo vectors from the backbone's features (computed where not
+    cached) and its captions' vectors from their parses; photos named ``name/photo``
+    (``photo`` when ``name`` is empty)."""
     import numpy as np
 
     from groundsearch.index.export import ExportedVectors
+    from groundsearch.model.training.corpus import text_trees
 
     model = _joint(args)
-    features = _features(args, ds)
+    captions = model.embed_sentences(text_trees(make_parser())(list(ds.captions)))
     return ExportedVectors(
-        tuple(ds.images),
-        model.embed_images(features),
+        tuple(f"{name}/{photo}" if name else photo for photo in ds.images),
+        model.embed_images(_features(args, ds)),
         tuple(ds.captions),
         np.asarray(ds.caption_image, dtype=np.int64),
-        np.zeros((len(ds.captions), 0), np.float32),
+        np.asarray(captions, np.float32),
     )
 
 
@@ -98,11 +109,13 @@ def _joint(args: argparse.Namespace) -> Any:
 
 
 def _features(args: argparse.Namespace, ds: Any) -> Any:
-    """The backbone's pooled features of a data set's photos (the shared cache)."""
+    """The backbone's pooled features of a data set's photos (the shared cache, or the
+    collection's own rows)."""
     from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.training.corpus import photo_features
 
     extractor = FeatureExtractor(_joint(args).backbone, cache_dir=get_settings().cache_dir)
-    return extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
+    return photo_features(ds, extractor)
 
 
 _EXPORTS: dict[str, ExportedVectors] = {}
@@ -151,11 +164,6 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
     with user_errors(ValueError):
         config = config_from(args, DecoderTrainConfig)
         arch = config_from(args, DecoderConfig)
-    if args.gallery is None and config.sentence_share > 0:
-        raise CliError(
-            "without --gallery there are no caption vectors: pass --sentence-share 0 "
-            "(photo vectors only) or a gallery of every Flickr8k photo"
-        )
     train, _ = _split_vectors(args, "train", args.hold_out)
     dev, dev_refs = _split_vectors(args, "dev")
     decoder, summary = train_decoder(_caption_set(train), _caption_set(dev), config, arch)
@@ -229,13 +237,15 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
 
 def _constraints(args: argparse.Namespace, decoder: Any) -> Any:
     """The classifier's confident words for each photo of the split (``--novel``)."""
-    from groundsearch.model.data import load_captioned_images
+    from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.captioning.novel import NovelWords
 
     if args.vectors == "captions":
         raise CliError("--novel reads photos: it cannot constrain sentences written for captions")
-    ds = load_captioned_images(data_root(args), split=args.split or None)
+    import numpy as np
+
     backbone = _joint(args).backbone
+    collections = [load_source(s, args.split or None, backbone) for s in sources_of(args)]
     novel = NovelWords.for_decoder(
         decoder,
         backbone,
@@ -244,7 +254,7 @@ def _constraints(args: argparse.Namespace, decoder: Any) -> Any:
         tagger=None if args.no_tagger else _tagger(args.tagger, backbone),
         tagger_threshold=args.tagger_threshold,
     )
-    return novel.constraints(_features(args, ds))
+    return novel.constraints(np.concatenate([_features(args, ds) for ds in collections]))
 
 
 def _tagger(path: str | None, backbone: str) -> Any:
@@ -258,8 +268,10 @@ def _tagger(path: str | None, backbone: str) -> Any:
 def cmd_train_tagger(args: argparse.Namespace) -> int:
     """Fit the word tagger on the training photos' features and caption nouns; report
     its dev mean average precision and the held-out concepts' (docs/RESULTS.md)."""
-    from groundsearch.model.data import load_captioned_images
+    import numpy as np
+
     from groundsearch.model.data.concepts import HELD_OUT
+    from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.tagger import vectors_identity
     from groundsearch.model.training.corpus import text_trees
@@ -279,12 +291,17 @@ def cmd_train_tagger(args: argparse.Namespace) -> int:
         backbone = vectors_identity(checkpoint_identity(checkpoint_path(args)))
     split = {}
     for name in ("train", "dev"):
-        ds = load_captioned_images(data_root(args), split=name)
-        trees = parse(list(ds.captions))
-        features = _features(args, ds)
+        nouns, parts, trees = [], [], []
+        for source in sources_of(args):
+            ds = load_source(source, name, joint.backbone)
+            source_trees = parse(list(ds.captions))
+            nouns += photo_nouns(ds, source_trees)
+            parts.append(_features(args, ds))
+            trees += source_trees
+        features = np.concatenate(parts)
         if args.on == "vectors":
             features = joint.embed_images(features)
-        split[name] = (photo_nouns(ds, trees), features, trees)
+        split[name] = (nouns, features, trees)
     nouns, features, trees = split["train"]
     lemmas, words = choose_words(nouns, trees, args.least)
     if not words:
@@ -365,7 +382,7 @@ def _table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, train: bool = False) -> None:
     p.add_argument(
         "--gallery",
         type=Path,
@@ -374,7 +391,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         "vectors come from the cached backbone features through the checkpoint",
     )
     p.add_argument("--checkpoint", help="the joint model (default: the shipped SDT-RNN)")
-    data_option(p)
+    data_option(p, many=True, default="flickr8k,cc-web" if train else "flickr8k")
     p.add_argument(
         "--threads", type=positive_int, default=os.cpu_count() or 1, help="torch threads"
     )
@@ -391,7 +408,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = command(
         sub, "train-decoder", cmd_train_decoder, "train a caption decoder on the joint space"
     )
-    _common(p)
+    _common(p, train=True)
     p.add_argument("--out", required=True, help="decoder artifact to write (.pt)")
     p.add_argument(
         "--hold-out",
@@ -471,7 +488,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         cmd_train_tagger,
         "fit the word tagger: which caption nouns a photo shows, from its CNN features",
     )
-    _common(p)
+    _common(p, train=True)
     p.add_argument("--out", required=True, help="tagger to write (.npz)")
     p.add_argument(
         "--on",

@@ -60,13 +60,14 @@ class CaptionedImages:
         return [self.image_path(i) for i in range(len(self.images))]
 
     def subset(self, keep: list[int]) -> CaptionedImages:
-        """The photos at positions ``keep`` (in that order) with their captions."""
+        """The photos at positions ``keep`` (in that order) with their captions (in the
+        photos' order, each photo's in theirs)."""
         new_index = {old: new for new, old in enumerate(keep)}
-        pairs = [
-            (text, new_index[image])
-            for text, image in zip(self.captions, self.caption_image, strict=True)
-            if image in new_index
-        ]
+        linked = zip(self.captions, self.caption_image, strict=True)
+        pairs = sorted(
+            ((text, new_index[image]) for text, image in linked if image in new_index),
+            key=lambda pair: pair[1],
+        )
         return replace(
             self,
             images=tuple(self.images[i] for i in keep),

@@ -62,3 +62,82 @@ def test_evaluate_errors_are_named(cli, tiny, tmp_path):
     assert res.returncode == 2 and "checkpoint not found" in res.stderr
     res = cli("train", "--data", str(tiny), "--out", str(tmp_path / "x.pt"), "--encoder", "nope")
     assert res.returncode == 2 and "invalid choice: 'nope'" in res.stderr
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory):
+    """16 train and 6 dev cc-web photos as a features collection."""
+    from tests.tiny_data import make_tiny_features
+
+    return make_tiny_features(tmp_path_factory.mktemp("tiny-web"))
+
+
+def test_two_collections_train_together(cli, tiny, web, tmp_path):
+    out = tmp_path / "two.pt"
+    res = cli(
+        "train", "--source", str(tiny), "--source", f"{web}=2", "--out", str(out),
+        "--epochs", "2", "--batch-size", "10", "--normalize", "--margin", "0.2",
+        "--backbone", "efficientnet-lite2",  # the one cc-web's features come from
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "two.json").read_text())
+    assert summary["sources"] == [tiny.name, f"{web.name}=2"]
+    # selection reads each collection's dev and scores the mean of their rsums
+    dev = summary["dev"]
+    assert set(dev["sources"]) == {tiny.name, web.name}
+    assert dev["rsum"] == pytest.approx(
+        (dev["sources"][tiny.name]["rsum"] + dev["sources"][web.name]["rsum"]) / 2
+    )
+    res = cli("evaluate", str(out), "--source", str(web), "--split", "dev",
+              "--no-sentence-benchmarks")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    metrics = json.loads(res.stdout)
+    assert (metrics["images"], metrics["captions"]) == (6, 6)
+    assert metrics["expert_spearman"]["skipped"]
+
+
+def test_a_collection_without_photos_or_split_is_refused(cli, web, tmp_path):
+    res = cli("train", "--source", f"{web}=much", "--out", str(tmp_path / "x.pt"))
+    assert res.returncode == 2 and "not a number" in res.stderr
+    res = cli("train", "--source", str(tmp_path / "nothing"), "--out", str(tmp_path / "x.pt"))
+    assert res.returncode == 2 and "source not found" in res.stderr
+    res = cli("features", "--source", str(web))
+    assert res.returncode == 2 and "as features already" in res.stderr
+
+
+def test_fine_tuning_on_ones_own_photos_changes_its_answers(cli, tmp_path):
+    """A model trained on a few Flickr8k photos, fine-tuned (--init) on a captions file of
+    other photos: its retrieval on those photos rises and it learns their new words."""
+    from tests.tiny_data import make_tiny_flickr
+
+    base_data = make_tiny_flickr(tmp_path / "base", train=12, dev=4, test=0)
+    base = tmp_path / "base.pt"
+    common = ["--normalize", "--margin", "0.2", "--batch-size", "10", "--seed", "1"]
+    res = cli("train", "--data", str(base_data), "--out", str(base), "--epochs", "1", *common)
+    assert res.returncode == 0, res.stderr
+    own = make_tiny_flickr(tmp_path / "own", train=60, dev=0, test=0)
+    lines = [  # "a …": every caption holds a word the base model knows, to be scored by it
+        ln.split("#", 1)[0] + "\ta photo : " + ln.split("\t", 1)[1]
+        for ln in (own / "Flickr8k.token.txt").read_text().splitlines()
+        if ln.endswith(".jpg", 0, ln.index("#"))
+    ]
+    (own / "mine.tsv").write_text("\n".join(f"Images/{ln}" for ln in lines) + "\n")
+    tuned = tmp_path / "tuned.pt"
+    res = cli(
+        "train", "--init", str(base), "--source", str(own / "mine.tsv"), "--out", str(tuned),
+        "--epochs", "8", "--lr", "0.01", *common,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "tuned.json").read_text())["init"] == str(base)
+
+    def rsum(checkpoint):
+        res = cli("evaluate", str(checkpoint), "--source", str(own / "mine.tsv"), "--split",
+                  "train", "--no-sentence-benchmarks")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)["rsum"]
+
+    assert rsum(tuned) > rsum(base) + 20
+    import torch
+
+    words = [set(torch.load(p, weights_only=False)["vocab"]["words"]) for p in (base, tuned)]
+    assert words[0] < words[1]
