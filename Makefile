@@ -195,9 +195,10 @@ TRAIN_ENV ?=
 
 RESULT_MODELS := $(ENCODERS:%=$(RESULTS_DIR)/%.pt) $(PAPER_RUNS:%=$(RESULTS_DIR)/%.pt)
 RESULT_TESTS := $(ENCODERS:%=$(RESULTS_DIR)/%.test.json)
+RESULT_WEB := $(ENCODERS:%=$(RESULTS_DIR)/%.cc-web.json)
 PAPER_TESTS := $(PAPER_RUNS:%=$(RESULTS_DIR)/%.test.json)
 
-results: $(RESULT_TESTS)
+results: $(RESULT_TESTS) $(RESULT_WEB)
 	$(BIN)/python bench/results_table.py $(RESULTS_DIR) --out $(RESULTS_TABLE)
 
 # Socher et al.'s comparisons (unweighted, nonlinearities, squared loss), then the table
@@ -215,6 +216,14 @@ $(RESULT_TESTS) $(PAPER_TESTS): $(RESULTS_DIR)/%.test.json: $(RESULTS_DIR)/%.pt
 	@echo "evaluate $< -> $@"
 	@$(TRAIN_ENV) $(BIN)/groundsearch evaluate $< --split test > $@.tmp \
 		2> $(RESULTS_DIR)/$*.test.log || { tail -n 20 $(RESULTS_DIR)/$*.test.log; exit 1; }
+	@mv $@.tmp $@
+
+# the second collection: cc-web dev (1,000 web photos, one alt-text each), side by side
+$(RESULT_WEB): $(RESULTS_DIR)/%.cc-web.json: $(RESULTS_DIR)/%.pt
+	@echo "evaluate $< on cc-web dev -> $@"
+	@$(TRAIN_ENV) $(BIN)/groundsearch evaluate $< --source cc-web --split dev \
+		--no-sentence-benchmarks > $@.tmp 2> $(RESULTS_DIR)/$*.cc-web.log \
+		|| { tail -n 20 $(RESULTS_DIR)/$*.cc-web.log; exit 1; }
 	@mv $@.tmp $@
 
 # Embedding arithmetic, measured (docs/RESULTS.md): the shipped SDT-RNN and the bag of

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from groundsearch.cli.common import checkpoint_path
+from groundsearch.cli.common import checkpoint_path, data_option, source_of
 from groundsearch.cli.relevance import embedded_split, nouns_table
 from groundsearch.model.data.concepts import photos_mentioning
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
@@ -69,7 +69,7 @@ def ask(args: argparse.Namespace) -> dict[str, Any]:
     """Every word asked and judged on the split (see the module docstring)."""
     path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
     relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
-    model, data, parse = embedded_split(args, args.split)
+    model, data, parse = embedded_split(args, args.split, source_of(args))
     words = sorted(set(COCO_WORDS) | set(CONCEPT_WORDS))
     texts = [w if w in BARE else f"a {w}" for w in words]
     trees = parse(texts)
@@ -137,6 +137,7 @@ def main() -> None:
         help="with the object detector's evidence too (fit the relevance with --objects)",
     )
     ap.add_argument("--out", type=Path)
+    data_option(ap)
     args = ap.parse_args()
     args.checkpoint, args.data, args.evidence, args.tagger = None, None, True, None
     result = ask(args)

@@ -23,7 +23,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-from groundsearch.cli.common import checkpoint_path
+from groundsearch.cli.common import checkpoint_path, source_of
 from groundsearch.cli.relevance import embedded_split
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.evidence import noun_words
@@ -47,10 +47,13 @@ def rival_mass(ids: np.ndarray, probs: np.ndarray, own: set[int], animals_only: 
 
 
 def split_rows(split: str, animals_only: bool) -> list[dict]:
-    args = argparse.Namespace(checkpoint=None, data=None, nouns=None, tagger=None, evidence=True)
+    args = argparse.Namespace(
+        checkpoint=None, data=None, source=None, default_sources="flickr8k", nouns=None,
+        tagger=None, evidence=True,
+    )  # fmt: skip
     path = get_settings().model_dir / "relevance.json"
     rel = load_relevance(Path(path), checkpoint_identity(checkpoint_path(args)))
-    model, data, parse = embedded_split(args, split)
+    model, data, parse = embedded_split(args, split, source_of(args))
     _, runs, _ = gather(data, model.embed_sentences, parse)  # the protocol's labels, kinds too
     judged = replace(rel, threshold=rel.default_threshold(evidence=True))
     ids, probs = data.classes

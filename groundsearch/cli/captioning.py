@@ -221,6 +221,11 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
             "count": args.novel_count,
             "constrained_photos": sum(bool(r) for r in constraints.rows) if constraints else 0,
         }
+    from groundsearch.model.training.corpus import text_trees
+    from groundsearch.model.training.evaluation.captions import main_noun_share
+
+    first_refs = text_trees(make_parser())([r[0] for r in refs])
+    result["main_noun"] = main_noun_share(result["sentences"], first_refs)
     if args.hold_out:
         from groundsearch.model.data.concepts import resolve
         from groundsearch.model.training.evaluation.captions import held_out_scores
@@ -350,6 +355,8 @@ def _table(result: dict[str, Any]) -> str:
     rows = [(k, result[k]) for k in ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR")]
     rows += [(k, result[k]) for k in ("CIDEr-D", "ROUGE-L", "copied_%", "distinct_%")]
     rows += [(f"retrieval {k}", v) for k, v in result.get("retrieval", {}).items()]
+    if "main_noun" in result:
+        rows += [("names main noun %", result["main_noun"]["named_%"])]
     rows += [("generate_seconds", result["generate_seconds"])]
     head = (
         f"# {result['photos']} {result['vectors']} of {result['split']!r}, beam {result['beam']}"

@@ -12,9 +12,9 @@ from groundsearch.cli.common import (
     checkpoint_path,
     command,
     data_option,
-    data_root,
     json_text,
     make_parser,
+    source_of,
     user_errors,
 )
 from groundsearch.settings import get_settings
@@ -45,11 +45,12 @@ def held_out_names(text: str) -> list[str]:
 def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError, load_captioned_images
     from groundsearch.model.data.concepts import resolve
+    from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import CheckpointError, load_checkpoint
     from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.images.photos import PhotoError
     from groundsearch.model.runtime.sentences import UnusableText
-    from groundsearch.model.training.corpus import text_trees
+    from groundsearch.model.training.corpus import photo_features, text_trees
     from groundsearch.model.training.evaluation.concepts import held_out_metrics, photo_best_words
 
     s = get_settings()
@@ -67,10 +68,8 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
             "concept_weight": channel.config.weight if channel else 0.0,
         }
         if args.split:
-            ds = load_captioned_images(data_root(args), split=args.split)
-            photos = model.embed_images(
-                extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
-            )
+            ds = load_source(source_of(args), args.split, extractor.identity)
+            photos = model.embed_images(photo_features(ds, extractor))
             trees = parse(ds.captions)
             result["split"] = args.split
             result.update(
@@ -81,9 +80,7 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
 
             root = prepare_sample_dataset(s.cache_dir / "sample-data")
             sample = load_captioned_images(root)
-            photos = model.embed_images(
-                extractor.embed_files([sample.image_path(i) for i in range(len(sample.images))])
-            )
+            photos = model.embed_images(photo_features(sample, extractor))
             result["sample"] = photo_best_words(
                 model.embed_sentences, photos, list(sample.images), parse
             )

@@ -12,18 +12,29 @@ from groundsearch.cli.common import (
     checkpoint_path,
     command,
     data_option,
-    data_root,
     json_text,
     make_parser,
+    sources_of,
     user_errors,
 )
 from groundsearch.settings import get_settings
 
 
-def embedded_split(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]:
-    """The checkpoint's model, the split embedded (``SplitData``, with each photo's top
-    classes and the noun → classes table for evidence) and the text parse."""
-    from groundsearch.model.data import load_captioned_images
+def embedded_splits(args: argparse.Namespace, split: str) -> tuple[Any, list[Any], Any]:
+    """The checkpoint's model, the split of each ``--source`` embedded (``SplitData``,
+    with each photo's top classes and the noun → classes table for evidence) and the
+    text parse."""
+    model, parse = None, None
+    datas = []
+    for source in sources_of(args):
+        model, data, parse = embedded_split(args, split, source)
+        datas.append(data)
+    return model, datas, parse
+
+
+def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[Any, Any, Any]:
+    """The checkpoint's model, one collection's split embedded and the text parse."""
+    from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
     from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
     from groundsearch.model.runtime.evidence import (
@@ -40,7 +51,7 @@ def embedded_split(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]
         default_path,
         vectors_identity,
     )
-    from groundsearch.model.training.corpus import text_trees
+    from groundsearch.model.training.corpus import photo_features, text_trees
     from groundsearch.model.training.relevance import SplitData
 
     s = get_settings()
@@ -48,11 +59,9 @@ def embedded_split(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]
     parse = text_trees(parser)
     model = load_checkpoint(checkpoint_path(args), parser=parser.version)
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
-    ds = load_captioned_images(data_root(args), split=split)
+    ds = load_source(source, split, extractor.identity)
     trees = parse(list(ds.captions))
-    features = extractor.embed_files(
-        [ds.image_path(i) for i in range(len(ds.images))], progress=True
-    )
+    features = photo_features(ds, extractor, progress=True)
     photos = model.embed_images(features)
     captions = model.embed_sentences(trees)
     columns = int(getattr(model, "channel_columns", 0))
@@ -68,7 +77,7 @@ def embedded_split(args: argparse.Namespace, split: str) -> tuple[Any, Any, Any]
             nouns = NounClasses.load(Path(table) if table else None, objects=objects)
             if objects is not None:  # and the COCO kinds the object detector finds
                 detector = ObjectDetector.load(cache_dir=s.cache_dir)
-                paths = [ds.image_path(i) for i in range(len(ds.images))]
+                paths = ds.image_paths()
                 classes = photo_objects(classes, detector.score_files(paths, progress=True))
         if getattr(args, "tagger", None) != "none":
             tagger = WordTagger.load(
@@ -114,14 +123,16 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         fit,
         fit_evidence,
         fit_small,
-        gather,
+        gather_all,
         no_match_figures,
     )
 
     out = Path(args.out) if args.out else get_settings().model_dir / "relevance.json"
     with user_errors(*_errors()):
-        model, data, parse = embedded_split(args, args.split)
-        pools, runs, checks = gather(data, model.embed_sentences, parse, concepts=_concepts(args))
+        model, datas, parse = embedded_splits(args, args.split)
+        pools, runs, checks = gather_all(
+            datas, model.embed_sentences, parse, concepts=_concepts(args)
+        )
         kinds = fit(pools)
         small = fit_small(pools)
         evidence, evidence_small = fit_evidence(pools) if args.evidence else ({}, {})
@@ -129,6 +140,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "command": "groundsearch fit-relevance",
             "checkpoint": checkpoint_path(args).name,
             "split": args.split,
+            "sources": [str(source) for source in sources_of(args)],
             "queries": {k: p.queries for k, p in pools.items()},
             "concept_share": CONCEPT_SHARE,
             "concept_labels": "a caption uses one of the concept's forms"
@@ -209,18 +221,21 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
 
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.relevance import SHORT_WORDS, load_relevance
-    from groundsearch.model.training.relevance import gather, measure, reliability_figure
+    from groundsearch.model.training.relevance import gather_all, measure, reliability_figure
 
     path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
     with user_errors(*_errors()):
         relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
-        model, data, parse = embedded_split(args, args.split)
-        pools, runs, checks = gather(data, model.embed_sentences, parse, concepts=_concepts(args))
+        model, datas, parse = embedded_splits(args, args.split)
+        pools, runs, checks = gather_all(
+            datas, model.embed_sentences, parse, concepts=_concepts(args)
+        )
         plain = relevance.without_evidence()
         result: dict[str, Any] = {
             "relevance": str(path),
             "checkpoint": str(checkpoint_path(args)),
             "split": args.split,
+            "sources": [str(source) for source in sources_of(args)],
             **measure(pools, runs, plain, checks),
         }
         if relevance.evidence and args.evidence:
@@ -268,11 +283,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         sub,
         "fit-relevance",
         cmd_fit_relevance,
-        "fit the calibrated relevance model on Flickr8k dev (captions, photos, concept "
-        "queries, arithmetic) and write it as JSON",
+        "fit the calibrated relevance model on the collections' dev splits (captions, "
+        "photos, concept queries, arithmetic) and write it as JSON",
     )
     checkpoint_argument(p, "the joint-model checkpoint whose scores are calibrated")
-    data_option(p)
+    data_option(p, many=True, default="flickr8k,cc-web")
     p.add_argument("--split", default="dev", choices=("dev", "train"), help="never test")
     p.add_argument("--out", help="where to write it (default: the artifacts' relevance.json)")
     p.add_argument(
@@ -291,7 +306,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "shares on a split",
     )
     checkpoint_argument(p, "the joint-model checkpoint the relevance model was fitted for")
-    data_option(p)
+    data_option(p, many=True)
     p.add_argument("--split", default="test", help="the split measured")
     p.add_argument("--relevance", help="the relevance model (default: the shipped one)")
     p.add_argument("--out", help="also write the JSON here")

@@ -120,9 +120,12 @@ def _load_features(root: Path, split: str | None, backbone: str) -> CaptionedIma
         backbone = names[0]
     everything = load_captioned_images(root, split=None, captions_file="captions.tsv", files=False)
     features = np.load(root / "features" / f"{backbone}.npy", mmap_mode="r")
-    if len(features) != len(everything.images):
+    # row i of the features is the photo of line i of the captions file
+    lines = (root / "captions.tsv").read_text(encoding="utf-8").splitlines()
+    row_of = {line.partition("\t")[0].rpartition("#")[0]: i for i, line in enumerate(lines)}
+    if len(features) != len(row_of) or len(row_of) != len(everything.images):
         raise DatasetError(
-            f"{root}: {len(features)} feature rows for {len(everything.images)} photos"
+            f"{root}: {len(features)} feature rows for {len(row_of)} photos of captions.tsv"
         )
     position = {name: i for i, name in enumerate(everything.images)}
     wanted = everything.images if split is None else _split_names(root, split)
@@ -131,7 +134,7 @@ def _load_features(root: Path, split: str | None, backbone: str) -> CaptionedIma
         raise DatasetError(f"{root}: {len(missing)} photos of {split} have no caption")
     keep = [position[n] for n in wanted]
     ds = everything.subset(keep)
-    rows = np.asarray(features[np.asarray(keep)], dtype=np.float32)
+    rows = np.asarray(features[np.asarray([row_of[n] for n in wanted])], dtype=np.float32)
     return CaptionedImages(
         root, ds.images, ds.captions, ds.caption_image, features=rows, backbone=backbone
     )

@@ -337,6 +337,7 @@ def run_kcca_training(
     summary: dict[str, Any] = {
         "encoder": "kcca",
         "kcca": asdict(cfg),
+        "sources": [str(s) for s in sources],
         "backbone": extractor.identity,
         "selected": model.config,
         "dev": dev,

@@ -125,6 +125,15 @@ class Pool:
         self.named.append(np.full(len(scores), evidence is not None))
         self.queries += 1
 
+    def extend(self, other: Pool) -> None:
+        """``other``'s hits after this pool's, its queries numbered after these."""
+        self.rows += other.rows
+        self.labels += other.labels
+        self.groups += [g + self.queries for g in other.groups]
+        self.sources += other.sources
+        self.named += other.named
+        self.queries += other.queries
+
     def arrays(
         self, sources: Sequence[str] | None = None, named: bool = False
     ) -> tuple[np.ndarray, ...]:
@@ -203,11 +212,16 @@ def caption_nouns(data: SplitData) -> list[frozenset[str]]:
 
 
 def consensus_nouns(data: SplitData, least: int = CONSENSUS) -> list[frozenset[str]]:
-    """Each photo's noun lemmas used by at least ``least`` of its captions."""
+    """Each photo's noun lemmas used by at least ``least`` of its captions (by all of
+    them when it has fewer: a web photo's one alt-text names its nouns alone)."""
     counts: list[Counter[str]] = [Counter() for _ in data.ds.images]
+    captions = np.bincount(data.caption_image, minlength=len(counts))
     for nouns, image in zip(caption_nouns(data), data.caption_image, strict=True):
         counts[int(image)].update(nouns)
-    return [frozenset(w for w, c in cnt.items() if c >= least) for cnt in counts]
+    return [
+        frozenset(w for w, c in cnt.items() if c >= min(least, n))
+        for cnt, n in zip(counts, captions, strict=True)
+    ]
 
 
 def main_nouns(data: SplitData, least: int = CONSENSUS) -> list[frozenset[str]]:
@@ -268,6 +282,17 @@ class CaptionChecks:
     novelty: np.ndarray
     own_rank: np.ndarray
     evidence: list[np.ndarray | None] = field(default_factory=list)
+
+    @classmethod
+    def joined(cls, parts: Sequence[CaptionChecks]) -> CaptionChecks:
+        """Several collections' caption queries, one after another."""
+        return cls(
+            np.concatenate([c.scores for c in parts]),
+            np.concatenate([c.words for c in parts]),
+            np.concatenate([c.novelty for c in parts]),
+            np.concatenate([c.own_rank for c in parts]),
+            [e for c in parts for e in (c.evidence or [None] * len(c.own_rank))],
+        )
 
 
 def caption_pools(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) -> CaptionChecks:
@@ -444,6 +469,24 @@ def gather(
     concept_pool(runs, pools)
     arithmetic_pool(data, embed, parse, pools, top=top)
     return pools, runs, checks
+
+
+def gather_all(
+    splits: Sequence[SplitData],
+    embed: EmbedFn,
+    parse: ParseFn,
+    top: int = TOP,
+    concepts: Mapping[str, Sequence[str]] = CONCEPTS,
+) -> tuple[dict[str, Pool], list[ConceptRun], CaptionChecks]:
+    """``gather`` on each collection's split, pooled: every query is asked within its
+    own collection, and the hits of all of them are fitted and judged together."""
+    gathered = [gather(data, embed, parse, top, concepts) for data in splits]
+    pools, runs, _ = gathered[0]
+    for more, more_runs, _ in gathered[1:]:
+        for kind, pool in more.items():
+            pools[kind].extend(pool)
+        runs = runs + more_runs
+    return pools, runs, CaptionChecks.joined([checks for _, _, checks in gathered])
 
 
 #: The features each kind's model reads (novelty only where the query is a text).

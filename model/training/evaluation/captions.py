@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from groundsearch.model.runtime.captioning import CaptionDecoder, rerank
 from groundsearch.model.runtime.captioning.beam import Constraints
 from groundsearch.model.runtime.captioning.rerank import EmbedTexts
 from groundsearch.model.runtime.captioning.words import tokenize
+from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.training.evaluation.retrieval import summarize, t2i_ranks
 
 
@@ -124,6 +126,32 @@ def mention_f1(
         }
     mean = float(np.mean([v["F1"] for v in per.values()])) if per else 0.0
     return {"mean_F1": mean, "concepts": per}
+
+
+def main_noun(tree: DependencyTree) -> str | None:
+    """What a caption is about: the noun lemma of its subject, else of its root, else its
+    first noun's (None without a noun)."""
+    nouns = [n for n in tree if n.upos in ("NOUN", "PROPN") and n.lemma.isalpha()]
+    for rule in (lambda n: n.deprel.startswith("nsubj"), lambda n: n is tree.root):
+        found = next((n for n in nouns if rule(n)), None)
+        if found is not None:
+            return found.lemma.lower()
+    return nouns[0].lemma.lower() if nouns else None
+
+
+def main_noun_share(generated: Sequence[str], references: Sequence[DependencyTree]) -> dict:
+    """The share (×100) of generated sentences that name their reference's main noun
+    (``main_noun``: its lemma or the reference's own form of it, as a word of the
+    sentence), over the photos whose reference has one."""
+    named, counted = 0, 0
+    for text, tree in zip(generated, references, strict=True):
+        lemma = main_noun(tree)
+        if lemma is None:
+            continue
+        forms = {lemma} | {n.text.lower() for n in tree if n.lemma.lower() == lemma}
+        counted += 1
+        named += not forms.isdisjoint(re.findall(r"[a-z]+", text.lower()))
+    return {"photos": counted, "named_%": 100.0 * named / max(counted, 1)}
 
 
 def held_out_scores(

@@ -84,3 +84,16 @@ def test_flickr8k_by_name():
     ds = load_source(parse_source("flickr8k", DATA), "dev")
     assert len(ds.images) == 1000 and ds.features is None
     assert ds.image_path(0) == FLICKR / "Images" / ds.images[0]
+
+
+def test_each_photo_gets_the_feature_row_of_its_caption_line():
+    """Row i of the features is the photo of line i of captions.tsv, whatever the order
+    of the split lists (a sorted read once paired captions with other photos' rows)."""
+    root = DATA / "cc-web"
+    ds = load_source(parse_source("cc-web", DATA), "dev")
+    lines = (root / "captions.tsv").read_text(encoding="utf-8").splitlines()
+    line_of = {ln.split("#", 1)[0]: i for i, ln in enumerate(lines)}
+    rows = np.load(root / "features" / "efficientnet-lite2.npy", mmap_mode="r")
+    for i in (0, 1, 500, 999):
+        np.testing.assert_array_equal(ds.features[i], rows[line_of[ds.images[i]]])
+        assert lines[line_of[ds.images[i]]].split("\t", 1)[1] == ds.captions[i]
