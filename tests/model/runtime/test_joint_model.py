@@ -67,16 +67,22 @@ def test_checkpoint_round_trips(encoder, tmp_path):
     assert back.vocab.words == model.vocab.words
 
 
-def test_half_checkpoint_stores_float16_and_loads_as_float32(tmp_path):
+def test_half_checkpoint_stores_float16_and_8_bit_snapshots_and_loads_as_float32(tmp_path):
     model = make("sdt-rnn")
     model.snapshots = [{k: v.clone() for k, v in model.state_dict().items()} for _ in "ab"]
     save_joint(model, tmp_path / "half.pt", half=True)
     raw = torch.load(tmp_path / "half.pt", weights_only=False)
-    stored = [raw["state_dict"], *raw["snapshots"]]
-    assert {v.dtype for state in stored for v in state.values()} == {torch.float16}
+    assert {v.dtype for v in raw["state_dict"].values()} == {torch.float16}
+    assert raw["vocab"]["vectors"] is None  # once, as the encoder's word table
+    packed = raw["snapshots"][0]
+    assert packed["encoder.W"]["int8"].dtype == torch.int8  # matrices: 8-bit rows
+    assert packed["encoder.W"]["scale"].dtype == torch.float16
     back = load_joint(tmp_path / "half.pt")
     assert all(p.dtype == torch.float32 for p in back.parameters())
     assert len(back.snapshots) == 2
+    for name, value in model.state_dict().items():  # within half a step of each row's scale
+        step = value.abs().amax(dim=-1, keepdim=True) / 127 if value.dim() > 1 else 1e-2
+        assert ((back.snapshots[0][name] - value).abs() <= step / 2 + 1e-3).all(), name
     torch.testing.assert_close(
         back.encode_sentences(trees()), model.encode_sentences(trees()), atol=1e-2, rtol=1e-2
     )
