@@ -49,12 +49,15 @@ def _split_vectors(
     source), or from the backbone's features through the checkpoint (photos: ``W_I z``;
     captions: their parses embedded), which any collection has."""
     from groundsearch.index.errors import StoreError
+    from groundsearch.index.export import ExportedVectors
     from groundsearch.model.data import DatasetError
     from groundsearch.model.data.concepts import resolve, without_concepts
     from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
 
     parts, references = [], []
+    if args.gallery is not None:  # a gallery holds Flickr8k's vectors unless told
+        args.default_sources = "flickr8k"
     with user_errors(StoreError, DatasetError, CheckpointError):
         sources = sources_of(args)
         if args.gallery is not None and len(sources) > 1:

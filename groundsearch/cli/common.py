@@ -153,16 +153,20 @@ def data_option(
 
 
 def sources_of(args: argparse.Namespace) -> list[Source]:
-    """The ``--source``/``--data`` collections, or the command's default ones."""
+    """The ``--source``/``--data`` collections, or the command's default ones that the
+    data folder holds."""
     from groundsearch.model.data import DatasetError
-    from groundsearch.model.data.sources import parse_source
+    from groundsearch.model.data.sources import NAMED, parse_source
 
     texts = list(args.source or [])
     if args.data:
         texts.append(str(args.data))
-    texts = texts or args.default_sources.split(",")
+    data_dir = get_settings().data_dir
+    if not texts:  # the defaults: those the data folder holds (an error if none)
+        defaults = args.default_sources.split(",")
+        texts = [t for t in defaults if (data_dir / NAMED.get(t, t)).exists()] or defaults
     with user_errors(DatasetError):
-        return [parse_source(t, get_settings().data_dir) for t in texts]
+        return [parse_source(t, data_dir) for t in texts]
 
 
 def source_of(args: argparse.Namespace) -> Source:
