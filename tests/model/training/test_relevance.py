@@ -281,3 +281,42 @@ def test_evidence_models_are_fitted_on_the_named_queries_and_rise_with_evidence(
     concept_pool(runs, pools)
     figures = measure({**pools, "image-image": Pool(), "arithmetic": Pool()}, runs, judged, checks)
     assert figures["no_match"]["per_query"][0]["evidence"] is True
+
+
+@pytest.fixture(scope="module")
+def web_split(parser, tmp_path_factory) -> SplitData:
+    """30 cc-web dev photos (one alt-text each, as features) embedded by the shipped model."""
+    from groundsearch.model.data.sources import load_source, parse_source
+    from tests.tiny_data import make_tiny_features
+
+    root = make_tiny_features(tmp_path_factory.mktemp("web"), train=1, dev=30)
+    ds = load_source(parse_source(str(root), get_settings().data_dir), "dev")
+    model = load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
+    trees = parser.parse(list(ds.captions))
+    photos = model.embed_images(ds.features)
+    return SplitData(ds, trees, photos, model.embed_sentences(trees), model.channel_columns)
+
+
+def test_a_one_caption_photo_has_the_nouns_of_its_caption(web_split):
+    consensus = consensus_nouns(web_split)
+    nouns = [{n.lemma.lower() for n in t if n.upos in ("NOUN", "PROPN")} for t in web_split.trees]
+    assert [set(c) for c in consensus] == nouns  # not "three of five": all of its one
+    assert any(consensus)
+
+
+def test_two_collections_pool_their_queries_each_within_its_own(split, web_split, parser):
+    from groundsearch.model.training.relevance import gather, gather_all
+
+    data, model = split
+    both = gather_all([data, web_split], model.embed_sentences, parser.parse, top=10)
+    alone = [gather(d, model.embed_sentences, parser.parse, top=10) for d in (data, web_split)]
+    pools, runs, checks = both
+    for kind, pool in pools.items():
+        assert pool.queries == sum(a[0][kind].queries for a in alone)
+        _, y, groups, _ = pool.arrays()
+        assert len(np.unique(groups)) == pool.queries  # every query its own group
+        assert len(y) == sum(len(a[0][kind].arrays()[1]) for a in alone)
+    assert len(runs) == sum(len(a[1]) for a in alone)
+    assert len(checks.own_rank) == len(data.ds.captions) + len(web_split.ds.captions)
+    # the web photos' own ranks are ranks among the web photos
+    np.testing.assert_array_equal(checks.own_rank[-30:], alone[1][2].own_rank)
