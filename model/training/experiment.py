@@ -58,7 +58,7 @@ from groundsearch.model.training.evaluation.arithmetic import (
 )
 from groundsearch.model.training.evaluation.retrieval import paired_bootstrap, retrieval_metrics
 from groundsearch.model.training.kcca import KCCAConfig, fit_kcca
-from groundsearch.model.training.loop import TrainConfig, dev_score, train
+from groundsearch.model.training.loop import TrainConfig, dev_score, fine_tune, train
 from groundsearch.model.training.plots import plot_history
 
 
@@ -84,8 +84,9 @@ def run_training(
     ``hold_out``: concepts (name → word forms) whose photos are left out of ``train``.
     ``concepts``: the open-vocabulary channel recorded in the checkpoint (not trained;
     with ``init``, default: the one it records). ``init``: a joint checkpoint to go on
-    training (fine-tuning) instead of a new model: its architecture is kept (``joint`` is
-    not used) and its vocabulary grows by the new captions' words that GloVe knows.
+    training (fine-tuning, ``loop.fine_tune``: each member of its snapshot ensemble)
+    instead of a new model: its architecture is kept (``joint`` is not used) and its
+    vocabulary grows by the new captions' words that GloVe knows.
     """
     torch.manual_seed(cfg.seed)
     if init is not None:
@@ -104,7 +105,11 @@ def run_training(
         joint, inherited = model.config, model.extra
         if concepts is None and inherited.get("concepts"):
             concepts = ConceptConfig(**inherited["concepts"])
-    hist = train(model, tr, splits["dev"], cfg, progress=print if progress else None)
+    report = print if progress else None
+    if init is None:
+        hist = train(model, tr, splits["dev"], cfg, progress=report)
+    else:
+        hist = fine_tune(model, tr, splits["dev"], cfg, progress=report)
     dev = dev_score(model, splits["dev"], cfg.normalize)
     summary: dict[str, Any] = {
         "encoder": joint.encoder,
@@ -137,13 +142,12 @@ def run_training(
 
 
 def with_words(model: JointModel, trees: Sequence[DependencyTree]) -> JointModel:
-    """``model`` with a row for each word of ``trees`` that GloVe knows and its
-    vocabulary lacks (GloVe's vector; the tuned rows kept), snapshots dropped."""
+    """``model`` (and its snapshots) with a row for each word of ``trees`` that GloVe
+    knows and its vocabulary lacks: GloVe's vector, the tuned rows kept."""
     new = glove_vocabulary(t.words for t in trees)
     known = set(model.vocab.words)
     glove_rows = {w for w in new.words if w not in known} & set(load_glove()[0])
     added = [i for i, w in enumerate(new.words) if w in glove_rows]
-    model.snapshots = []
     if not added:
         return model
     vocab = Vocabulary(
@@ -151,11 +155,16 @@ def with_words(model: JointModel, trees: Sequence[DependencyTree]) -> JointModel
         np.concatenate([model.vocab.vectors, new.vectors[added]]),
     )
     grown = JointModel(model.config, vocab, model.inventory, model.parser, model.backbone)
-    state = model.state_dict()
-    for key, value in grown.state_dict().items():
-        if state[key].shape != value.shape:  # the word table: old rows, then the new
-            state[key] = torch.cat([state[key], value[len(model.vocab) :]])
-    grown.load_state_dict(state)
+    fresh = grown.state_dict()
+
+    def grow(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {  # the word table: its rows, then the new words' GloVe rows
+            k: torch.cat([v, fresh[k][len(model.vocab) :]]) if v.shape != fresh[k].shape else v
+            for k, v in state.items()
+        }
+
+    grown.load_state_dict(grow(model.state_dict()))
+    grown.snapshots = [grow(snapshot) for snapshot in model.snapshots]
     grown.extra = model.extra
     return grown
 

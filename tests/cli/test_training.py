@@ -113,7 +113,9 @@ def test_fine_tuning_on_ones_own_photos_changes_its_answers(cli, tmp_path):
     base_data = make_tiny_flickr(tmp_path / "base", train=12, dev=4, test=0)
     base = tmp_path / "base.pt"
     common = ["--normalize", "--margin", "0.2", "--batch-size", "10", "--seed", "1"]
-    res = cli("train", "--data", str(base_data), "--out", str(base), "--epochs", "1", *common)
+    ensemble = ["--optimizer", "adam-cyclic", "--cycles", "2", "--ensemble"]
+    res = cli("train", "--data", str(base_data), "--out", str(base), "--epochs", "2", *ensemble,
+              *common)  # fmt: skip
     assert res.returncode == 0, res.stderr
     own = make_tiny_flickr(tmp_path / "own", train=60, dev=0, test=0)
     lines = [  # "a …": every caption holds a word the base model knows, to be scored by it
@@ -139,5 +141,8 @@ def test_fine_tuning_on_ones_own_photos_changes_its_answers(cli, tmp_path):
     assert rsum(tuned) > rsum(base) + 20
     import torch
 
-    words = [set(torch.load(p, weights_only=False)["vocab"]["words"]) for p in (base, tuned)]
+    states = [torch.load(p, weights_only=False) for p in (base, tuned)]
+    words = [set(state["vocab"]["words"]) for state in states]
     assert words[0] < words[1]
+    # each member of the base's snapshot ensemble was fine-tuned: the ensemble survives
+    assert len(states[0]["snapshots"]) == len(states[1]["snapshots"]) == 2
