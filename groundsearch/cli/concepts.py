@@ -104,12 +104,15 @@ def cmd_set_concepts(args: argparse.Namespace) -> int:
             ("weight", args.concepts),
             ("names", args.names),
             ("halfway", args.halfway),
+            ("rare", args.rare),
             ("tagger", args.tagger),
         )
         if v is not None
     }
     if not changes:
-        raise CliError("name a setting to change: --concepts, --names, --halfway or --tagger")
+        raise CliError(
+            "name a setting to change: --concepts, --names, --halfway, --rare or --tagger"
+        )
     from groundsearch.model.runtime.captioning import DecoderError
     from groundsearch.model.runtime.captioning.artifact import read_decoder_state, restamp_decoder
 
@@ -147,6 +150,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=None,
         help="the training count at which a noun's channel share is ½ (0: the step rule)",
+    )
+    p.add_argument(
+        "--rare",
+        type=int,
+        default=None,
+        help="a noun trained fewer times than this is new to the joint space (the step rule)",
     )
     p.add_argument(
         "--tagger",
