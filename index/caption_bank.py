@@ -43,7 +43,8 @@ TRAINING_COLLECTIONS = {"flickr8k": "Flickr8k.token.txt", "cc-web": "captions.ts
 def training_captions(data_dir: Path | None, sample_captions: Path) -> tuple[list[str], str]:
     """The train + dev captions of each collection of ``data_dir`` that is there (the
     ones the model learnt from), else the sample's."""
-    texts, names = [], []
+    texts: list[str] = []
+    names: list[str] = []
     for folder, captions_file in TRAINING_COLLECTIONS.items():
         root = Path(data_dir or "") / folder
         if data_dir is None or not (root / captions_file).is_file():
