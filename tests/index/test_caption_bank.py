@@ -80,3 +80,18 @@ def test_a_bank_is_embedded_once_then_loaded(tmp_path, parser):
     again = CaptionBank.load_or_build("t", texts, model, NoParsing(), identity, tmp_path)  # type: ignore[arg-type]
     assert again.texts == bank.texts
     assert again.search(model.embed_sentences(parser.parse([texts[1]]))[0], 1)[0][0] == texts[1]
+
+
+def test_the_default_bank_holds_the_captions_of_both_collections(tmp_path):
+    from groundsearch.index.caption_bank import training_captions
+    from groundsearch.index.sample_gallery import SAMPLE_CAPTIONS
+    from groundsearch.settings import get_settings
+
+    data = get_settings().data_dir
+    texts, name = training_captions(data, SAMPLE_CAPTIONS)
+    assert name == "flickr8k train+dev + cc-web train+dev"
+    assert len(texts) == 7000 * 5 + 16645 + 1000
+    web = (data / "cc-web" / "captions.tsv").read_text(encoding="utf-8").splitlines()
+    assert web[0].split("\t", 1)[1] in texts  # the web's alt-texts, for /describe
+    (tmp_path / "flickr8k").mkdir()  # a data folder without them: the sample's captions
+    assert training_captions(tmp_path, SAMPLE_CAPTIONS)[1] == "sample captions"
