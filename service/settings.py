@@ -58,8 +58,9 @@ class ServiceSettings(Settings):
     max_captions: int = Field(default=20, ge=0, description="Captions per uploaded photo.")
     caption_bank: str = Field(
         default="training",
-        description="Captions /describe draws from besides the gallery's: 'training' (Flickr8k "
-        "train+dev when there, else the sample captions), 'none', or a TSV/JSONL captions file.",
+        description="Captions /describe draws from besides the gallery's: 'training' (the "
+        "train+dev captions of Flickr8k and cc-web, those there, else the sample captions), "
+        "'none', or a TSV/JSONL captions file.",
     )
     bank_parse_workers: int = Field(
         default=2, ge=1, le=8, description="Parser processes while embedding the bank once."
