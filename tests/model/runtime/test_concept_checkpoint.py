@@ -28,7 +28,7 @@ def test_the_channel_adds_weight_times_its_inner_product(models, parser, tmp_pat
     assert plain.concepts is None and open_vocab.concepts is not None
     extractor = FeatureExtractor(plain.backbone, cache_dir=tmp_path)
     feats = extractor.embed_images([Image.fromarray(skimage.data.chelsea())])
-    trees = parser.parse(["a giraffe", "a tabby cat sleeps"])
+    trees = parser.parse(["an armadillo", "a tabby cat sleeps"])
     v0, y0 = plain.embed_images(feats), plain.embed_sentences(trees)
     v1, y1 = open_vocab.embed_images(feats), open_vocab.embed_sentences(trees)
     assert v1.shape[1] == y1.shape[1] == v0.shape[1] + 50
@@ -36,7 +36,7 @@ def test_the_channel_adds_weight_times_its_inner_product(models, parser, tmp_pat
     g, novelty = channel.sentence_parts(trees)
     extra = channel.image_vectors(feats) @ g.T
     np.testing.assert_allclose(v1 @ y1.T, (v0 @ y0.T) * (1 - novelty) + 0.5 * extra, atol=1e-5)
-    # "giraffe" is no Flickr8k training word: the channel alone ranks for it; the
+    # "armadillo" is no training word of either collection: the channel alone ranks for it; the
     # cat sentence's nouns were all trained: the joint space alone ranks for it
     assert novelty.tolist() == [1.0, 0.0]
     assert g[0].any() and not g[1].any()
@@ -44,7 +44,7 @@ def test_the_channel_adds_weight_times_its_inner_product(models, parser, tmp_pat
 
 def test_a_word_only_glove_knows_is_a_readable_query(models, parser):
     plain, open_vocab = models
-    trees = parser.parse(["giraffe"])
+    trees = parser.parse(["armadillo"])
     with pytest.raises(NoKnownWordError):
         plain.require_known_words(trees, "query")
     open_vocab.require_known_words(trees, "query")

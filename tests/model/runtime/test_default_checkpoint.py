@@ -23,21 +23,21 @@ def test_the_default_is_an_sdt_rnn_snapshot_ensemble(shipped):
     assert shipped.extra["ensemble_dev_rsum"] >= 240
 
 
-def test_its_old_flat_config_reads_into_the_sdt_rnns_options(shipped):
-    import torch
-
+def test_an_old_flat_config_reads_into_the_sdt_rnns_options():
     from groundsearch.model.runtime.encoders.registry import TreeRNNOptions
+    from groundsearch.model.runtime.joint import JointConfig
 
-    # saved before options were per encoder (rnn_hidden is the recurrent encoders') and
-    # before the DT-RNN options existed (they take their defaults)
-    stored = torch.load(get_settings().default_checkpoint, weights_only=False)["config"]
-    assert "rnn_hidden" in stored and "nonlinearity" not in stored
-    assert shipped.config.options == TreeRNNOptions(
-        freeze_words=stored["freeze_words"],
-        init_noise=stored["init_noise"],
-        relation_min_count=stored["relation_min_count"],
+    # the config of the SDT-RNN shipped until issue 40, saved before options were per
+    # encoder (rnn_hidden is the recurrent encoders') and before the DT-RNN options
+    # existed (they take their defaults)
+    stored = {"encoder": "sdt-rnn", "hidden": 64, "rnn_hidden": 512, "image_dim": 1280,
+              "freeze_words": False, "relation_min_count": 100, "sqrt_features": True,
+              "init_noise": 0.01, "seed": 0}  # fmt: skip
+    read = JointConfig.from_dict(stored)
+    assert read.options == TreeRNNOptions(
+        freeze_words=False, init_noise=0.01, relation_min_count=100
     )
-    config = shipped.config.to_dict()
+    config = read.to_dict()
     assert {k: config[k] for k in stored if k in config} == {
         k: v for k, v in stored.items() if k != "rnn_hidden"
     }

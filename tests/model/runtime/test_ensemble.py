@@ -17,7 +17,7 @@ def test_the_ensemble_score_is_the_weighted_mean(parser):
     a = load_checkpoint(path, parser=parser.version, concept_weight=0)
     b = load_checkpoint(path, parser=parser.version, concept_weight=1.0)
     ens = EnsembleEmbedder([a, b], weights=[3, 1])
-    trees = parser.parse(["a dog runs on the beach", "a giraffe"])
+    trees = parser.parse(["a dog runs on the beach", "an armadillo"])
     feats = np.random.default_rng(0).random((3, 1280)).astype(np.float32)
     expected = 0.75 * (a.embed_images(feats) @ a.embed_sentences(trees).T) + 0.25 * (
         b.embed_images(feats) @ b.embed_sentences(trees).T

@@ -72,7 +72,7 @@ def test_the_shipped_tagger_sees_dogs_and_snow_on_flickr8k_test_photos(parser, t
     tagger = WordTagger.load()
     model = load_checkpoint(s.default_checkpoint, parser=parser.version)
     assert tagger.backbone == model.backbone
-    assert default_path().stat().st_size < 6e6
+    assert default_path().stat().st_size < 8e6  # 1,582 nouns of both collections
     for w in ("snow", "bike", "horse", "motorcycle", "beach", "cat"):
         assert tagger.lemma_column(w) is not None, w
     ds = load_captioned_images(s.flickr8k_dir, split="test")
