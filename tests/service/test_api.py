@@ -425,13 +425,13 @@ def test_a_bad_min_relevance_is_a_422_problem(client, value, gallery_photo):
 def test_a_query_with_a_tagged_noun_is_judged_with_each_photos_evidence(service_components):
     """The vector tagger reads the gallery's stored vectors and the classifier's stored
     classes: for "a dog", the photos whose captions name a dog get more evidence than the
-    others, and the judge passes it (a query whose nouns neither names, "a giraffe",
+    others, and the judge passes it (a query whose nouns neither names, "an okapi",
     has none)."""
     judge, gallery = service_components.judge, service_components.gallery
     assert judge.tagger is not None and judge.tagger.backbone.startswith("vectors:")
     assert judge.nouns is not None and gallery.stores_classes()
     nouns = judge.named((("dog", "dog"),))
-    assert nouns == ["dog"] and judge.named((("giraffe", "giraffe"),)) == []
+    assert nouns == ["dog"] and judge.named((("okapi", "okapi"),)) == []
     ids = gallery.image_ids()
     dog = np.array(["dog" in " ".join(c.text for c in gallery.captions_of(i)).lower() for i in ids])
     assert dog.any() and not dog.all()
@@ -441,13 +441,13 @@ def test_a_query_with_a_tagged_noun_is_judged_with_each_photos_evidence(service_
 
 
 def test_a_noun_only_the_classifier_names_is_judged_by_the_stored_classes(service_components):
-    """ "a laptop" (no Flickr8k tagger noun, an ImageNet class) reads each photo's stored
-    classes: none of the 8 photos shows one, so its evidence is near 0 everywhere; a photo
-    without stored classes (indexed before they were kept) reads NaN and is judged
-    without evidence."""
+    """ "an armadillo" (no tagger noun of either collection, an ImageNet class) reads each
+    photo's stored classes: none of the 8 photos shows one, so its evidence is near 0
+    everywhere; a photo without stored classes (indexed before they were kept) reads NaN
+    and is judged without evidence."""
     judge, gallery = service_components.judge, service_components.gallery
-    nouns = judge.named((("laptop", "laptop"),))
-    assert nouns == ["laptop"]
+    nouns = judge.named((("armadillo", "armadillo"),))
+    assert nouns == ["armadillo"]
     ids = gallery.image_ids()
     evidence = judge.evidence(nouns, ids)
     assert evidence is not None and np.all(evidence < 0.05)
@@ -457,12 +457,12 @@ def test_a_noun_only_the_classifier_names_is_judged_by_the_stored_classes(servic
     partial = judged.evidence(nouns, ids)
     assert partial is not None and np.isnan(partial[0]) and not np.isnan(partial[1:]).any()
     scores = np.linspace(0.6, 0.3, len(ids))
-    plain = judge.of("text-image", scores, None, "a laptop")
-    mixed = judge.of("text-image", scores, None, "a laptop", partial)
+    plain = judge.of("text-image", scores, None, "an armadillo")
+    mixed = judge.of("text-image", scores, None, "an armadillo", partial)
     assert (
         mixed[0] == plain[0]
         and mixed[1:]
-        == judge.of("text-image", scores, None, "a laptop", np.nan_to_num(partial))[1:]
+        == judge.of("text-image", scores, None, "an armadillo", np.nan_to_num(partial))[1:]
     )
     scores = np.linspace(0.6, 0.3, len(ids))
     assert judge.of("text-image", scores, None, "a dog", evidence) != judge.of(
