@@ -35,7 +35,6 @@ from groundsearch.model.data.flickr import (
     load_captioned_images,
 )
 
-KINDS = ("flickr8k", "features", "captions")
 #: The data folder's collections, by name.
 NAMED = {"flickr8k": "flickr8k", "cc-web": "cc-web"}
 #: The splits of a captions file's photos: hash of the name mod 10 → split.

@@ -123,7 +123,12 @@ def run_training(
         "snapshot_dev_rsum": hist.snapshot_dev_rsum,
         "train_seconds": round(hist.seconds, 1),
         "prepare_seconds": round(prep_s, 1),
-        "history": {"loss": hist.loss, "dev_rsum": hist.dev_rsum, "lr": hist.lr},
+        "history": {
+            "loss": hist.loss,
+            "dev_rsum": hist.dev_rsum,
+            "lr": hist.lr,
+            "dev_rsum_by_source": hist.dev_sources,
+        },
     }
     if hold_out:
         summary["held_out"] = {k: list(v) for k, v in hold_out.items()}
