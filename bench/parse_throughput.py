@@ -1,9 +1,14 @@
-"""Parser throughput: all Flickr8k captions batched, and short captions one at a time.
+"""The parse, today's stanza pipeline beside the direct path, on the same sentences.
 
-    python bench/parse_throughput.py                 # full corpus (40,460 captions)
-    python bench/parse_throughput.py --limit 2000    # a quicker look
+    python bench/parse_throughput.py                  # 300 single queries, 4,000 captions
+    python bench/parse_throughput.py --corpus 40460   # every Flickr8k caption
 
-Runs without the parse cache so every caption is really parsed. Prints JSON.
+Both parsers load the same models; neither uses the parse cache, so every text is
+really parsed. In one process and one torch thread, alternating the two parsers text by
+text (single queries) and corpus by corpus, so both see the same machine. Reports, as
+JSON: single-query p50/p90/p99 of each and their ratio, where the time of each goes
+stage by stage (for one query and for a batch), batched throughput (the caption bank's
+path) and how many trees are identical.
 """
 
 from __future__ import annotations
@@ -15,11 +20,15 @@ import platform
 import random
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from groundsearch.model.runtime.parsing import Parser
+from groundsearch.model.runtime.parsing import networks
+from groundsearch.model.runtime.parsing.parser import Parser
+from groundsearch.model.runtime.parsing.rules import rule_tokenize
+from groundsearch.model.runtime.parsing.tree import build_tree
 from groundsearch.settings import get_settings
 
 
@@ -28,68 +37,137 @@ def flickr_captions(data_dir: Path) -> list[str]:
     if not path.exists():
         raise SystemExit(f"captions not found: {path} (set GROUNDSEARCH_DATA_DIR)")
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [line.split("\t", 1)[1] for line in lines if "\t" in line]
+    return [line.split("\t", 1)[1].strip() for line in lines if "\t" in line]
+
+
+def percentiles(ms: list[float]) -> dict[str, float]:
+    ms = sorted(ms)
+    at = lambda q: ms[min(len(ms) - 1, int(len(ms) * q))]  # noqa: E731
+    return {"p50_ms": round(at(0.5), 2), "p90_ms": round(at(0.9), 2), "p99_ms": round(at(0.99), 2)}
+
+
+def timed(fn: Callable[[], object]) -> tuple[object, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, 1000 * (time.perf_counter() - start)
+
+
+def pipeline_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
+    """Mean ms per call of each stanza processor over ``texts`` (one call each)."""
+    import stanza
+
+    totals: dict[str, float] = {}
+    for text in texts:
+        doc = stanza.Document([], text=text)
+        for name, processor in parser.pipeline.processors.items():
+            doc, ms = timed(lambda p=processor, d=doc: p.process(d))
+            totals[name] = totals.get(name, 0.0) + ms
+    return {k: round(v / len(texts), 2) for k, v in totals.items()}
+
+
+def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
+    """Mean ms per call of each stage of the direct path (texts it tokenizes itself)."""
+    parser.parse([texts[0]])  # builds the direct parser
+    direct = parser._direct
+    assert direct is not None
+    totals: dict[str, float] = {}
+
+    def add(name: str, ms: float) -> None:
+        totals[name] = totals.get(name, 0.0) + ms
+
+    n = 0
+    with torch.inference_mode():
+        for text in texts:
+            words, ms = timed(lambda t=text: rule_tokenize(t))
+            if words is None:
+                continue
+            n += 1
+            add("tokenize (rules)", ms)
+            tags, ms = timed(lambda w=words: networks.tag(direct.tagger, direct.heads, [w]))
+            add("tagger", ms)
+            lemmas, ms = timed(lambda w=words, t=tags: direct._lemma([w], t))
+            add("lemmas", ms)
+            scored, ms = timed(
+                lambda w=words, t=tags, lem=lemmas: networks.arc_scores(direct.depparse, [w], t, lem)
+            )
+            add("parser: arc scores", ms)
+            scores, dep, gov = scored  # type: ignore[misc]
+            heads, ms = timed(lambda s=scores: [direct._tree(x) for x in s.numpy()])
+            add("parser: tree", ms)
+            rels, ms = timed(lambda d=dep, g=gov, h=heads: networks.relations(direct.depparse, d, g, h))
+            add("parser: relations", ms)
+            cols = ([t[0] for t in tags[0]], [t[1] for t in tags[0]], [t[2] for t in tags[0]])  # type: ignore[index]
+            _, ms = timed(
+                lambda: build_tree(text, words, lemmas[0], *cols, heads[0], rels[0])  # type: ignore[index]
+            )
+            add("tree", ms)
+    return {k: round(v / n, 3) for k, v in totals.items()}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--limit", type=int, default=0, help="only the first N captions")
-    ap.add_argument("--single", type=int, default=300, help="captions parsed one at a time")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--single", type=int, default=300, help="queries parsed one at a time")
+    ap.add_argument("--corpus", type=int, default=4000, help="captions parsed in batches")
     ap.add_argument("--batch-size", type=int, default=512)
-    ap.add_argument(
-        "--workers",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="processes for the batched corpus run (1 = in this process)",
-    )
     args = ap.parse_args()
 
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(1)
     settings = get_settings()
     captions = flickr_captions(settings.data_dir)
-    if args.limit:
-        captions = captions[: args.limit]
-    parser = Parser(settings.parser_dir, settings.cache_dir, use_cache=False)
-    start = time.perf_counter()
-    parser.pipeline  # noqa: B018 - load the models before timing
-    load_s = time.perf_counter() - start
-
-    # short captions (at most 12 words) one at a time: the service's query path
+    rng = random.Random(0)
     pool = sorted({c for c in captions if len(c.split()) <= 12})
-    short = random.Random(0).sample(pool, min(args.single, len(pool)))
-    parser.parse(short[:5])  # warm-up
-    lat = []
-    for text in short:
-        t0 = time.perf_counter()
-        parser.parse_one(text)
-        lat.append(1000 * (time.perf_counter() - t0))
-    lat.sort()
+    queries = rng.sample(pool, min(args.single, len(pool)))
+    corpus = rng.sample(captions, min(args.corpus, len(captions)))
 
-    t0 = time.perf_counter()
-    trees = parser.parse(captions, batch_size=args.batch_size, workers=args.workers)
-    batched_s = time.perf_counter() - t0
+    pipeline = Parser(settings.parser_dir, settings.cache_dir, use_cache=False, direct=False)
+    direct = Parser(settings.parser_dir, settings.cache_dir, use_cache=False)
+    _, load_ms = timed(lambda: pipeline.parse(queries[:5]))
+    direct.parse(queries[:5])
 
+    single: dict[str, list[float]] = {"pipeline": [], "direct": []}
+    same = 0
+    for text in queries:
+        a, ms_a = timed(lambda t=text: pipeline.parse_one(t))
+        b, ms_b = timed(lambda t=text: direct.parse_one(t))
+        single["pipeline"].append(ms_a)
+        single["direct"].append(ms_b)
+        same += a == b
+
+    batched: dict[str, float] = {}
+    trees = {}
+    for name, parser in (("pipeline", pipeline), ("direct", direct)):
+        trees[name], ms = timed(lambda p=parser: p.parse(corpus, batch_size=args.batch_size))
+        batched[name] = ms / 1000
+    corpus_same = sum(a == b for a, b in zip(trees["pipeline"], trees["direct"], strict=True))  # type: ignore[call-overload]
+
+    p50 = {k: statistics.median(v) for k, v in single.items()}
     print(
         json.dumps(
             {
                 "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                "torch_threads": args.threads,
-                "workers": args.workers,
-                "parser": parser.version,
-                "load_seconds": round(load_s, 2),
-                "batched": {
-                    "captions": len(captions),
-                    "seconds": round(batched_s, 1),
-                    "captions_per_s": round(len(captions) / batched_s, 1),
-                    "words": sum(len(t) for t in trees),
-                },
+                "torch_threads": 1,
+                "parser": direct.version,
+                "first_parse_with_loading_s": round(load_ms / 1000, 2),
                 "single": {
-                    "captions": len(short),
-                    "mean_words": round(statistics.mean(len(t.split()) for t in short), 1),
-                    "p50_ms": round(lat[len(lat) // 2], 1),
-                    "p90_ms": round(lat[int(len(lat) * 0.9)], 1),
-                    "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 1),
+                    "queries": len(queries),
+                    "mean_words": round(statistics.mean(len(t.split()) for t in queries), 1),
+                    "pipeline": percentiles(single["pipeline"]),
+                    "direct": percentiles(single["direct"]),
+                    "p50_ratio": round(p50["direct"] / p50["pipeline"], 3),
+                    "identical_trees": f"{same}/{len(queries)}",
+                },
+                "stages_one_query_ms": {
+                    "pipeline": pipeline_stages(pipeline, queries[:100]),
+                    "direct": direct_stages(direct, queries[:100]),
+                },
+                "batched": {
+                    "captions": len(corpus),
+                    "pipeline_s": round(batched["pipeline"], 1),
+                    "direct_s": round(batched["direct"], 1),
+                    "speedup": round(batched["pipeline"] / batched["direct"], 2),
+                    "captions_per_s": {k: round(len(corpus) / v, 1) for k, v in batched.items()},
+                    "identical_trees": f"{corpus_same}/{len(corpus)}",
+                    "direct_fallbacks": direct._direct.fallbacks if direct._direct else 0,
                 },
             },
             indent=2,

@@ -23,6 +23,7 @@ from typing import Any
 
 from groundsearch.files import write_text
 from groundsearch.model.runtime.parsing.cache import ParseCache
+from groundsearch.model.runtime.parsing.direct import DirectParser
 from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain, file_digest
 from groundsearch.model.runtime.parsing.tree import DependencyTree, build_tree
 
@@ -164,9 +165,14 @@ class Parser:
         parser_dir: folder of the trained stanza models (``Settings.parser_dir``).
         cache_dir: where the GloVe pretrain and the parse cache live.
         use_cache: look up and store parses in the disk cache.
+        direct: run the models directly (:mod:`.direct`: the same trees for 99.9 % of
+            captions, several times faster); False runs every text through
+            ``stanza.Pipeline``.
     """
 
-    def __init__(self, parser_dir: Path, cache_dir: Path, use_cache: bool = True) -> None:
+    def __init__(
+        self, parser_dir: Path, cache_dir: Path, use_cache: bool = True, direct: bool = True
+    ) -> None:
         self.parser_dir = Path(parser_dir)
         self.cache_dir = Path(cache_dir)
         model_paths(self.parser_dir)
@@ -174,7 +180,9 @@ class Parser:
         self.cache = (
             ParseCache(self.cache_dir / "parses.sqlite", self.version) if use_cache else None
         )
+        self.direct = direct
         self._pipeline = None
+        self._direct: DirectParser | None = None
         self._lock = threading.Lock()  # a stanza pipeline is not safe to share between threads
 
     @property
@@ -183,6 +191,18 @@ class Parser:
             if self._pipeline is None:
                 self._pipeline = load_pipeline(self.parser_dir, self.cache_dir)
         return self._pipeline
+
+    def _trees(self, texts: list[str]) -> list[DependencyTree]:
+        """Parse cleaned texts (the caller holds the lock)."""
+        if not self.direct:
+            return self._pipeline_trees(texts)
+        if self._direct is None:
+            self._direct = DirectParser(self._pipeline, self._pipeline_trees)
+        return self._direct.parse(texts)
+
+    def _pipeline_trees(self, texts: list[str]) -> list[DependencyTree]:
+        docs = self._pipeline.bulk_process(texts)
+        return [doc_to_tree(t, d) for t, d in zip(texts, docs, strict=True)]
 
     def parse(
         self, texts: Sequence[str], batch_size: int = 512, workers: int = 1
@@ -218,10 +238,9 @@ class Parser:
             parsed = {}
             for start in range(0, len(todo), batch_size):
                 chunk = todo[start : start + batch_size]
-                pipeline = self.pipeline
+                self.pipeline  # noqa: B018 - loaded outside the lock it takes
                 with self._lock, _threads_for(len(chunk)):
-                    docs = pipeline.bulk_process(chunk)
-                new = [(t, doc_to_tree(t, d)) for t, d in zip(chunk, docs, strict=True)]
+                    new = list(zip(chunk, self._trees(chunk), strict=True))
                 parsed.update(new)
                 if self.cache is not None:
                     self.cache.put_many(new)

@@ -1,0 +1,139 @@
+"""Stanza's trained networks called directly: the parse of a query in a few milliseconds.
+
+A short sentence through ``stanza.Pipeline`` spends most of its time outside the
+tagger's and parser's networks: the character tokenizer, the multi-word-token
+expander, the seq2seq lemmatizer, Documents and DataLoaders, a Chu-Liu-Edmonds pass in
+Python. Here the same trained models make the same trees with less around them
+(docs/PARSER.md, "The fast path"):
+
+- words: a rule tokenizer for plain sentences (:mod:`.rules`); other texts go through
+  the full pipeline;
+- tags and heads: the tagger's and the parser's own networks (stanza's modules and
+  vocabularies) on batches of sentences of one length (:mod:`.networks`);
+- lemmas: stanza's lemmatizer, remembered by (word, tag);
+- the tree: the parser's best head for every word when those already make a tree with
+  one root (then it is the maximum spanning tree Chu-Liu-Edmonds would find),
+  Chu-Liu-Edmonds otherwise.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from groundsearch.model.runtime.parsing import networks
+from groundsearch.model.runtime.parsing.rules import rule_tokenize
+from groundsearch.model.runtime.parsing.tree import DependencyTree, build_tree
+
+#: Sentences per network batch, all of one length.
+BATCH = 256
+#: Lemmas remembered, by (word, upos); a query vocabulary fits many times over.
+LEMMA_MEMORY = 200_000
+
+
+def greedy_heads(scores: np.ndarray) -> list[int] | None:
+    """Each word's best head (row ``i`` scores word ``i``'s heads, 0 = the root) when
+    they form a tree with exactly one root, else None."""
+    n = scores.shape[0]
+    heads = scores[1:].argmax(axis=1).tolist()
+    if heads.count(0) != 1:
+        return None
+    for start in range(1, n):  # follow heads up: every word must reach the root
+        seen, node = set(), start
+        while node:
+            if node in seen:
+                return None
+            seen.add(node)
+            node = heads[node - 1]
+    return [0, *heads]
+
+
+class DirectParser:
+    """Texts → trees with a loaded ``stanza.Pipeline``'s models, mostly bypassing it.
+
+    Args:
+        pipeline: the pipeline :func:`.parser.load_pipeline` builds (its models).
+        fallback: parses the texts the rule tokenizer declines (the whole pipeline).
+    """
+
+    def __init__(self, pipeline: Any, fallback: Callable[[list[str]], list[DependencyTree]]) -> None:
+        self.fallback = fallback
+        self.tagger = pipeline.processors["pos"]
+        self.lemmatizer = pipeline.processors["lemma"]
+        self.depparse = pipeline.processors["depparse"]
+        for trainer in (self.tagger.trainer, self.depparse.trainer):
+            trainer.model.eval()
+        self.heads = networks.TaggerHeads(self.tagger.trainer.model)
+        self._lemmas: dict[tuple[str, str], str] = {}
+        self.fallbacks = 0  # texts the rule tokenizer left to the pipeline
+
+    def parse(self, texts: Sequence[str]) -> list[DependencyTree]:
+        """The tree of each cleaned text (:func:`.parser.clean_text`), in order."""
+        import torch
+
+        tokenized = [rule_tokenize(t) for t in texts]
+        by_length: dict[int, list[int]] = {}
+        for i, words in enumerate(tokenized):
+            if words is not None:
+                by_length.setdefault(len(words), []).append(i)
+        out: list[DependencyTree | None] = [None] * len(texts)
+        with torch.inference_mode():
+            for same_length in by_length.values():
+                for start in range(0, len(same_length), BATCH):
+                    chunk = same_length[start : start + BATCH]
+                    sentences = [tokenized[i] for i in chunk]
+                    for i, columns in zip(chunk, self._columns(sentences), strict=True):  # type: ignore[arg-type]
+                        out[i] = build_tree(texts[i], *columns)
+        rest = [i for i, words in enumerate(tokenized) if words is None]
+        if rest:
+            self.fallbacks += len(rest)
+            for i, tree in zip(rest, self.fallback([texts[i] for i in rest]), strict=True):
+                out[i] = tree
+        return out  # type: ignore[return-value]
+
+    def _columns(self, sentences: list[list[str]]) -> list[tuple[list, ...]]:
+        """The columns of sentences that all have the same number of words."""
+        tags = networks.tag(self.tagger, self.heads, sentences)
+        lemmas = self._lemma(sentences, tags)
+        scores, dependents, governors = networks.arc_scores(self.depparse, sentences, tags, lemmas)
+        heads = [self._tree(s) for s in scores.numpy()]
+        deprels = networks.relations(self.depparse, dependents, governors, heads)
+        columns = []
+        for words, tagged, lemma, head, deprel in zip(
+            sentences, tags, lemmas, heads, deprels, strict=True
+        ):
+            upos = [t[0] or "X" for t in tagged]
+            xpos = [t[1] or "_" for t in tagged]
+            feats = [t[2] or "_" for t in tagged]
+            deprel = ["root" if h == 0 else (d or "dep") for h, d in zip(head, deprel, strict=True)]
+            columns.append((words, lemma, upos, xpos, feats, head, deprel))
+        return columns
+
+    @staticmethod
+    def _tree(scores: np.ndarray) -> list[int]:
+        from stanza.models.common.chuliu_edmonds import chuliu_edmonds_one_root
+
+        heads = greedy_heads(scores)
+        return [int(h) for h in (heads or chuliu_edmonds_one_root(scores))[1:]]
+
+    def _lemma(
+        self, sentences: list[list[str]], tags: list[list[list[str]]]
+    ) -> list[list[str]]:
+        from stanza.models.common.doc import Document
+
+        keys = [
+            [(w, t[0]) for w, t in zip(s, ts, strict=True)]
+            for s, ts in zip(sentences, tags, strict=True)
+        ]
+        missing = sorted({k for sentence in keys for k in sentence if k not in self._lemmas})
+        if missing:
+            doc = Document([[{"id": 1, "text": w, "upos": u}] for w, u in missing])
+            done = self.lemmatizer.process(doc)
+            if len(self._lemmas) + len(missing) > LEMMA_MEMORY:
+                self._lemmas.clear()
+            for key, sentence in zip(missing, done.sentences, strict=True):
+                self._lemmas[key] = sentence.words[0].lemma or key[0]
+        return [[self._lemmas[k] for k in sentence] for sentence in keys]

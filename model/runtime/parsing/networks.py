@@ -1,0 +1,179 @@
+"""The tagger's and the parser's forward passes for sentences of one length.
+
+Stanza's modules expect batches of sentences of mixed lengths, packed; a query is one
+sentence, and a corpus sorted by length is mostly runs of equal lengths. With every
+sentence of a batch the same length there is nothing to pack: the LSTMs run on plain
+tensors (oneDNN's kernels), the 22 tag classifiers run as one matrix product, and the
+arc scorers as plain products. Same weights and the same arithmetic as stanza's
+``Tagger.forward`` and ``GraphParser.forward_scores`` in evaluation mode (no dropout);
+the trees are compared with the pipeline's in docs/PARSER.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+ROOT_ID = 3  # stanza.models.common.vocab.ROOT_ID
+VOCAB_PREFIX_SIZE = 4  # stanza.models.common.vocab.VOCAB_PREFIX_SIZE
+
+
+def char_vectors(charmodel: Any, char_vocab: Any, words: list[str]) -> torch.Tensor:
+    """Each word's attention-pooled character LSTM output, (words, hidden)."""
+    ids = [char_vocab.map(list(w)) if w else [ROOT_ID] for w in words]
+    return char_ids_vectors(charmodel, ids)
+
+
+def char_ids_vectors(charmodel: Any, ids: list[list[int]]) -> torch.Tensor:
+    lengths = torch.tensor([len(x) for x in ids])
+    longest = int(lengths.max())
+    chars = torch.zeros(len(ids), longest, dtype=torch.long)
+    for i, x in enumerate(ids):
+        chars[i, : len(x)] = torch.tensor(x)
+    lstm = charmodel.charlstm.lstm
+    n = len(ids)
+    h0 = charmodel.charlstm_h_init.expand(-1, n, -1).contiguous()
+    c0 = charmodel.charlstm_c_init.expand(-1, n, -1).contiguous()
+    out, _ = lstm(charmodel.char_emb(chars), (h0, c0))  # one direction: padding comes last
+    weights = torch.sigmoid(charmodel.char_attn(out))
+    valid = (torch.arange(longest)[None, :] < lengths[:, None]).unsqueeze(2)
+    return (out * weights * valid).sum(1)
+
+
+def highway_lstm(hlstm: Any, x: torch.Tensor, h_init: torch.Tensor, c_init: torch.Tensor) -> torch.Tensor:
+    """Stanza's HighwayLSTM (tanh highway) on unpacked (batch, length, input)."""
+    batch = x.size(0)
+    for layer in range(hlstm.num_layers):
+        lstm = hlstm.lstm[layer].lstm
+        hx = (
+            h_init[2 * layer : 2 * layer + 2].expand(-1, batch, -1).contiguous(),
+            c_init[2 * layer : 2 * layer + 2].expand(-1, batch, -1).contiguous(),
+        )
+        h, _ = lstm(x, hx)
+        x = h + torch.sigmoid(hlstm.gate[layer](x)) * torch.tanh(hlstm.highway[layer](x))
+    return x
+
+
+class TaggerHeads:
+    """The tagger's upos, xpos and feats classifiers as one linear layer."""
+
+    def __init__(self, model: Any) -> None:
+        feats = list(model.tag_clf["feats"])
+        layers = [model.upos_clf, model.tag_clf["xpos"], *feats]
+        self.sizes = [layer.out_features for layer in layers]
+        self.weight = torch.cat([layer.weight for layer in layers]).detach()
+        self.bias = torch.cat([layer.bias for layer in layers]).detach()
+
+    def __call__(self, hidden: torch.Tensor) -> list[torch.Tensor]:
+        scores = F.linear(hidden, self.weight, self.bias)
+        return [part.argmax(-1) for part in scores.split(self.sizes, -1)]
+
+
+def tag(tagger: Any, heads: TaggerHeads, sentences: list[list[str]]) -> list[list[list[str]]]:
+    """[upos, xpos, feats] for every word of sentences that all have the same length."""
+    model, vocab = tagger.trainer.model, tagger.vocab
+    batch, length = len(sentences), len(sentences[0])
+    flat = [w for s in sentences for w in s]
+    word = torch.tensor(vocab["word"].map(flat)).view(batch, length)
+    pretrained = torch.tensor(tagger.pretrain.vocab.map([w.lower() for w in flat])).view(batch, length)
+    chars = char_vectors(model.charmodel, vocab["char"], flat).view(batch, length, -1)
+    x = torch.cat(
+        [
+            model.word_emb(word),
+            model.trans_pretrained(model.pretrained_emb(pretrained)),
+            model.trans_char(chars),
+        ],
+        2,
+    )
+    hidden = highway_lstm(model.taggerlstm, x, model.taggerlstm_h_init, model.taggerlstm_c_init)
+    upos_hidden = F.relu(model.upos_hid(hidden))
+    upos, xpos, *feats = heads(upos_hidden)
+    upos_names = [vocab["upos"].unmap(s) for s in upos.tolist()]
+    xpos_names = [vocab["xpos"].unmap(s) for s in xpos.tolist()]
+    feat_ids = torch.stack(feats, 2).tolist()
+    feat_names = [vocab["feats"].unmap(s) for s in feat_ids]
+    return [
+        [[u, x, f] for u, x, f in zip(us, xs, fs, strict=True)]
+        for us, xs, fs in zip(upos_names, xpos_names, feat_names, strict=True)
+    ]
+
+
+def _deep_biaffine_hidden(scorer: Any, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two sides of a DeepBiaffineScorer, each with its bias column of ones."""
+    a = F.relu(scorer.W1(x))
+    b = F.relu(scorer.W2(x))
+    ones = x.new_ones(*x.shape[:-1], 1)
+    return torch.cat([a, ones], -1), torch.cat([b, ones], -1)
+
+
+def _pairwise_one(scorer: Any, x: torch.Tensor) -> torch.Tensor:
+    """A one-output DeepBiaffineScorer over all pairs: (batch, dependents, heads)."""
+    a, b = _deep_biaffine_hidden(scorer, x)
+    bilinear = scorer.scorer.W_bilin
+    return a @ bilinear.weight[:, :, 0] @ b.transpose(1, 2) + bilinear.bias[0]
+
+
+def arc_scores(depparse: Any, sentences: list[list[str]], tags: list[list[list[str]]], lemmas: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The parser's head scores (batch, n+1, n+1), with position 0 the root, and the
+    inputs of its relation scorer."""
+    model, vocab = depparse.trainer.model, depparse.vocab
+    batch, length = len(sentences), len(sentences[0]) + 1
+    flat = [w for s in sentences for w in s]
+    tags_flat = [t for ts in tags for t in ts]
+
+    def rooted(ids: list[int]) -> torch.Tensor:
+        table = torch.tensor(ids).view(batch, length - 1)
+        return torch.cat([torch.full((batch, 1), ROOT_ID), table], 1)
+
+    word = rooted(vocab["word"].map(flat))
+    lemma = rooted(vocab["lemma"].map([lem for ls in lemmas for lem in ls]))
+    upos = rooted(vocab["upos"].map([t[0] for t in tags_flat]))
+    xpos = rooted(vocab["xpos"].map([t[1] for t in tags_flat]))
+    pretrained = rooted(depparse.pretrain.vocab.map([w.lower() for w in flat]))
+    char_ids = []
+    for s in sentences:
+        char_ids.append([ROOT_ID])
+        char_ids.extend(vocab["char"].map(list(w)) for w in s)
+    chars = char_ids_vectors(model.charmodel, char_ids).view(batch, length, -1)
+    pos = model.upos_emb(upos) + model.xpos_emb(xpos)
+    x = torch.cat(
+        [
+            model.trans_pretrained(model.pretrained_emb(pretrained)),
+            model.word_emb(word),
+            model.lemma_emb(lemma),
+            pos,
+            pos,  # stanza's parser feeds the tag embedding twice (and its feats never)
+            model.trans_char(chars),
+        ],
+        2,
+    )
+    hidden = highway_lstm(model.parserlstm, x, model.parserlstm_h_init, model.parserlstm_c_init)
+    scores = _pairwise_one(model.unlabeled, hidden)
+    offset = torch.arange(length)[None, None, :] - torch.arange(length)[None, :, None]
+    if model.args["linearization"]:
+        lin = _pairwise_one(model.linearization, hidden)
+        scores = scores + F.logsigmoid(lin * torch.sign(offset).float())
+    if model.args["distance"]:
+        dist = 1 + F.softplus(_pairwise_one(model.distance, hidden))
+        scores = scores - torch.log((offset.abs().float() - dist) ** 2 / 2 + 1)
+    scores = scores.masked_fill(torch.eye(length, dtype=torch.bool)[None], -float("inf"))
+    return F.log_softmax(scores, 2), *_deep_biaffine_hidden(model.deprel, hidden)
+
+
+def relations(
+    depparse: Any, a: torch.Tensor, b: torch.Tensor, heads: list[list[int]]
+) -> list[list[str]]:
+    """The best relation of each word to its chosen head (heads[s][j] for word j+1)."""
+    bilinear = depparse.trainer.model.deprel.scorer.W_bilin
+    size_i, size_j, size_o = bilinear.weight.shape
+    batch, length = len(heads), len(heads[0])
+    dep = (a[:, 1:] @ bilinear.weight.reshape(size_i, size_j * size_o)).view(
+        batch, length, size_j, size_o
+    )
+    head = b.gather(1, torch.tensor(heads)[:, :, None].expand(-1, -1, size_j))  # (B, n, J)
+    scores = (head.unsqueeze(2) @ dep).squeeze(2) + bilinear.bias  # (B, n, O)
+    best = (scores.argmax(2) + VOCAB_PREFIX_SIZE).tolist()
+    vocab = depparse.vocab["deprel"]
+    return [vocab.unmap(ids) for ids in best]
