@@ -65,43 +65,52 @@ def pipeline_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
     return {k: round(v / len(texts), 2) for k, v in totals.items()}
 
 
+class Stages:
+    """Milliseconds summed by stage name: ``with stages("tagger"): ...``."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self._name = ""
+
+    def __call__(self, name: str) -> Stages:
+        self._name = name
+        return self
+
+    def __enter__(self) -> None:
+        self._start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        spent = 1000 * (time.perf_counter() - self._start)
+        self.ms[self._name] = self.ms.get(self._name, 0.0) + spent
+
+
 def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
     """Mean ms per call of each stage of the direct path (texts it tokenizes itself)."""
     parser.parse([texts[0]])  # builds the direct parser
     direct = parser._direct
     assert direct is not None
-    totals: dict[str, float] = {}
-
-    def add(name: str, ms: float) -> None:
-        totals[name] = totals.get(name, 0.0) + ms
-
-    n = 0
+    stage, n = Stages(), 0
     with torch.inference_mode():
         for text in texts:
-            words, ms = timed(lambda t=text: rule_tokenize(t))
+            with stage("tokenize (rules)"):
+                words = rule_tokenize(text)
             if words is None:
                 continue
             n += 1
-            add("tokenize (rules)", ms)
-            tags, ms = timed(lambda w=words: networks.tag(direct.tagger, direct.heads, [w]))
-            add("tagger", ms)
-            lemmas, ms = timed(lambda w=words, t=tags: direct._lemma([w], t))
-            add("lemmas", ms)
-            scored, ms = timed(
-                lambda w=words, t=tags, lem=lemmas: networks.arc_scores(direct.depparse, [w], t, lem)
-            )
-            add("parser: arc scores", ms)
-            scores, dep, gov = scored  # type: ignore[misc]
-            heads, ms = timed(lambda s=scores: [direct._tree(x) for x in s.numpy()])
-            add("parser: tree", ms)
-            rels, ms = timed(lambda d=dep, g=gov, h=heads: networks.relations(direct.depparse, d, g, h))
-            add("parser: relations", ms)
-            cols = ([t[0] for t in tags[0]], [t[1] for t in tags[0]], [t[2] for t in tags[0]])  # type: ignore[index]
-            _, ms = timed(
-                lambda: build_tree(text, words, lemmas[0], *cols, heads[0], rels[0])  # type: ignore[index]
-            )
-            add("tree", ms)
-    return {k: round(v / n, 3) for k, v in totals.items()}
+            with stage("tagger"):
+                tags = networks.tag(direct.tagger, direct.heads, [words])
+            with stage("lemmas"):
+                lemmas = direct._lemma([words], tags)
+            with stage("parser: arc scores"):
+                scores, dep, gov = networks.arc_scores(direct.depparse, [words], tags, lemmas)
+            with stage("parser: tree"):
+                heads = [direct._tree(x) for x in scores.numpy()]
+            with stage("parser: relations"):
+                rels = networks.relations(direct.depparse, dep, gov, heads)
+            with stage("tree"):
+                upos, xpos, feats = (list(column) for column in zip(*tags[0], strict=True))
+                build_tree(text, words, lemmas[0], upos, xpos, feats, heads[0], rels[0])
+    return {k: round(v / n, 3) for k, v in stage.ms.items()}
 
 
 def main() -> None:

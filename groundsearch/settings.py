@@ -54,6 +54,12 @@ class Settings(BaseSettings):
         default_factory=_default_cache_dir,
         description="Rebuildable files: GloVe pretrain, parse cache, features.",
     )
+    parse_pipeline: bool = Field(
+        False,
+        description="Parse every text with stanza.Pipeline instead of the direct path "
+        "(docs/PARSER.md, 'The direct path': the same trees for 99.9 % of captions, "
+        "faster); for comparisons.",
+    )
 
     @property
     def parser_dir(self) -> Path:

@@ -46,9 +46,6 @@ WINDOW = 1000
 #: The orders a route accepts.
 ORDERS = ("relevance", "date", "-date")
 Order = Literal["relevance", "date", "-date"]
-#: The first fetch reads at least this many hits (the relevance model reads the top 20).
-FIRST = 20
-
 H = TypeVar("H")
 
 
@@ -179,13 +176,17 @@ def paginate(
 ) -> Page:
     """The page of ``k`` hits after ``cursor`` (the first without one) of a ranking read
     through ``fetch``, in ``order``; its next cursor and the total above ``threshold``.
-    ``monotone``: relevance never rises down the ranking, so the first hit below the
-    threshold ends the count (with per-hit evidence it may rise: the count reads the
-    window). Either way a page is cut once every good match of the window is known, so
-    a relevance-order page never serves a guess before a good match."""
+
+    One search and one judgement: the ranking's first ``window`` hits (more for a page
+    past them) are fetched and judged at once, which is what the total needs anyway, and
+    the page is cut from them. ``monotone``: relevance never rises down the ranking, so a
+    window whose last hit is below the threshold holds every good match (with per-hit
+    evidence it may rise: the total is then exact only for a ranking the window holds
+    whole). A relevance-order page never serves a guess before a good match of the
+    window."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
-    n = max(FIRST, 2 * k + (cursor.served if cursor else 0))
+    n = max(window, 2 * k + (cursor.served if cursor else 0))
     while True:
         got = list(fetch(n))
         relevance = list(judge([score for _, _, score, _ in got]))
@@ -195,29 +196,24 @@ def paginate(
         ]
         ended = len(got) < n  # the whole ranking is read
         below = monotone and bool(hits) and not _above(hits[-1], threshold)  # past the cutoff
-        total_ready = ended or below or n >= window
         # the good matches: at or above the threshold among the window's hits
         flags = [rank < window and _above(h, threshold) for rank, h in enumerate(hits)]
         good = [h for h, ok in zip(hits, flags, strict=True) if ok]
         if order == "relevance":
-            # sure of the order above the last score fetched (a tie may go on past it),
-            # and of every good match once the total is (the unread are past the window)
+            # sure of the order above the last score fetched (a tie may go on past it)
             last = hits[-1].score if hits else math.inf
             sure = [
                 (_sort_key(order, h, ok), h)
                 for h, ok in zip(hits, flags, strict=True)
                 if ended or ok or h.score > last
             ]
-        elif total_ready:
-            sure = [(_sort_key(order, h), h) for h in good]  # a date order lists good ones
         else:
-            n = min(2 * n, window)
-            continue
-        ranked = sorted(sure, key=lambda kh: kh[0])
-        pool = [kh for kh in ranked if cursor is None or _after(kh[0], cursor)]
-        if order == "relevance" and not ((len(pool) > k or ended) and total_ready):
-            # the page is there but not every good match: read the window at once
-            n = max(window, n) if len(pool) > k or ended else 2 * n
+            sure = [(_sort_key(order, h), h) for h in good]  # a date order lists good ones
+        pool = sorted(
+            (kh for kh in sure if cursor is None or _after(kh[0], cursor)), key=lambda kh: kh[0]
+        )
+        if order == "relevance" and len(pool) <= k and not ended:
+            n *= 2  # ties at the last score fetched hid the rest of the page
             continue
         return _page(order, pool, k, len(good), ended or below, cursor, query)
 

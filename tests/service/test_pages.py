@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from groundsearch.service.pages import Cursor, CursorError, fingerprint, paginate
+from groundsearch.service.pages import WINDOW, Cursor, CursorError, fingerprint, paginate
 
 
 class Ranking:
@@ -103,7 +103,19 @@ def test_a_short_ranking_reads_once_and_says_it_is_complete() -> None:
     ranking = Ranking({1: (0.9, 5.0), 2: (0.2, 1.0)})
     page = paginate(ranking.fetch, judge, 10, "relevance", 0.5, None, "q")
     assert [h.id for h in page.hits] == [1, 2] and page.next is None
-    assert page.total == 1 and page.total_exact and ranking.fetches == [20]
+    assert page.total == 1 and page.total_exact and ranking.fetches == [WINDOW]
+
+
+@pytest.mark.parametrize("order", ["relevance", "date", "-date"])
+def test_every_page_is_one_search(order: str) -> None:
+    ranking = Ranking(rows(3000))
+    first = paginate(ranking.fetch, judge, 10, order, 0.5, None, "q")
+    assert ranking.fetches == [WINDOW] and len(first.hits) == 10 and first.next
+    second = paginate(
+        ranking.fetch, judge, 10, order, 0.5, Cursor.decode(first.next, order, "q"), "q"
+    )
+    assert ranking.fetches == [WINDOW, WINDOW] and len(second.hits) == 10
+    assert not {h.id for h in first.hits} & {h.id for h in second.hits}
 
 
 def test_a_cursor_is_tied_to_its_query_and_order() -> None:
@@ -132,8 +144,9 @@ def test_when_relevance_may_rise_down_the_ranking_the_total_reads_the_window() -
         for k in (1, 5, 30)
     }
     assert totals == {1: 10, 5: 10, 30: 10}
-    # read as if it could not rise, the count stops at the first hit below the threshold
-    assert paginate(ranking.fetch, rising, 1, "relevance", 0.5, None, "q").total == 2
+    # the window is read whole either way: read as if relevance could not rise, the
+    # count is the same
+    assert paginate(ranking.fetch, rising, 1, "relevance", 0.5, None, "q").total == 10
 
 
 @pytest.mark.parametrize("window", [1000, 25])

@@ -18,7 +18,6 @@ Python. Here the same trained models make the same trees with less around them
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +27,8 @@ from groundsearch.model.runtime.parsing import networks
 from groundsearch.model.runtime.parsing.rules import rule_tokenize
 from groundsearch.model.runtime.parsing.tree import DependencyTree, build_tree
 
+#: A sentence's CoNLL-U columns: words, lemmas, upos, xpos, feats, heads, relations.
+Columns = tuple[list[str], list[str], list[str], list[str], list[str], list[int], list[str]]
 #: Sentences per network batch, all of one length.
 BATCH = 256
 #: Lemmas remembered, by (word, upos); a query vocabulary fits many times over.
@@ -59,7 +60,9 @@ class DirectParser:
         fallback: parses the texts the rule tokenizer declines (the whole pipeline).
     """
 
-    def __init__(self, pipeline: Any, fallback: Callable[[list[str]], list[DependencyTree]]) -> None:
+    def __init__(
+        self, pipeline: Any, fallback: Callable[[list[str]], list[DependencyTree]]
+    ) -> None:
         self.fallback = fallback
         self.tagger = pipeline.processors["pos"]
         self.lemmatizer = pipeline.processors["lemma"]
@@ -94,14 +97,14 @@ class DirectParser:
                 out[i] = tree
         return out  # type: ignore[return-value]
 
-    def _columns(self, sentences: list[list[str]]) -> list[tuple[list, ...]]:
+    def _columns(self, sentences: list[list[str]]) -> list[Columns]:
         """The columns of sentences that all have the same number of words."""
         tags = networks.tag(self.tagger, self.heads, sentences)
         lemmas = self._lemma(sentences, tags)
         scores, dependents, governors = networks.arc_scores(self.depparse, sentences, tags, lemmas)
         heads = [self._tree(s) for s in scores.numpy()]
         deprels = networks.relations(self.depparse, dependents, governors, heads)
-        columns = []
+        columns: list[Columns] = []
         for words, tagged, lemma, head, deprel in zip(
             sentences, tags, lemmas, heads, deprels, strict=True
         ):
@@ -119,9 +122,7 @@ class DirectParser:
         heads = greedy_heads(scores)
         return [int(h) for h in (heads or chuliu_edmonds_one_root(scores))[1:]]
 
-    def _lemma(
-        self, sentences: list[list[str]], tags: list[list[list[str]]]
-    ) -> list[list[str]]:
+    def _lemma(self, sentences: list[list[str]], tags: list[list[list[str]]]) -> list[list[str]]:
         from stanza.models.common.doc import Document
 
         keys = [

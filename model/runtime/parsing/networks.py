@@ -42,7 +42,9 @@ def char_ids_vectors(charmodel: Any, ids: list[list[int]]) -> torch.Tensor:
     return (out * weights * valid).sum(1)
 
 
-def highway_lstm(hlstm: Any, x: torch.Tensor, h_init: torch.Tensor, c_init: torch.Tensor) -> torch.Tensor:
+def highway_lstm(
+    hlstm: Any, x: torch.Tensor, h_init: torch.Tensor, c_init: torch.Tensor
+) -> torch.Tensor:
     """Stanza's HighwayLSTM (tanh highway) on unpacked (batch, length, input)."""
     batch = x.size(0)
     for layer in range(hlstm.num_layers):
@@ -77,7 +79,9 @@ def tag(tagger: Any, heads: TaggerHeads, sentences: list[list[str]]) -> list[lis
     batch, length = len(sentences), len(sentences[0])
     flat = [w for s in sentences for w in s]
     word = torch.tensor(vocab["word"].map(flat)).view(batch, length)
-    pretrained = torch.tensor(tagger.pretrain.vocab.map([w.lower() for w in flat])).view(batch, length)
+    pretrained = torch.tensor(tagger.pretrain.vocab.map([w.lower() for w in flat])).view(
+        batch, length
+    )
     chars = char_vectors(model.charmodel, vocab["char"], flat).view(batch, length, -1)
     x = torch.cat(
         [
@@ -115,7 +119,9 @@ def _pairwise_one(scorer: Any, x: torch.Tensor) -> torch.Tensor:
     return a @ bilinear.weight[:, :, 0] @ b.transpose(1, 2) + bilinear.bias[0]
 
 
-def arc_scores(depparse: Any, sentences: list[list[str]], tags: list[list[list[str]]], lemmas: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def arc_scores(
+    depparse: Any, sentences: list[list[str]], tags: list[list[list[str]]], lemmas: list[list[str]]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The parser's head scores (batch, n+1, n+1), with position 0 the root, and the
     inputs of its relation scorer."""
     model, vocab = depparse.trainer.model, depparse.vocab

@@ -26,6 +26,7 @@ from groundsearch.model.runtime.parsing.cache import ParseCache
 from groundsearch.model.runtime.parsing.direct import DirectParser
 from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain, file_digest
 from groundsearch.model.runtime.parsing.tree import DependencyTree, build_tree
+from groundsearch.settings import get_settings
 
 #: Bumped when the conversion from stanza output to trees changes.
 TREE_FORMAT = 1
@@ -166,12 +167,16 @@ class Parser:
         cache_dir: where the GloVe pretrain and the parse cache live.
         use_cache: look up and store parses in the disk cache.
         direct: run the models directly (:mod:`.direct`: the same trees for 99.9 % of
-            captions, several times faster); False runs every text through
-            ``stanza.Pipeline``.
+            captions, faster); False runs every text through ``stanza.Pipeline``; None
+            (the default) reads ``GROUNDSEARCH_PARSE_PIPELINE`` (settings).
     """
 
     def __init__(
-        self, parser_dir: Path, cache_dir: Path, use_cache: bool = True, direct: bool = True
+        self,
+        parser_dir: Path,
+        cache_dir: Path,
+        use_cache: bool = True,
+        direct: bool | None = None,
     ) -> None:
         self.parser_dir = Path(parser_dir)
         self.cache_dir = Path(cache_dir)
@@ -180,7 +185,7 @@ class Parser:
         self.cache = (
             ParseCache(self.cache_dir / "parses.sqlite", self.version) if use_cache else None
         )
-        self.direct = direct
+        self.direct = not get_settings().parse_pipeline if direct is None else direct
         self._pipeline = None
         self._direct: DirectParser | None = None
         self._lock = threading.Lock()  # a stanza pipeline is not safe to share between threads
@@ -201,6 +206,7 @@ class Parser:
         return self._direct.parse(texts)
 
     def _pipeline_trees(self, texts: list[str]) -> list[DependencyTree]:
+        assert self._pipeline is not None
         docs = self._pipeline.bulk_process(texts)
         return [doc_to_tree(t, d) for t, d in zip(texts, docs, strict=True)]
 

@@ -1,0 +1,119 @@
+"""/search for sentences it has never seen, timed from the client: the direct parse
+beside stanza's pipeline, on the same sentences in the same run.
+
+    python bench/search_latency.py                        # the default gallery
+    python bench/search_latency.py --index DIR --queries 100
+
+Starts `groundsearch serve` on one gallery (default: the one `groundsearch index
+--flickr8k` writes, the 1,000 Flickr8k test photos) with its query cache off, twice: with
+``GROUNDSEARCH_PARSE_PIPELINE=1`` (every text through ``stanza.Pipeline``, as before the
+direct path) and without (the direct path). Each server gets the same distinct Flickr8k
+*training* captions (never in the gallery, each sent once per server) from 1 client,
+then from 8 concurrent clients, after a few warm-up sentences of its own. Prints JSON:
+client p50/p99 of each, their ratio, and the median of the server's own stage timings
+(``timings_ms``: parse, encode, search).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).parent))
+from service_load import DEFAULT_DATA, Server, machine, wait_ready
+
+ENGINES = {"pipeline": "1", "direct": "0"}  # GROUNDSEARCH_PARSE_PIPELINE
+
+
+def sentences(data: Path, n: int, seed: int) -> list[str]:
+    """Distinct training-split captions of at most 15 words."""
+    train = set((data / "Flickr_8k.trainImages.txt").read_text().split())
+    out = set()
+    for line in (data / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines():
+        name, _, text = line.partition("\t")
+        if name.split("#")[0] in train and len(text.split()) <= 15:
+            out.add(text.strip())
+    return random.Random(seed).sample(sorted(out), n)
+
+
+def search(http: httpx.Client, text: str, k: int) -> tuple[float, dict]:
+    start = time.perf_counter()
+    answer = http.post("/search", params={"text": text, "k": k})
+    ms = 1000 * (time.perf_counter() - start)
+    answer.raise_for_status()
+    return ms, answer.json().get("timings_ms", {})
+
+
+def phase(url: str, texts: list[str], clients: int, k: int) -> dict:
+    """Every text once, from ``clients`` concurrent clients."""
+    parts = [texts[i::clients] for i in range(clients)]
+
+    def run(part: list[str]) -> list[tuple[float, dict]]:
+        with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
+            return [search(http, t, k) for t in part]
+
+    with ThreadPoolExecutor(clients) as pool:
+        results = [r for part in pool.map(run, parts) for r in part]
+    ms = sorted(r[0] for r in results)
+    stages = {
+        name: round(statistics.median(r[1][name] for r in results if name in r[1]), 2)
+        for name in ("parse", "encode", "search")
+        if any(name in r[1] for r in results)
+    }
+    return {
+        "requests": len(ms),
+        "p50_ms": round(ms[len(ms) // 2], 1),
+        "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 1),
+        "server_median_ms": stages,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--index", type=Path, help="the gallery (default: the default gallery)")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="Flickr8k folder")
+    ap.add_argument("--queries", type=int, default=200, help="sentences per phase")
+    ap.add_argument("--clients", default="1,8")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--ready-timeout", type=float, default=900)
+    args = ap.parse_args()
+    clients = [int(c) for c in args.clients.split(",")]
+    pool = sentences(args.data, args.warmup + args.queries * len(clients), seed=0)
+    warm, texts = pool[: args.warmup], pool[args.warmup :]
+    server_args = argparse.Namespace(
+        cache_dir=None, index=args.index, groundsearch=None, query_cache=0
+    )
+    report: dict = {"machine": machine(), "queries_per_phase": args.queries, "engines": {}}
+    for engine, flag in ENGINES.items():
+        os.environ["GROUNDSEARCH_PARSE_PIPELINE"] = flag
+        server = Server(server_args)
+        server.start()
+        try:
+            ready = wait_ready(server.url, args.ready_timeout, server)
+            report["photos"] = ready.get("images", ready.get("photos"))
+            phase(server.url, warm, 1, args.k)
+            report["engines"][engine] = {
+                f"{c} clients": phase(
+                    server.url, texts[i * args.queries : (i + 1) * args.queries], c, args.k
+                )
+                for i, c in enumerate(clients)
+            }
+        finally:
+            server.stop(keep_log=False)
+    old, new = report["engines"]["pipeline"], report["engines"]["direct"]
+    report["p50_ratio"] = {c: round(new[c]["p50_ms"] / old[c]["p50_ms"], 3) for c in new}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
