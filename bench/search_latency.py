@@ -3,15 +3,19 @@ beside stanza's pipeline, on the same sentences in the same run.
 
     python bench/search_latency.py                        # the default gallery
     python bench/search_latency.py --index DIR --queries 100
+    python bench/search_latency.py --before TREE          # and an older checkout's server
 
 Starts `groundsearch serve` on one gallery (default: the one `groundsearch index
---flickr8k` writes, the 1,000 Flickr8k test photos) with its query cache off, twice: with
-``GROUNDSEARCH_PARSE_PIPELINE=1`` (every text through ``stanza.Pipeline``, as before the
-direct path) and without (the direct path). Each server gets the same distinct Flickr8k
-*training* captions (never in the gallery, each sent once per server) from 1 client,
-then from 8 concurrent clients, after a few warm-up sentences of its own. Prints JSON:
-client p50/p99 of each, their ratio, and the median of the server's own stage timings
-(``timings_ms``: parse, encode, search).
+--flickr8k` writes, the 1,000 Flickr8k test photos) with its query cache off, once per
+variant: ``pipeline`` (``GROUNDSEARCH_PARSE_PIPELINE=1``: every text through
+``stanza.Pipeline``), ``direct`` (the direct path), and with ``--before TREE`` a
+``before`` server run from another checkout's code (TREE holds a ``groundsearch``
+package folder as ``make typecheck`` lays one out; it goes first on PYTHONPATH). Each
+server gets the same distinct Flickr8k *training* captions (never in the gallery, each
+sent once per server) from 1 client, then from 8 concurrent clients, after a few warm-up
+sentences of its own. Prints JSON: client p50/p99 of each, the ratios to the first
+variant, and the median of the server's own stage timings (``timings_ms``: parse,
+encode, search).
 """
 
 from __future__ import annotations
@@ -31,7 +35,11 @@ import httpx
 sys.path.insert(0, str(Path(__file__).parent))
 from service_load import DEFAULT_DATA, Server, machine, wait_ready
 
-ENGINES = {"pipeline": "1", "direct": "0"}  # GROUNDSEARCH_PARSE_PIPELINE
+#: Each variant's environment.
+VARIANTS = {
+    "pipeline": {"GROUNDSEARCH_PARSE_PIPELINE": "1"},
+    "direct": {"GROUNDSEARCH_PARSE_PIPELINE": "0"},
+}
 
 
 def sentences(data: Path, n: int, seed: int) -> list[str]:
@@ -86,6 +94,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--ready-timeout", type=float, default=900)
+    ap.add_argument("--before", type=Path, help="a package tree of older code to serve too")
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     pool = sentences(args.data, args.warmup + args.queries * len(clients), seed=0)
@@ -93,16 +102,20 @@ def main() -> None:
     server_args = argparse.Namespace(
         cache_dir=None, index=args.index, groundsearch=None, query_cache=0
     )
-    report: dict = {"machine": machine(), "queries_per_phase": args.queries, "engines": {}}
-    for engine, flag in ENGINES.items():
-        os.environ["GROUNDSEARCH_PARSE_PIPELINE"] = flag
+    variants = dict(VARIANTS)
+    if args.before:
+        variants = {"before": {"PYTHONPATH": str(args.before.resolve())}} | variants
+    report: dict = {"machine": machine(), "queries_per_phase": args.queries, "variants": {}}
+    for name, env in variants.items():
+        saved = {key: os.environ.get(key) for key in env}
+        os.environ.update(env)
         server = Server(server_args)
         server.start()
         try:
             ready = wait_ready(server.url, args.ready_timeout, server)
             report["photos"] = ready.get("images", ready.get("photos"))
             phase(server.url, warm, 1, args.k)
-            report["engines"][engine] = {
+            report["variants"][name] = {
                 f"{c} clients": phase(
                     server.url, texts[i * args.queries : (i + 1) * args.queries], c, args.k
                 )
@@ -110,8 +123,18 @@ def main() -> None:
             }
         finally:
             server.stop(keep_log=False)
-    old, new = report["engines"]["pipeline"], report["engines"]["direct"]
-    report["p50_ratio"] = {c: round(new[c]["p50_ms"] / old[c]["p50_ms"], 3) for c in new}
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+    first, *rest = report["variants"]
+    base = report["variants"][first]
+    report[f"p50_ratio_to_{first}"] = {
+        name: {c: round(v[c]["p50_ms"] / base[c]["p50_ms"], 3) for c in v}
+        for name, v in report["variants"].items()
+        if name in rest
+    }
     print(json.dumps(report, indent=2))
 
 

@@ -106,6 +106,10 @@ def is_legacy_gallery(folder: Path) -> bool:
     return not is_gallery(folder) and any((Path(folder) / m).is_file() for m in LEGACY_MARKERS)
 
 
+#: Photos whose stored classes a gallery keeps in memory (about 200 bytes each).
+CLASSES_KEPT = 200_000
+
+
 class Gallery:
     """Photos and captions in ``folder``, searchable by inner product."""
 
@@ -118,6 +122,8 @@ class Gallery:
         #: searches and counts narrowed by a ``PhotoFilter``
         self.filtered = FilteredSearch(indexes)
         self.dim, self.kind, self.identity = indexes.dim, indexes.kind, indexes.identity
+        #: photos' stored classes read so far (a photo's never change once stored)
+        self._classes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     # --- opening ----------------------------------------------------------------------------
 
@@ -207,7 +213,12 @@ class Gallery:
         return [CaptionRecord(cid, text, image_id) for cid, text in rows]
 
     def image_vectors(self, ids: Sequence[int]) -> np.ndarray:
-        """The vectors of photos ``ids``, in order; UnknownItemError if one is gone."""
+        """The vectors of photos ``ids``, in order (read from the search index's memory
+        when it holds them whole, else from the records); UnknownItemError if one is
+        gone."""
+        held = self.indexes["images"].stored(ids)
+        if held is not None:
+            return held
         found = records.vectors_of(self.records.reader(), "images", ids)
         missing = [i for i in ids if int(i) not in found]
         if missing:
@@ -216,8 +227,16 @@ class Gallery:
 
     def image_classes(self, ids: Sequence[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """The stored classes (ids, probabilities) of the photos among ``ids`` that have
-        them, by id (``records.classes_of``)."""
-        return records.classes_of(self.records.reader(), ids)
+        them, by id (``records.classes_of``; kept in memory once read, up to
+        ``CLASSES_KEPT`` photos: relevance reads those of up to 1,000 hits a query)."""
+        known = self._classes
+        missing = [i for i in ids if int(i) not in known]
+        if missing:
+            found = records.classes_of(self.records.reader(), missing)
+            if len(known) + len(found) > CLASSES_KEPT:
+                known.clear()
+            known.update(found)
+        return {int(i): known[int(i)] for i in ids if int(i) in known}
 
     def stores_classes(self) -> bool:
         """Whether the gallery holds every photo's classes (each indexed or uploaded by

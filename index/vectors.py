@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -309,6 +309,30 @@ class VectorIndex:
             for part in (self._main, self._delta):
                 keep |= _positions(part, ids) >= 0
             return ids[keep & ~np.isin(ids, self._removed(), assume_unique=True)]
+
+    def stored(self, ids: Sequence[int]) -> np.ndarray | None:
+        """The float32 vectors of ``ids``, in order, read from memory: the copies a flat
+        or HNSW segment searches. None when one is not held so (removed, never added, or
+        in a compressed segment): the records then have it."""
+        want = np.asarray(ids, np.int64)
+        out = np.zeros((want.size, self.dim), np.float32)
+        found = np.zeros(want.size, bool)
+        with self._lock:
+            if np.isin(want, self._removed()).any():
+                return None
+            parts: tuple[Any, ...] = (self._main, self._delta)
+            for part in parts:
+                if not part.ntotal or isinstance(part, CompressedIndex):
+                    continue
+                inner = index_kinds.FAISS.downcast_index(part.index)
+                if not isinstance(inner, index_kinds.FAISS.IndexFlat | index_kinds.FAISS.IndexHNSW):
+                    continue
+                pos = _positions(part, want)
+                new = (pos >= 0) & ~found
+                if new.any():
+                    out[new] = _stored(part)[pos[new]]
+                    found |= new
+        return out if found.all() else None
 
     def score(self, query: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Exact inner products of ``query`` (one vector) with the live vectors among

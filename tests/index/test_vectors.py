@@ -26,6 +26,20 @@ def test_flat_search_equals_brute_force(seed):
         assert np.allclose([s for _, s in hits], np.sort(x @ row)[::-1][:7], atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_stored_vectors_are_read_from_memory_and_none_when_not_all_held(kind):
+    rng = np.random.default_rng(3)
+    x = unit(rng, 50, 16)
+    index = VectorIndex(16, kind)
+    index.add(range(1, 41), x[:40])
+    index.add(range(41, 51), x[40:])  # a second add: main and delta alike
+    got = index.stored([50, 3, 41, 1])
+    assert got is not None and np.array_equal(got, x[[49, 2, 40, 0]])
+    assert index.stored([3, 51]) is None  # never added
+    index.remove([3])
+    assert index.stored([3]) is None and index.stored([4]) is not None
+
+
 def test_hnsw_search_is_near_exact():
     rng = np.random.default_rng(2)
     x, q = unit(rng, 2000, 32), unit(rng, 20, 32)
@@ -133,6 +147,8 @@ def test_ivfpq_is_near_exact_takes_additions_into_its_delta_and_maps_its_snapsho
     index.save(tmp_path / "images", header)
     loaded = VectorIndex.load(tmp_path / "images", header)
     assert loaded is not None and loaded.sealed and loaded.delta == 5 and len(loaded) == 4003
+    # the compressed main keeps no float32 copies: its vectors are the records' to give
+    assert index.stored([1]) is None and index.stored([4001]) is not None
     assert loaded.search(q, 10) == index.search(q, 10)
     assert refine_codes_owned(index) is False  # mapped back when sealed: stays on disk
     assert refine_codes_owned(loaded) is False
