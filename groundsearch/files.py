@@ -56,3 +56,16 @@ def torch_save(obj: object, path: Path) -> None:
 
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         torch.save(obj, f)
+
+
+def torch_read(path: Path, what: str, error: type[Exception], weights_only: bool = True) -> object:
+    """``torch.load`` of a saved artifact onto the CPU; ``error`` when the file is missing
+    ("<what> not found") or is not one ("<path> is not a <what> (why)")."""
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=weights_only)
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except Exception as exc:
+        raise error(f"{path} is not a {what} ({exc})") from None

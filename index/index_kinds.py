@@ -226,11 +226,6 @@ def index_name(index: FAISS.Index) -> str:
     return type(inner).__name__
 
 
-def is_compressed(index: FAISS.Index) -> bool:
-    inner = FAISS.downcast_index(index.index) if isinstance(index, FAISS.IndexIDMap) else index
-    return isinstance(inner, FAISS.IndexRefine)
-
-
 def read(path: Path, mmap: bool = False) -> faiss.Index:
     """Read an index written by ``faiss.write_index``; with ``mmap`` its inverted lists
     and stored codes (the float16 re-rank copy of an ``IndexRefine`` main written before

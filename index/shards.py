@@ -400,9 +400,6 @@ class ShardedIndex(VectorIndex):
     def _read_infos(self) -> None:
         self._infos = self.fanout.call("info", [()] * self.fanout.shards)
 
-    def _all(self) -> list[tuple[Any, ...] | None]:
-        return [()] * self.fanout.shards
-
     # --- what it is -----------------------------------------------------------------------------
 
     def __len__(self) -> int:

@@ -7,10 +7,13 @@ the line is full too it is refused at once (429 with ``Retry-After``) instead of
 seconds behind work the machine cannot finish sooner. The gates live on the event loop's
 thread (no locks); their counters feed ``/metrics``.
 
-``EarlyRefusal`` answers the 429 before routing, dependencies or reading an upload's
-body, when a request's kind of work is already full: under overload most requests are
-refusals, and they must cost next to nothing. The routes still take their slots (a line
-may fill between the two).
+Each route declares its work where it is defined (``declare_work`` as its
+``openapi_extra``, shown in the API description): the kinds it takes, the query
+parameters that make it take them, and whether its body is a photo upload.
+``EarlyRefusal`` reads those declarations and answers the 429 before routing,
+dependencies or reading an upload's body, when a request's kind of work is already full:
+under overload most requests are refusals, and they must cost next to nothing. The
+routes still take their slots (a line may fill between the two).
 """
 
 from __future__ import annotations
@@ -18,25 +21,61 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qs
 
+from fastapi.routing import RouteContext, iter_route_contexts
 from starlette.requests import Request
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from groundsearch.model.runtime.sentences import UnusableText
 from groundsearch.service.problems import ServiceError, problem
 
-#: The kinds of work of each route that takes any (the routes take the same slots).
-ROUTE_WORK: dict[tuple[str, str], tuple[str, ...]] = {
-    ("POST", "/search"): ("parse",),
-    ("GET", "/explain"): ("parse",),
-    ("POST", "/describe"): ("cnn",),
-    ("POST", "/arithmetic/upload"): ("cnn",),
-    ("POST", "/gallery/images"): ("cnn",),
-}
+#: The OpenAPI extension a route's work is declared in (``declare_work``).
+WORK_KEY = "x-work"
+#: Query values that do not ask for the work a parameter names.
+_OFF = {"", "0", "false", "no", "off"}
+
+
+def declare_work(upload: bool = False, **kinds: tuple[str, ...]) -> dict[str, Any]:
+    """A route's ``openapi_extra``: each kind of work it takes (``parse``, ``cnn``) with
+    the query parameters that make it take that work (none: every request does), and
+    whether its body is a photo upload (``upload``: size-limited before it is read)."""
+    return {WORK_KEY: {"kinds": {k: list(p) for k, p in kinds.items()}, "upload": upload}}
+
+
+@dataclass(frozen=True)
+class RouteWork:
+    """One route's declared work (``route``: FastAPI's view of it, with its full path)."""
+
+    route: RouteContext
+    kinds: dict[str, tuple[str, ...]]
+    upload: bool
+
+    def needs(self, query: dict[str, list[str]]) -> tuple[str, ...]:
+        """The kinds of work a request with this query string takes (for the parameters
+        a route reads from its body, such as an upload's captions, none: the route
+        decides once it has read them)."""
+        return tuple(
+            kind
+            for kind, params in self.kinds.items()
+            if not params or any(v.lower() not in _OFF for p in params for v in query.get(p, []))
+        )
+
+
+def declared_work(routes: Sequence[BaseRoute]) -> list[RouteWork]:
+    """The declared work of every route (included routers' too) that declares some."""
+    out = []
+    for route in iter_route_contexts(routes):
+        declared = (getattr(route, "openapi_extra", None) or {}).get(WORK_KEY)
+        if declared is not None:
+            kinds = {k: tuple(p) for k, p in declared["kinds"].items()}
+            out.append(RouteWork(route, kinds, bool(declared["upload"])))
+    return out
 
 
 class Overloaded(ServiceError):
@@ -138,11 +177,11 @@ class Admission:
 
 
 class EarlyRefusal:
-    """ASGI middleware: 429 at once for a request whose kind of work is full (a cached
-    ``/search`` query needs no parse; ``/arithmetic`` parses only with phrases)."""
+    """ASGI middleware: 429 at once for a request whose kind of work is full, as its
+    route declares it (a cached ``/search`` query needs no parse)."""
 
-    def __init__(self, app: ASGIApp, admission: Admission) -> None:
-        self.app, self.admission = app, admission
+    def __init__(self, app: ASGIApp, admission: Admission, work: list[RouteWork]) -> None:
+        self.app, self.admission, self.work = app, admission, work
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -155,11 +194,11 @@ class EarlyRefusal:
         await self.app(scope, receive, send)
 
     def _work(self, scope: Scope) -> tuple[str, ...]:
-        method, path = scope["method"], scope["path"]
-        if (method, path) == ("POST", "/arithmetic"):
-            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-            return ("parse",) if query.get("plus") or query.get("minus") else ()
-        return ROUTE_WORK.get((method, path), ())
+        for declared in self.work:
+            if declared.route.matches(scope)[0] == Match.FULL:
+                query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+                return declared.needs(query)
+        return ()
 
     def _cached_search(self, scope: Scope) -> bool:
         """A ``/search`` whose query vector is cached (asked only when its gate is full:

@@ -30,7 +30,7 @@ from groundsearch.index.errors import StoreError, UnknownItemError
 from groundsearch.index.filters import FilterError
 from groundsearch.model.runtime.sentences import UnusableText
 from groundsearch.service import openapi, problems
-from groundsearch.service.admission import Admission, EarlyRefusal, Gate
+from groundsearch.service.admission import Admission, EarlyRefusal, Gate, declared_work
 from groundsearch.service.components import Capabilities, Components
 from groundsearch.service.memory import return_freed_memory
 from groundsearch.service.metrics import Metrics, MetricsMiddleware
@@ -53,7 +53,6 @@ from groundsearch.service.writing import NoDecoder
 
 log = logging.getLogger("groundsearch.service")
 #: Routes that take uploads: refused by Content-Length before the body is read.
-UPLOAD_ROUTES = {"/describe", "/arithmetic/upload", "/gallery/images", "/search/image"}
 #: Swagger UI, from a PyPI package (FastAPI's defaults load them from a CDN).
 DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
 #: Room for the multipart envelope around the file.
@@ -140,15 +139,6 @@ def create_app(
     if components is not None:  # their stage timings go to this app's metrics
         components.stages.observe = metrics.observe_stage
 
-    app.add_middleware(
-        UploadLimitMiddleware,
-        paths=UPLOAD_ROUTES,
-        max_bytes=settings.max_upload_bytes,
-        slack=MULTIPART_SLACK,
-    )
-    app.add_middleware(EarlyRefusal, admission=app.state.admission)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: times everything
-
     problems.install(app)
 
     @app.exception_handler(UnusableText)
@@ -180,6 +170,15 @@ def create_app(
 
     for module in (search, describe, arithmetic, explain, images, gallery, ops):
         app.include_router(module.router)
+    work = declared_work(app.routes)  # each route's kinds of work and uploads, as declared
+    app.add_middleware(
+        UploadLimitMiddleware,
+        paths={str(w.route.path) for w in work if w.upload},
+        max_bytes=settings.max_upload_bytes,
+        slack=MULTIPART_SLACK,
+    )
+    app.add_middleware(EarlyRefusal, admission=app.state.admission, work=work)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: times everything
     openapi.install(app, settings)
     app.mount("/docs-static", StaticFiles(directory=DOCS_ASSETS), name="docs-static")
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from groundsearch.files import sha256_file, torch_save
+from groundsearch.files import sha256_file, torch_read, torch_save
 from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
 from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.encoders.registry import INVENTORIES
@@ -170,12 +170,8 @@ def unpack_snapshot(packed: dict[str, Any]) -> dict[str, torch.Tensor]:
 
 
 def _read_joint_state(path: Path) -> dict[str, Any]:
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint not found: {path}") from None
-    except Exception as exc:
-        raise CheckpointError(f"{path} is not a groundsearch checkpoint ({exc})") from None
+    # weights_only=False: a joint checkpoint holds arrays a weights-only load refuses
+    state = torch_read(path, "groundsearch checkpoint", CheckpointError, weights_only=False)
     if not isinstance(state, dict) or state.get("format") != JOINT_FORMAT:
         raise CheckpointError(f"{path} is not a groundsearch checkpoint (format {JOINT_FORMAT})")
     return state
@@ -233,10 +229,10 @@ def _read_kcca_state(path: Path) -> dict[str, Any] | None:
     """The contents of a kCCA checkpoint, or None for any other file that exists
     (a joint checkpoint holds arrays that a weights-only load refuses)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint not found: {path}") from None
-    except Exception:
+        state = torch_read(path, "groundsearch checkpoint", CheckpointError)
+    except CheckpointError:
+        if not Path(path).exists():
+            raise
         return None
     return state if isinstance(state, dict) and state.get("kind") == KCCAModel.kind else None
 

@@ -25,8 +25,6 @@ scores a pair.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,12 +32,11 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 if TYPE_CHECKING:
+    from groundsearch.model.runtime.images.backbones import ImageNetHead
     from groundsearch.model.runtime.tagger import WordTagger
 
 #: Tags whose words name things: the words matched against ImageNet's classes.
@@ -198,31 +195,19 @@ class ConceptChannel:
         # the terminal) never imports torchvision or builds the backbone for it.
 
     @cached_property
-    def _classifier(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The backbone's ImageNet classifier: its weight and bias."""
-        from groundsearch.model.runtime.images.backbones import classifier
+    def _head(self) -> ImageNetHead:
+        """The backbone's ImageNet classifier."""
+        from groundsearch.model.runtime.images.backbones import imagenet_head
 
-        with contextlib.redirect_stdout(io.StringIO()):
-            fc = classifier(self.backbone)._fc
-        if not isinstance(fc, nn.Linear):
-            raise RuntimeError(f"{self.backbone} has no linear ImageNet classifier")
-        return fc.weight.detach().float().clone(), fc.bias.detach().float().clone()
-
-    @property
-    def _weight(self) -> torch.Tensor:
-        return self._classifier[0]
-
-    @property
-    def _bias(self) -> torch.Tensor:
-        return self._classifier[1]
+        return imagenet_head(self.backbone)
 
     @cached_property
     def classes(self) -> list[str]:
         """ImageNet's class names, in the classifier's order."""
         classes = imagenet_classes()
-        if len(classes) != self._weight.shape[0]:
+        if len(classes) != self._head.classes:
             raise RuntimeError(
-                f"{self.backbone} has {self._weight.shape[0]} classes, the names {len(classes)}"
+                f"{self.backbone} has {self._head.classes} classes, the names {len(classes)}"
             )
         return classes
 
@@ -246,11 +231,9 @@ class ConceptChannel:
         """What each side is multiplied by, so that the inner product adds weight·cos."""
         return float(np.sqrt(self.config.weight))
 
-    @torch.no_grad()
     def class_probabilities(self, features: np.ndarray) -> np.ndarray:
         """The backbone's ImageNet softmax for pooled (un-normalised) features."""
-        z = torch.as_tensor(np.asarray(features, np.float32))
-        return torch.softmax(z @ self._weight.T + self._bias, dim=1).numpy()
+        return self._head.probabilities(features)
 
     @cached_property
     def tagger(self) -> WordTagger:

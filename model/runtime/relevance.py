@@ -69,9 +69,6 @@ from typing import Any
 
 import numpy as np
 
-from groundsearch.model.runtime.evidence import noun_words
-from groundsearch.model.runtime.parsing.tree import DependencyTree
-
 #: Kinds of query, each with its own fitted model.
 KINDS = ("text-image", "image-caption", "image-image", "arithmetic")
 #: The features a model may use, in the order ``features`` computes them.
@@ -385,11 +382,6 @@ def load_relevance(path: Path, identity: Mapping[str, str] | None = None) -> Rel
     if identity is not None and dict(model.identity) != dict(identity):
         raise RelevanceError(f"{path} was fitted for another checkpoint")
     return model
-
-
-def query_lemmas(tree: DependencyTree) -> list[str]:
-    """A query's noun lemmas (lower case; its content words when it has no noun)."""
-    return list(dict.fromkeys(lemma for lemma, _ in noun_words(tree)))
 
 
 def word_count(text: str) -> int:

@@ -13,6 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.index.filters import PhotoFilter
 from groundsearch.model.runtime.captioning import Generated
+from groundsearch.service.admission import declare_work
 from groundsearch.service.capabilities.arithmetic import Arithmetic
 from groundsearch.service.capabilities.search import ImageHits, Relevances
 from groundsearch.service.deps import (
@@ -94,7 +95,12 @@ TermsDep = Annotated[Terms, Depends(_terms)]
 GalleryPhoto = Annotated[int, Depends(_gallery_photo)]
 
 
-@router.post("/arithmetic", response_model=ImagesResponse, responses=WRITING_ERRORS)
+@router.post(
+    "/arithmetic",
+    response_model=ImagesResponse,
+    responses=WRITING_ERRORS,
+    openapi_extra=declare_work(parse=("plus", "minus", "sentence")),
+)
 async def arithmetic(
     capability: ArithmeticDep,
     settings: SettingsDep,
@@ -133,7 +139,10 @@ def _images(
 
 
 @router.post(
-    "/arithmetic/upload", response_model=ImagesResponse, responses=responses(404, *PHOTO_STATUSES)
+    "/arithmetic/upload",
+    response_model=ImagesResponse,
+    responses=responses(404, *PHOTO_STATUSES),
+    openapi_extra=declare_work(cnn=(), parse=("plus", "minus"), upload=True),
 )
 async def arithmetic_upload(
     capability: ArithmeticDep,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
+from groundsearch.service.admission import declare_work
 from groundsearch.service.deps import (
     AdmissionDep,
     DescribeDep,
@@ -55,7 +56,12 @@ Sentences = Annotated[
 ]
 
 
-@router.post("/describe", response_model=DescribeResponse, responses=responses(*PHOTO_STATUSES))
+@router.post(
+    "/describe",
+    response_model=DescribeResponse,
+    responses=responses(*PHOTO_STATUSES),
+    openapi_extra=declare_work(cnn=(), upload=True),
+)
 async def describe(
     capability: DescribeDep,
     settings: SettingsDep,
@@ -109,6 +115,7 @@ def _answer(
     "/images/{image_id}/describe",
     response_model=DescribeResponse,
     responses=responses(404, 422, 429, 501, 503),
+    openapi_extra=declare_work(cnn=()),
 )
 async def describe_gallery_photo(
     capability: DescribeDep,
@@ -134,7 +141,12 @@ async def describe_gallery_photo(
     return _answer(found, capability.judge.threshold(min_relevance), retrieved)
 
 
-@router.post("/paraphrase", response_model=ParaphraseResponse, responses=WRITING_ERRORS)
+@router.post(
+    "/paraphrase",
+    response_model=ParaphraseResponse,
+    responses=WRITING_ERRORS,
+    openapi_extra=declare_work(parse=()),
+)
 async def paraphrase(
     capability: DescribeDep, admission: AdmissionDep, text: Text, beam: Beam = None
 ) -> ParaphraseResponse:

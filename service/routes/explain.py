@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
+from groundsearch.service.admission import declare_work
 from groundsearch.service.deps import AdmissionDep, ExplainDep
 from groundsearch.service.routes.params import TEXT_ERRORS, Text
 from groundsearch.service.schemas import ExplainResponse
@@ -12,7 +13,12 @@ from groundsearch.service.schemas import ExplainResponse
 router = APIRouter(tags=["search"])
 
 
-@router.get("/explain", response_model=ExplainResponse, responses=TEXT_ERRORS)
+@router.get(
+    "/explain",
+    response_model=ExplainResponse,
+    responses=TEXT_ERRORS,
+    openapi_extra=declare_work(parse=()),
+)
 async def explain(capability: ExplainDep, admission: AdmissionDep, text: Text) -> ExplainResponse:
     """The query's dependency tree and each word's share of its sentence vector."""
     cleaned = capability.clean(text)

@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
+from groundsearch.service.admission import declare_work
 from groundsearch.service.deps import (
     AdmissionDep,
     GalleryWritesDep,
@@ -32,6 +33,8 @@ router = APIRouter(prefix="/gallery", tags=["gallery"])
     status_code=201,
     response_model=AddedPhoto,
     responses=responses(400, 401, 403, 404, 413, 415, 422, 429, 503),
+    # the CNN; a parse slot too when it has captions (in the body: taken once read)
+    openapi_extra=declare_work(cnn=(), upload=True),
 )
 async def add_photo(
     _: WriterDep,

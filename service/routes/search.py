@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
+from groundsearch.service.admission import declare_work
 from groundsearch.service.deps import (
     AdmissionDep,
     PhotoSearchDep,
@@ -36,7 +37,12 @@ from groundsearch.service.uploads import read_photo
 router = APIRouter(tags=["search"])
 
 
-@router.post("/search", response_model=SearchResponse, responses=TEXT_ERRORS)
+@router.post(
+    "/search",
+    response_model=SearchResponse,
+    responses=TEXT_ERRORS,
+    openapi_extra=declare_work(parse=()),
+)
 async def search(
     capability: SearchDep,
     settings: SettingsDep,
@@ -77,6 +83,7 @@ SteerText = Annotated[
     "/search/image",
     response_model=SearchResponse,
     responses=responses(404, *PHOTO_STATUSES),
+    openapi_extra=declare_work(cnn=(), parse=("text",), upload=True),
 )
 async def search_image(
     capability: PhotoSearchDep,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 
 import pytest
+from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 
-from groundsearch.service.admission import Admission, Gate, Overloaded
+from groundsearch.service.admission import Admission, Gate, Overloaded, declared_work
 from groundsearch.service.app import create_app
 
 
@@ -116,3 +118,42 @@ def test_a_full_server_answers_429_with_retry_after(service_components):
             assert 'groundsearch_in_flight{kind="cnn"} 0.0' in metrics
         finally:
             leave.set()
+
+
+def test_every_route_that_parses_or_runs_the_cnn_is_refused_before_its_body_is_read(
+    service_components,
+):
+    """Each gate full: every route that takes a slot declares its work, and a request
+    that needs that work is answered 429 before routing — a malformed upload included
+    (read, it would be a 422) — while one that does not need it goes through."""
+    settings = service_components.settings.model_copy(update={"parse_queue": 0, "cnn_queue": 0})
+    app = create_app(settings, service_components)
+    work = declared_work(app.routes)
+    declared = {w.route.path for w in work}
+    for route in iter_route_contexts(app.routes):
+        if route.endpoint is not None and "admission.slots(" in inspect.getsource(route.endpoint):
+            assert route.path in declared, f"{route.path} takes slots but declares no work"
+    assert {"/search/image", "/paraphrase", "/images/{image_id}/describe"} <= declared
+    with TestClient(app) as client:
+        gates = app.state.admission.gates
+        for w in work:
+            method, path = next(iter(w.route.methods)), w.route.path.format(image_id=1)
+            malformed = {"content": b"--x", "headers": {"content-type": "multipart/form-data"}}
+            for kind, params in w.kinds.items():
+                gates[kind].active = gates[kind].concurrency  # every slot taken, no line
+                try:
+                    query = {params[0]: "true"} if params else {}
+                    answer = client.request(
+                        method, path, params=query, **(malformed if w.upload else {})
+                    )
+                finally:
+                    gates[kind].active = 0
+                assert answer.status_code == 429, (path, kind, answer.status_code)
+                assert answer.json()["type"] == "/problems/overloaded"
+        # without the parameters that make it parse, an arithmetic takes no parse slot
+        gates["parse"].active = gates["parse"].concurrency
+        try:
+            plain = client.post("/arithmetic", params={"image_id": 1, "sentence": "false"})
+        finally:
+            gates["parse"].active = 0
+        assert plain.status_code == 200, plain.text

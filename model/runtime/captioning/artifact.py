@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from groundsearch.files import sha256_file, torch_save
+from groundsearch.files import sha256_file, torch_read, torch_save
 from groundsearch.model.runtime.captioning.decoder import CaptionDecoder, DecoderConfig
 from groundsearch.model.runtime.captioning.words import DecoderVocab
 
@@ -56,12 +56,7 @@ def save_decoder(
 
 def read_decoder_state(path: Path) -> dict[str, Any]:
     """The contents of a decoder artifact (DecoderError if it is none)."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise DecoderError(f"decoder not found: {path}") from None
-    except Exception as exc:
-        raise DecoderError(f"{path} is not a caption decoder ({exc})") from None
+    state = torch_read(path, "caption decoder", DecoderError)
     if not isinstance(state, dict) or state.get("kind") != DECODER_KIND:
         raise DecoderError(f"{path} is not a caption decoder")
     if state.get("format") != DECODER_FORMAT:

@@ -16,17 +16,15 @@ class for (snow, a motorcycle) or sees poorly in Flickr8k's scenes (a horse far 
 
 from __future__ import annotations
 
-import contextlib
-import io
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from groundsearch.model.runtime.captioning.beam import Constraints
 from groundsearch.model.runtime.captioning.decoder import CaptionDecoder
 from groundsearch.model.runtime.captioning.entry_level import EntryLevel
 from groundsearch.model.runtime.captioning.words import STOPWORDS
+from groundsearch.model.runtime.images.backbones import ImageNetHead
 from groundsearch.model.runtime.tagger import WordTagger
 
 #: A word the decoder never learned is a constraint when the classes it names add up to
@@ -78,7 +76,7 @@ class NovelWords:
     """The classifier's confident classes as words a decoder can be constrained to.
 
     Args:
-        weight, bias: the backbone's ImageNet classifier (1000 × feature dim, 1000).
+        head: the backbone's ImageNet classifier.
         table: class → entry-level word.
         decoder: the decoder the constraints are for (its vocabulary decides which
             words are borrowed, and from which trained word); None: only ``seen``.
@@ -88,8 +86,7 @@ class NovelWords:
 
     def __init__(
         self,
-        weight: torch.Tensor,
-        bias: torch.Tensor,
+        head: ImageNetHead,
         table: EntryLevel,
         decoder: CaptionDecoder | None,
         threshold: float = THRESHOLD,
@@ -99,15 +96,13 @@ class NovelWords:
         tagger: WordTagger | None = None,
         tagger_threshold: float = TAGGER_THRESHOLD,
     ) -> None:
-        if weight.shape[0] != len(table):
-            raise ValueError(
-                f"the classifier has {weight.shape[0]} classes, the table {len(table)}"
-            )
+        if head.classes != len(table):
+            raise ValueError(f"the classifier has {head.classes} classes, the table {len(table)}")
         if not 0.0 < threshold <= 1.0 or count < 0:
             raise ValueError(f"threshold must be in (0, 1] and count ≥ 0, got {threshold}, {count}")
         if not 0.0 < tagger_threshold <= 1.0:
             raise ValueError(f"the tagger's threshold must be in (0, 1], got {tagger_threshold}")
-        self.weight, self.bias, self.table = weight.float(), bias.float(), table
+        self.head, self.table = head, table
         self.threshold, self.count, self.known = threshold, count, known
         self.learned_threshold = learned_threshold
         self.tagger, self.tagger_threshold = tagger, tagger_threshold
@@ -152,15 +147,10 @@ class NovelWords:
     ) -> NovelWords:
         """The words of ``backbone``'s own ImageNet classifier (and ``tagger``'s), for
         ``decoder``."""
-        from groundsearch.model.runtime.images.backbones import classifier
+        from groundsearch.model.runtime.images.backbones import imagenet_head
 
-        with contextlib.redirect_stdout(io.StringIO()):
-            fc = classifier(backbone)._fc
-        if not isinstance(fc, torch.nn.Linear):
-            raise RuntimeError(f"{backbone} has no linear ImageNet classifier")
         return cls(
-            fc.weight.detach(),
-            fc.bias.detach(),
+            imagenet_head(backbone),
             table or EntryLevel.load(),
             decoder,
             threshold,
@@ -171,13 +161,9 @@ class NovelWords:
             tagger_threshold,
         )
 
-    @torch.no_grad()
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """The classifier's softmax (n × 1000) for pooled (un-normalised) features."""
-        z = torch.as_tensor(np.asarray(features, np.float32))
-        if z.ndim != 2 or z.shape[1] != self.weight.shape[1]:
-            raise ValueError(f"features must be n × {self.weight.shape[1]}, got {tuple(z.shape)}")
-        return torch.softmax(z @ self.weight.T + self.bias, dim=1).numpy()
+        return self.head.probabilities(features)
 
     def word_probabilities(self, p: np.ndarray) -> np.ndarray:
         """Each word's probability (n × words): the sum over the classes it names."""

@@ -16,9 +16,10 @@ import importlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -120,6 +121,37 @@ def classifier(name: str = DEFAULT_BACKBONE) -> nn.Module:
     spec = get_spec(name)
     with contextlib.redirect_stdout(io.StringIO()):
         return EfficientNet.from_pretrained(spec.arch, weights_path=weights_path(spec)).eval()
+
+
+@dataclass(frozen=True)
+class ImageNetHead:
+    """A backbone's ImageNet classifier head: its last linear layer (classes × feature
+    dim, classes), read on pooled features — what the concept channel and the written
+    sentences' words read."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+
+    @property
+    def classes(self) -> int:
+        return int(self.weight.shape[0])
+
+    @torch.no_grad()
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        """The classifier's softmax (n × classes) for pooled (un-normalised) features."""
+        z = torch.as_tensor(np.asarray(features, np.float32))
+        if z.ndim != 2 or z.shape[1] != self.weight.shape[1]:
+            raise ValueError(f"features must be n × {self.weight.shape[1]}, got {tuple(z.shape)}")
+        return torch.softmax(z @ self.weight.T + self.bias, dim=1).numpy()
+
+
+@cache
+def imagenet_head(name: str = DEFAULT_BACKBONE) -> ImageNetHead:
+    """``name``'s ImageNet classifier head (from ``classifier``; once per process)."""
+    fc = classifier(name)._fc
+    if not isinstance(fc, nn.Linear):
+        raise RuntimeError(f"{name} has no linear ImageNet classifier")
+    return ImageNetHead(fc.weight.detach().float().clone(), fc.bias.detach().float().clone())
 
 
 def preprocess(spec: BackboneSpec, ten_crop: bool = False) -> Callable[[Any], torch.Tensor]:

@@ -110,12 +110,15 @@ def novel_setup() -> tuple[CaptionDecoder, EntryLevel, torch.Tensor]:
 
 def test_novel_words_borrow_a_trained_noun_and_pick_confident_words():
     from groundsearch.model.runtime.captioning.novel import NovelWords
+    from groundsearch.model.runtime.images.backbones import ImageNetHead
 
     decoder, table, weight = novel_setup()
     cat_classes = [i for i, w in enumerate(table.words) if w == "cat"]
     weight[cat_classes, 0] = 1.0  # feature 0: the domestic cats
     weight[table.classes.index("tiger"), 1] = 1.0
-    novel = NovelWords(weight, torch.zeros(1000), table, decoder, threshold=0.5, count=2, known=0)
+    novel = NovelWords(
+        ImageNetHead(weight, torch.zeros(1000)), table, decoder, threshold=0.5, count=2, known=0
+    )
     assert "tiger" in novel.borrowed and "cat" not in novel.borrowed
     assert decoder.vocab.words[novel.sources[novel.borrowed.index("tiger")]] in {"cat", "dog"}
     features = np.array([[12.0, 0, 0, 0], [0, 12.0, 0, 0], [0, 0, 0, 0]], np.float32)
@@ -139,6 +142,7 @@ def test_the_tagger_speaks_for_words_the_decoder_never_learned_one_per_photo():
     threshold, and only its most probable one per photo (a "biker" would fit anywhere);
     the classifier's words keep their count."""
     from groundsearch.model.runtime.captioning.novel import TAGGER_COUNT, NovelWords
+    from groundsearch.model.runtime.images.backbones import ImageNetHead
     from groundsearch.model.runtime.tagger import WordTagger
 
     decoder, table, weight = novel_setup()
@@ -151,10 +155,10 @@ def test_the_tagger_speaks_for_words_the_decoder_never_learned_one_per_photo():
         np.array([[0, 0, 4, 0], [0, 0, 3, 0], [0, 0, 0, 4]], np.float32),
         np.zeros(3, np.float32),
     )
+    head = ImageNetHead(weight, torch.zeros(1000))
     novel = NovelWords(
-        weight, torch.zeros(1000), table, decoder, threshold=0.5, count=3, tagger=tagger,
-        tagger_threshold=0.6,
-    )  # fmt: skip
+        head, table, decoder, threshold=0.5, count=3, tagger=tagger, tagger_threshold=0.6
+    )
     assert {"sled", "biker"} <= set(novel.tagged) and "dog" not in novel.tagged  # learned
     assert "sled" in novel.borrowed
     features = np.array([[0, 0, 2, 0], [0, 0, 0.05, 0], [0, 12.0, 2, 0], [0, 0, 0, 5]], np.float32)
@@ -163,5 +167,7 @@ def test_the_tagger_speaks_for_words_the_decoder_never_learned_one_per_photo():
     c = novel.constraints(features)
     beams = decoder.generate(vectors(4), beam=2, constraints=c)
     assert "sled" in tokenize(beams[0][0].text)
-    free = NovelWords(weight, torch.zeros(1000), table, decoder, threshold=0.5, count=3)
+    free = NovelWords(
+        ImageNetHead(weight, torch.zeros(1000)), table, decoder, threshold=0.5, count=3
+    )
     assert free.confident(features) == [[], [], ["tiger"], []]
