@@ -33,7 +33,10 @@ class ParseBatcher:
         backends: list[_Local | ParserProcess] = (
             [_Local(parser)]
             if workers == 0
-            else [ParserProcess(parser.parser_dir, parser.cache_dir) for _ in range(workers)]
+            else [
+                ParserProcess(parser.parser_dir, parser.cache_dir, parser.direct)
+                for _ in range(workers)
+            ]
         )
         self._threads = [
             threading.Thread(target=self._run, args=(b,), name=f"parse-batcher-{i}", daemon=True)

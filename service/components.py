@@ -86,7 +86,12 @@ class Components:
         """Load everything, warm it up, and start the caption bank's loading."""
         torch.set_num_threads(settings.torch_threads)  # process-wide
         stages = Stages(observe)
-        parser = parser or Parser(settings.parser_dir, settings.cache_dir, use_cache=False)
+        parser = parser or Parser(
+            settings.parser_dir,
+            settings.cache_dir,
+            use_cache=False,
+            direct=not settings.parse_pipeline,
+        )
         checkpoint = settings.checkpoint_path
         model: Embedder = load_checkpoint(checkpoint, parser=parser.version)
         identity = checkpoint_identity(checkpoint)

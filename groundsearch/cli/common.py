@@ -196,4 +196,4 @@ def make_parser(use_cache: bool = True) -> Parser:
     from groundsearch.model.runtime.parsing import Parser
 
     s = get_settings()
-    return Parser(s.parser_dir, s.cache_dir, use_cache=use_cache)
+    return Parser(s.parser_dir, s.cache_dir, use_cache=use_cache, direct=not s.parse_pipeline)

@@ -124,7 +124,9 @@ class LocalGallery:
                 from groundsearch.model.runtime.sentences import Sentences
                 from groundsearch.service.relevance import served_relevance
 
-                parser = Parser(settings.parser_dir, settings.cache_dir)
+                parser = Parser(
+                    settings.parser_dir, settings.cache_dir, direct=not settings.parse_pipeline
+                )
                 with user_errors(CheckpointError, RelevanceError, OSError):
                     model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
                     relevance, _ = served_relevance(settings, identity)

@@ -26,7 +26,6 @@ from groundsearch.model.runtime.parsing.cache import ParseCache
 from groundsearch.model.runtime.parsing.direct import DirectParser
 from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain, file_digest
 from groundsearch.model.runtime.parsing.tree import DependencyTree, build_tree
-from groundsearch.settings import get_settings
 
 #: Bumped when the conversion from stanza output to trees changes.
 TREE_FORMAT = 1
@@ -167,8 +166,8 @@ class Parser:
         cache_dir: where the GloVe pretrain and the parse cache live.
         use_cache: look up and store parses in the disk cache.
         direct: run the models directly (:mod:`.direct`: the same trees for 99.9 % of
-            captions, faster); False runs every text through ``stanza.Pipeline``; None
-            (the default) reads ``GROUNDSEARCH_PARSE_PIPELINE`` (settings).
+            captions, faster); False runs every text through ``stanza.Pipeline``
+            (``Settings.parse_pipeline``).
     """
 
     def __init__(
@@ -176,7 +175,7 @@ class Parser:
         parser_dir: Path,
         cache_dir: Path,
         use_cache: bool = True,
-        direct: bool | None = None,
+        direct: bool = True,
     ) -> None:
         self.parser_dir = Path(parser_dir)
         self.cache_dir = Path(cache_dir)
@@ -185,7 +184,7 @@ class Parser:
         self.cache = (
             ParseCache(self.cache_dir / "parses.sqlite", self.version) if use_cache else None
         )
-        self.direct = not get_settings().parse_pipeline if direct is None else direct
+        self.direct = direct
         self._pipeline = None
         self._direct: DirectParser | None = None
         self._lock = threading.Lock()  # a stanza pipeline is not safe to share between threads
@@ -233,7 +232,9 @@ class Parser:
             new = list(
                 zip(
                     todo,
-                    parse_in_processes(todo, self.parser_dir, self.cache_dir, workers),
+                    parse_in_processes(
+                        todo, self.parser_dir, self.cache_dir, workers, direct=self.direct
+                    ),
                     strict=True,
                 )
             )

@@ -44,8 +44,9 @@ class ParserProcess:
     process loads the pipeline before it says it is ready, so a first batch is not slow.
     """
 
-    def __init__(self, parser_dir: Path, cache_dir: Path) -> None:
+    def __init__(self, parser_dir: Path, cache_dir: Path, direct: bool = True) -> None:
         self.parser_dir, self.cache_dir = Path(parser_dir), Path(cache_dir)
+        self.direct = direct
         self._start()
 
     def _start(self) -> None:
@@ -53,7 +54,7 @@ class ParserProcess:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=_child_main,
-            args=(child, str(self.parser_dir), str(self.cache_dir)),
+            args=(child, str(self.parser_dir), str(self.cache_dir), self.direct),
             name="groundsearch-parser",
             daemon=True,
         )
@@ -90,12 +91,12 @@ class ParserProcess:
             self.process.kill()
 
 
-def _child_main(conn: Connection, parser_dir: str, cache_dir: str) -> None:
+def _child_main(conn: Connection, parser_dir: str, cache_dir: str, direct: bool) -> None:
     """A parser process: batches of texts in, ``(ok, tree dict | message)`` pairs out."""
     import torch
 
     torch.set_num_threads(1)
-    parser = Parser(Path(parser_dir), Path(cache_dir), use_cache=False)
+    parser = Parser(Path(parser_dir), Path(cache_dir), use_cache=False, direct=direct)
     parser.parse(["A dog runs on the beach ."])  # load the pipeline before saying ready
     conn.send("ready")
     while True:
@@ -114,7 +115,12 @@ def _child_main(conn: Connection, parser_dir: str, cache_dir: str) -> None:
 
 
 def parse_in_processes(
-    texts: Sequence[str], parser_dir: Path, cache_dir: Path, workers: int, chunk: int = 500
+    texts: Sequence[str],
+    parser_dir: Path,
+    cache_dir: Path,
+    workers: int,
+    chunk: int = 500,
+    direct: bool = True,
 ) -> list[DependencyTree]:
     """Trees of ``texts`` (already cleaned), in order, parsed by ``workers`` processes.
 
@@ -134,7 +140,7 @@ def parse_in_processes(
 
     n = max(1, min(workers, len(chunks)))
     with ThreadPoolExecutor(n) as pool:  # the processes load their models side by side
-        starts = [pool.submit(ParserProcess, parser_dir, cache_dir) for _ in range(n)]
+        starts = [pool.submit(ParserProcess, parser_dir, cache_dir, direct) for _ in range(n)]
         procs = [s.result() for s in starts if s.exception() is None]
         try:
             failed = [e for s in starts if (e := s.exception()) is not None]
