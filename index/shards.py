@@ -471,6 +471,10 @@ class ShardedIndex(VectorIndex):
         found = [a for a in answers if a is not None]
         return np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
 
+    def stored(self, ids: Sequence[int]) -> np.ndarray | None:
+        """None: the vectors live on the shards, and the records have them."""
+        return None
+
     def score(self, query: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         q = as_matrix(query, self.dim, "query")
         parts = split_ids(ids, self.fanout.shards)
