@@ -1,0 +1,82 @@
+"""The direct parse (``parsing.direct``): the pipeline's trees from the same models, the
+rules that decide which texts it takes, and the greedy tree that stands in for
+Chu-Liu-Edmonds."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from groundsearch.model.runtime.parsing.direct import greedy_heads
+from groundsearch.model.runtime.parsing.parser import Parser, clean_text
+from groundsearch.model.runtime.parsing.rules import rule_tokenize
+from groundsearch.settings import get_settings
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("A dog runs on the beach .", ["A", "dog", "runs", "on", "the", "beach", "."]),
+        (
+            "a woman's red hat, on a chair",
+            ["a", "woman", "'s", "red", "hat", ",", "on", "a", "chair"],
+        ),
+        ("Two dogs (one black) play!", ["Two", "dogs", "(", "one", "black", ")", "play", "!"]),
+        ("We cannot see 3 cats", ["We", "can", "not", "see", "3", "cats"]),
+    ],
+)
+def test_plain_sentences_are_split_as_ewt_writes_them(text, words):
+    assert rule_tokenize(text) == words
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A dark-haired man",  # EWT's tokenizer splits some hyphenated words, not others
+        "It wasn't me",  # a contraction ('s is the one the rules take: EWT splits it so)
+        "A dog. A cat.",  # two sentences
+        "a 3d printed bed",  # letters glued to digits
+        "5,000 people",  # a number with a comma
+        'a "quoted" word',
+        "Wow!!!",
+        "...",
+        "café au lait",
+    ],
+)
+def test_anything_else_is_left_to_the_pipeline(text):
+    assert rule_tokenize(text) is None
+
+
+def test_the_greedy_tree_is_the_maximum_spanning_tree_whenever_it_is_one():
+    """On head scores as the parser gives them (each word's row a log-softmax), the best
+    head of each word, when those make a tree with one root, is the tree stanza's
+    single-root Chu-Liu-Edmonds returns."""
+    from stanza.models.common.chuliu_edmonds import chuliu_edmonds_one_root
+
+    rng = np.random.default_rng(0)
+    trees = 0
+    for _ in range(300):
+        n = int(rng.integers(2, 12))
+        scores = rng.normal(size=(n, n)) * 3
+        np.fill_diagonal(scores, -np.inf)
+        scores -= np.log(np.exp(scores).sum(axis=1, keepdims=True))  # log-softmax, as parsed
+        greedy = greedy_heads(scores)
+        if greedy is not None:
+            trees += 1
+            assert greedy[1:] == list(chuliu_edmonds_one_root(scores))[1:]
+    assert trees > 20  # the test saw both cases
+
+
+def test_the_direct_parse_gives_the_pipelines_trees_on_real_captions(parser):
+    """60 Flickr8k captions (some the rules decline), parsed both ways without a cache."""
+    settings = get_settings()
+    lines = (settings.flickr8k_dir / "Flickr8k.token.txt").read_text().splitlines()
+    texts = random.Random(3).sample([clean_text(line.split("\t")[1]) for line in lines], 60)
+    direct = Parser(settings.parser_dir, parser.cache_dir, use_cache=False)
+    pipeline = Parser(settings.parser_dir, parser.cache_dir, use_cache=False, direct=False)
+    one_by_one = [direct.parse_one(t) for t in texts[:10]]
+    assert direct.parse(texts) == pipeline.parse(texts)
+    assert one_by_one == pipeline.parse(texts[:10])
+    assert direct._direct is not None and 0 < direct._direct.fallbacks < len(texts)
