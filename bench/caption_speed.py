@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,13 +34,8 @@ from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import Sentences
 from groundsearch.settings import get_settings
 
-
-def percentiles(samples_ms: list[float]) -> dict[str, float]:
-    a = np.asarray(samples_ms)
-    return {
-        "p50_ms": round(float(np.percentile(a, 50)), 2),
-        "p99_ms": round(float(np.percentile(a, 99)), 2),
-    }
+sys.path.insert(0, str(Path(__file__).parent))
+from common import latency
 
 
 def timed(fn: Callable[[], object], repeats: int) -> list[float]:
@@ -89,12 +85,12 @@ def main() -> None:
                         rerank(row, beams, embed)
 
                 samples += timed(run, 1)
-            results[f"beam {beam}{' + rerank' if reranked else ''}"] = percentiles(samples)
+            results[f"beam {beam}{' + rerank' if reranked else ''}"] = latency(samples)
 
     extractor = FeatureExtractor.for_identity(model.backbone)
     photos = [decode_photo(ds.image_path(i))[0] for i in range(min(20, len(names)))]
     cnn = [t for p in photos for t in timed(lambda p=p: extractor.embed_images([p]), 1)]
-    results[f"reference: one photo's CNN pass ({model.backbone})"] = percentiles(cnn)
+    results[f"reference: one photo's CNN pass ({model.backbone})"] = latency(cnn)
     print(
         json.dumps(
             {

@@ -19,6 +19,7 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,10 +27,14 @@ from pathlib import Path
 import torch
 
 from groundsearch.model.runtime.parsing import networks
+from groundsearch.model.runtime.parsing.direct import tree_heads
 from groundsearch.model.runtime.parsing.parser import Parser
 from groundsearch.model.runtime.parsing.rules import rule_tokenize
 from groundsearch.model.runtime.parsing.tree import build_tree
 from groundsearch.settings import get_settings
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import latency
 
 
 def flickr_captions(data_dir: Path) -> list[str]:
@@ -38,12 +43,6 @@ def flickr_captions(data_dir: Path) -> list[str]:
         raise SystemExit(f"captions not found: {path} (set GROUNDSEARCH_DATA_DIR)")
     lines = path.read_text(encoding="utf-8").splitlines()
     return [line.split("\t", 1)[1].strip() for line in lines if "\t" in line]
-
-
-def percentiles(ms: list[float]) -> dict[str, float]:
-    ms = sorted(ms)
-    at = lambda q: ms[min(len(ms) - 1, int(len(ms) * q))]  # noqa: E731
-    return {"p50_ms": round(at(0.5), 2), "p90_ms": round(at(0.9), 2), "p99_ms": round(at(0.99), 2)}
 
 
 def timed(fn: Callable[[], object]) -> tuple[object, float]:
@@ -86,9 +85,7 @@ class Stages:
 
 def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
     """Mean ms per call of each stage of the direct path (texts it tokenizes itself)."""
-    parser.parse([texts[0]])  # builds the direct parser
-    direct = parser._direct
-    assert direct is not None
+    direct = parser.direct_parser
     stage, n = Stages(), 0
     with torch.inference_mode():
         for text in texts:
@@ -100,11 +97,11 @@ def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
             with stage("tagger"):
                 tags = networks.tag(direct.tagger, direct.heads, [words])
             with stage("lemmas"):
-                lemmas = direct._lemma([words], tags)
+                lemmas = direct.lemmas([words], tags)
             with stage("parser: arc scores"):
                 scores, dep, gov = networks.arc_scores(direct.depparse, [words], tags, lemmas)
             with stage("parser: tree"):
-                heads = [direct._tree(x) for x in scores.numpy()]
+                heads = [tree_heads(x) for x in scores.numpy()]
             with stage("parser: relations"):
                 rels = networks.relations(direct.depparse, dep, gov, heads)
             with stage("tree"):
@@ -160,8 +157,8 @@ def main() -> None:
                 "single": {
                     "queries": len(queries),
                     "mean_words": round(statistics.mean(len(t.split()) for t in queries), 1),
-                    "pipeline": percentiles(single["pipeline"]),
-                    "direct": percentiles(single["direct"]),
+                    "pipeline": latency(single["pipeline"], (50, 90, 99)),
+                    "direct": latency(single["direct"], (50, 90, 99)),
                     "p50_ratio": round(p50["direct"] / p50["pipeline"], 3),
                     "identical_trees": f"{same}/{len(queries)}",
                 },
@@ -176,7 +173,7 @@ def main() -> None:
                     "speedup": round(batched["pipeline"] / batched["direct"], 2),
                     "captions_per_s": {k: round(len(corpus) / v, 1) for k, v in batched.items()},
                     "identical_trees": f"{corpus_same}/{len(corpus)}",
-                    "direct_fallbacks": direct._direct.fallbacks if direct._direct else 0,
+                    "direct_fallbacks": direct.direct_parser.fallbacks,
                 },
             },
             indent=2,

@@ -34,6 +34,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
+from common import latency
 from service_load import DEFAULT_DATA, Server, machine, wait_ready
 
 #: Pause before sending a refused (429) request again.
@@ -90,8 +91,7 @@ def phase(url: str, texts: list[str], clients: int, k: int) -> dict:
     return {
         "requests": len(ms),
         "refused_then_retried": sum(r[2] for r in results),
-        "p50_ms": round(ms[len(ms) // 2], 1),
-        "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 1),
+        **latency(ms, digits=1),
         "server_median_ms": stages,
     }
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ import faiss
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+from common import latency
 from search_latency import sentences
 from service_load import DEFAULT_DATA, machine
 
@@ -73,14 +73,6 @@ def doubling_paginate(fetch, judge, k, order="relevance", threshold=None, cursor
 VARIANTS = {"before": doubling_paginate, "after": pages.paginate}
 
 
-def summary(ms: list[float]) -> dict[str, float]:
-    ms = sorted(ms)
-    return {
-        "p50_ms": round(statistics.median(ms), 3),
-        "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 3),
-    }
-
-
 def served(components: Components, texts: list[str], k: int) -> dict:
     """The search stage of Search.run on the served gallery, before and after."""
     search = Search(components.queries, components.gallery, components.stages, components.judge)
@@ -93,7 +85,7 @@ def served(components: Components, texts: list[str], k: int) -> dict:
             _, timings, _ = search.run(text, PageAsk(k))
             ms[name].append(timings["search"])
     photo_pages.paginate = pages.paginate
-    return {name: summary(v) for name, v in ms.items()}
+    return {name: latency(v, digits=3) for name, v in ms.items()}
 
 
 def synthetic(components: Components, texts: list[str], size: int, k: int) -> dict:
@@ -129,7 +121,7 @@ def synthetic(components: Components, texts: list[str], size: int, k: int) -> di
             start = time.perf_counter()
             paginate(fetch, relevance, k, "relevance", judge.threshold(None, False, text))
             ms[name].append(1000 * (time.perf_counter() - start))
-    return {name: summary(v) for name, v in ms.items()}
+    return {name: latency(v, digits=3) for name, v in ms.items()}
 
 
 def main() -> None:

@@ -52,7 +52,6 @@ from groundsearch.service.uploads import UploadLimitMiddleware
 from groundsearch.service.writing import NoDecoder
 
 log = logging.getLogger("groundsearch.service")
-#: Routes that take uploads: refused by Content-Length before the body is read.
 #: Swagger UI, from a PyPI package (FastAPI's defaults load them from a CDN).
 DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
 #: Room for the multipart envelope around the file.

@@ -1,10 +1,10 @@
 """Stanza's trained networks called directly: the parse of a query in a few milliseconds.
 
-A short sentence through ``stanza.Pipeline`` spends most of its time outside the
+A short sentence through ``stanza.Pipeline`` spends about half its time outside the
 tagger's and parser's networks: the character tokenizer, the multi-word-token
 expander, the seq2seq lemmatizer, Documents and DataLoaders, a Chu-Liu-Edmonds pass in
-Python. Here the same trained models make the same trees with less around them
-(docs/PARSER.md, "The fast path"):
+Python. Here the same trained models make the same trees with little around them
+(docs/PARSER.md, "The direct path"):
 
 - words: a rule tokenizer for plain sentences (:mod:`.rules`); other texts go through
   the full pipeline;
@@ -52,6 +52,15 @@ def greedy_heads(scores: np.ndarray) -> list[int] | None:
     return [0, *heads]
 
 
+def tree_heads(scores: np.ndarray) -> list[int]:
+    """Each word's head in the best tree with one root: the greedy heads when they are
+    one, else stanza's single-root Chu-Liu-Edmonds."""
+    from stanza.models.common.chuliu_edmonds import chuliu_edmonds_one_root
+
+    heads = greedy_heads(scores)
+    return [int(h) for h in (heads or chuliu_edmonds_one_root(scores))[1:]]
+
+
 class DirectParser:
     """Texts → trees with a loaded ``stanza.Pipeline``'s models, mostly bypassing it.
 
@@ -88,7 +97,7 @@ class DirectParser:
                 for start in range(0, len(same_length), BATCH):
                     chunk = same_length[start : start + BATCH]
                     sentences = [tokenized[i] for i in chunk]
-                    for i, columns in zip(chunk, self._columns(sentences), strict=True):  # type: ignore[arg-type]
+                    for i, columns in zip(chunk, self.columns(sentences), strict=True):  # type: ignore[arg-type]
                         out[i] = build_tree(texts[i], *columns)
         rest = [i for i, words in enumerate(tokenized) if words is None]
         if rest:
@@ -97,12 +106,12 @@ class DirectParser:
                 out[i] = tree
         return out  # type: ignore[return-value]
 
-    def _columns(self, sentences: list[list[str]]) -> list[Columns]:
+    def columns(self, sentences: list[list[str]]) -> list[Columns]:
         """The columns of sentences that all have the same number of words."""
         tags = networks.tag(self.tagger, self.heads, sentences)
-        lemmas = self._lemma(sentences, tags)
+        lemmas = self.lemmas(sentences, tags)
         scores, dependents, governors = networks.arc_scores(self.depparse, sentences, tags, lemmas)
-        heads = [self._tree(s) for s in scores.numpy()]
+        heads = [tree_heads(s) for s in scores.numpy()]
         deprels = networks.relations(self.depparse, dependents, governors, heads)
         columns: list[Columns] = []
         for words, tagged, lemma, head, deprel in zip(
@@ -115,14 +124,8 @@ class DirectParser:
             columns.append((words, lemma, upos, xpos, feats, head, deprel))
         return columns
 
-    @staticmethod
-    def _tree(scores: np.ndarray) -> list[int]:
-        from stanza.models.common.chuliu_edmonds import chuliu_edmonds_one_root
-
-        heads = greedy_heads(scores)
-        return [int(h) for h in (heads or chuliu_edmonds_one_root(scores))[1:]]
-
-    def _lemma(self, sentences: list[list[str]], tags: list[list[list[str]]]) -> list[list[str]]:
+    def lemmas(self, sentences: list[list[str]], tags: list[list[list[str]]]) -> list[list[str]]:
+        """Each word's lemma by stanza's lemmatizer, remembered by (word, upos)."""
         from stanza.models.common.doc import Document
 
         keys = [

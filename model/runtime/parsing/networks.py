@@ -3,7 +3,7 @@
 Stanza's modules expect batches of sentences of mixed lengths, packed; a query is one
 sentence, and a corpus sorted by length is mostly runs of equal lengths. With every
 sentence of a batch the same length there is nothing to pack: the LSTMs run on plain
-tensors (oneDNN's kernels), the 22 tag classifiers run as one matrix product, and the
+tensors (oneDNN's kernels), the 23 tag classifiers run as one matrix product, and the
 arc scorers as plain products. Same weights and the same arithmetic as stanza's
 ``Tagger.forward`` and ``GraphParser.forward_scores`` in evaluation mode (no dropout);
 the trees are compared with the pipeline's in docs/PARSER.md.
@@ -20,13 +20,9 @@ ROOT_ID = 3  # stanza.models.common.vocab.ROOT_ID
 VOCAB_PREFIX_SIZE = 4  # stanza.models.common.vocab.VOCAB_PREFIX_SIZE
 
 
-def char_vectors(charmodel: Any, char_vocab: Any, words: list[str]) -> torch.Tensor:
-    """Each word's attention-pooled character LSTM output, (words, hidden)."""
-    ids = [char_vocab.map(list(w)) if w else [ROOT_ID] for w in words]
-    return char_ids_vectors(charmodel, ids)
-
-
-def char_ids_vectors(charmodel: Any, ids: list[list[int]]) -> torch.Tensor:
+def char_vectors(charmodel: Any, ids: list[list[int]]) -> torch.Tensor:
+    """Each word's attention-pooled character LSTM output (words × hidden), from the
+    words' character ids."""
     lengths = torch.tensor([len(x) for x in ids])
     longest = int(lengths.max())
     chars = torch.zeros(len(ids), longest, dtype=torch.long)
@@ -82,7 +78,8 @@ def tag(tagger: Any, heads: TaggerHeads, sentences: list[list[str]]) -> list[lis
     pretrained = torch.tensor(tagger.pretrain.vocab.map([w.lower() for w in flat])).view(
         batch, length
     )
-    chars = char_vectors(model.charmodel, vocab["char"], flat).view(batch, length, -1)
+    char_ids = [vocab["char"].map(list(w)) for w in flat]
+    chars = char_vectors(model.charmodel, char_ids).view(batch, length, -1)
     x = torch.cat(
         [
             model.word_emb(word),
@@ -142,7 +139,7 @@ def arc_scores(
     for s in sentences:
         char_ids.append([ROOT_ID])
         char_ids.extend(vocab["char"].map(list(w)) for w in s)
-    chars = char_ids_vectors(model.charmodel, char_ids).view(batch, length, -1)
+    chars = char_vectors(model.charmodel, char_ids).view(batch, length, -1)
     pos = model.upos_emb(upos) + model.xpos_emb(xpos)
     x = torch.cat(
         [

@@ -196,12 +196,20 @@ class Parser:
                 self._pipeline = load_pipeline(self.parser_dir, self.cache_dir)
         return self._pipeline
 
+    @property
+    def direct_parser(self) -> DirectParser:
+        """The direct path over this parser's models (built on first use)."""
+        pipeline = self.pipeline
+        with self._lock:
+            if self._direct is None:
+                self._direct = DirectParser(pipeline, self._pipeline_trees)
+        return self._direct
+
     def _trees(self, texts: list[str]) -> list[DependencyTree]:
         """Parse cleaned texts (the caller holds the lock)."""
         if not self.direct:
             return self._pipeline_trees(texts)
-        if self._direct is None:
-            self._direct = DirectParser(self._pipeline, self._pipeline_trees)
+        assert self._direct is not None
         return self._direct.parse(texts)
 
     def _pipeline_trees(self, texts: list[str]) -> list[DependencyTree]:
@@ -245,7 +253,10 @@ class Parser:
             parsed = {}
             for start in range(0, len(todo), batch_size):
                 chunk = todo[start : start + batch_size]
-                self.pipeline  # noqa: B018 - loaded outside the lock it takes
+                if self.direct:
+                    self.direct_parser  # noqa: B018 - built outside the lock it takes
+                else:
+                    self.pipeline  # noqa: B018 - loaded outside the lock it takes
                 with self._lock, _threads_for(len(chunk)):
                     new = list(zip(chunk, self._trees(chunk), strict=True))
                 parsed.update(new)

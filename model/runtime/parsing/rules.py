@@ -4,8 +4,9 @@ The rules cover what queries and captions mostly are: words, numbers, commas, a 
 full stop, brackets and possessive ``'s``. Anything else — hyphens (which the EWT
 tokenizer splits in some words and not in others), other apostrophes, a mark inside the
 text (abbreviations, decimals, several sentences), letters glued to digits, runs of
-marks, quotes, colons — is declined (None), and the caller parses that text with the full pipeline.
-Measured against the pipeline on every Flickr8k and cc-web caption in docs/PARSER.md.
+marks, quotes, colons — is declined (None), and the caller parses that text with the
+full pipeline. Measured against the pipeline on every Flickr8k and cc-web caption in
+docs/PARSER.md.
 """
 
 from __future__ import annotations

@@ -79,4 +79,4 @@ def test_the_direct_parse_gives_the_pipelines_trees_on_real_captions(parser):
     one_by_one = [direct.parse_one(t) for t in texts[:10]]
     assert direct.parse(texts) == pipeline.parse(texts)
     assert one_by_one == pipeline.parse(texts[:10])
-    assert direct._direct is not None and 0 < direct._direct.fallbacks < len(texts)
+    assert 0 < direct.direct_parser.fallbacks < len(texts)
