@@ -45,7 +45,7 @@ RUN --mount=type=bind,source=pyproject.toml,target=/tmp/pyproject.toml \
 #    bind-mounted, so no copy of them (or of the 44 MB of artifacts) stays in a layer.
 RUN --mount=type=bind,target=/src,rw \
     pip install --no-deps /src \
- && python -c "from groundsearch.settings import get_settings as g; s = g(); \
+ && python -c "from groundsearch.common.settings import get_settings as g; s = g(); \
 assert s.default_checkpoint.is_file(), s.default_checkpoint; \
 assert s.default_decoder.is_file(), s.default_decoder; \
 assert (s.parser_dir / 'depparse.pt').is_file(), s.parser_dir; print('model dir', s.model_dir)"

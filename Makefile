@@ -56,10 +56,10 @@ TYPECHECK_TREE := .cache/typecheck
 typecheck: install
 	@rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/groundsearch
 	@for f in groundsearch/*; do ln -s "$(CURDIR)/$$f" $(TYPECHECK_TREE)/groundsearch/; done
-	@for d in model index service; do ln -s "$(CURDIR)/$$d" $(TYPECHECK_TREE)/groundsearch/$$d; done
+	@for d in common model index service; do ln -s "$(CURDIR)/$$d" $(TYPECHECK_TREE)/groundsearch/$$d; done
 	@cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
 		--python-executable $(CURDIR)/$(BIN)/python -p groundsearch 2>&1 \
-		| sed -E 's#^groundsearch/(model|index|service)/#\1/#'; exit $${PIPESTATUS[0]}
+		| sed -E 's#^groundsearch/(common|model|index|service)/#\1/#'; exit $${PIPESTATUS[0]}
 
 HOST ?= 127.0.0.1
 PORT ?= 8000

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageOps
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.training.evaluation.arithmetic import paired_difference
-from groundsearch.settings import get_settings
 
 LABEL_WIDTH = 150
 GREEN, RED, WHITE, BLACK = (34, 139, 34), (200, 30, 30), (255, 255, 255), (0, 0, 0)

@@ -40,8 +40,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from scale import CHUNK, HEADER, SyntheticChunks, load_base, noise_scale
 
-from groundsearch.index.mapped_files import READERS, advise_random, gather
-from groundsearch.index.vectors import VectorIndex
+from groundsearch.index.search.mapped_files import READERS, advise_random, gather
+from groundsearch.index.search.vectors import VectorIndex
 
 DEPTHS = (10, 100, 300, 1000, 2000, 4000)
 RERANK_DEPTHS = (1000, 2000)

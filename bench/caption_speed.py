@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from groundsearch.index.export import export_vectors
+from groundsearch.common.settings import get_settings
+from groundsearch.index.store.export import export_vectors
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.captioning import load_decoder, rerank
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
@@ -32,7 +33,6 @@ from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import decode_photo
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import Sentences
-from groundsearch.settings import get_settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import latency

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import HELD_OUT, photos_mentioning, with_kinds
 from groundsearch.model.runtime.checkpoints import load_checkpoint
@@ -38,7 +39,6 @@ from groundsearch.model.runtime.evidence import (
 )
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.objects import COCO, ObjectDetector, object_classes
-from groundsearch.settings import get_settings
 
 KEEP = 0.9
 

@@ -15,10 +15,10 @@ import torch
 from PIL import Image
 
 from groundsearch.cli.common import make_parser
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.sentences import Sentences
-from groundsearch.settings import get_settings
 
 
 def median_ms(f: Callable[[], object], n: int = 30) -> float:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from groundsearch.cli.common import make_parser
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import CaptionedImages, load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
@@ -25,7 +26,6 @@ from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.training.corpus import TreesFn, text_trees
 from groundsearch.model.training.evaluation.concepts import held_out_metrics
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
-from groundsearch.settings import get_settings
 
 
 def floats(text: str) -> list[float]:

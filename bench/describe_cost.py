@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from groundsearch.cli.common import make_parser
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.captioning import load_decoder
 from groundsearch.model.runtime.captioning.novel import NovelWords
@@ -25,7 +26,6 @@ from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import decode_photo
 from groundsearch.model.runtime.tagger import WordTagger
-from groundsearch.settings import get_settings
 
 
 def main() -> None:

@@ -35,12 +35,12 @@ import numpy as np
 
 from groundsearch.cli.common import checkpoint_path, data_option, source_of
 from groundsearch.cli.relevance import embedded_split, nouns_table
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data.concepts import photos_mentioning
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.relevance import features, load_relevance, novelty_of, word_count
 from groundsearch.model.training.evaluation.concepts import CONCEPT_WORDS
 from groundsearch.model.training.relevance import full_model, top_of
-from groundsearch.settings import get_settings
 
 #: COCO's 80 categories, each as the one word people say for it.
 COCO_WORDS = (

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from groundsearch.index import records
-from groundsearch.index.records import DB_FILE, Records
+from groundsearch.index.store import records
+from groundsearch.index.store.records import DB_FILE, Records
 
 DIM = 690  # the shipped checkpoint's vectors (640 joint + 50 channel)
 

@@ -62,11 +62,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import scale
 
-from groundsearch.index import filter_sql, filtered_search, records
-from groundsearch.index.filters import PhotoFilter
+from groundsearch.index.filters import filtered_search
+from groundsearch.index.filters import sql as filter_sql
+from groundsearch.index.filters.conditions import PhotoFilter
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.photo_metadata import PhotoMetadata
-from groundsearch.index.records import DB_FILE, Records
+from groundsearch.index.store import records
+from groundsearch.index.store.photo_metadata import PhotoMetadata
+from groundsearch.index.store.records import DB_FILE, Records
 
 N = 1_000_000
 K = 10

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
+from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_COMMIT = "984e308"
@@ -63,9 +63,9 @@ def real_vectors(cache: Path) -> np.ndarray:
     path = cache / "flickr8k-image-vectors.npy"
     if path.exists():
         return np.load(path)
-    from groundsearch.index.indexer import index_photos
+    from groundsearch.common.settings import get_settings
+    from groundsearch.index.ingest.indexer import index_photos
     from groundsearch.model.runtime.parsing import Parser
-    from groundsearch.settings import get_settings
 
     s = get_settings()
     folder = cache / "flickr8k-gallery"
@@ -251,10 +251,10 @@ def cnn_reference(paths: list[Path], identity: str) -> float:
 
 
 def bench_indexing(work: Path, limit: int, cache: Path) -> dict[str, object]:
-    from groundsearch.index.indexer import index_photos
+    from groundsearch.common.settings import get_settings
+    from groundsearch.index.ingest.indexer import index_photos
     from groundsearch.model.runtime.checkpoints import load_checkpoint
     from groundsearch.model.runtime.parsing import Parser
-    from groundsearch.settings import get_settings
 
     s = get_settings()
     images = s.flickr8k_dir / "Images"

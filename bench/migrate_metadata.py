@@ -102,9 +102,9 @@ def status_mb(field: str) -> float:
 
 def migrate(path: str, n: int) -> None:
     """The child process: open (migrate) the records, time it, check them."""
-    from groundsearch.index import records
-    from groundsearch.index.photo_metadata import PhotoMetadata
-    from groundsearch.index.records import Records
+    from groundsearch.index.store import records
+    from groundsearch.index.store.photo_metadata import PhotoMetadata
+    from groundsearch.index.store.records import Records
 
     rss_before = status_mb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) starts again here
@@ -148,10 +148,10 @@ def migrate(path: str, n: int) -> None:
 def backfill(work: Path) -> dict[str, object]:
     """``groundsearch index`` over a migrated gallery of the real Flickr8k files."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from groundsearch.index.indexer import index_photos
+    from groundsearch.common.settings import get_settings
+    from groundsearch.index.ingest.indexer import index_photos
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.parsing import Parser
-    from groundsearch.settings import get_settings
     from tests.index.format2 import create_format2
 
     s = get_settings()

@@ -19,13 +19,13 @@ from pathlib import Path
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from groundsearch.cli.common import make_parser
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.captioning import load_decoder
 from groundsearch.model.runtime.captioning.novel import NovelWords
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.tagger import WordTagger
-from groundsearch.settings import get_settings
 
 THUMB, TEXT_WIDTH, GAP = 160, 300, 8
 WHITE, BLACK, GREY, GREEN = (255, 255, 255), (0, 0, 0), (90, 90, 90), (0, 110, 0)

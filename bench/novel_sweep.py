@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from groundsearch.cli.common import make_parser
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import HELD_OUT, resolve
 from groundsearch.model.runtime.captioning import load_decoder
@@ -27,7 +28,6 @@ from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.tagger import WordTagger
 from groundsearch.model.training.evaluation.captions import caption_scores, held_out_scores
-from groundsearch.settings import get_settings
 
 
 def floats(text: str) -> list[float]:

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.captioning import load_decoder
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
@@ -56,7 +57,6 @@ from groundsearch.model.runtime.images.photos import (
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.training.corpus import corpus_door, named_trees
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
-from groundsearch.settings import get_settings
 
 
 def store(upright: Image.Image, orientation: int, path: Path, fmt: str) -> Path:

@@ -17,11 +17,11 @@ from collections import Counter
 
 import torch
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data.sources import load_source, parse_source
 from groundsearch.model.runtime.parsing.parser import Parser, clean_text
 from groundsearch.model.runtime.parsing.rules import rule_tokenize
 from groundsearch.model.runtime.parsing.tree import DependencyTree
-from groundsearch.settings import get_settings
 
 
 def difference(a: DependencyTree, b: DependencyTree) -> str:

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import torch
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.parsing import networks
 from groundsearch.model.runtime.parsing.direct import tree_heads
 from groundsearch.model.runtime.parsing.parser import Parser
 from groundsearch.model.runtime.parsing.rules import rule_tokenize
 from groundsearch.model.runtime.parsing.tree import build_tree
-from groundsearch.settings import get_settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import latency

@@ -40,11 +40,11 @@ import pillow_heif
 import torch
 from PIL import Image
 
-from groundsearch.index.photo_metadata import read_metadata
+from groundsearch.common.settings import get_settings
+from groundsearch.index.store.photo_metadata import read_metadata
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import as_stored, decode_photo
-from groundsearch.settings import get_settings
 
 SIZE = (4032, 3024)
 

@@ -35,12 +35,12 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from groundsearch.files import sha256_file
-from groundsearch.index.photo_metadata import read_metadata, read_upload_metadata
+from groundsearch.common.files import sha256_file
+from groundsearch.common.settings import get_settings
+from groundsearch.index.store.photo_metadata import read_metadata, read_upload_metadata
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import as_stored, decode_photo
-from groundsearch.settings import get_settings
 
 
 def exif_block() -> Image.Exif:

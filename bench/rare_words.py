@@ -23,12 +23,12 @@ from pathlib import Path
 import numpy as np
 from concept_sweep import load_split  # bench/ is the script's folder
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data.concepts import words_of
 from groundsearch.model.runtime.captioning.entry_level import EntryLevel
 from groundsearch.model.runtime.concepts import ConceptChannel
 from groundsearch.model.training.evaluation.concepts import ranked_query_metrics
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
-from groundsearch.settings import get_settings
 
 
 def floats(text: str) -> list[float]:

@@ -148,8 +148,8 @@ class CpuMeter:
 def index_once(folder: Path, work: Path, parser: Any, **kwargs: Any) -> dict[str, float]:
     """One ``index_photos`` run into a fresh gallery: whole-call and steady rates, CPU
     seconds per photo (this process and its descendants: workers, or the Ray cluster)."""
-    from groundsearch.index import indexer
-    from groundsearch.settings import get_settings
+    from groundsearch.common.settings import get_settings
+    from groundsearch.index.ingest import indexer
 
     stamps: list[float] = []
     embedded = indexer._Run.embedded
@@ -189,9 +189,9 @@ def writer(
     work: Path, photos: list[Path], model: Any, dim: int, feature_dim: int, n: int = 2048
 ) -> dict[str, float]:
     """The gallery writer's rates: ``add_files`` alone, and with hashing and projection."""
-    from groundsearch.files import sha256_file
+    from groundsearch.common.files import sha256_file
     from groundsearch.index.gallery import Gallery
-    from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
+    from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
 
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((n, dim)).astype(np.float32)
@@ -298,10 +298,10 @@ def main() -> None:
 
     import ray
 
+    from groundsearch.common.settings import get_settings
     from groundsearch.model.runtime.checkpoints import load_checkpoint
     from groundsearch.model.runtime.images.backbones import get_spec
     from groundsearch.model.runtime.parsing import Parser
-    from groundsearch.settings import get_settings
 
     s = get_settings()
     photos = sorted((s.flickr8k_dir / "Images").iterdir())[: args.photos]

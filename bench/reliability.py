@@ -252,7 +252,7 @@ def gallery_for(args: argparse.Namespace, kind: str, commands: list[str]) -> Pat
     if kind == "default" and args.gallery:
         return args.gallery
     if kind == "default":
-        from groundsearch.settings import get_settings
+        from groundsearch.common.settings import get_settings
 
         if (get_settings().gallery_dir / "gallery.db").is_file():
             return get_settings().gallery_dir

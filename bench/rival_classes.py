@@ -25,11 +25,11 @@ from sklearn.metrics import roc_auc_score
 
 from groundsearch.cli.common import checkpoint_path, source_of
 from groundsearch.cli.relevance import embedded_split
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.evidence import noun_words
 from groundsearch.model.runtime.relevance import load_relevance
 from groundsearch.model.training.relevance import gather
-from groundsearch.settings import get_settings
 
 ANIMALS = 398  # ImageNet classes 0–397 are animals
 

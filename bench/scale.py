@@ -50,9 +50,9 @@ from typing import Any
 import faiss
 import numpy as np
 
-from groundsearch.index.index_kinds import COMPRESSED, IndexSettings
-from groundsearch.index.vectors import VectorIndex
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
+from groundsearch.index.search.index_kinds import COMPRESSED, IndexSettings
+from groundsearch.index.search.vectors import VectorIndex
 
 CHUNK = 100_000
 QUERIES = 300

@@ -12,7 +12,7 @@ with the served relevance model on the scores (no evidence: the copies have no s
 classes); the time is fetch + judge + page. Queries: distinct Flickr8k training captions,
 encoded beforehand. ``before`` is the loop this replaced (kept below as
 ``doubling_paginate``: fetch 20, judge, double until the page and the total are known);
-``after`` is ``service.pages.paginate``. Both run query by query, alternating. Prints JSON.
+``after`` is ``service.core.pages.paginate``. Both run query by query, alternating. Prints JSON.
 """
 
 from __future__ import annotations
@@ -28,16 +28,16 @@ import faiss
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import latency
 from search_latency import sentences
 from service_load import DEFAULT_DATA, machine
 
-from groundsearch.service import pages, photo_pages
-from groundsearch.service.capabilities.search import Search
-from groundsearch.service.components import Components
-from groundsearch.service.pages import Ranked, _above, _after, _page, _sort_key
-from groundsearch.service.photo_pages import PageAsk
-from groundsearch.service.settings import ServiceSettings
+from common import latency
+from groundsearch.service.core import pages, photo_pages
+from groundsearch.service.core.capabilities.search import Search
+from groundsearch.service.core.components import Components
+from groundsearch.service.core.pages import Ranked, _above, _after, _page, _sort_key
+from groundsearch.service.core.photo_pages import PageAsk
+from groundsearch.service.core.settings import ServiceSettings
 
 
 def doubling_paginate(fetch, judge, k, order="relevance", threshold=None, cursor=None,

@@ -15,7 +15,7 @@ a rotating order so that the machine's load falls on all alike:
 * ``one-piece``: ``VectorIndex.search`` in this process;
 * ``local fan-out``: ``ShardedIndex`` over the shards in this process (one thread each);
 * ``Ray Serve``: ``ShardedIndex`` over one Ray Serve deployment per shard (one replica
-  each, ``groundsearch.service.sharding.start_shards``) on a local cluster;
+  each, ``groundsearch.service.core.sharding.start_shards``) on a local cluster;
 * ``Ray round trip``: the same handles asked for ``info`` only (what a fan-out costs
   with no search in it);
 * ``plain Ray actors, round trip``: one bare Ray actor per shard sent the query vector
@@ -47,15 +47,15 @@ from typing import Any
 import faiss
 import numpy as np
 
-from groundsearch.index.index_kinds import IndexSettings
-from groundsearch.index.shards import (
+from groundsearch.index.search.index_kinds import IndexSettings
+from groundsearch.index.search.shards import (
     LocalFanout,
     Shard,
     ShardedIndex,
     ShardSet,
     shard_of,
 )
-from groundsearch.index.vectors import VectorIndex
+from groundsearch.index.search.vectors import VectorIndex
 
 DIM = 640
 CHUNK = 50_000
@@ -145,7 +145,7 @@ def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSetting
     import ray
     from ray import serve
 
-    from groundsearch.service.sharding import start_shards, stop_shards
+    from groundsearch.service.core.sharding import start_shards, stop_shards
 
     @ray.remote
     class Pinger:

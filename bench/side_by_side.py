@@ -108,7 +108,7 @@ CAPTURED = frozenset({"{a}", "{b}"})
 PRETRAIN = "glove6b50d.pretrain.pt"
 WHERE = "import groundsearch.service as s; print(s.__file__)"
 ENSURE_PRETRAIN = (
-    "from groundsearch.settings import get_settings\n"
+    "from groundsearch.common.settings import get_settings\n"
     "from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain\n"
     "print(ensure_pretrain(get_settings().cache_dir))"
 )

@@ -104,7 +104,7 @@ def probe(code: str, env: dict[str, str]) -> float:
 EAGER_PHOTO_SIDE = """
 import time
 from groundsearch.model.runtime.checkpoints import load_checkpoint
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 model = load_checkpoint(get_settings().default_checkpoint)
 channel = model.concepts
 start = time.perf_counter()
@@ -136,8 +136,8 @@ def main() -> None:
     ap.add_argument("--out", help="write the JSON here too")
     args = ap.parse_args()
 
+    from groundsearch.common.settings import get_settings
     from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain
-    from groundsearch.settings import get_settings
 
     cache = Path(args.cache).resolve()
     cache.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data.sources import hash_split, load_source, parse_source
-from groundsearch.settings import get_settings
 
 
 def main(argv: list[str] | None = None) -> int:

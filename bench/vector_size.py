@@ -50,6 +50,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from groundsearch.common.settings import Settings
 from groundsearch.model.data.flickr import FLICKR8K_SPLITS
 from groundsearch.model.training.evaluation.retrieval import (
     RECALL_AT,
@@ -58,7 +59,6 @@ from groundsearch.model.training.evaluation.retrieval import (
     summarize,
     t2i_ranks,
 )
-from groundsearch.settings import Settings
 
 DIM = 640
 MEMBERS = 10

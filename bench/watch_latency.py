@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 
 from groundsearch.cli.common import json_text
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 READY_S = 300.0
 POLL_S = 0.025

@@ -14,9 +14,10 @@
 Every route has a method: ``search`` (and ``search_pages``), ``search_image`` (and
 ``search_image_pages``), ``similar`` (and ``similar_pages``), ``describe``,
 ``paraphrase``, ``arithmetic``, ``arithmetic_upload``, ``explain``, ``photo``,
+``filters`` (the photo filters every listing method takes as keywords),
 ``add_photo`` and ``remove_photo`` (gallery writes: ``Client(token=...)``), ``ready``,
 ``wait_ready`` and ``health``. Answers come back as the dataclasses below, which mirror
-the service's response models field for field (``service/schemas.py``;
+the service's response models field for field (``service/http/schemas.py``;
 ``tests/test_client.py`` checks they stay alike); ``dataclasses.asdict`` gives the API's
 JSON back.
 
@@ -72,8 +73,10 @@ __all__ = [
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: A photo to upload: its bytes, a path, or a binary file object.
 PhotoInput = bytes | str | os.PathLike[str] | IO[bytes]
-#: A date filter: ISO 8601 text ("2024-06-01", "2024-06-01T18:30:00+02:00") or a date.
-When = str | date | datetime
+#: A photo filter's value (``Client.filters()`` lists them; docs/API.md): ISO 8601 text
+#: or a date for ``after`` / ``before``, ``(lat, lon)`` or "lat,lon" for ``near``, a number
+#: for ``within_km``, text for the rest.
+Filter = str | float | date | datetime | tuple[float, float]
 Order = Literal["relevance", "date", "-date"]
 #: The longest a 429's Retry-After is waited for (seconds).
 MAX_RETRY_WAIT = 30.0
@@ -82,7 +85,7 @@ T = TypeVar("T")
 Paged = TypeVar("Paged", "SearchResponse", "ImagesResponse", "LibraryResponse")
 
 
-# --- the answers (mirroring service/schemas.py) -----------------------------------------------
+# --- the answers (mirroring service/http/schemas.py) ---------------------------------------
 
 
 @dataclass(frozen=True)
@@ -426,6 +429,8 @@ class Client:
         self.base_url = base.rstrip("/")
         self.token, self.retries = token, retries
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+        self._filter_names: frozenset[str] | None = None
+        self._filter_specs: list[dict[str, Any]] = []
 
     def __enter__(self) -> Client:
         return self
@@ -449,19 +454,13 @@ class Client:
         min_relevance: float | None = None,
         order: Order = "relevance",
         cursor: str | None = None,
-        after: When | None = None,
-        before: When | None = None,
-        folder: str | None = None,
-        camera: str | None = None,
-        near: tuple[float, float] | str | None = None,
-        within_km: float | None = None,
-        source: Literal["folder", "upload"] | None = None,
+        **filters: Filter,
     ) -> SearchResponse:
         """``POST /search``: the gallery photos that best match ``text`` among those that
         pass the filters, ``k`` a page (``cursor``: a previous page's ``next``)."""
         params = _query(
             text=text, k=k, min_relevance=min_relevance, order=order, cursor=cursor
-        ) + _filters(after, before, folder, camera, near, within_km, source)
+        ) + self._filters(filters)
         return _build(SearchResponse, self._call("POST", "/search", params=params))
 
     def search_pages(self, text: str, **options: Any) -> Iterator[SearchResponse]:
@@ -477,20 +476,14 @@ class Client:
         min_relevance: float | None = None,
         order: Order = "relevance",
         cursor: str | None = None,
-        after: When | None = None,
-        before: When | None = None,
-        folder: str | None = None,
-        camera: str | None = None,
-        near: tuple[float, float] | str | None = None,
-        within_km: float | None = None,
-        source: Literal["folder", "upload"] | None = None,
         filename: str | None = None,
+        **filters: Filter,
     ) -> SearchResponse:
         """``POST /search/image``: the gallery photos most like a photo (steered by
         ``text``: "at night"), filtered, ordered and paged as ``search``'s."""
         params = _query(
             text=text, k=k, min_relevance=min_relevance, order=order, cursor=cursor
-        ) + _filters(after, before, folder, camera, near, within_km, source)
+        ) + self._filters(filters)
         files = {"image": _photo(image, filename)}
         return _build(
             SearchResponse, self._call("POST", "/search/image", params=params, files=files)
@@ -512,18 +505,12 @@ class Client:
         min_relevance: float | None = None,
         order: Order = "relevance",
         cursor: str | None = None,
-        after: When | None = None,
-        before: When | None = None,
-        folder: str | None = None,
-        camera: str | None = None,
-        near: tuple[float, float] | str | None = None,
-        within_km: float | None = None,
-        source: Literal["folder", "upload"] | None = None,
+        **filters: Filter,
     ) -> ImagesResponse:
         """``GET /images/{id}/similar``: the gallery photos closest to this one (itself
         left out), filtered, ordered and paged as ``search``'s."""
         params = _query(k=k, min_relevance=min_relevance, order=order, cursor=cursor)
-        params += _filters(after, before, folder, camera, near, within_km, source)
+        params += self._filters(filters)
         path = f"/images/{int(image_id)}/similar"
         return _build(ImagesResponse, self._call("GET", path, params=params))
 
@@ -587,18 +574,12 @@ class Client:
         rerank: bool = False,
         sentence: bool = False,
         min_relevance: float | None = None,
-        after: When | None = None,
-        before: When | None = None,
-        folder: str | None = None,
-        camera: str | None = None,
-        near: tuple[float, float] | str | None = None,
-        within_km: float | None = None,
-        source: Literal["folder", "upload"] | None = None,
+        **filters: Filter,
     ) -> ImagesResponse:
         """``POST /arithmetic``: photos near ``photo − Σ minus + Σ plus`` from a gallery
         photo; ``sentence``: also what the result vector says in words."""
         params = _query(image_id=image_id) + _terms(plus, minus, k, rerank, sentence, min_relevance)
-        params += _filters(after, before, folder, camera, near, within_km, source)
+        params += self._filters(filters)
         return _build(ImagesResponse, self._call("POST", "/arithmetic", params=params))
 
     def arithmetic_upload(
@@ -611,18 +592,12 @@ class Client:
         rerank: bool = False,
         sentence: bool = False,
         min_relevance: float | None = None,
-        after: When | None = None,
-        before: When | None = None,
-        folder: str | None = None,
-        camera: str | None = None,
-        near: tuple[float, float] | str | None = None,
-        within_km: float | None = None,
-        source: Literal["folder", "upload"] | None = None,
         filename: str | None = None,
+        **filters: Filter,
     ) -> ImagesResponse:
         """``POST /arithmetic/upload``: the same, from an uploaded photo."""
         params = _terms(plus, minus, k, rerank, sentence, min_relevance)
-        params += _filters(after, before, folder, camera, near, within_km, source)
+        params += self._filters(filters)
         files = {"image": _photo(image, filename)}
         return _build(
             ImagesResponse, self._call("POST", "/arithmetic/upload", params=params, files=files)
@@ -645,18 +620,12 @@ class Client:
         k: int = 50,
         order: Literal["-date", "date"] = "-date",
         cursor: str | None = None,
-        after: When | None = None,
-        before: When | None = None,
-        folder: str | None = None,
-        camera: str | None = None,
-        near: tuple[float, float] | str | None = None,
-        within_km: float | None = None,
-        source: Literal["folder", "upload"] | None = None,
+        **filters: Filter,
     ) -> LibraryResponse:
         """``GET /images``: the gallery's photos by when they were taken (newest first by
         default), filtered and paged as ``search``'s."""
         params = _query(k=k, order=order, cursor=cursor)
-        params += _filters(after, before, folder, camera, near, within_km, source)
+        params += self._filters(filters)
         return _build(LibraryResponse, self._call("GET", "/images", params=params))
 
     def library_pages(self, **options: Any) -> Iterator[LibraryResponse]:
@@ -722,6 +691,32 @@ class Client:
 
     # --- HTTP -----------------------------------------------------------------------------------
 
+    def filters(self) -> list[dict[str, Any]]:
+        """``GET /filters``: the photo filters the server takes (name, kind, help,
+        example), read once; every method that lists photos takes them as keywords."""
+        if self._filter_names is None:
+            specs = self._call("GET", "/filters")
+            self._filter_names = frozenset(spec["name"] for spec in specs)
+            self._filter_specs = specs
+        return list(self._filter_specs)
+
+    def _filters(self, filters: Mapping[str, Filter | None]) -> list[tuple[str, str]]:
+        """The photo filters as ``/search`` reads them (docs/API.md); a keyword that names
+        no filter of the server's (``filters()``) is a TypeError, not a filter ignored."""
+        given = {name: value for name, value in filters.items() if value is not None}
+        if given:
+            self.filters()
+            unknown = sorted(set(given) - (self._filter_names or frozenset()))
+            if unknown:
+                raise TypeError(
+                    f"unknown filter {', '.join(unknown)}: the server takes "
+                    f"{', '.join(sorted(self._filter_names or ()))}"
+                )
+        near = given.get("near")
+        if near is not None and not isinstance(near, str):
+            given["near"] = f"{float(near[0])!r},{float(near[1])!r}"  # type: ignore[index]
+        return _query(**given)
+
     def _call(self, method: str, path: str, auth: bool = False, **request: Any) -> Any:
         """The JSON answer of a request; GroundsearchError for an error answer."""
         res = self._send(method, path, auth, **request)
@@ -767,29 +762,6 @@ def _text(value: Any) -> str:
     if isinstance(value, date | datetime):
         return value.isoformat()
     return str(value)
-
-
-def _filters(
-    after: When | None,
-    before: When | None,
-    folder: str | None,
-    camera: str | None,
-    near: tuple[float, float] | str | None,
-    within_km: float | None,
-    source: str | None,
-) -> list[tuple[str, str]]:
-    """The photo filters as ``/search`` reads them (docs/API.md)."""
-    if near is not None and not isinstance(near, str):
-        near = f"{float(near[0])!r},{float(near[1])!r}"
-    return _query(
-        after=after,
-        before=before,
-        folder=folder,
-        camera=camera,
-        near=near,
-        within_km=within_km,
-        source=source,
-    )
 
 
 def _terms(

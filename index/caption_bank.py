@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from groundsearch.files import atomic_path
-from groundsearch.index.vectors import VectorIndex
+from groundsearch.common.files import atomic_path
+from groundsearch.index.search.vectors import VectorIndex
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.caption_files import read_caption_file
 from groundsearch.model.data.flickr import FLICKR8K_SPLITS

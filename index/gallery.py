@@ -8,12 +8,12 @@
     gallery.remove_photo(image_id)
     gallery.close()                              # snapshots the search indexes
 
-A gallery folder holds ``gallery.db`` (``groundsearch.index.records``: the system of
+A gallery folder holds ``gallery.db`` (``groundsearch.index.store.records``: the system of
 record, and the only module that knows its schema), ``index/`` (snapshots of the two
-FAISS indexes, ``groundsearch.index.search_indexes``: derived, rebuilt when missing or
+FAISS indexes, ``groundsearch.index.search.search_indexes``: derived, rebuilt when missing or
 stale) and ``uploads/`` (the files of photos added through the API,
-``groundsearch.index.upload_files``). Indexed photos stay where they are; an indexing
-run records their files through ``groundsearch.index.indexing_runs``. The index kind is
+``groundsearch.index.store.upload_files``). Indexed photos stay where they are; an indexing
+run records their files through ``groundsearch.index.store.indexing_runs``. The index kind is
 fixed at creation or ``auto``: picked by size and changed by a rebuild when the gallery
 outgrows it.
 
@@ -39,17 +39,18 @@ from pathlib import Path
 
 import numpy as np
 
-from groundsearch.index import filter_sql, records
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
-from groundsearch.index.filter_sql import DateKey
-from groundsearch.index.filtered_search import FilteredSearch
-from groundsearch.index.filters import FilterError, PhotoFilter
-from groundsearch.index.index_kinds import AUTO, KINDS, IndexSettings
-from groundsearch.index.photo_metadata import PhotoMetadata, read_upload_metadata
-from groundsearch.index.records import DB_FILE, Records, caption_rows
-from groundsearch.index.search_indexes import SearchIndexes
-from groundsearch.index.upload_files import UploadFiles
-from groundsearch.index.vectors import as_matrix
+from groundsearch.index.filters import sql as filter_sql
+from groundsearch.index.filters.conditions import FilterError, PhotoFilter
+from groundsearch.index.filters.filtered_search import FilteredSearch
+from groundsearch.index.filters.sql import DateKey
+from groundsearch.index.search.index_kinds import AUTO, KINDS, IndexSettings
+from groundsearch.index.search.search_indexes import SearchIndexes
+from groundsearch.index.search.vectors import as_matrix
+from groundsearch.index.store import records
+from groundsearch.index.store.photo_metadata import PhotoMetadata, read_upload_metadata
+from groundsearch.index.store.records import DB_FILE, Records, caption_rows
+from groundsearch.index.store.upload_files import UploadFiles
 
 __all__ = [
     "CaptionRecord",
@@ -267,7 +268,7 @@ class Gallery:
         self, query: np.ndarray, k: int, where: PhotoFilter | None = None
     ) -> list[tuple[ImageRecord, float]]:
         """The ``k`` photos with the largest inner product with ``query`` (one vector),
-        among those passing ``where`` (``groundsearch.index.filtered_search``: exactly
+        among those passing ``where`` (``groundsearch.index.filters.filtered_search``: exactly
         ``min(k, photos passing)`` hits, for every index kind)."""
         return self._with_records(self.rank_images(query, k, where))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 # Servers started by tests leave the caption bank out (embedding Flickr8k's 30,000
 # training captions would run beside every test); tests/index/test_caption_bank.py
@@ -90,7 +90,7 @@ def extractor(tmp_path_factory: pytest.TempPathFactory):
 def service_gallery(tmp_path_factory: pytest.TempPathFactory, parser) -> Path:
     """A gallery of 8 real Flickr8k test photos (40 captions) indexed with the shipped
     checkpoint by ``groundsearch index``'s own path; tests that write copy it first."""
-    from groundsearch.index.defaults import flickr8k_preset, index_preset
+    from groundsearch.index.ingest.defaults import flickr8k_preset, index_preset
     from tests.tiny_data import make_tiny_flickr
 
     root = make_tiny_flickr(tmp_path_factory.mktemp("service-data"), train=0, dev=0, test=8)
@@ -105,8 +105,8 @@ def service_components(service_gallery: Path, parser, tmp_path_factory: pytest.T
     a copy of the service gallery, shared by the read-only API tests."""
     import shutil
 
-    from groundsearch.service.components import Components
-    from groundsearch.service.settings import ServiceSettings
+    from groundsearch.service.core.components import Components
+    from groundsearch.service.core.settings import ServiceSettings
 
     index = tmp_path_factory.mktemp("service-index") / "gallery"
     shutil.copytree(service_gallery, index)

@@ -51,8 +51,8 @@ SAMPLE_PHOTOS = 15
 
 
 def test_the_dataclasses_mirror_the_service_response_models():
-    from groundsearch.service import schemas
-    from groundsearch.service.problems import FieldError as ServiceFieldError
+    from groundsearch.service.http import schemas
+    from groundsearch.service.http.problems import FieldError as ServiceFieldError
 
     pairs = [
         (Place, schemas.Place),
@@ -235,6 +235,11 @@ def test_errors_carry_the_problem_document(gs: Client, server: Server):
     assert e.parameters == ["within_km"] and e.errors[0].loc == ["query", "within_km"]
     assert e.problem["status"] == 422 and e.problem["errors"][0]["msg"] == e.errors[0].msg
     assert "within_km" in e.detail and e.instance == "/search"
+
+    # the filters are the server's (GET /filters): a keyword naming none is not ignored
+    assert [spec["name"] for spec in gs.filters()][:2] == ["after", "before"]
+    with pytest.raises(TypeError, match="unknown filter taken_on"):
+        gs.search("a dog", taken_on="2024-06-01")
 
     with pytest.raises(GroundsearchError) as unusable:
         gs.search("!!!")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from groundsearch.files import atomic_path, torch_save, write_text
+from groundsearch.common.files import atomic_path, torch_save, write_text
 
 
 def test_failed_write_leaves_the_old_file(tmp_path):

@@ -1,7 +1,8 @@
 """The layers of docs/ARCHITECTURE.md, checked on the imports of every module.
 
 Training may import the runtime, never the reverse; the service never imports training
-code; nothing under model/ or index/ reads the settings.
+code, and its core (service/core) no HTTP; nothing under model/ or index/ reads the
+settings; the ground (common/) imports nothing of the project.
 """
 
 from __future__ import annotations
@@ -15,27 +16,41 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Folder → modules (dotted prefixes) it must not import.
 FORBIDDEN = {
     "model/runtime": [
-        "groundsearch.settings",
+        "groundsearch.common.settings",
         "groundsearch.cli",
         "groundsearch.model.training",
         "groundsearch.model.data",
         "groundsearch.index",
         "groundsearch.service",
     ],
-    "model/data": ["groundsearch.settings", "groundsearch.cli", "groundsearch.model.runtime"],
+    "model/data": [
+        "groundsearch.common.settings",
+        "groundsearch.cli",
+        "groundsearch.model.runtime",
+    ],
     "model/training": [
-        "groundsearch.settings",
+        "groundsearch.common.settings",
         "groundsearch.cli",
         "groundsearch.index",
         "groundsearch.service",
     ],
     "index": [
-        "groundsearch.settings",
+        "groundsearch.common.settings",
         "groundsearch.cli",
         "groundsearch.model.training",
         "groundsearch.service",
     ],
     "service": ["groundsearch.cli", "groundsearch.model.training"],
+    # the application core knows no HTTP: routes call it, never the reverse
+    "service/core": ["groundsearch.service.http", "fastapi", "starlette"],
+    # the ground stands on nothing of the project
+    "common": [
+        "groundsearch.cli",
+        "groundsearch.client",
+        "groundsearch.model",
+        "groundsearch.index",
+        "groundsearch.service",
+    ],
 }
 
 
@@ -69,7 +84,7 @@ def test_library_code_reads_no_groundsearch_variable():
 
 
 def test_no_old_top_level_imports_remain():
-    for folder in ("groundsearch", "model", "index", "service", "tests", "bench"):
+    for folder in ("groundsearch", "common", "model", "index", "service", "tests", "bench"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             for name in imported(path):
                 assert name.split(".")[0] not in {"model", "index", "service"}, (path, name)

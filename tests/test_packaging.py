@@ -54,8 +54,9 @@ def test_the_wheel_holds_only_the_groundsearch_namespace(tmp_path):
     for shipped in (
         "groundsearch/model/artifacts/sdt-rnn.pt",
         "groundsearch/model/artifacts/stanza/depparse.pt",
-        "groundsearch/index/sample_captions.txt",
-        "groundsearch/service/static/index.html",
+        "groundsearch/index/ingest/sample_captions.txt",
+        "groundsearch/service/http/static/index.html",
+        "groundsearch/common/settings.py",
         "groundsearch/model/runtime/joint.py",
         "groundsearch/cli/__main__.py",
     ):

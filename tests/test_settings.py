@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from groundsearch.settings import Settings
+from groundsearch.common.settings import Settings
 
 
 def test_environment_overrides(monkeypatch, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 DATA = get_settings().data_dir
 FLICKR = DATA / "flickr8k"

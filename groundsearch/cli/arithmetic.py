@@ -17,8 +17,8 @@ from groundsearch.cli.common import (
     positive_int,
     user_errors,
 )
-from groundsearch.files import write_text
-from groundsearch.settings import get_settings
+from groundsearch.common.files import write_text
+from groundsearch.common.settings import get_settings
 
 
 def cmd_evaluate_arithmetic(args: argparse.Namespace) -> int:

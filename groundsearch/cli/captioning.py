@@ -26,10 +26,10 @@ from groundsearch.cli.common import (
     sources_of,
     user_errors,
 )
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 if TYPE_CHECKING:
-    from groundsearch.index.export import ExportedVectors
+    from groundsearch.index.store.export import ExportedVectors
     from groundsearch.model.runtime.captioning.rerank import EmbedTexts
     from groundsearch.model.training.captioning import CaptionSet
 
@@ -49,7 +49,7 @@ def _split_vectors(
     source), or from the backbone's features through the checkpoint (photos: ``W_I z``;
     captions: their parses embedded), which any collection has."""
     from groundsearch.index.errors import StoreError
-    from groundsearch.index.export import ExportedVectors
+    from groundsearch.index.store.export import ExportedVectors
     from groundsearch.model.data import DatasetError
     from groundsearch.model.data.concepts import resolve, without_concepts
     from groundsearch.model.data.sources import load_source
@@ -84,7 +84,7 @@ def _from_features(args: argparse.Namespace, ds: Any, name: str) -> ExportedVect
     (``photo`` when ``name`` is empty)."""
     import numpy as np
 
-    from groundsearch.index.export import ExportedVectors
+    from groundsearch.index.store.export import ExportedVectors
     from groundsearch.model.training.corpus import text_trees
 
     model = _joint(args)
@@ -125,7 +125,7 @@ _EXPORTS: dict[str, ExportedVectors] = {}
 
 
 def _exported(args: argparse.Namespace, identity: dict[str, str]) -> ExportedVectors:
-    from groundsearch.index.export import export_vectors
+    from groundsearch.index.store.export import export_vectors
 
     key = str(Path(args.gallery).resolve())
     if key not in _EXPORTS:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 if TYPE_CHECKING:
     from groundsearch.model.data.sources import Source

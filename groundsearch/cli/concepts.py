@@ -17,7 +17,7 @@ from groundsearch.cli.common import (
     source_of,
     user_errors,
 )
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 
 def concept_weight(text: str) -> float:
@@ -76,7 +76,7 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
                 held_out_metrics(model.embed_sentences, photos, ds, trees, parse, concepts)
             )
         if args.sample:
-            from groundsearch.index.sample_gallery import prepare_sample_dataset
+            from groundsearch.index.ingest.sample_gallery import prepare_sample_dataset
 
             root = prepare_sample_dataset(s.cache_dir / "sample-data")
             sample = load_captioned_images(root)

@@ -18,7 +18,7 @@ from groundsearch.cli.common import (
     positive_int,
     user_errors,
 )
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 EPILOG = """\
 examples:
@@ -60,9 +60,9 @@ writes them itself when OUT is missing). The gallery is only read.
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from groundsearch.index.defaults import Preset, flickr8k_preset, read_list, sample_preset
     from groundsearch.index.errors import StoreError
-    from groundsearch.index.indexer import IndexingError, index_photos
+    from groundsearch.index.ingest.defaults import Preset, flickr8k_preset, read_list, sample_preset
+    from groundsearch.index.ingest.indexer import IndexingError, index_photos
     from groundsearch.model.data.caption_files import CaptionFileError
     from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.images.ray_pool import RayClusterError
@@ -71,7 +71,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     s = get_settings()
     gallery = Path(args.index or s.gallery_dir)
     if args.migrate:
-        from groundsearch.index.migrate import migrate_legacy
+        from groundsearch.index.store.migrate import migrate_legacy
 
         if args.paths or args.flickr8k or args.sample:
             raise CliError("--migrate only moves the gallery named by --index into a database")
@@ -125,10 +125,10 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def watch_folders(args: argparse.Namespace, gallery: Path) -> int:
     """``groundsearch index PATH… --watch``: a full pass, then every change, until a signal."""
-    from groundsearch.index.defaults import read_list
     from groundsearch.index.errors import StoreError
-    from groundsearch.index.indexer import Indexer, IndexingError
-    from groundsearch.index.watcher import FolderWatcher
+    from groundsearch.index.ingest.defaults import read_list
+    from groundsearch.index.ingest.indexer import Indexer, IndexingError
+    from groundsearch.index.ingest.watcher import FolderWatcher
     from groundsearch.model.data.caption_files import CaptionFileError
     from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.parsing import ParseError
@@ -184,7 +184,7 @@ def _print_event(kind: str, data: dict[str, Any]) -> None:
 
 def cmd_shard(args: argparse.Namespace) -> int:
     from groundsearch.index.errors import StoreError
-    from groundsearch.index.shards import write_shards
+    from groundsearch.index.search.shards import write_shards
 
     gallery = Path(args.index or get_settings().gallery_dir)
     out = Path(args.out) if args.out else gallery / f"shards-{args.shards}"
@@ -217,7 +217,7 @@ def non_negative_int(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from groundsearch.index.index_kinds import AUTO, KINDS
+    from groundsearch.index.search.index_kinds import AUTO, KINDS
 
     p = command(sub, "index", cmd_index, "index photo folders (and captions) into a gallery")
     p.epilog, p.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter

@@ -8,9 +8,9 @@ The gallery is opened as a read-only replica opens it (``Gallery.open(read_only=
 its records through SQLite's WAL, which sees a consistent committed state while an
 indexer or a server writes, its search indexes from the writer's snapshots caught up
 from the records (nothing is written: no snapshot, no migration). The answers are the
-service's own: ``Search`` and ``Describe`` (``service.capabilities``) with the served
+service's own: ``Search`` and ``Describe`` (``service.core.capabilities``) with the served
 relevance model and the caption decoder, and the response models of
-``service.schemas`` — no FastAPI module is imported. What one command does not need is
+``service.http.schemas`` — no FastAPI module is imported. What one command does not need is
 not loaded: a search loads no image backbone, decoder or caption bank, and reads the
 query's parse from the disk parse cache (stanza is loaded only for a text never parsed
 before).
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from groundsearch.model.runtime.embedder import Embedder
     from groundsearch.model.runtime.parsing import Parser
     from groundsearch.model.runtime.sentences import Sentences
-    from groundsearch.service.photo_pages import PageAsk
-    from groundsearch.service.relevance import Judge
-    from groundsearch.service.settings import ServiceSettings
+    from groundsearch.service.core.photo_pages import PageAsk
+    from groundsearch.service.core.relevance import Judge
+    from groundsearch.service.core.settings import ServiceSettings
 
 
 class Clock:
@@ -122,7 +122,7 @@ class LocalGallery:
                 from groundsearch.model.runtime.parsing import Parser
                 from groundsearch.model.runtime.relevance import RelevanceError
                 from groundsearch.model.runtime.sentences import Sentences
-                from groundsearch.service.relevance import served_relevance
+                from groundsearch.service.core.relevance import served_relevance
 
                 parser = Parser(
                     settings.parser_dir, settings.cache_dir, direct=not settings.parse_pipeline
@@ -139,7 +139,7 @@ class LocalGallery:
             gallery.close(snapshot=False)
             raise
         door = Sentences(model, parser.parse, settings.max_text_chars)
-        from groundsearch.service.relevance import serving_judge
+        from groundsearch.service.core.relevance import serving_judge
 
         judge = serving_judge(settings, identity, relevance, model, gallery)
         return cls(settings, gallery, identity, parser, model, door, judge, clock)
@@ -161,11 +161,11 @@ class LocalGallery:
         """``/search``'s answer for ``text`` (the page ``ask`` wants), each hit with the
         ``path`` of its file."""
         with self.clock.phase("service imports"):
-            from groundsearch.service.capabilities.search import Search
-            from groundsearch.service.pages import CursorError
-            from groundsearch.service.queries import QueryVectors
-            from groundsearch.service.schemas import SearchResponse, page_hits
-            from groundsearch.service.timing import Stages
+            from groundsearch.service.core.capabilities.search import Search
+            from groundsearch.service.core.pages import CursorError
+            from groundsearch.service.core.queries import QueryVectors
+            from groundsearch.service.core.timing import Stages
+            from groundsearch.service.http.schemas import SearchResponse, page_hits
 
         stages = Stages()
         search = Search(QueryVectors(self.door, stages, 0), self.gallery, stages, self.judge)
@@ -199,18 +199,18 @@ class LocalGallery:
         from groundsearch.model.runtime.captioning.novel import NovelWords
         from groundsearch.model.runtime.images.features import FeatureExtractor
         from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
-        from groundsearch.service.bank_loader import BankLoader
-        from groundsearch.service.capabilities.describe import Describe
-        from groundsearch.service.photo_vectors import PhotoVectors
-        from groundsearch.service.queries import QueryVectors
-        from groundsearch.service.schemas import (
+        from groundsearch.service.core.bank_loader import BankLoader
+        from groundsearch.service.core.capabilities.describe import Describe
+        from groundsearch.service.core.photo_vectors import PhotoVectors
+        from groundsearch.service.core.queries import QueryVectors
+        from groundsearch.service.core.timing import Stages
+        from groundsearch.service.core.writing import Writer, served_decoder
+        from groundsearch.service.http.schemas import (
             Concept,
             DescribeResponse,
             WrittenSentence,
             caption_hits,
         )
-        from groundsearch.service.timing import Stages
-        from groundsearch.service.writing import Writer, served_decoder
 
         s, clock = self.settings, self.clock
         with clock.phase("backbone"):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from groundsearch.cli.common import CliError, command, make_parser, user_errors
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 
 def cmd_parse(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from groundsearch.cli.common import (
     sources_of,
     user_errors,
 )
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 
 def embedded_splits(args: argparse.Namespace, split: str) -> tuple[Any, list[Any], Any]:

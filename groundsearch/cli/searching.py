@@ -16,16 +16,15 @@ from groundsearch.cli.common import CliError, command, positive_int, user_errors
 
 if TYPE_CHECKING:
     from groundsearch.client import GroundsearchError
-    from groundsearch.index.filters import PhotoFilter
-    from groundsearch.service.settings import ServiceSettings
+    from groundsearch.index.filters.conditions import PhotoFilter
+    from groundsearch.service.core.settings import ServiceSettings
 
 #: The commands of this group (``groundsearch.cli.main`` registers only them when one of
 #: them is run: the other groups' flags import the model and training code).
 COMMANDS = ("search", "describe")
-FILTERS = ("after", "before", "folder", "camera", "near", "within_km", "source")
 #: Flags whose value may start with "-" ("--order -date", "--near -33.86,151.21"), which
-#: argparse would read as another flag.
-DASHED_VALUES = ("--order", "--near", "--within-km", "--min-relevance", "--after", "--before")
+#: argparse would read as another flag: these and every filter's.
+DASHED_VALUES = ("--order", "--min-relevance")
 
 SEARCH_EPILOG = """\
 examples:
@@ -60,10 +59,13 @@ nearest to it whose relevance reaches --min-relevance; --json prints the API's
 
 def normalise(argv: list[str]) -> list[str]:
     """``argv`` with a dashed value joined to its flag (``--order=-date``)."""
+    from groundsearch.index.filters.conditions import FILTER_NAMES
+
+    dashed = DASHED_VALUES + tuple(flag(name) for name in FILTER_NAMES)
     out: list[str] = []
     i = 0
     while i < len(argv):
-        if argv[i] in DASHED_VALUES and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+        if argv[i] in dashed and i + 1 < len(argv) and argv[i + 1].startswith("-"):
             out.append(f"{argv[i]}={argv[i + 1]}")
             i += 2
         else:
@@ -82,7 +84,7 @@ def service_settings(args: argparse.Namespace) -> ServiceSettings:
     model, decoder, caption bank), with ``--index`` and ``--checkpoint`` over them."""
     from pydantic import ValidationError
 
-    from groundsearch.service.settings import ServiceSettings
+    from groundsearch.service.core.settings import ServiceSettings
 
     given = {"index_dir": args.index, "checkpoint": args.checkpoint}
     if getattr(args, "bank", None):
@@ -144,9 +146,9 @@ def print_json(answer: Any) -> None:
 
 def read_filter(args: argparse.Namespace) -> PhotoFilter:
     """The filters given, checked as the server checks them (CliError naming the flag)."""
-    from groundsearch.index.filters import FilterError, PhotoFilter
+    from groundsearch.index.filters.conditions import FILTER_NAMES, FilterError, PhotoFilter
 
-    values = {name: getattr(args, name) for name in FILTERS}
+    values = {name: getattr(args, name) for name in FILTER_NAMES}
     if values["folder"]:  # a folder here: relative to the current one, as the indexer spells it
         values["folder"] = args.folder = os.path.abspath(os.path.expanduser(values["folder"]))
     try:
@@ -193,7 +195,7 @@ def report_left_out(answer: dict[str, Any], args: argparse.Namespace, filtered: 
 def local_search(args: argparse.Namespace, where: PhotoFilter) -> dict[str, Any]:
     from groundsearch.cli.local import Clock, LocalGallery, require_gallery
     from groundsearch.model.runtime.sentences import UnusableText, clean
-    from groundsearch.service.photo_pages import PageAsk
+    from groundsearch.service.core.photo_pages import PageAsk
 
     clock = Clock()
     settings = service_settings(args)
@@ -214,10 +216,10 @@ def local_search(args: argparse.Namespace, where: PhotoFilter) -> dict[str, Any]
 
 def remote_search(args: argparse.Namespace) -> dict[str, Any]:
     from groundsearch.client import Client, GroundsearchError
+    from groundsearch.index.filters.conditions import FILTER_NAMES
 
     if args.checkpoint:
         raise CliError("--checkpoint names a model on disk: the server at --url serves its own")
-    near = args.near
     try:
         with Client(args.url) as client:
             page = client.search(
@@ -226,8 +228,7 @@ def remote_search(args: argparse.Namespace) -> dict[str, Any]:
                 min_relevance=args.min_relevance,
                 order=args.order,
                 cursor=args.cursor,
-                **{name: getattr(args, name) for name in FILTERS if name != "near"},
-                near=near,
+                **{name: getattr(args, name) for name in FILTER_NAMES},
             )
             answer = dataclasses.asdict(page)
             for hit, typed in zip(
@@ -320,6 +321,8 @@ def remote_describe(args: argparse.Namespace, photo: Path) -> dict[str, Any]:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from groundsearch.index.filters.conditions import FILTER_PARAMS
+
     p = command(sub, "search", cmd_search, "find photos by a sentence, from a terminal")
     p.set_defaults(quick_exit=True)
     p.epilog, p.formatter_class = SEARCH_EPILOG, argparse.RawDescriptionHelpFormatter
@@ -334,17 +337,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--cursor", help="the 'next' of a previous --json answer: the page after it")
     f = p.add_argument_group("filters (as /search's: docs/API.md)")
-    f.add_argument("--after", help="taken at or after: 2024-06-01 or 2024-06-01T18:30:00+02:00")
-    f.add_argument("--before", help="taken before this date or date-time")
-    f.add_argument(
-        "--folder", help="indexed from this folder or one inside it ('.': the current one)"
-    )
-    f.add_argument("--camera", help="taken with this camera, e.g. 'Apple iPhone 12'")
-    f.add_argument("--near", help="taken near LAT,LON (decimal degrees), e.g. 48.8584,2.2945")
-    f.add_argument("--within-km", help="the radius of --near in km (default 1)")
-    f.add_argument(
-        "--source", choices=("folder", "upload"), help="indexed from folders, or uploaded"
-    )
+    for param in FILTER_PARAMS:
+        more = " ('.': the current one)" if param.name == "folder" else ""
+        f.add_argument(
+            flag(param.name),
+            choices=param.choices or None,
+            help=f"{param.help}{more} E.g. {param.example}",
+        )
 
     d = command(sub, "describe", cmd_describe, "describe a photo with sentences, from a terminal")
     d.set_defaults(quick_exit=True)

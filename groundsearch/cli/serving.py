@@ -15,13 +15,13 @@ from groundsearch.cli.common import CliError, command, positive_int, user_errors
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from groundsearch.index.defaults import ensure_gallery
     from groundsearch.index.errors import StoreError
+    from groundsearch.index.ingest.defaults import ensure_gallery
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.parsing import Parser
-    from groundsearch.service.app import create_app
-    from groundsearch.service.settings import ServiceSettings
+    from groundsearch.service.core.settings import ServiceSettings
+    from groundsearch.service.http.app import create_app
 
     if args.shards and args.watch:
         raise CliError("--shards serves a read-only front: watch folders with the writer")
@@ -62,15 +62,15 @@ def serve_sharded(args: argparse.Namespace, s: Any, served: str) -> int:
     import uvicorn
 
     from groundsearch.index.errors import StoreError
-    from groundsearch.index.index_kinds import IndexSettings
-    from groundsearch.index.shards import ShardSet, write_shards
-    from groundsearch.service.app import create_app
-    from groundsearch.service.settings import ServiceSettings
-    from groundsearch.service.sharding import (
+    from groundsearch.index.search.index_kinds import IndexSettings
+    from groundsearch.index.search.shards import ShardSet, write_shards
+    from groundsearch.service.core.settings import ServiceSettings
+    from groundsearch.service.core.sharding import (
         ShardingError,
         start_shards,
         stop_shards,
     )
+    from groundsearch.service.http.app import create_app
 
     folder = Path(args.shard_dir) if args.shard_dir else s.index_path / f"shards-{args.shards}"
     with user_errors(StoreError, OSError, ValueError):

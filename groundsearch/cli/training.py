@@ -23,7 +23,7 @@ from groundsearch.cli.common import (
     user_errors,
 )
 from groundsearch.cli.concepts import concept_weight, held_out_names
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 #: What ``train`` learns from when no --source is named: both collections of the data folder.
 TRAIN_SOURCES = ("flickr8k", "cc-web")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from groundsearch.files import sha256_file, torch_read, torch_save
+from groundsearch.common.files import sha256_file, torch_read, torch_save
 from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
 from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.encoders.registry import INVENTORIES

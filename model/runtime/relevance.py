@@ -365,7 +365,7 @@ class RelevanceModel:
             raise RelevanceError(f"a relevance model is malformed: {exc!r}") from None
 
     def save(self, path: Path) -> None:
-        from groundsearch.files import atomic_path
+        from groundsearch.common.files import atomic_path
 
         with atomic_path(Path(path)) as tmp:
             Path(tmp).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")

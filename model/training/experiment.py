@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from groundsearch.files import write_text
+from groundsearch.common.files import write_text
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import without_concepts
 from groundsearch.model.data.sources import Source, load_source

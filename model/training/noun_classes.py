@@ -287,7 +287,7 @@ def write(path: Path, rows: Sequence[Row], classes: Sequence[str]) -> None:
         names = "; ".join(classes[c] for c in r.classes[:8])
         more = f"; … ({len(r.classes)})" if len(r.classes) > 8 else ""
         out.write(f"{r.noun}\t{' '.join(map(str, r.classes))}\t{r.how}\t{names}{more}\n")
-    from groundsearch.files import atomic_path
+    from groundsearch.common.files import atomic_path
 
     with atomic_path(path) as tmp:
         Path(tmp).write_text(out.getvalue(), encoding="utf-8")

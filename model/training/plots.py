@@ -10,7 +10,7 @@ import json
 import math
 from pathlib import Path
 
-from groundsearch.files import atomic_path
+from groundsearch.common.files import atomic_path
 
 
 class SummaryError(ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from groundsearch.index.filters import PhotoFilter
+from groundsearch.index.filters.conditions import PhotoFilter
 from tests.bench import load_script
 
 

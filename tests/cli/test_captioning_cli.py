@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
+from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
-from groundsearch.settings import get_settings
 from tests.tiny_data import make_tiny_flickr
 
 #: the shipped model's vector size: 64-d × 10 snapshots, and the concept channel's 50

@@ -17,8 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from groundsearch.cli import main
-from groundsearch.service.app import create_app
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
+from groundsearch.service.http.app import create_app
 from tests.service.real_server import Server, free_port, server_env, stop
 from tests.tiny_data import FLICKR
 
@@ -112,6 +112,17 @@ def test_search_takes_the_filters_and_order(service_gallery: Path, capsys, monke
         capsys, "search", QUERY, "--index", str(service_gallery), "--near", "0,0"
     )
     assert status == 0 and out == ""  # Flickr8k's photos have no GPS
+
+
+def test_every_declared_filter_is_a_flag(capsys):
+    from groundsearch.index.filters.conditions import FILTER_PARAMS
+
+    with pytest.raises(SystemExit):
+        main(["search", "--help"])
+    help = capsys.readouterr().out
+    for param in FILTER_PARAMS:
+        assert "--" + param.name.replace("_", "-") in help, param.name
+    assert "{folder,upload}" in help
 
 
 def test_values_that_start_with_a_dash_are_read_as_values(service_gallery: Path, capsys):

@@ -6,8 +6,8 @@ import json
 import shutil
 import sqlite3
 
-from groundsearch.index.defaults import ensure_gallery
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
+from groundsearch.index.ingest.defaults import ensure_gallery
 
 
 def test_without_flickr8k_the_sample_gallery_is_built(tmp_path, parser):

@@ -76,7 +76,7 @@ def test_serve_shards_answers_as_one_piece(service_gallery: Path, tmp_path: Path
 
 
 def test_a_sharded_front_is_read_only_and_watches_nothing(cli, tmp_path):
-    from groundsearch.service.settings import ServiceSettings
+    from groundsearch.service.core.settings import ServiceSettings
 
     with pytest.raises(ValueError, match="read-only replica"):
         ServiceSettings(index_dir=tmp_path, shards=tmp_path / "shards")

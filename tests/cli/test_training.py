@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 FLICKR = get_settings().data_dir / "flickr8k"
 

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from groundsearch.service.settings import ServiceSettings
+from groundsearch.service.core.settings import ServiceSettings
 from tests.service.real_server import Server, server_env, stop
 from tests.service.test_crash_safety import assert_no_leftovers, assert_snapshot_matches
 from tests.tiny_data import FLICKR

@@ -8,13 +8,13 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
+from groundsearch.common.settings import get_settings
 from groundsearch.index.caption_bank import BANK_DIR, CaptionBank
-from groundsearch.index.indexer import index_photos
+from groundsearch.index.ingest.indexer import index_photos
 from groundsearch.model.runtime.checkpoints import load_checkpoint
-from groundsearch.service.app import create_app
-from groundsearch.service.components import Components
-from groundsearch.service.settings import ServiceSettings
-from groundsearch.settings import get_settings
+from groundsearch.service.core.components import Components
+from groundsearch.service.core.settings import ServiceSettings
+from groundsearch.service.http.app import create_app
 from tests.tiny_data import make_tiny_flickr
 
 
@@ -83,9 +83,9 @@ def test_a_bank_is_embedded_once_then_loaded(tmp_path, parser):
 
 
 def test_the_default_bank_holds_the_captions_of_both_collections(tmp_path):
+    from groundsearch.common.settings import get_settings
     from groundsearch.index.caption_bank import training_captions
-    from groundsearch.index.sample_gallery import SAMPLE_CAPTIONS
-    from groundsearch.settings import get_settings
+    from groundsearch.index.ingest.sample_gallery import SAMPLE_CAPTIONS
 
     data = get_settings().data_dir
     texts, name = training_captions(data, SAMPLE_CAPTIONS)

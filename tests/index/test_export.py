@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from groundsearch.index.errors import IdentityMismatch, StoreError
-from groundsearch.index.export import export_vectors
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.indexing_runs import IndexedFile, IndexedFiles
+from groundsearch.index.store.export import export_vectors
+from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
 
 DIM, ID = 4, {"checkpoint_sha256": "test"}
 

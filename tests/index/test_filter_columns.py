@@ -8,13 +8,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from groundsearch.index import filter_columns, records, vectors
-from groundsearch.index.filter_columns import FilterColumns
-from groundsearch.index.filters import PhotoFilter
+from groundsearch.index.filters import columns as filter_columns
+from groundsearch.index.filters.columns import FilterColumns
+from groundsearch.index.filters.conditions import PhotoFilter
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.photo_metadata import PhotoMetadata
-from groundsearch.index.sketches import Sketch
-from groundsearch.index.vectors import VectorIndex
+from groundsearch.index.search import vectors
+from groundsearch.index.search.sketches import Sketch
+from groundsearch.index.search.vectors import VectorIndex
+from groundsearch.index.store import records
+from groundsearch.index.store.photo_metadata import PhotoMetadata
 from tests.index.synthetic import DIM, ID
 from tests.index.test_filtered_search import FILTERS, T0, insert, make_rows, passes
 
@@ -101,7 +103,7 @@ def test_a_sketch_is_trained_only_where_it_keeps_the_true_neighbours():
 
 
 def test_a_keeper_trains_once_large_extends_and_starts_over_for_a_new_main():
-    from groundsearch.index.sketches import SketchKeeper
+    from groundsearch.index.search.sketches import SketchKeeper
 
     x = clustered(9000, 128, seed=2)
     keeper, main = SketchKeeper(start=5000, sample=3000), object()

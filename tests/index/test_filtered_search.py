@@ -10,12 +10,14 @@ import math
 import numpy as np
 import pytest
 
-from groundsearch.index import filter_sql, filtered_search, records
-from groundsearch.index.filtered_search import PLANS
-from groundsearch.index.filters import PhotoFilter
+from groundsearch.index.filters import filtered_search
+from groundsearch.index.filters import sql as filter_sql
+from groundsearch.index.filters.conditions import PhotoFilter
+from groundsearch.index.filters.filtered_search import PLANS
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.index_kinds import IndexSettings
-from groundsearch.index.photo_metadata import PhotoMetadata
+from groundsearch.index.search.index_kinds import IndexSettings
+from groundsearch.index.store import records
+from groundsearch.index.store.photo_metadata import PhotoMetadata
 from tests.index.synthetic import DIM, ID, vecs
 
 DAY = 86_400.0

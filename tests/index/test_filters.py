@@ -3,14 +3,27 @@ from query strings, and its conditions over columns in memory."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
 
 import numpy as np
 import pytest
 
-from groundsearch.index.filters import FilterError, PhotoFilter, haversine_km, parse_time
+from groundsearch.index.filters.conditions import (
+    FILTER_NAMES,
+    FilterError,
+    PhotoFilter,
+    haversine_km,
+    parse_time,
+)
 
 JULY = 1_719_792_000.0  # 2024-07-01T00:00:00Z
+
+
+def test_each_filter_is_declared_once_as_a_field_and_a_query_parameter():
+    assert tuple(f.name for f in dataclasses.fields(PhotoFilter)) == FILTER_NAMES
+    assert tuple(inspect.signature(PhotoFilter.from_query).parameters) == FILTER_NAMES
 
 
 @pytest.mark.parametrize(

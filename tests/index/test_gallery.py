@@ -11,7 +11,7 @@ import pytest
 
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.photo_metadata import PhotoMetadata, read_upload_metadata
+from groundsearch.index.store.photo_metadata import PhotoMetadata, read_upload_metadata
 from tests.exif_photos import Exif, photo_bytes
 from tests.index.format2 import downgrade
 from tests.index.synthetic import DIM, ID, vecs

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from groundsearch.index import indexer
+from groundsearch.common.settings import get_settings
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.indexer import IndexingError, index_photos
-from groundsearch.index.photo_metadata import PhotoMetadata
-from groundsearch.index.records import Records
+from groundsearch.index.ingest import indexer
+from groundsearch.index.ingest.indexer import IndexingError, index_photos
+from groundsearch.index.store.photo_metadata import PhotoMetadata
+from groundsearch.index.store.records import Records
 from groundsearch.model.data.caption_files import CaptionFile
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.sentences import ADVICE
-from groundsearch.settings import get_settings
 from tests.exif_photos import Exif, write_photo
 from tests.index.format2 import downgrade
 from tests.oriented import coffee, write_oriented

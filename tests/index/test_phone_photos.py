@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from groundsearch.common.settings import get_settings
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.indexer import index_photos
-from groundsearch.index.sample_gallery import skimage_data_dir
+from groundsearch.index.ingest.indexer import index_photos
+from groundsearch.index.ingest.sample_gallery import skimage_data_dir
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import as_stored
 from groundsearch.model.runtime.sentences import Sentences
-from groundsearch.settings import get_settings
 from tests.exif_photos import Exif, photo_bytes, write_photo
 from tests.oriented import oriented_bytes
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from groundsearch.index.photo_files import PhotoFile, Skipped, walk_photos
+from groundsearch.index.store.photo_files import PhotoFile, Skipped, walk_photos
 
 IMAGES = Path("/work/shared/data/flickr8k/Images")
 NAMES = sorted(os.listdir(IMAGES))[:3]

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image, ImageFile
 from PIL.TiffImagePlugin import IFDRational
 
-from groundsearch.index.photo_metadata import (
+from groundsearch.index.store.photo_metadata import (
     PhotoMetadata,
     exif_time,
     read_metadata,

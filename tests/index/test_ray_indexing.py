@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.indexer import IndexingError, IndexReport, index_photos
+from groundsearch.index.ingest.indexer import IndexingError, IndexReport, index_photos
 from groundsearch.model.runtime.images.ray_pool import RayClusterError
 from tests.exif_photos import Exif, write_photo
 from tests.index.test_indexer import CHECKPOINT, FLICKR, real_photos

@@ -1,5 +1,5 @@
 """The gallery's system of record: its connections, its statements, and the rule that
-only ``index/records.py`` knows the schema."""
+only ``index/store/records.py`` knows the schema."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from groundsearch.index import filter_sql, records
 from groundsearch.index.errors import StoreError
-from groundsearch.index.photo_metadata import PhotoMetadata
-from groundsearch.index.records import DB_FILE, Records, caption_rows
+from groundsearch.index.filters import sql as filter_sql
+from groundsearch.index.store import records
+from groundsearch.index.store.photo_metadata import PhotoMetadata
+from groundsearch.index.store.records import DB_FILE, Records, caption_rows
 from tests.index.format2 import create_format2
 from tests.index.synthetic import DIM, ID, vecs
 
@@ -42,8 +43,9 @@ def test_only_the_record_modules_hold_sql():
     for path in sorted(INDEX.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                holders.update([path.name] if SQL.match(node.value) else [])
-    assert holders == {"records.py", "filter_sql.py"}
+                rel = path.relative_to(INDEX).as_posix()
+                holders.update([rel] if SQL.match(node.value) else [])
+    assert holders == {"store/records.py", "filters/sql.py"}
 
 
 def test_a_removal_is_logged_for_the_photo_and_each_of_its_captions(store):
@@ -251,7 +253,8 @@ def test_a_migration_killed_at_any_moment_leaves_format_2_or_3(tmp_path):
     db.execute("COMMIT")
     db.close()
     script = (
-        "import sys; from pathlib import Path; from groundsearch.index.records import Records; "
+        "import sys; from pathlib import Path; "
+        "from groundsearch.index.store.records import Records; "
         "print('opening', flush=True); Records.open(Path(sys.argv[1])).close(); "
         "print('done', flush=True)"
     )
@@ -374,7 +377,7 @@ def _pages(db, f, k: int, newest: bool, passing: int | None = None) -> list[list
 
 @pytest.mark.parametrize("newest", [True, False], ids=["newest-first", "oldest-first"])
 def test_photos_by_date_page_through_every_photo_once_in_date_order(store, newest):
-    from groundsearch.index.filters import PhotoFilter, haversine_km
+    from groundsearch.index.filters.conditions import PhotoFilter, haversine_km
 
     metas = _dated_store(store)
     db = store.reader()

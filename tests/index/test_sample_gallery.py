@@ -9,21 +9,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from groundsearch.index import records
-from groundsearch.index.defaults import index_preset, sample_preset
+from groundsearch.common.settings import get_settings
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.sample_gallery import (
+from groundsearch.index.ingest.defaults import index_preset, sample_preset
+from groundsearch.index.ingest.sample_gallery import (
     SAMPLE_CAPTIONS,
     prepare_sample_dataset,
     sample_photos,
     skimage_data_dir,
 )
+from groundsearch.index.store import records
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.images.photos import decode_photo
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain
-from groundsearch.settings import get_settings
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,13 @@ import json
 import numpy as np
 import pytest
 
-from groundsearch.index import index_kinds, records
-from groundsearch.index import shards as shards_module
 from groundsearch.index.errors import StoreError
-from groundsearch.index.filtered_search import PLANS
+from groundsearch.index.filters.filtered_search import PLANS
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.index_kinds import IndexSettings
-from groundsearch.index.shards import (
+from groundsearch.index.search import index_kinds
+from groundsearch.index.search import shards as shards_module
+from groundsearch.index.search.index_kinds import IndexSettings
+from groundsearch.index.search.shards import (
     MANIFEST,
     LocalFanout,
     Shard,
@@ -27,7 +27,8 @@ from groundsearch.index.shards import (
     shard_of,
     write_shards,
 )
-from groundsearch.index.vectors import VectorIndex
+from groundsearch.index.search.vectors import VectorIndex
+from groundsearch.index.store import records
 from tests.index.synthetic import DIM, ID, vecs
 from tests.index.test_filtered_search import FILTERS, insert, make_rows
 

@@ -3,7 +3,7 @@ there, and cleared when no record names them."""
 
 from __future__ import annotations
 
-from groundsearch.index.upload_files import UploadFiles
+from groundsearch.index.store.upload_files import UploadFiles
 
 
 def test_a_file_is_written_once_and_unnamed_ones_are_cleared(tmp_path):

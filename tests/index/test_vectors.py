@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from groundsearch.index.mapped_files import advise_random, mappings
-from groundsearch.index.vectors import IndexSettings, VectorIndex
+from groundsearch.index.search.mapped_files import advise_random, mappings
+from groundsearch.index.search.vectors import IndexSettings, VectorIndex
 
 
 def unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from groundsearch.index.indexer import Indexer
-from groundsearch.index.indexing_runs import IndexedFiles
-from groundsearch.index.watcher import FolderWatcher, folder_identity
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
+from groundsearch.index.ingest.indexer import Indexer
+from groundsearch.index.ingest.watcher import FolderWatcher, folder_identity
+from groundsearch.index.store.indexing_runs import IndexedFiles
 
 FLICKR = get_settings().flickr8k_dir
 CHECKPOINT = get_settings().default_checkpoint

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 try:
     from playwright.sync_api import sync_playwright

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 from tests.exif_photos import Exif, write_photo
 
 FLICKR = get_settings().flickr8k_dir
@@ -46,7 +46,7 @@ def index_code() -> str:
     import groundsearch.index
 
     digest = hashlib.sha256()
-    for path in sorted(Path(groundsearch.index.__file__).parent.glob("*.py")):
+    for path in sorted(Path(groundsearch.index.__file__).parent.rglob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -131,7 +131,7 @@ def write_library(root: Path, n: int = SIZE, seed: int = SEED) -> tuple[list[dic
 def build(cache: Path, parser, n: int = SIZE) -> tuple[Path, list[dict]]:
     """The gallery folder of the library under ``cache`` (built if missing or made
     otherwise) and its photos."""
-    from groundsearch.index.indexer import index_photos
+    from groundsearch.index.ingest.indexer import index_photos
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
 
     cache = cache.resolve()  # the gallery records its photos' absolute paths

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
 
 READY_TIMEOUT_S = 180
 

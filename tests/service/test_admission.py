@@ -10,8 +10,8 @@ import pytest
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 
-from groundsearch.service.admission import Admission, Gate, Overloaded, declared_work
-from groundsearch.service.app import create_app
+from groundsearch.service.http.admission import Admission, Gate, Overloaded, declared_work
+from groundsearch.service.http.app import create_app
 
 
 def test_a_gate_admits_queues_and_refuses_at_once():

@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from groundsearch.service.app import create_app
-from groundsearch.service.relevance import ClassesKept, Judge
-from groundsearch.service.settings import ServiceSettings
+from groundsearch.service.core.relevance import ClassesKept, Judge
+from groundsearch.service.core.settings import ServiceSettings
+from groundsearch.service.http.app import create_app
 from tests.oriented import ORIENTATIONS, oriented_bytes
 
 
@@ -176,6 +176,29 @@ def test_health_ready_metrics_and_openapi(client):
 UNUSABLE = ["", "   \t ", "\x01\x02", "!!!", "?", ".", "... ?!", "zqxv wpqk"]
 
 
+def test_every_listing_route_takes_the_declared_filters_and_describes_them(client):
+    """One declaration (``FILTER_PARAMS``) makes every route's filter parameters and the
+    ``GET /filters`` answer the page and the client read."""
+    from groundsearch.index.filters.conditions import FILTER_NAMES, FILTER_PARAMS
+
+    specs = client.get("/filters").json()
+    assert [s["name"] for s in specs] == list(FILTER_NAMES)
+    assert specs[-1]["choices"] == list(FILTER_PARAMS[-1].choices) == ["folder", "upload"]
+    paths = client.get("/openapi.json").json()["paths"]
+    for path, method in [
+        ("/search", "post"),
+        ("/search/image", "post"),
+        ("/images", "get"),
+        ("/images/{image_id}/similar", "get"),
+        ("/arithmetic", "post"),
+        ("/arithmetic/upload", "post"),
+    ]:
+        names = [p["name"] for p in paths[path][method]["parameters"]]
+        assert [n for n in names if n in FILTER_NAMES] == list(FILTER_NAMES), path
+    near = client.post("/search", params={"text": "a dog", "near": "91,0"})
+    assert near.status_code == 422 and "near" in near.text
+
+
 @pytest.mark.parametrize("text", UNUSABLE)
 def test_every_unusable_text_is_refused_the_same_way(client, text):
     """Empty, whitespace, control characters, punctuation or no known word: one answer."""
@@ -334,8 +357,8 @@ def test_concurrent_first_queries_get_one_ensemble(parser):
     """Threads that embed at once on a freshly loaded ensemble all get its real size."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from groundsearch.common.settings import get_settings
     from groundsearch.model.runtime.checkpoints import load_checkpoint
-    from groundsearch.settings import get_settings
 
     model = load_checkpoint(get_settings().default_checkpoint, parser=parser.version)
     trees = parser.parse(["A dog runs .", "Two children play in the snow ."])

@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from groundsearch.model.runtime.sentences import UnusableText
-from groundsearch.service.app import create_app
+from groundsearch.service.http.app import create_app
 
 
 @pytest.mark.parametrize(

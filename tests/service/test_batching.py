@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from groundsearch.model.runtime.parsing import ParseError
-from groundsearch.service.batching import ParseBatcher
+from groundsearch.service.core.batching import ParseBatcher
 
 
 @pytest.fixture(

@@ -538,7 +538,7 @@ def _group_gone(pgid: int, timeout: float) -> bool:
 def test_index_killed_mid_run_keeps_its_batches_and_a_rerun_completes(
     proc_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from groundsearch.index.indexer import COMMIT_EVERY
+    from groundsearch.index.ingest.indexer import COMMIT_EVERY
 
     n = 2 * COMMIT_EVERY + 2  # two full batches and a bit: room to kill between commits
     photos, gallery = tmp_path / "photos", tmp_path / "gallery"

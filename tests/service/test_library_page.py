@@ -195,8 +195,8 @@ def test_filters_narrow_the_grid(page, library):
     # near Paris: only the photos with GPS there
     page.click("#f-clear")
     page.fill("#f-near", "48.8583,2.2945")
-    page.fill("#f-km", "10")
-    page.press("#f-km", "Enter")
+    page.fill("#f-within_km", "10")
+    page.press("#f-within_km", "Enter")
     paris = {p["name"] for p in photos if p["city"] == "Paris"}
     expect(page.locator("#search-status")).to_contain_text(f"{len(paris)} photos pass the filters")
     # a filter that cannot be used says which
@@ -211,8 +211,8 @@ def test_clicking_a_photo_shows_its_details(page, library):
     in_paris = listing(base, near="48.8583,2.2945", within_km=10)[0]
     meta = next(p for p in photos if p["name"] == in_paris["file"])
     page.fill("#f-near", "48.8583,2.2945")
-    page.fill("#f-km", "10")
-    page.press("#f-km", "Enter")
+    page.fill("#f-within_km", "10")
+    page.press("#f-within_km", "Enter")
     tile = page.locator(f'#results .tile[data-id="{in_paris["id"]}"]')
     tile.click()
     dialog = page.locator("#details")

@@ -12,11 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from groundsearch.index.indexer import index_photos
-from groundsearch.service.app import create_app
-from groundsearch.service.components import Components
-from groundsearch.service.settings import ServiceSettings
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
+from groundsearch.index.ingest.indexer import index_photos
+from groundsearch.service.core.components import Components
+from groundsearch.service.core.settings import ServiceSettings
+from groundsearch.service.http.app import create_app
 from tests.exif_photos import Exif, write_photo
 
 FLICKR = get_settings().flickr8k_dir
@@ -97,7 +97,7 @@ def read_pages(client: TestClient, route: str, k: int, **params) -> tuple[list[d
 
 
 def passing(photos: dict[str, dict], after=None, before=None, folder=None, near=None, km=1.0):
-    from groundsearch.index.filters import haversine_km
+    from groundsearch.index.filters.conditions import haversine_km
 
     out = set()
     for name, p in photos.items():

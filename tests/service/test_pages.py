@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from groundsearch.service.pages import WINDOW, Cursor, CursorError, fingerprint, paginate
+from groundsearch.service.core.pages import WINDOW, Cursor, CursorError, fingerprint, paginate
 
 
 class Ranking:

@@ -14,9 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from groundsearch.service.app import create_app
-from groundsearch.service.components import Components
-from groundsearch.service.settings import ServiceSettings
+from groundsearch.service.core.components import Components
+from groundsearch.service.core.settings import ServiceSettings
+from groundsearch.service.http.app import create_app
 from tests.exif_photos import Exif, photo_bytes
 from tests.oriented import coffee, oriented_bytes
 
@@ -198,7 +198,7 @@ def test_the_openapi_document_lists_the_phone_formats(client_of):
 
 def test_an_upload_decodes_a_phone_photo_no_larger_than_needed():
     """The upload reader: a large AVIF (no draft) is box-reduced right after decoding."""
-    from groundsearch.service.uploads import read_photo
+    from groundsearch.service.http.uploads import read_photo
 
     big = coffee((2400, 1600))
     out = io.BytesIO()
@@ -223,6 +223,6 @@ def test_an_upload_decodes_a_phone_photo_no_larger_than_needed():
     ],
 )
 def test_who_takes_a_heic(accept, takes):
-    from groundsearch.service.routes.images import takes_heif
+    from groundsearch.service.http.routes.images import takes_heif
 
     assert takes_heif(accept) is takes

@@ -12,11 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from groundsearch.index.indexer import index_photos
-from groundsearch.service.app import create_app
-from groundsearch.service.components import Components
-from groundsearch.service.settings import ServiceSettings
-from groundsearch.settings import get_settings
+from groundsearch.common.settings import get_settings
+from groundsearch.index.ingest.indexer import index_photos
+from groundsearch.service.core.components import Components
+from groundsearch.service.core.settings import ServiceSettings
+from groundsearch.service.http.app import create_app
 from tests.exif_photos import Exif, photo_bytes, write_photo
 
 TOKEN = "a-long-enough-write-token"

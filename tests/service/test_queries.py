@@ -7,7 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from groundsearch.model.runtime import sentences
-from groundsearch.service.app import create_app
+from groundsearch.service.http.app import create_app
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from groundsearch.index.filtered_search import PLANS
+from groundsearch.index.filters.filtered_search import PLANS
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.shards import write_shards
+from groundsearch.index.search.shards import write_shards
 from tests.index.synthetic import DIM, ID, vecs
 from tests.index.test_filtered_search import FILTERS, insert, make_rows
 
@@ -23,7 +23,7 @@ SHARDS = 2
 def cluster(tmp_path_factory):
     ray = pytest.importorskip("ray")
     serve = pytest.importorskip("ray.serve")
-    from groundsearch.service import sharding
+    from groundsearch.service.core import sharding
 
     root = tmp_path_factory.mktemp("ray-shards")
     gallery = Gallery.create(root / "g", DIM, ID, kind="flat")
@@ -88,7 +88,7 @@ def test_a_shard_that_is_gone_is_a_store_error_not_a_hang(cluster, monkeypatch):
     from ray import serve
 
     from groundsearch.index.errors import StoreError
-    from groundsearch.service import sharding
+    from groundsearch.service.core import sharding
 
     _, sharded, _ = cluster
     monkeypatch.setattr(sharding, "SHARD_TIMEOUT_S", 3.0)

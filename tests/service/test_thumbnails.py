@@ -8,7 +8,7 @@ import numpy as np
 from PIL import Image
 
 from groundsearch.model.runtime.images.photos import thumbnail_jpeg
-from groundsearch.service.thumbnails import Thumbnails, thumbnail_etag
+from groundsearch.service.core.thumbnails import Thumbnails, thumbnail_etag
 
 
 def photo(path, seed: int, size=(640, 480)):

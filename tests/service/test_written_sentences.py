@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from groundsearch.model.runtime.captioning import DecoderError
-from groundsearch.service.app import create_app
-from groundsearch.service.writing import served_decoder
+from groundsearch.service.core.writing import served_decoder
+from groundsearch.service.http.app import create_app
 
 #: Words that name nothing in a photo (a shared one proves nothing).
 STOP = set(

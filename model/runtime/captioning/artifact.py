@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from groundsearch.files import sha256_file, torch_read, torch_save
+from groundsearch.common.files import sha256_file, torch_read, torch_save
 from groundsearch.model.runtime.captioning.decoder import CaptionDecoder, DecoderConfig
 from groundsearch.model.runtime.captioning.words import DecoderVocab
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from groundsearch.files import sha256_file
+from groundsearch.common.files import sha256_file
 from groundsearch.model.runtime.images.backbones import DEFAULT_BACKBONE, build_backbone, preprocess
 from groundsearch.model.runtime.images.photos import decode_photo, photo_orientation
 

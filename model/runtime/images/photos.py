@@ -13,7 +13,7 @@ formats, the suffix its stored copy gets, the media types a photo is accepted an
 as, the names the API documents — and ``register_formats`` (run when this module is
 imported) adds the two that Pillow reads through registry plugins: HEIC/HEIF
 (``pillow-heif``: iPhones) and AVIF (``pillow-avif-plugin``: many Android phones). Every
-reader of photos (this module, ``index/photo_metadata.py``) imports it first.
+reader of photos (this module, ``index/store/photo_metadata.py``) imports it first.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from groundsearch.files import write_text
+from groundsearch.common.files import write_text
 from groundsearch.model.runtime.parsing.cache import ParseCache
 from groundsearch.model.runtime.parsing.direct import DirectParser
 from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain, file_digest

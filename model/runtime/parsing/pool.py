@@ -2,7 +2,7 @@
 
 stanza's small operations hold the GIL, and on a small CPU one process per core with
 one torch thread each beats one process with several threads. The service keeps one
-``ParserProcess`` per batching thread (``groundsearch.service.batching``); a corpus is
+``ParserProcess`` per batching thread (``groundsearch.service.core.batching``); a corpus is
 parsed by ``parse_in_processes``, which shares its chunks among several.
 """
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from groundsearch.files import sha256_file, torch_save
+from groundsearch.common.files import sha256_file, torch_save
 from groundsearch.model.runtime.text.glove import load_glove
 
 PRETRAIN_NAME = "glove6b50d.pretrain.pt"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from groundsearch.files import torch_save, write_text
+from groundsearch.common.files import torch_save, write_text
 from groundsearch.model.runtime.parsing.parser import MODEL_FILES
 from groundsearch.model.runtime.parsing.pretrain import PRETRAIN_NAME, file_digest
 from groundsearch.model.runtime.text.glove import GLOVE_PACKAGE

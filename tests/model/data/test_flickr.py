@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import DatasetError, load_captioned_images
-from groundsearch.settings import get_settings
 
 FLICKR = get_settings().data_dir / "flickr8k"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import DatasetError
 from groundsearch.model.data.sources import hash_split, load_source, parse_source
-from groundsearch.settings import get_settings
 from tests.tiny_data import FLICKR, make_tiny_features, make_tiny_flickr
 
 DATA = get_settings().data_dir

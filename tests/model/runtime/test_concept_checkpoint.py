@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.checkpoints import CheckpointError, concept_config, load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.text import NoKnownWordError
-from groundsearch.settings import get_settings
 
 
 @pytest.fixture(scope="module")

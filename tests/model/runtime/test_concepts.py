@@ -126,10 +126,10 @@ def test_the_tagger_share_brings_snow_to_a_snowy_photo(tmp_path):
     """Snow is no ImageNet class: with the word tagger's share, a Flickr8k test photo
     whose captions say snow moves towards the word; the nouns an ImageNet class is
     called by ("dog") are left to the classifier; a share outside [0, 1] is refused."""
+    from groundsearch.common.settings import get_settings
     from groundsearch.model.data import load_captioned_images
     from groundsearch.model.data.concepts import words_of
     from groundsearch.model.runtime.images.features import FeatureExtractor
-    from groundsearch.settings import get_settings
 
     s = get_settings()
     ds = load_captioned_images(s.flickr8k_dir, split="test")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_checkpoint, load_joint
 from groundsearch.model.runtime.images.features import FeatureExtractor
-from groundsearch.settings import get_settings
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.checkpoints import CheckpointError, load_checkpoint
 from groundsearch.model.runtime.ensemble import EnsembleEmbedder
-from groundsearch.settings import get_settings
 
 
 def test_the_ensemble_score_is_the_weighted_mean(parser):

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.relevance import (
@@ -23,7 +24,6 @@ from groundsearch.model.runtime.relevance import (
     novelty_of,
     word_count,
 )
-from groundsearch.settings import get_settings
 from tests.tiny_data import FLICKR
 
 SHIPPED = get_settings().model_dir / "relevance.json"

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime import sentences
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.parsing import ParseError
 from groundsearch.model.runtime.parsing.parser import MAX_TEXT_CHARS
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.sentences import Sentences, UnusableText, clean, labels, parse_each
-from groundsearch.settings import get_settings
 
 DOG = "A dog runs on the beach."
 KIDS = "Two children play in the snow."

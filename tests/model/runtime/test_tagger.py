@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import words_of
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.tagger import TaggerError, WordTagger, default_path
-from groundsearch.settings import get_settings
 
 
 def small(words=("snow", "bike", "leaves"), dim=4) -> WordTagger:

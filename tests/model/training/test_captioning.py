@@ -8,6 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.captioning import DecoderConfig
 from groundsearch.model.runtime.text.glove import load_glove
@@ -19,7 +20,6 @@ from groundsearch.model.training.captioning import (
     train_decoder,
 )
 from groundsearch.model.training.evaluation.captions import copy_share, generated_retrieval
-from groundsearch.settings import get_settings
 
 DIM = 16
 

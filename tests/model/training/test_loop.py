@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_joint, save_joint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.joint import JointConfig, JointModel, build_inventory
 from groundsearch.model.runtime.text.glove import glove_vocabulary
 from groundsearch.model.training.loop import Split, TrainConfig, evaluate, train
-from groundsearch.settings import get_settings
 
 
 @pytest.fixture(scope="module")

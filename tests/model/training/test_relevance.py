@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.evidence import NounClasses, top_classes
@@ -36,7 +37,6 @@ from groundsearch.model.training.relevance import (
     subject_noun,
     top_of,
 )
-from groundsearch.settings import get_settings
 from tests.tiny_data import make_tiny_flickr
 
 

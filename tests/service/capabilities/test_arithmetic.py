@@ -7,7 +7,7 @@ import pytest
 
 from groundsearch.model.runtime.arithmetic import arithmetic_query
 from groundsearch.model.training.evaluation.arithmetic import top_k
-from groundsearch.service.components import Capabilities
+from groundsearch.service.core.components import Capabilities
 
 
 @pytest.mark.parametrize("rerank", [False, True])

@@ -8,8 +8,8 @@ import numpy as np
 
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen
-from groundsearch.service.capabilities.describe import Describe, Description
-from groundsearch.service.timing import Stages
+from groundsearch.service.core.capabilities.describe import Describe, Description
+from groundsearch.service.core.timing import Stages
 
 
 def describe(gallery_hits, bank_hits, sentences=()):

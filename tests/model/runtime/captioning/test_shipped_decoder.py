@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.captioning import joint_identity, load_decoder, tokenize
 from groundsearch.model.runtime.captioning.words import STOPWORDS
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
-from groundsearch.settings import get_settings
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.images.backbones import (
     BackboneError,
@@ -16,7 +17,6 @@ from groundsearch.model.runtime.images.backbones import (
 )
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
-from groundsearch.settings import get_settings
 
 FLICKR = get_settings().data_dir / "flickr8k"
 

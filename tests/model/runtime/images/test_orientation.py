@@ -11,6 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor, file_key, photo_key
 from groundsearch.model.runtime.images.photos import (
@@ -20,7 +21,6 @@ from groundsearch.model.runtime.images.photos import (
     photo_orientation,
     upright_copy,
 )
-from groundsearch.settings import get_settings
 from tests.oriented import ORIENTATIONS, SUFFIX, coffee, oriented_bytes, write_oriented
 
 #: The shorter side the shipped checkpoint's backbone (EfficientNet-Lite2) resizes to.

@@ -9,10 +9,10 @@ import random
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.parsing.direct import greedy_heads
 from groundsearch.model.runtime.parsing.parser import Parser, clean_text
 from groundsearch.model.runtime.parsing.rules import rule_tokenize
-from groundsearch.settings import get_settings
 
 
 @pytest.mark.parametrize(

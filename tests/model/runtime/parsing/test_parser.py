@@ -109,9 +109,9 @@ def test_several_sentences_become_one_tree(parser):
 
 @pytest.mark.slow
 def test_worker_processes_give_the_same_trees(parser):
+    from groundsearch.common.settings import get_settings
     from groundsearch.model.data import load_captioned_images
     from groundsearch.model.runtime.parsing import Parser
-    from groundsearch.settings import get_settings
 
     captions = list(
         load_captioned_images(get_settings().data_dir / "flickr8k", split="dev").captions[:40]

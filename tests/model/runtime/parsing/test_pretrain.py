@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.parsing.pretrain import ensure_pretrain
 from groundsearch.model.runtime.text.glove import load_glove
-from groundsearch.settings import get_settings
 
 
 def test_pretrain_holds_every_glove_vector():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.training.evaluation.similarity import (
     pearson,
     rankdata,
@@ -14,7 +15,6 @@ from groundsearch.model.training.evaluation.similarity import (
     same_image_mean_rank,
     spearman,
 )
-from groundsearch.settings import get_settings
 
 DATA = get_settings().data_dir
 

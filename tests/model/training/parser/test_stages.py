@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.parsing.parser import MODEL_FILES
 from groundsearch.model.runtime.parsing.pretrain import PRETRAIN_NAME, ensure_pretrain
 from groundsearch.model.training.parser.compact import compact_models, write_manifest
@@ -25,7 +26,6 @@ from groundsearch.model.training.parser.stages import (
     stages,
     train,
 )
-from groundsearch.settings import get_settings
 
 
 def sentences(conllu: Path) -> list[str]:

@@ -1,0 +1,1 @@
+"""The ground every layer stands on: the project's settings and safe file writing."""

@@ -1,0 +1,2 @@
+"""Photo filters: the conditions (``conditions``, where each filter is declared once),
+their columns in memory, their SQL, and searches narrowed by them."""

@@ -1,0 +1,105 @@
+"""The shipped default gallery: sample photos from the scikit-image wheel, captioned by us.
+
+    root = prepare_sample_dataset(cache / "sample-data")      # Images/ + Flickr8k.token.txt
+    groundsearch index --sample                                  # indexes root's photos
+
+It needs no Flickr8k and downloads nothing: the photos are copied from the ``data``
+folder inside the installed ``skimage`` package (never through its pooch fetchers), and
+the captions are ``index/ingest/sample_captions.txt``, written for this project in Flickr8k's
+``<file>#<n><TAB><caption>`` format. Grayscale and transparent photos are converted to
+RGB PNGs (transparency flattened onto white); RGB files are copied byte for byte.
+
+Provenance, as stated in the docstrings of ``skimage.data`` (scikit-image 0.26; the
+wheel's own ``data/README.txt`` gives no licences, and scikit-image's BSD-3-Clause
+licence covers its code, not these photos):
+
+* CC0 by the photographer: ``camera.png`` (Lav Varshney), ``chelsea.png`` (Stefan van
+  der Walt), ``coffee.png`` (Rachel Michetti).
+* CC0 at the source: ``brick.png`` and ``gravel.png`` (CC0Textures), ``grass.png``
+  (DeviantArt, linolafett), ``horse.png`` (openclipart, Andreas Preuss),
+  ``retina.jpg`` (Wikimedia Commons, Mikael Häggström, CC0 1.0).
+* Public domain: ``astronaut.png`` (NASA portrait of Eileen Collins), ``rocket.jpg``
+  (SpaceX launch of DSCOVR on Falcon 9, released by SpaceX), ``hubble_deep_field.jpg``
+  (NASA Hubble eXtreme Deep Field), ``clock_motion.png`` (released by the photographer,
+  Stefan van der Walt), ``text.png`` (Wikipedia's Corner.png).
+* "No known copyright restrictions": ``coins.png`` (Greek coins from Pompeii, Brooklyn
+  Museum collection) and ``ihc.png`` (immunohistochemistry slide, CMMI).
+
+Photos the wheel ships without any licence statement (``motorcycle_left.png``, a
+Middlebury stereo benchmark image; ``moon.png``; ``page.png``; ``color.png``;
+``logo.png``) are left out, as are synthetic or tiny test images.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from PIL import Image
+
+from groundsearch.common.files import atomic_path, write_text
+from groundsearch.model.data import DatasetError, read_caption_ids
+from groundsearch.model.data.flickr import CAPTIONS_FILE, IMAGES_DIR
+from groundsearch.model.runtime.images.photos import upright
+
+SAMPLE_CAPTIONS = Path(__file__).with_name("sample_captions.txt")
+SAMPLE_DATA = "sample-data"
+
+
+def skimage_data_dir() -> Path:
+    """The ``data`` folder inside the installed scikit-image package."""
+    import skimage
+
+    return Path(skimage.__file__).resolve().parent / "data"
+
+
+def sample_photos() -> list[str]:
+    """The skimage data file names the shipped captions describe, sorted."""
+    ids = read_caption_ids(SAMPLE_CAPTIONS.parent, SAMPLE_CAPTIONS.name)
+    return sorted({key.rpartition("#")[0] for key in ids})
+
+
+def _copy_photo(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest``: RGB as is, anything else turned upright (its EXIF
+    orientation) and converted to RGB (alpha on white)."""
+    with Image.open(src) as img:
+        mode, fmt = img.mode, img.format
+        if mode == "RGB":
+            with atomic_path(dest) as tmp:
+                shutil.copyfile(src, tmp)
+            return
+        img.load()
+        turned = upright(img)
+        if mode in ("RGBA", "LA") or (mode == "P" and "transparency" in img.info):
+            rgba = turned.convert("RGBA")
+            rgb = Image.new("RGB", rgba.size, (255, 255, 255))
+            rgb.paste(rgba, mask=rgba.getchannel("A"))
+        else:
+            rgb = turned.convert("RGB")
+    with atomic_path(dest) as tmp:
+        rgb.save(tmp, format=fmt or "PNG")
+
+
+def prepare_sample_dataset(root: Path) -> Path:
+    """Write a Flickr8k-layout folder of the sample photos and captions at ``root``.
+
+    Idempotent: photos already there are kept, the captions file is rewritten only when
+    it differs. Raises DatasetError if the installed scikit-image lacks a photo.
+    """
+    root = Path(root).resolve()
+    images = root / IMAGES_DIR
+    images.mkdir(parents=True, exist_ok=True)
+    data_dir = skimage_data_dir()
+    for name in sample_photos():
+        dest = images / name
+        if dest.is_file():
+            continue
+        src = data_dir / name
+        if not src.is_file():
+            raise DatasetError(f"sample photo {name} not found in {data_dir}")
+        _copy_photo(src, dest)
+    text = SAMPLE_CAPTIONS.read_text(encoding="utf-8")
+    token = root / CAPTIONS_FILE
+    if not token.is_file() or token.read_text(encoding="utf-8") != text:
+        write_text(token, text)
+    return root

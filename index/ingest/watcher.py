@@ -1,0 +1,300 @@
+"""Folders that stay indexed: what changes under them reaches the gallery within seconds.
+
+    stop = threading.Event()
+    with Indexer([Path("~/Photos")], gallery_dir, checkpoint, parser) as indexer:
+        FolderWatcher(indexer, on_event=print).run(stop)    # until ``stop`` is set
+
+``groundsearch index PATH… --watch`` runs this in its own process, ``groundsearch serve
+--watch PATH`` in a thread of the server (over the server's own gallery, so each commit
+is searchable at once). Every write goes through the indexer (``Indexer.index``), the
+one way a gallery is filled: there is no second write path.
+
+1. **Watch, then catch up.** The operating system's notifications (``watchfiles``:
+   inotify on Linux, FSEvents on macOS; ``WATCHFILES_FORCE_POLLING=true`` polls, for
+   network shares) are set up first; then one full pass over the folders records
+   whatever changed while nothing watched (the first start, a stop, a crash). What
+   changes during that pass waits in the watch and comes next.
+2. **Debounced batches.** Changes are grouped until ``step_ms`` pass without a new one
+   (at most ``debounce_ms``): a file lands and is handled about ``step_ms`` later; a
+   burst of a thousand files arrives as a few batches, each one pass of the indexer
+   (photos committed every second or every 64, whichever comes first, searchable as each
+   commit lands); changes that come while a batch is embedded make the next one.
+3. **A batch** looks at each changed path as it is *now*, whatever the events said: a
+   file is recorded (new content embedded; content the gallery holds, as after a rename
+   or a move, is recorded as another file of its photo, which keeps its id); a folder
+   (one moved in, or created) is walked, and files under it not found are forgotten; a
+   path that is gone has the files at or under it forgotten — after the additions, so a
+   renamed photo is never dropped and embedded again. Photos left with no file go.
+   Hidden names and the gallery's own folder are left out, as ``walk_photos`` does.
+4. **A folder that disappears** (deleted, an unmounted drive): while it is missing,
+   nothing under it is forgotten — deletions the watch reports under it wait — and its
+   photos stay searchable. The watcher looks every ``tick_ms`` for it, and when it is
+   back (or another file system is mounted there) watches it again and catches up with
+   a full pass. A folder that is **empty** while the gallery holds files under it looks
+   like a mount point without its drive: a pass forgets nothing under it (files deleted
+   one by one while watched are forgotten as they go); once something lands in it, it is
+   walked again whole and what is no longer there is forgotten.
+5. **Crash-safe and resumable** as the indexer is: each commit is one transaction, so
+   a watcher killed at any point leaves whole photos, and its next start catches up
+   (step 1). A stop (``stop`` set: SIGINT or SIGTERM for the CLI, the server's
+   shutdown) ends the batch at the next photo, commits what was embedded, and returns.
+
+Events for the caller (``on_event(kind, data)``): ``caught-up`` (the full pass's
+summary), ``changes`` (a batch's summary, with ``paths``), ``missing``, ``back``,
+``kept`` (an empty folder left alone), ``polling`` (notifications failed: polling
+instead), ``error`` (a pass that failed: the watcher waits and catches up again). The
+summaries' ``lines`` name each file skipped, with why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+from watchfiles import watch
+
+from groundsearch.index.ingest.indexer import Indexer, IndexReport
+from groundsearch.index.store.indexing_runs import IndexedFiles
+
+log = logging.getLogger("groundsearch.index.ingest.watcher")
+
+#: Changes are handled once none came for this long (ms)…
+STEP_MS = 50
+#: … or once they have been gathered this long (ms), in a burst.
+DEBOUNCE_MS = 1000
+#: In a long batch, photos are committed (searchable) at least this often (s).
+COMMIT_SECONDS = 1.0
+#: How often the watcher looks for folders that went missing or came back (ms).
+TICK_MS = 500
+#: After a failed pass, wait this long before catching up again (s), doubling to …
+RETRY_S = 1.0
+#: … at most this.
+RETRY_MAX_S = 60.0
+
+Event = Callable[[str, dict[str, Any]], None]
+_Identity = tuple[int, int]
+
+
+def folder_identity(path: Path) -> _Identity | None:
+    """(device, inode) of a folder; None when ``path`` is no folder (now)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not os.path.isdir(path):
+        return None
+    return st.st_dev, st.st_ino
+
+
+class FolderWatcher:
+    """Keeps ``indexer``'s folders (``Indexer.roots``) and its gallery in step."""
+
+    def __init__(
+        self,
+        indexer: Indexer,
+        on_event: Event | None = None,
+        step_ms: int = STEP_MS,
+        debounce_ms: int = DEBOUNCE_MS,
+        tick_ms: int = TICK_MS,
+        progress: bool = False,
+    ) -> None:
+        self.indexer = indexer
+        self.progress = progress  # a progress bar for the full passes
+        self.roots = list(indexer.roots)
+        self.files = IndexedFiles(indexer.gallery)
+        self.on_event = on_event or _log_event
+        self.step_ms, self.debounce_ms, self.tick_ms = step_ms, debounce_ms, tick_ms
+        self.force_polling: bool | None = None  # watchfiles' default (its env variable)
+        self._missing: set[Path] = set()
+        self._kept: set[Path] = set()
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Watch until ``stop`` is set (each round: watch the folders there, catch up,
+        handle changes, until a folder goes or comes back)."""
+        retry = RETRY_S
+        while not stop.is_set():
+            present = self._look()
+            if not present:  # nothing to watch: wait for a folder to come back
+                stop.wait(self.tick_ms / 1000)
+                continue
+            try:
+                self._round(present, stop)
+                retry = RETRY_S
+            except Exception as exc:  # a pass that failed (a locked or full disk, …)
+                log.exception("watching %s failed", ", ".join(map(str, present)))
+                self.on_event("error", {"error": f"{type(exc).__name__}: {exc}", "retry_s": retry})
+                stop.wait(retry)
+                retry = min(2 * retry, RETRY_MAX_S)
+
+    def _look(self) -> dict[Path, _Identity]:
+        """The folders there now, by identity; says which went missing or came back."""
+        present = {}
+        for root in self.roots:
+            ident = folder_identity(root)
+            if ident is None:
+                if root not in self._missing:
+                    self._missing.add(root)
+                    self.on_event(
+                        "missing",
+                        {
+                            "folder": str(root),
+                            "message": f"{root} is gone (deleted or unmounted): its photos "
+                            "are kept until it is back",
+                        },
+                    )
+                continue
+            if root in self._missing:
+                self._missing.discard(root)
+                self.on_event("back", {"folder": str(root)})
+            present[root] = ident
+        return present
+
+    def _round(self, present: dict[Path, _Identity], stop: threading.Event) -> None:
+        """Watch the ``present`` folders, catch up with a full pass, then handle each
+        batch of changes until ``stop``, or until a folder goes, comes back or is
+        replaced (a new inode, another file system mounted there)."""
+        with contextlib.closing(self._changes(list(present), stop)) as batches:
+            first = next(batches, None)  # the watch is set up: nothing is missed from now
+            if first is None:
+                return
+            report = self.indexer.index(
+                list(present),
+                forget=list(present),
+                progress=self.progress,
+                stop=stop.is_set,
+                keep=self._keep,
+                commit_seconds=COMMIT_SECONDS,
+            )
+            self.on_event("caught-up", {**report.summary(), "lines": report.lines()})
+            for changes in _chain(first, batches):
+                if stop.is_set():
+                    return
+                if changes:
+                    self._handle(changes, stop)
+                if any(root in changes for root in present) or self._replaced(present):
+                    return  # watch again from scratch (a deleted root's watch is dead)
+
+    def _changes(
+        self, folders: list[Path], stop: threading.Event
+    ) -> Generator[set[Path], None, None]:
+        """Batches of changed paths (an empty one every ``tick_ms`` when nothing changes)."""
+        batches = watch(
+            *folders,
+            watch_filter=None,
+            debounce=self.debounce_ms,
+            step=self.step_ms,
+            stop_event=stop,
+            rust_timeout=self.tick_ms,
+            yield_on_timeout=True,
+            raise_interrupt=False,
+            force_polling=self.force_polling,
+            ignore_permission_denied=True,  # an unreadable folder is reported by the walk
+        )
+        try:
+            for changes in batches:
+                yield {Path(path) for _, path in changes}
+        except OSError as exc:
+            if self.force_polling or isinstance(exc, FileNotFoundError):
+                raise
+            # e.g. inotify's limit of watches reached: poll instead (slower, but whole)
+            log.warning("file notifications failed (%s): polling the folders instead", exc)
+            self.on_event("polling", {"reason": str(exc)})
+            self.force_polling = True
+            raise
+        finally:
+            batches.close()
+
+    def _replaced(self, present: dict[Path, _Identity]) -> bool:
+        """Whether a watched folder went, or came back, or another took its place."""
+        return any(folder_identity(root) != present.get(root) for root in self.roots)
+
+    # --- one batch --------------------------------------------------------------------------
+
+    def _handle(self, changed: set[Path], stop: threading.Event) -> IndexReport | None:
+        """One pass of the indexer over a batch of changed paths."""
+        wanted = sorted(p for p in changed if self._watched(p))
+        if not wanted:
+            return None
+        # a folder kept while empty that now has something in it is walked again whole
+        again = [k for k in self._kept if any(p == k or _under(p, k) for p in wanted)]
+        there = sorted({p for p in [*wanted, *again] if os.path.lexists(p)})
+        folders = [p for p in there if os.path.isdir(p)]
+        # what a folder of this batch is walked for is not given again on its own
+        there = [p for p in there if not any(_under(p, f) and p != f for f in folders)]
+        gone = [p for p in wanted if not os.path.lexists(p)]
+        report = self.indexer.index(
+            there,
+            forget=folders,
+            gone=gone,
+            stop=stop.is_set,
+            keep=self._keep,
+            commit_seconds=COMMIT_SECONDS,
+        )
+        data = {"paths": len(wanted), **report.summary(), "lines": report.lines()}
+        self.on_event("changes", data)
+        return report
+
+    def _watched(self, path: Path) -> bool:
+        """Whether a changed path is one the indexer would walk: under a watched folder,
+        not hidden below it, not in the gallery's folder."""
+        gallery = self.indexer.gallery_dir
+        if path == gallery or _under(path, gallery):
+            return False
+        for root in self.roots:
+            if path == root:
+                return True
+            if _under(path, root):
+                return not any(part.startswith(".") for part in path.relative_to(root).parts)
+        return False
+
+    def _keep(self, path: Path) -> bool:
+        """Whether to leave the files at or under ``path`` alone at the end of a pass:
+        its watched folder is missing, or it is an empty folder the gallery holds files
+        under (a mount point without its drive looks like that)."""
+        root = next((r for r in self.roots if path == r or _under(path, r)), None)
+        if root is not None and folder_identity(root) is None:
+            return True
+        if not os.path.isdir(path) or not _empty(path):
+            self._kept.discard(path)
+            return False
+        if not self.files.has_files_under(path):
+            return False
+        if path not in self._kept:
+            self._kept.add(path)
+            self.on_event(
+                "kept",
+                {
+                    "folder": str(path),
+                    "message": f"{path} is empty but the gallery holds photos from it "
+                    "(an unmounted drive?): they are kept",
+                },
+            )
+        return True
+
+
+def _chain(first: set[Path], rest: Iterator[set[Path]]) -> Iterator[set[Path]]:
+    yield first
+    yield from rest
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path.is_relative_to(folder) and path != folder
+
+
+def _empty(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
+
+
+def _log_event(kind: str, data: dict[str, Any]) -> None:
+    log.info("%s: %s", kind, data)

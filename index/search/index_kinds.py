@@ -1,0 +1,241 @@
+"""The kinds of FAISS index a gallery can search with, and how each is made.
+
+* ``flat``: exact inner product over float32 vectors (``IndexFlatIP``) — every vector in
+  RAM, search time linear in the gallery.
+* ``hnsw``: a graph over the float32 vectors (``IndexHNSWFlat``, M=32) — vectors and
+  graph in RAM, search time nearly constant.
+* ``ivfpq``: for galleries larger than RAM, the layout clip-retrieval serves LAION-5B
+  with: an inverted file (IVF) of product-quantised codes (PQ, ``m`` bytes a vector)
+  whose lists are memory-mapped from the index file (FAISS reads them as
+  ``OnDiskInvertedLists``), and an exact re-rank of the best ``k × k_factor`` candidates
+  from float16 copies of the vectors (``IndexRefine`` over ``SQfp16``), also mapped. A process holds
+  only the coarse centroids and the pages it touches. It must be trained (``train``) on a
+  sample of the vectors and is immutable once written: a gallery adds to an exact delta
+  beside it and rebuilds it when the delta grows (``groundsearch.index.search.vectors``). It is
+  built shard by shard in bounded memory and served from its files
+  (``groundsearch.index.search.compressed``); ``IndexSettings.rerank`` may store the re-rank
+  copies as 8- or 4-bit scalar codes instead of float16 (smaller, less exact).
+* ``ivfopq``: for short disks, the same inverted file behind a learned rotation (OPQ)
+  and no re-rank copy: PQ codes only (at 10M about 1.5 GB with the codes kept by
+  position for filters, against 13 GB with the float16 copies; −0.5 rsum on Flickr8k
+  test: docs/BENCHMARKS.md, "Vector size"). ``auto`` picks it when not even 8-bit
+  copies would fit the disk; when only the float16 ones would not, it keeps ``ivfpq``
+  with an SQ8 re-rank store (``choose_rerank``: half the size, −0.1 rsum).
+
+``choose_kind`` is the gallery's rule when it is told ``auto`` (docs/BENCHMARKS.md, "Scale",
+has the measurements behind the thresholds).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import faiss
+
+from groundsearch.index.search.mapped_files import advise_random
+
+#: FAISS, untyped: its stubs lack the search-parameter classes' keywords and attributes.
+FAISS: Any = faiss
+KINDS = ("flat", "hnsw", "ivfpq", "ivfopq")
+#: The kinds trained on a sample, built in shards and served from disk.
+COMPRESSED = ("ivfpq", "ivfopq")
+#: The gallery's kind when it picks by size.
+AUTO = "auto"
+HNSW_M = 32
+#: ``auto`` uses an exact index up to this many vectors…
+EXACT_UP_TO = 200_000
+#: … and the compressed one from this many (between them: hnsw).
+COMPRESSED_FROM = 2_000_000
+
+
+#: The re-rank stores of ``ivfpq``: bytes a ``d``-d vector takes in each.
+STORES = {"fp16": lambda d: 2 * d, "sq8": lambda d: d, "sq4": lambda d: (d + 1) // 2}
+
+
+def store_bytes(dim: int, rerank: str) -> int:
+    """Bytes a ``dim``-d vector takes in an ``ivfpq`` re-rank store of kind ``rerank``
+    (ValueError for a store there is not)."""
+    if rerank not in STORES:
+        raise ValueError(f"rerank must be one of {tuple(STORES)}, got {rerank!r}")
+    return STORES[rerank](dim)
+
+
+def store_fits(n: int, dim: int, rerank: str, free_bytes: int | None) -> bool:
+    """Whether ``n`` vectors' re-rank copies (and the build's shards) would take at most
+    half of ``free_bytes`` (unknown disk or dimension: yes)."""
+    if free_bytes is None or not dim:
+        return True
+    return 2 * n * (store_bytes(dim, rerank) + 100) <= free_bytes
+
+
+def choose_kind(
+    n: int,
+    dim: int = 0,
+    free_bytes: int | None = None,
+    rerank: str = "fp16",
+    stored: int | None = None,
+) -> str:
+    """The kind ``auto`` picks for an index of ``n`` vectors (``free_bytes``: the disk it
+    would be built on has this much free; ``ivfopq`` when not even the re-rank store
+    ``choose_rerank`` would fall back to for ``rerank`` fits in it; ``stored``: the
+    vectors whose copies that disk must hold, when more than ``n`` — every shard's)."""
+    if n <= EXACT_UP_TO:
+        return "flat"
+    if n < COMPRESSED_FROM:
+        return "hnsw"
+    if not store_fits(stored or n, dim, smallest_store(dim, rerank), free_bytes):
+        return "ivfopq"
+    return "ivfpq"
+
+
+def disk_free(folder: Path) -> int | None:
+    """Free bytes on the disk of ``folder`` (or of its nearest existing parent)."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            return shutil.disk_usage(path).free
+    return None
+
+
+def smallest_store(dim: int, rerank: str) -> str:
+    """The smallest store ``auto`` may give an ``ivfpq`` asked for ``rerank``."""
+    return min((rerank, "sq8"), key=lambda r: store_bytes(dim, r))
+
+
+def choose_rerank(n: int, dim: int, free_bytes: int | None, wanted: str) -> str:
+    """The re-rank store ``auto`` gives an ``ivfpq`` index of ``n`` vectors: ``wanted``
+    when it fits the disk, else SQ8 (half of float16's bytes, −0.1 rsum against −0.5
+    for ``ivfopq``: docs/BENCHMARKS.md, "Vector size")."""
+    return wanted if store_fits(n, dim, wanted, free_bytes) else smallest_store(dim, wanted)
+
+
+def pq_bytes(dim: int, kind: str, m: int) -> int:
+    """PQ bytes a vector of ``kind`` for ``dim``-d vectors asked ``m``: ``ivfopq``
+    rotates into a dimension ``m`` divides; ``ivfpq`` takes the divisor of ``dim``
+    nearest ``m`` from above (then from below): 64 for 640-d, 69 for 690-d."""
+    if kind == "ivfopq" or dim % m == 0:
+        return m
+    above = [d for d in range(m, 2 * m + 1) if dim % d == 0]
+    below = [d for d in range(m, 0, -1) if dim % d == 0]
+    return above[0] if above else below[0]
+
+
+@dataclass
+class IndexSettings:
+    """Shape and search settings of the approximate kinds.
+
+    ``ivfpq``, ``ivfopq``: ``nlist`` inverted lists (None: about √n, a power of two),
+    ``m`` PQ bytes a vector (``pq_bytes``), ``nprobe`` lists searched, ``k_factor``
+    candidates re-ranked exactly per result asked for (``ivfpq``), ``rerank`` and
+    ``shard_size`` (the build, ``groundsearch.index.search.compressed``). ``hnsw``:
+    ``ef_search``, the candidate list a search keeps (FAISS's default, 16, loses recall at 640-d).
+    """
+
+    nlist: int | None = None
+    m: int = 64
+    nprobe: int = 16
+    k_factor: int = 32
+    ef_search: int = 64
+    #: the re-rank store of ``ivfpq``: ``fp16``, ``sq8`` or ``sq4``
+    rerank: str = "fp16"
+    #: vectors a build adds in memory before writing them to disk as a shard
+    shard_size: int = 2_000_000
+
+    def widened(self, lists: float = 1.0, graph: float = 1.0) -> IndexSettings:
+        """These settings searching wider: ``lists`` times the IVF lists probed, ``graph``
+        times HNSW's candidate list (a search whose hits must pass a filter)."""
+        return replace(
+            self,
+            nprobe=math.ceil(self.nprobe * max(lists, 1.0)),
+            ef_search=math.ceil(self.ef_search * max(graph, 1.0)),
+        )
+
+    def lists_for(self, n: int) -> int:
+        if self.nlist is not None:
+            return self.nlist
+        return int(min(8192, max(64, 2 ** round(math.log2(max(n, 1)) / 2))))
+
+    def min_train(self, n: int) -> int:
+        """The fewest vectors it can be trained on (2 a list; 256 for the PQ codebooks)."""
+        return max(256, 2 * self.lists_for(n))
+
+    def train_size(self, n: int) -> int:
+        """Vectors to train on: enough for the centroids, capped (training is costly)."""
+        return int(min(n, max(20_000, 30 * self.lists_for(n)), 150_000))
+
+
+def new_index(dim: int, kind: str, n: int = 0, ivfpq: IndexSettings | None = None) -> faiss.Index:
+    """An empty index of ``kind``: ``flat`` and ``hnsw`` in an ``IndexIDMap``; for a
+    compressed kind the untrained IVF (behind its OPQ rotation for ``ivfopq``) shaped
+    for about ``n`` vectors, holding its ids itself (``groundsearch.index.search.compressed``
+    builds and serves it)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if kind == "flat":
+        return faiss.IndexIDMap(faiss.IndexFlatIP(dim))
+    if kind == "hnsw":
+        return faiss.IndexIDMap(faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT))
+    params = ivfpq or IndexSettings()
+    m = pq_bytes(dim, kind, params.m)
+    nlist = params.lists_for(n)
+    quantizer = "_HNSW32" if nlist >= 2048 else ""  # assigning millions to flat centroids
+    # is the build's slowest step; a graph makes it cheap
+    rotation = f"OPQ{m}_{-(-dim // m) * m}," if kind == "ivfopq" else ""
+    index = FAISS.index_factory(
+        dim, f"{rotation}IVF{nlist}{quantizer},PQ{m}", faiss.METRIC_INNER_PRODUCT
+    )
+    ivf = FAISS.downcast_index(FAISS.extract_index_ivf(index))
+    # PQ of the vector itself, not of its residual (cheaper to train; the exact re-rank
+    # makes up the difference: docs/BENCHMARKS.md, "Scale"; ivfopq's codes by position
+    # are then the lists' own, so a given id scores as its search does)
+    ivf.by_residual = False
+    ivf.do_polysemous_training = False  # the factory's default; it costs minutes
+    ivf.pq.cp.niter = 10
+    if kind == "ivfopq":
+        opq = FAISS.downcast_VectorTransform(index.chain.at(0))
+        opq.niter = 20  # FAISS's 50 rounds of PQ training take long at 690-d
+    return index
+
+
+def search_params(index: FAISS.Index, settings: IndexSettings, selector: Any) -> Any:
+    """FAISS search parameters for ``index`` (an ``IndexIDMap``) with ``selector``."""
+    inner = FAISS.downcast_index(index.index)
+    if isinstance(inner, FAISS.IndexRefine):
+        # ``IndexIDMap`` translates only the outer selector from positions to ids; the
+        # base index's parameters need a translated one of their own.
+        base_sel = None if selector is None else FAISS.IDSelectorTranslated(index.id_map, selector)
+        base = FAISS.SearchParametersIVF(nprobe=settings.nprobe, sel=base_sel)
+        return FAISS.IndexRefineSearchParameters(
+            k_factor=float(settings.k_factor), base_index_params=base, sel=selector
+        )
+    if isinstance(inner, FAISS.IndexHNSW):
+        return FAISS.SearchParametersHNSW(efSearch=settings.ef_search, sel=selector)
+    return FAISS.SearchParameters(sel=selector) if selector is not None else None
+
+
+def index_name(index: FAISS.Index) -> str:
+    """What ``index`` is, for logs and benchmarks (e.g. ``IVF1024,PQ64,Refine(SQfp16)``)."""
+    inner = FAISS.downcast_index(index.index) if isinstance(index, FAISS.IndexIDMap) else index
+    if isinstance(inner, FAISS.IndexRefine):
+        ivf = FAISS.extract_index_ivf(inner)
+        pq = FAISS.downcast_index(inner.base_index)
+        return f"IVF{ivf.nlist},PQ{pq.pq.M},Refine(SQfp16)"
+    return type(inner).__name__
+
+
+def read(path: Path, mmap: bool = False) -> faiss.Index:
+    """Read an index written by ``faiss.write_index``; with ``mmap`` its inverted lists
+    and stored codes (the float16 re-rank copy of an ``IndexRefine`` main written before
+    the sharded build, too) stay in the file, paged in as searches touch them."""
+    if not mmap:
+        return faiss.read_index(str(path))
+    # By file name FAISS maps the whole file (MappedFileIOReader): every code array is a
+    # view of it. (IO_FLAG_MMAP with a FileIOReader maps only the inverted lists and
+    # reads the re-rank codes, 1,280 B a vector, into memory.) Its pages are read at
+    # random: no read-ahead (mapped_files).
+    index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
+    advise_random(path)
+    return index

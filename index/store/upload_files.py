@@ -1,0 +1,78 @@
+"""A gallery's ``uploads/``: the files of photos added through the API.
+
+    uploads = UploadFiles(gallery_folder)
+    name = uploads.name_for(sha256, "jpg")       # "uploads/<sha256>.jpg", as recorded
+    with uploads.locked():                        # shared: from the file to its commit
+        uploads.write(name, data)                 # synced, before its record
+    with uploads.locked(exclusive=True):
+        uploads.delete(name)                      # after its record's removal
+    uploads.clear(recorded_names)                 # what interrupted writes left
+
+A file is written before the transaction that records it and deleted after the one that
+removes it, so a crash leaves at most a file no record names; a writer clears those when
+it opens the gallery, holding the lock exclusively so that it never takes a file whose
+record is on its way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from groundsearch.common.files import atomic_path
+
+log = logging.getLogger("groundsearch.index")
+UPLOADS = "uploads"
+UPLOADS_LOCK = "uploads.lock"
+
+
+class UploadFiles:
+    """The uploaded photos' files of the gallery in ``folder``, named relative to it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    @staticmethod
+    def name_for(sha256: str, extension: str) -> str:
+        return f"{UPLOADS}/{sha256}.{extension}"
+
+    @contextlib.contextmanager
+    def locked(self, exclusive: bool = False) -> Iterator[None]:
+        """Uploads hold the lock shared from their file to their commit; deleting and
+        clearing hold it exclusively."""
+        with open(self.folder / UPLOADS_LOCK, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def write(self, name: str, data: bytes) -> None:
+        """The photo's file, on disk when it returns (kept if already there)."""
+        path = self.folder / name
+        if path.exists():
+            return
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def delete(self, name: str) -> None:
+        (self.folder / name).unlink(missing_ok=True)
+
+    def clear(self, named: Callable[[], set[str]]) -> None:
+        """Delete every file in ``uploads/`` that ``named`` (the names the records hold,
+        read under the exclusive lock) leaves out."""
+        uploads = self.folder / UPLOADS
+        if not uploads.is_dir():
+            return
+        with self.locked(exclusive=True):
+            keep = named()
+            for path in uploads.iterdir():
+                if f"{UPLOADS}/{path.name}" not in keep:
+                    log.info("removing %s: no photo names it (an interrupted write)", path)
+                    path.unlink(missing_ok=True)

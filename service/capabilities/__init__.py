@@ -1,4 +1,0 @@
-"""What the service does, one small object per capability (search, photos, describe,
-arithmetic, explain, gallery writes, status) over the shared ``service.components``;
-``components.Capabilities`` builds them once, and each route gets its own through
-``service.deps``."""

@@ -1,0 +1,128 @@
+"""Sentences for a photo — uploaded, or a gallery photo by id — (found among the gallery's
+and the bank's captions, and written by the caption decoder) and for a text
+(``/paraphrase``: written for its vector)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from PIL import Image
+
+from groundsearch.index.gallery import Gallery, UnknownItemError
+from groundsearch.model.runtime.captioning import Generated
+from groundsearch.model.runtime.captioning.novel import Seen
+from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
+from groundsearch.service.core.bank_loader import BankLoader
+from groundsearch.service.core.photo_vectors import PhotoVectors
+from groundsearch.service.core.queries import QueryVectors
+from groundsearch.service.core.relevance import NO_JUDGE, Judge
+from groundsearch.service.core.timing import Stages, Timings
+from groundsearch.service.core.writing import Writer
+
+
+@dataclass(frozen=True)
+class Description:
+    """A caption that describes a photo: from the gallery (with its photo) or the bank."""
+
+    text: str
+    score: float
+    source: str
+    id: int | None = None
+    image_id: int | None = None
+    #: the probability that it describes the photo (None without a relevance model)
+    relevance: float | None = None
+
+
+@dataclass(eq=False)
+class Describe:
+    """``/describe``, ``/images/{id}/describe`` and ``/paraphrase``."""
+
+    photos: PhotoVectors
+    queries: QueryVectors
+    gallery: Gallery
+    bank: BankLoader
+    writer: Writer
+    stages: Stages
+    judge: Judge = NO_JUDGE
+
+    @property
+    def writes(self) -> bool:
+        """Whether the server has a caption decoder."""
+        return self.writer.decoder is not None
+
+    def run(
+        self,
+        image: Image.Image,
+        k: int,
+        retrieved: bool = True,
+        written: bool = False,
+        beam: int | None = None,
+    ) -> tuple[list[Description], list[Generated], list[Seen], Timings]:
+        """The ``k`` best captions for a photo among the gallery's and the bank's (one
+        text once, the gallery's first) if ``retrieved``, the sentences the decoder
+        writes for it (beam ``beam``; naming a confident class) if ``written``, and what
+        the backbone's ImageNet classifier saw in it (the same CNN pass). Each caption's
+        relevance is read from the photo's top caption scores, the gallery's and the
+        bank's together."""
+        timings: Timings = {}
+        features, vec = self.photos.features_and_vector(image, timings)
+        sentences = self.writer.write(vec, timings, beam, features) if written else []
+        concepts = self.writer.concepts(features)
+        if not retrieved:
+            return [], sentences, concepts, timings
+        with self.stages.stage("search", timings):
+            found, pool = self._found(vec, k)
+        found.sort(key=lambda d: (-d.score, d.source != "gallery"))
+        found = self._judged(found, pool)
+        unique: dict[str, Description] = {}
+        for d in found:
+            unique.setdefault(d.text, d)
+        return list(unique.values())[:k], sentences, concepts, timings
+
+    def gallery_photo(self, image_id: int, max_pixels: int) -> Image.Image:
+        """A gallery photo decoded as an upload is (upright, no larger than the backbone
+        needs), so it is described exactly as the same file uploaded; UnknownItemError
+        if the item is gone or its file is gone or can no longer be decoded."""
+        path = self.gallery.photo_path(image_id)
+        try:
+            image, _ = decode_photo(path, max_pixels, min_side=self.photos.min_side)
+        except PhotoError as exc:
+            raise UnknownItemError(
+                f"the photo of image {image_id} can no longer be read ({exc})"
+            ) from None
+        return image
+
+    def _found(self, vec: np.ndarray, k: int) -> tuple[list[Description], list[Description]]:
+        """The first ``k`` captions of the gallery's and of the bank's (the candidates),
+        and all those fetched for the score distribution (``Judge.fetch``)."""
+        fetch = self.judge.fetch(k)
+        gallery = [
+            Description(r.text, score, "gallery", r.id, r.image_id)
+            for r, score in self.gallery.search_captions(vec, fetch)
+        ]
+        bank = self.bank.bank
+        banked = (
+            [Description(t, score, "bank") for t, score in bank.search(vec, fetch)]
+            if bank is not None
+            else []
+        )
+        return gallery[:k] + banked[:k], gallery + banked
+
+    def _judged(self, found: list[Description], pool: list[Description]) -> list[Description]:
+        """``found`` with each caption's relevance, read from the pool's scores."""
+        pool = sorted(pool, key=lambda d: (-d.score, d.source != "gallery"))
+        judged = self.judge.of("image-caption", [d.score for d in pool])
+        relevance = {(d.source, d.id, d.text): p for d, p in zip(pool, judged, strict=True)}
+        return [replace(d, relevance=relevance.get((d.source, d.id, d.text))) for d in found]
+
+    def clean(self, text: str) -> str:
+        """The text as cleaned (once, at the route); UnusableText if it cannot be used."""
+        return self.queries.clean(text)
+
+    def paraphrase(self, cleaned: str, beam: int | None = None) -> tuple[list[Generated], Timings]:
+        """Sentences the decoder writes for the vector of a cleaned text."""
+        timings: Timings = {}
+        self.writer.require()  # before the parse: refuse at once
+        vec = self.queries.vector(cleaned, timings)
+        return self.writer.write(vec, timings, beam), timings

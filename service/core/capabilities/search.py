@@ -1,0 +1,116 @@
+"""Text → the gallery photos that match it best; a photo (and a text) → the photos most
+like it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PIL import Image
+
+from groundsearch.index.gallery import Gallery, ImageRecord
+from groundsearch.model.runtime.arithmetic import arithmetic_query
+from groundsearch.service.core.pages import Page
+from groundsearch.service.core.photo_pages import PageAsk, photo_page
+from groundsearch.service.core.photo_vectors import PhotoVectors
+from groundsearch.service.core.queries import QueryVectors
+from groundsearch.service.core.relevance import NO_JUDGE, Judge
+from groundsearch.service.core.timing import Stages, Timings
+
+#: Gallery photos with their scores, best first.
+ImageHits = list[tuple[ImageRecord, float]]
+#: Each hit's relevance (None without a relevance model), in the hits' order.
+Relevances = list[float | None]
+
+
+@dataclass(eq=False)
+class Search:
+    """``/search``: a cleaned query's vector (cached), then the gallery's nearest photos."""
+
+    queries: QueryVectors
+    gallery: Gallery
+    stages: Stages
+    judge: Judge = NO_JUDGE
+
+    def clean(self, text: str) -> str:
+        """The query as cleaned (once, at the route); UnusableText if it cannot be used."""
+        return self.queries.clean(text)
+
+    def is_cached(self, cleaned: str) -> bool:
+        """Whether the query needs no parse (called on the event loop)."""
+        return self.queries.is_cached(cleaned)
+
+    def run(
+        self, cleaned: str, ask: PageAsk, min_relevance: float | None = None
+    ) -> tuple[Page, Timings, float | None]:
+        """The page ``ask`` wants of the photos that match a cleaned query (filtered in
+        the search), each with its relevance (read from the query's top scores and, for a
+        query with a noun the classes name or the tagger tags, each hit's evidence:
+        ``service.core.relevance``), and the
+        threshold applied: ``min_relevance``, else the default for the query."""
+        timings: Timings = {}
+        vec, words = self.queries.vector_and_nouns(cleaned, timings)
+        nouns = self.judge.named(words)
+        threshold = self.judge.threshold(min_relevance, bool(nouns), cleaned)
+        fetched: list[int] = []
+
+        def fetch(n: int) -> list[tuple[int, float]]:
+            hits = self.gallery.rank_images(vec, n, ask.where)
+            fetched[:] = [i for i, _ in hits]
+            return hits
+
+        def judge(scores: Sequence[float]) -> list[float | None]:
+            evidence = self.judge.evidence(nouns, fetched[: len(scores)])
+            return self.judge.of("text-image", scores, vec, cleaned, evidence)
+
+        with self.stages.stage("search", timings):
+            page = photo_page(
+                self.gallery, fetch, judge, ask, threshold, cleaned, monotone=not nouns
+            )
+        return page, timings, threshold
+
+
+@dataclass(eq=False)
+class PhotoSearch:
+    """``/search/image``: the gallery photos most like an uploaded photo, optionally
+    steered by a text ("like this one, but at night")."""
+
+    photos: PhotoVectors
+    queries: QueryVectors
+    gallery: Gallery
+    stages: Stages
+    judge: Judge = NO_JUDGE
+    channel_columns: int = 0
+
+    def run(
+        self,
+        image: Image.Image,
+        identity: str,
+        cleaned: str | None,
+        ask: PageAsk,
+        threshold: float | None = None,
+    ) -> tuple[Page, Timings]:
+        """The page ``ask`` wants of the photos nearest the photo's vector — or, with a
+        cleaned text, nearest ``unit(photo + text)`` (the photo's joint vector plus the
+        text's, as ``/arithmetic`` adds a phrase), judged as arithmetic hits.
+        ``identity`` names the photo in the cursor (its bytes' digest)."""
+        timings: Timings = {}
+        vec = self.photos.vector(image, timings)
+        kind = "image-image"
+        if cleaned is not None:
+            text = self.queries.vector(cleaned, timings)
+            vec, kind = arithmetic_query(vec, [text], [], self.channel_columns), "arithmetic"
+
+        def fetch(n: int) -> list[tuple[int, float]]:
+            return self.gallery.rank_images(vec, n, ask.where)
+
+        with self.stages.stage("search", timings):
+            page = photo_page(
+                self.gallery,
+                fetch,
+                lambda scores: self.judge.of(kind, scores),
+                ask,
+                threshold,
+                (identity, cleaned),
+            )
+        return page, timings

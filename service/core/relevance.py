@@ -1,0 +1,275 @@
+"""Each hit's relevance (``model.runtime.relevance``) as the service serves it.
+
+The relevance model reads a query's top ``top`` scores (20), so a capability fetches at
+least that many hits (``fetch``) and keeps the first ``k`` it fetched before: on an exact
+(flat) index the first ``k`` of a longer list are the same hits, so relevance changes
+neither the hits, nor their order, nor their scores. A route then splits the hits at
+``min_relevance``: at or above it in ``results``, below it in ``weak`` (each list in the
+ranking's order), and ``no_match`` when ``results`` is empty.
+
+The shipped ``relevance.json`` is served when it was fitted for the served checkpoint
+(``GROUNDSEARCH_RELEVANCE``: ``default``, ``none`` or a file, which must match); without
+one every hit's relevance is null, every hit is in ``results``, and ``min_relevance`` is
+read but changes nothing.
+
+**Evidence** (text → photo only): a text query with a noun that the backbone's classes
+name (``model/artifacts/noun_classes.tsv``: "laptop", "bird") or that the shipped vector
+tagger of the served checkpoint tags (``model/artifacts/vector_tagger.npz``: Flickr8k's
+caption nouns read off a photo's stored vector) is judged by the relevance model's
+evidence model, each hit reading ``model.runtime.evidence.hit_evidence``: the larger of
+the classifier's probability of the query's nouns among the photo's stored top classes
+(``Gallery.image_classes``, kept when it was indexed) and the tagger's least probability
+of its tagged nouns on the photo's vector. A gallery that does not store every photo's
+classes (some indexed before they were kept) has the tagger's evidence only, until an
+indexing run fills them (``ClassesKept`` asks again each minute); a hit whose classes
+went missing meanwhile is judged on the tagger's, or without evidence when the query has
+no tagged noun. Its default ``min_relevance`` is the evidence one — for a query of at most
+``SHORT_WORDS`` words ("a cat", "snow") the short one. Evidence is the hit's own, so
+relevance may rise down a ranking: its pages serve the good matches first, each part by
+score (``service.core.pages``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from groundsearch.index.errors import UnknownItemError
+from groundsearch.index.gallery import Gallery
+from groundsearch.model.runtime.evidence import FILE_NAME as NOUNS_FILE_NAME
+from groundsearch.model.runtime.evidence import NounClasses, NounWords, evidence_nouns, hit_evidence
+from groundsearch.model.runtime.relevance import (
+    RelevanceError,
+    RelevanceModel,
+    load_relevance,
+    novelty_of,
+    word_count,
+)
+from groundsearch.model.runtime.tagger import (
+    VECTORS_FILE_NAME,
+    TaggerError,
+    WordTagger,
+    vectors_identity,
+)
+from groundsearch.service.core.settings import ServiceSettings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def served_relevance(
+    settings: ServiceSettings, identity: dict[str, str]
+) -> tuple[RelevanceModel | None, str]:
+    """The relevance model and a line for ``/ready``. The shipped one is skipped when it
+    was fitted for another checkpoint; a file named in the settings must match, or the
+    server does not start."""
+    if settings.relevance == "none":
+        return None, "none"
+    default = settings.relevance == "default"
+    path = settings.model_dir / "relevance.json" if default else Path(settings.relevance)
+    if default and not path.exists():
+        return None, "none (no shipped relevance model)"
+    try:
+        model = load_relevance(path, identity)
+    except RelevanceError as exc:
+        if not default:
+            raise
+        log.warning("relevance off: %s", exc)
+        return None, "off: the shipped relevance model was fitted for another checkpoint"
+    return model, f"{path.name} (default min_relevance {model.threshold:g})"
+
+
+def served_tagger(
+    settings: ServiceSettings, identity: dict[str, str], relevance: RelevanceModel | None
+) -> WordTagger | None:
+    """The vector tagger whose probabilities are evidence: the shipped one when the
+    relevance model has evidence models and the tagger reads the served checkpoint's
+    vectors (else None: every query judged without evidence)."""
+    if relevance is None or "text-image" not in (relevance.evidence or {}):
+        return None
+    try:
+        return WordTagger.load(
+            settings.model_dir / VECTORS_FILE_NAME, backbone=vectors_identity(identity)
+        )
+    except TaggerError as exc:
+        log.warning("relevance without evidence: %s", exc)
+        return None
+
+
+#: Hit photos' stored classes by id (``Gallery.image_classes``).
+ClassesFn = Callable[[Sequence[int]], dict[int, tuple[np.ndarray, np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class Judge:
+    """The served relevance model (or None), how a text query's novelty is read, and
+    for evidence the vector tagger and how to read hit photos' vectors, the noun →
+    classes table and how to read hit photos' stored classes (``stores_classes``:
+    whether the gallery keeps any)."""
+
+    model: RelevanceModel | None
+    channel_columns: int = 0
+    tagger: WordTagger | None = None
+    vectors: Callable[[Sequence[int]], np.ndarray] | None = None
+    nouns: NounClasses | None = None
+    classes: ClassesFn | None = None
+    stores_classes: Callable[[], bool] | None = None
+
+    def named(self, words: NounWords) -> list[str]:
+        """A query's nouns with evidence ([]: it is judged without): those the classes
+        name when the gallery stores classes, and those the tagger tags."""
+        if self.model is None or not self.model.evidence or self.vectors is None:
+            return []
+        table = None
+        if self.nouns is not None and self.stores_classes is not None and self.stores_classes():
+            table = self.nouns
+        return evidence_nouns(words, table, self.tagger)
+
+    def evidence(self, nouns: Sequence[str], ids: Sequence[int]) -> np.ndarray | None:
+        """Each hit photo's evidence for a query whose nouns with evidence are
+        ``nouns`` (``hit_evidence``; NaN for a hit with none known, None without)."""
+        if not nouns or self.vectors is None or not ids:
+            return None
+        classes = None
+        if self.nouns is not None and self.classes is not None and self.nouns.nameable(nouns):
+            stored = self.classes(ids)
+            k = max((len(c[0]) for c in stored.values()), default=1)
+            cids = np.full((len(ids), k), -1, np.int64)
+            probs = np.zeros((len(ids), k), np.float64)
+            for row, i in enumerate(ids):
+                if (c := stored.get(int(i))) is not None:
+                    cids[row, : len(c[0])], probs[row, : len(c[1])] = c
+            classes = (cids, probs)
+        tagged = self.tagger is not None and self.tagger.columns_of(nouns)
+        vectors = self.vectors(ids) if tagged else None  # read only when the tagger reads them
+        return hit_evidence(nouns, self.nouns, classes, self.tagger, vectors)
+
+    def fetch(self, k: int) -> int:
+        """How many hits to fetch for ``k``: enough for the score distribution."""
+        return max(k, self.model.top) if self.model is not None else k
+
+    def of(
+        self,
+        kind: str,
+        scores: Sequence[float],
+        vector: np.ndarray | None = None,
+        text: str = "",
+        evidence: np.ndarray | None = None,
+    ) -> list[float | None]:
+        """The relevance of each of a query's hits (scores best first); a text query's
+        vector (its novelty share) and text (its number of words) are features too, and
+        each hit's ``evidence`` when the query has some."""
+        if self.model is None or kind not in self.model.kinds:
+            return [None] * len(scores)
+        novelty = novelty_of(vector, self.channel_columns) if vector is not None else 0.0
+        words, values = word_count(text), np.asarray(scores)
+        p = self.model.predict(kind, values, novelty, words, evidence)
+        if evidence is not None and np.isnan(evidence).any():  # hits with none known
+            plain = self.model.predict(kind, values, novelty, words, None)
+            p = np.where(np.isnan(evidence), plain, p)
+        return [float(x) for x in p]
+
+    def threshold(
+        self, asked: float | None, evidence: bool = False, text: str = ""
+    ) -> float | None:
+        """The ``min_relevance`` applied: the one asked for, else the model's default
+        for the query (with ``evidence``: the evidence one, a short ``text``'s its own;
+        None without a model)."""
+        if self.model is None:
+            return None
+        if asked is not None:
+            return asked
+        return self.model.default_threshold(evidence, word_count(text))
+
+
+def split(
+    items: Sequence[T], relevance: Sequence[float | None], threshold: float | None
+) -> tuple[list[T], list[T]]:
+    """``items`` at or above ``threshold`` and those below it, each in order (all of
+    them above when there is no threshold or no relevance)."""
+    strong: list[T] = []
+    weak: list[T] = []
+    for item, r in zip(items, relevance, strict=True):
+        (weak if threshold is not None and r is not None and r < threshold else strong).append(item)
+    return strong, weak
+
+
+def serving_judge(
+    settings: ServiceSettings,
+    identity: dict[str, str],
+    relevance: RelevanceModel | None,
+    model: object,
+    gallery: Gallery,
+) -> Judge:
+    """The judge a server (or the terminal's local search) uses: the relevance model, how
+    ``model``'s text vectors hold their novelty, and the vector tagger reading hit photos'
+    stored vectors (one query for a page; a photo removed since it was ranked reads as a
+    zero vector: it leaves the page)."""
+    tagger = served_tagger(settings, identity, relevance)
+
+    def vectors(ids: Sequence[int]) -> np.ndarray:
+        try:
+            return gallery.image_vectors(ids)
+        except UnknownItemError:
+            rows = []
+            for i in ids:
+                try:
+                    rows.append(gallery.image_vector(int(i)))
+                except UnknownItemError:
+                    rows.append(np.zeros(gallery.dim, np.float32))
+            return np.stack(rows)
+
+    columns = int(getattr(model, "channel_columns", 0))
+    if relevance is None or not relevance.evidence:
+        return Judge(relevance, columns)
+    # the classifier's evidence where the served model stores classes with each photo
+    table = served_nouns(settings) if getattr(model, "concepts", None) is not None else None
+    if table is None:
+        return Judge(relevance, columns, tagger, vectors)
+    kept = ClassesKept(gallery.stores_classes)
+    if not kept():
+        log.warning(
+            "not every gallery photo's classes are stored (indexed before they were kept): "
+            "relevance reads the tagger's evidence only; `groundsearch index` over its "
+            "folders again stores them (each photo's vector stays)"
+        )
+    return Judge(relevance, columns, tagger, vectors, table, gallery.image_classes, kept)
+
+
+class ClassesKept:
+    """Whether every gallery photo's classes are stored (``Gallery.stores_classes``),
+    asked at most every ``every`` seconds until they are; then it stays so (the served
+    model stores a new photo's classes with it)."""
+
+    def __init__(self, check: Callable[[], bool], every: float = 60.0) -> None:
+        self.check, self.every = check, every
+        self.known = False
+        self.asked = -math.inf
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self.known and now - self.asked >= self.every:
+            self.known, self.asked = self.check(), now
+        return self.known
+
+
+def served_nouns(settings: ServiceSettings) -> NounClasses | None:
+    """The noun → classes table of the classifier's evidence (the shipped one in the
+    model folder; None when it is missing or unreadable: the tagger's evidence only)."""
+    path = settings.model_dir / NOUNS_FILE_NAME
+    try:
+        return NounClasses.load(path)
+    except (OSError, ValueError) as exc:
+        log.warning("relevance without the classifier's evidence: %s", exc)
+        return None
+
+
+#: No relevance model: every hit's relevance is null (capabilities built without one).
+NO_JUDGE = Judge(None)

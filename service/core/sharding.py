@@ -1,0 +1,165 @@
+"""The gallery's shards served by Ray Serve: one deployment per shard, one replica each,
+and the front's handles to them.
+
+    fanout = start_shards(ShardSet.read(folder))         # on the Ray cluster ray.init joined
+    gallery = sharded_gallery(gallery_folder, folder, identity)   # the front's Gallery
+    stop_shards(shard_set.shards)
+
+Each deployment (``ShardReplica``, application ``groundsearch-shard-<s>``) loads its
+shard (``groundsearch.index.search.shards.Shard``: a ``VectorIndex`` snapshot, memory-mapped
+when ``ivfpq``) when its replica starts and answers the ``Shard`` methods through one
+handle method, ``call``. The front is the FastAPI app (``Components.load`` with
+``GROUNDSEARCH_SHARDS``): it encodes each query once, and its ``ShardedIndex`` sends it
+to every shard at once (``RayFanout.call``: every request issued before any answer is
+awaited) and merges their top ``k``. No Serve HTTP proxy is started: the app is the only
+way in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from groundsearch.index.errors import StoreError
+from groundsearch.index.gallery import Gallery
+from groundsearch.index.search.index_kinds import IndexSettings
+from groundsearch.index.search.shards import Shard, ShardedIndex, ShardSet, open_sharded
+
+log = logging.getLogger("groundsearch.service")
+#: Each shard's Ray Serve application is named this plus the shard's number.
+APP_PREFIX = "groundsearch-shard-"
+#: CPUs Ray reserves for each shard's replica (a search is one thread; mapped pages are
+#: the OS's): a fraction, so that a small machine holds several shards and the front.
+CPUS_PER_SHARD = 0.5
+#: Requests one replica works on at once (searches release the GIL inside FAISS).
+MAX_ONGOING = 16
+#: How long the front waits for a shard's answer before answering 503.
+SHARD_TIMEOUT_S = 10.0
+#: What the front may call on a shard.
+SHARD_METHODS = frozenset(
+    {"info", "search", "score", "score_likeliest", "held", "search_among", "add", "remove"}
+)
+INSTALL_HINT = "install it with `pip install 'groundsearch[ray]'`"
+
+
+class ShardingError(RuntimeError):
+    """Ray Serve is missing, or the shards' deployments cannot be started or reached."""
+
+
+class ShardReplica:
+    """A Ray Serve replica holding one shard, loaded when the replica starts."""
+
+    def __init__(self, folder: str, shard: int, settings: IndexSettings | None = None) -> None:
+        self.shard = Shard.open(ShardSet.read(Path(folder)), shard, settings)
+        log.info("shard %d: %s", shard, self.shard.index.describe())
+
+    def call(self, method: str, *args: Any) -> Any:
+        if method not in SHARD_METHODS:
+            raise ValueError(f"a shard has no method {method!r}")
+        return getattr(self.shard, method)(*args)
+
+
+class RayFanout:
+    """A ``Fanout`` over the shards' deployment handles."""
+
+    def __init__(self, handles: Sequence[Any]) -> None:
+        self.handles = list(handles)
+        self.shards = len(self.handles)
+
+    def call(self, method: str, args: Sequence[tuple[Any, ...] | None]) -> list[Any]:
+        """Every shard's answer; StoreError (the service's 503) naming the first shard
+        that failed or did not answer within ``SHARD_TIMEOUT_S``."""
+        pending = [
+            None if a is None else handle.call.remote(method, *a)
+            for handle, a in zip(self.handles, args, strict=True)
+        ]
+        answers = []
+        for s, p in enumerate(pending):
+            try:
+                answers.append(None if p is None else p.result(timeout_s=SHARD_TIMEOUT_S))
+            except ValueError:  # the shard's own refusal of a bad argument: the caller's
+                raise
+            except Exception as exc:
+                for rest in pending[s + 1 :]:
+                    if rest is not None:
+                        rest.cancel()
+                raise StoreError(f"shard {s} did not answer: {type(exc).__name__}: {exc}") from exc
+        return answers
+
+
+def _serve() -> Any:
+    try:
+        from ray import serve
+    except ImportError as exc:
+        raise ShardingError(f"sharded serving needs Ray Serve ({exc}): {INSTALL_HINT}") from None
+    return serve
+
+
+def start_shards(
+    shard_set: ShardSet,
+    settings: IndexSettings | None = None,
+    cpus: float = CPUS_PER_SHARD,
+) -> RayFanout:
+    """Deploy one Ray Serve application per shard of ``shard_set`` (one replica each) on
+    the cluster this process joined (``ray.init``), and wait until each has loaded its
+    shard; returns the front's fan-out over their handles."""
+    serve = _serve()
+    serve.start(proxy_location="Disabled")  # no HTTP proxy: the FastAPI app is the front
+    handles = []
+    for s in range(shard_set.shards):
+        deployment = serve.deployment(
+            ShardReplica,
+            name=f"shard-{s}",
+            num_replicas=1,
+            ray_actor_options={"num_cpus": cpus},
+            max_ongoing_requests=MAX_ONGOING,
+        )
+        app = deployment.bind(str(shard_set.folder.resolve()), s, settings)
+        try:
+            handles.append(serve.run(app, name=f"{APP_PREFIX}{s}", route_prefix=None))
+        except Exception as exc:  # a replica that cannot load its shard fails the deploy
+            raise ShardingError(f"shard {s} could not start: {exc}") from exc
+    return RayFanout(handles)
+
+
+def connect_shards(shards: int) -> RayFanout:
+    """The handles of the ``shards`` deployments already running on the cluster."""
+    serve = _serve()
+    try:
+        return RayFanout([serve.get_app_handle(f"{APP_PREFIX}{s}") for s in range(shards)])
+    except Exception as exc:
+        raise ShardingError(
+            f"the shards' Ray Serve applications are not running ({exc}): start them with "
+            "`groundsearch serve --shards N`"
+        ) from None
+
+
+def stop_shards(shards: int) -> None:
+    """Delete the shards' applications (their replicas unmap their shards)."""
+    serve = _serve()
+    for s in range(shards):
+        try:
+            serve.delete(f"{APP_PREFIX}{s}")
+        except Exception as exc:
+            log.warning("could not stop shard %d: %s", s, exc)
+
+
+def sharded_gallery(
+    gallery_folder: Path,
+    shards_folder: Path,
+    identity: dict[str, str] | None = None,
+    settings: IndexSettings | None = None,
+    ray_address: str = "auto",
+) -> Gallery:
+    """The gallery in ``gallery_folder``, read-only, its photos searched on the Ray
+    Serve shards of ``shards_folder`` (joining the Ray cluster at ``ray_address`` unless
+    this process already has)."""
+    import ray
+
+    shard_set = ShardSet.read(shards_folder)
+    if not ray.is_initialized():
+        ray.init(address=ray_address, logging_level=logging.WARNING, log_to_driver=False)
+    images = ShardedIndex(connect_shards(shard_set.shards), shard_set, settings)
+    return open_sharded(gallery_folder, images, identity, settings)

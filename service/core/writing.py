@@ -1,0 +1,121 @@
+"""Written sentences: the caption decoder (Kiros et al. 2014) writes words for a vector.
+
+``served_decoder`` picks the decoder the settings name (the shipped one is skipped, not an
+error, when another checkpoint is served); ``Writer`` writes for ``/describe``,
+``/paraphrase`` and ``/arithmetic?sentence=true``, re-ranking the beam by how close each
+sentence's own vector (through the text front door) is to the vector written for.
+
+For a photo (``/describe``), the backbone's ImageNet classifier reads the same pooled
+features (no second CNN pass) and its confident everyday words (``NovelWords``) constrain
+the sentence to name one of them. A vector of ``/paraphrase`` or ``/arithmetic`` has no
+features: what a photo's classes say need not hold of "photo − dog + cat", so those
+sentences are written unconstrained.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from groundsearch.model.runtime.captioning import (
+    CaptionDecoder,
+    DecoderError,
+    Generated,
+    load_decoder,
+    rerank,
+)
+from groundsearch.model.runtime.captioning.novel import NovelWords, Seen
+from groundsearch.model.runtime.captioning.words import tokenize
+from groundsearch.model.runtime.sentences import Sentences
+from groundsearch.service.core.settings import ServiceSettings
+from groundsearch.service.core.timing import Stages, Timings
+
+log = logging.getLogger("groundsearch.service")
+
+#: ``/describe``'s ``concepts``: the classifier's top classes at this probability or more.
+CONCEPT_FLOOR = 0.05
+CONCEPT_TOP = 5
+
+
+class NoDecoder(RuntimeError):
+    """A written sentence was asked for, but the server has no caption decoder (501)."""
+
+
+def served_decoder(
+    settings: ServiceSettings, identity: dict[str, str]
+) -> tuple[CaptionDecoder | None, str]:
+    """The caption decoder and a line for ``/ready``. The shipped decoder is skipped when
+    it was trained on another checkpoint; a decoder file named in the settings must
+    match, or the server does not start."""
+    if settings.decoder == "none":
+        return None, "none"
+    default = settings.decoder == "default"
+    path = settings.default_decoder if default else Path(settings.decoder)
+    if default and not path.exists():
+        return None, "none (no shipped decoder)"
+    try:
+        decoder = load_decoder(path, identity)
+    except DecoderError as exc:
+        if not default:
+            raise
+        log.warning("caption decoder off: %s", exc)
+        return None, "off: the shipped decoder was trained on another checkpoint"
+    return decoder, f"{path.name} (beam {settings.decoder_beam})"
+
+
+class Writer:
+    """Sentences the decoder writes for joint-space vectors (NoDecoder without one)."""
+
+    def __init__(
+        self,
+        decoder: CaptionDecoder | None,
+        status: str,
+        door: Sentences,
+        stages: Stages,
+        beam: int,
+        rerank: bool,
+        novel: NovelWords | None = None,
+    ) -> None:
+        self.decoder, self.status, self.door, self.stages = decoder, status, door, stages
+        self.beam, self.rerank = beam, rerank
+        #: the classifier's words (None: sentences are never constrained, no concepts)
+        self.novel = novel
+
+    def require(self) -> CaptionDecoder:
+        """The caption decoder; NoDecoder (501) if the server has none."""
+        if self.decoder is None:
+            raise NoDecoder(f"this server writes no sentences (caption decoder: {self.status})")
+        return self.decoder
+
+    def write(
+        self,
+        vec: np.ndarray,
+        timings: Timings,
+        beam: int | None = None,
+        features: np.ndarray | None = None,
+    ) -> list[Generated]:
+        """Sentences written for ``vec``, best first; with a photo's ``features``, the
+        best that name one of the classifier's confident words (when it has one)."""
+        decoder = self.require()
+        constraints, wanted = None, set()
+        if features is not None and self.novel is not None and self.novel.decoder is decoder:
+            with self.stages.stage("classify", timings):
+                words = self.novel.confident(features[None])
+                constraints = self.novel.as_constraints(words)
+            wanted = set(words[0])
+        with self.stages.stage("generate", timings):
+            beams = decoder.generate(vec[None], beam=beam or self.beam, constraints=constraints)
+        if self.rerank and beams[0]:
+            with self.stages.stage("rerank", timings):
+                beams = rerank(vec[None], beams, self.door.vectors)
+            if wanted:  # the sentences that name a confident word stay first
+                beams[0].sort(key=lambda g: not wanted & set(tokenize(g.text)))
+        return beams[0]
+
+    def concepts(self, features: np.ndarray) -> list[Seen]:
+        """What the classifier saw in a photo (its features): the top classes."""
+        if self.novel is None:
+            return []
+        return self.novel.seen(features[None], floor=CONCEPT_FLOOR, top=CONCEPT_TOP)[0]

@@ -1,0 +1,215 @@
+"""Admission control: a bounded amount of work of each kind, and a quick "no" beyond it.
+
+Each kind of work (``parse``: parsing and encoding sentences; ``cnn``: decoding photos and
+running the backbone) has a ``Gate`` of ``concurrency`` slots and a waiting line of
+``queue`` places. A request takes a slot, or a place in line while the slots are busy; when
+the line is full too it is refused at once (429 with ``Retry-After``) instead of waiting
+seconds behind work the machine cannot finish sooner. The gates live on the event loop's
+thread (no locks); their counters feed ``/metrics``.
+
+Each route declares its work where it is defined (``declare_work`` as its
+``openapi_extra``, shown in the API description): the kinds it takes, the query
+parameters that make it take them, and whether its body is a photo upload.
+``EarlyRefusal`` reads those declarations and answers the 429 before routing,
+dependencies or reading an upload's body, when a request's kind of work is already full:
+under overload most requests are refusals, and they must cost next to nothing. The
+routes still take their slots (a line may fill between the two).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi.routing import RouteContext, iter_route_contexts
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from groundsearch.model.runtime.sentences import UnusableText
+from groundsearch.service.http.problems import ServiceError, problem
+
+#: The OpenAPI extension a route's work is declared in (``declare_work``).
+WORK_KEY = "x-work"
+#: Query values that do not ask for the work a parameter names.
+_OFF = {"", "0", "false", "no", "off"}
+
+
+def declare_work(upload: bool = False, **kinds: tuple[str, ...]) -> dict[str, Any]:
+    """A route's ``openapi_extra``: each kind of work it takes (``parse``, ``cnn``) with
+    the query parameters that make it take that work (none: every request does), and
+    whether its body is a photo upload (``upload``: size-limited before it is read)."""
+    return {WORK_KEY: {"kinds": {k: list(p) for k, p in kinds.items()}, "upload": upload}}
+
+
+@dataclass(frozen=True)
+class RouteWork:
+    """One route's declared work (``route``: FastAPI's view of it, with its full path)."""
+
+    route: RouteContext
+    kinds: dict[str, tuple[str, ...]]
+    upload: bool
+
+    def needs(self, query: dict[str, list[str]]) -> tuple[str, ...]:
+        """The kinds of work a request with this query string takes (for the parameters
+        a route reads from its body, such as an upload's captions, none: the route
+        decides once it has read them)."""
+        return tuple(
+            kind
+            for kind, params in self.kinds.items()
+            if not params or any(v.lower() not in _OFF for p in params for v in query.get(p, []))
+        )
+
+
+def declared_work(routes: Sequence[BaseRoute]) -> list[RouteWork]:
+    """The declared work of every route (included routers' too) that declares some."""
+    out = []
+    for route in iter_route_contexts(routes):
+        declared = (getattr(route, "openapi_extra", None) or {}).get(WORK_KEY)
+        if declared is not None:
+            kinds = {k: tuple(p) for k, p in declared["kinds"].items()}
+            out.append(RouteWork(route, kinds, bool(declared["upload"])))
+    return out
+
+
+class Overloaded(ServiceError):
+    """The waiting line of a kind of work is full: HTTP 429 with ``Retry-After``."""
+
+    def __init__(self, kind: str, retry_after: int) -> None:
+        super().__init__(
+            429,
+            f"the server is busy ({kind} work queue full): retry in {retry_after} s",
+            "overloaded",
+            {"Retry-After": str(retry_after)},
+        )
+        self.kind = kind
+
+
+@dataclass
+class Gate:
+    """At most ``concurrency`` holders, ``queue`` waiters; more are refused (Overloaded)."""
+
+    kind: str
+    concurrency: int
+    queue: int
+    #: Typical seconds one request of this kind holds its slot (for ``Retry-After``).
+    seconds_per_request: float = 0.05
+    on_change: Callable[[Gate], None] = lambda gate: None
+    active: int = 0
+    refused: int = 0
+    _waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    @property
+    def full(self) -> bool:
+        """No free slot and no place in line: the next request would be refused."""
+        return self.active >= self.concurrency and self.waiting >= self.queue
+
+    def refuse(self) -> Overloaded:
+        """Count a refusal; the error to answer it with."""
+        self.refused += 1
+        self.on_change(self)
+        return Overloaded(self.kind, self.retry_after())
+
+    def retry_after(self) -> int:
+        """Whole seconds until the line ahead would have drained (at least 1)."""
+        ahead = self.waiting + self.active
+        return max(1, math.ceil(ahead * self.seconds_per_request / max(self.concurrency, 1)))
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold one slot for the block (waiting in line for it if need be)."""
+        if self.active < self.concurrency and not self._waiters:
+            self.active += 1
+        elif self.waiting >= self.queue:
+            raise self.refuse()
+        else:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            self.on_change(self)
+            try:
+                await waiter  # a finishing holder hands its slot over (``active`` unchanged)
+            except asyncio.CancelledError:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif not waiter.cancelled():  # handed a slot as it was cancelled
+                    self._release()
+                raise
+        self.on_change(self)
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                self.on_change(self)
+                return
+        self.active -= 1
+        self.on_change(self)
+
+
+class Admission:
+    """The gates of a server, by kind of work."""
+
+    def __init__(self, gates: list[Gate]) -> None:
+        self.gates = {g.kind: g for g in gates}
+
+    @asynccontextmanager
+    async def slots(self, *kinds: str) -> AsyncIterator[None]:
+        """Hold a slot of each kind (taken in one fixed order, so holders never deadlock)."""
+        async with AsyncExitStack() as stack:
+            for kind in sorted(set(kinds)):
+                await stack.enter_async_context(self.gates[kind].slot())
+            yield
+
+
+class EarlyRefusal:
+    """ASGI middleware: 429 at once for a request whose kind of work is full, as its
+    route declares it (a cached ``/search`` query needs no parse)."""
+
+    def __init__(self, app: ASGIApp, admission: Admission, work: list[RouteWork]) -> None:
+        self.app, self.admission, self.work = app, admission, work
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            full = [k for k in self._work(scope) if self.admission.gates[k].full]
+            if full and not self._cached_search(scope):
+                exc = self.admission.gates[full[0]].refuse()
+                answer = problem(Request(scope), 429, exc.detail, exc.slug, exc.headers)
+                await answer(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _work(self, scope: Scope) -> tuple[str, ...]:
+        for declared in self.work:
+            if declared.route.matches(scope)[0] == Match.FULL:
+                query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+                return declared.needs(query)
+        return ()
+
+    def _cached_search(self, scope: Scope) -> bool:
+        """A ``/search`` whose query vector is cached (asked only when its gate is full:
+        the query is cleaned here only then)."""
+        capabilities = scope["app"].state.capabilities
+        if scope["path"] != "/search" or capabilities is None:
+            return False
+        texts = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("text")
+        if not texts:
+            return False
+        try:
+            return capabilities.search.is_cached(capabilities.search.clean(texts[0]))
+        except UnusableText:
+            return False

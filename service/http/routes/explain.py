@@ -1,0 +1,27 @@
+"""The query's tree: its dependency parse and each word's share of its vector."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from groundsearch.service.http.admission import declare_work
+from groundsearch.service.http.deps import AdmissionDep, ExplainDep
+from groundsearch.service.http.routes.params import TEXT_ERRORS, Text
+from groundsearch.service.http.schemas import ExplainResponse
+
+router = APIRouter(tags=["search"])
+
+
+@router.get(
+    "/explain",
+    response_model=ExplainResponse,
+    responses=TEXT_ERRORS,
+    openapi_extra=declare_work(parse=()),
+)
+async def explain(capability: ExplainDep, admission: AdmissionDep, text: Text) -> ExplainResponse:
+    """The query's dependency tree and each word's share of its sentence vector."""
+    cleaned = capability.clean(text)
+    async with admission.slots("parse"):
+        tree, shares, timings = await run_in_threadpool(capability.run, cleaned)
+    return ExplainResponse.of(tree, shares, capability.encoder, timings)
