@@ -15,7 +15,7 @@
 #   make refit CHECKPOINT=…   the taggers, decoder and relevance for another joint model
 #   make concepts             the held-out-concept protocol, without and with the channel (~15 min)
 #   make captions-held-out    the held-out-concept captioning protocol, before/after naming (~1 h)
-#   make objects              install the COCO object detector with npm (measured, not shipped)
+#   make objects              install the COCO object detector (bench/detector/) with npm (measured, not shipped)
 #   make arithmetic           photo − "A" + "B" measured: shipped SDT-RNN vs bag of words (~5 min)
 #   make -j2 paper-results    the same plus Socher et al.'s comparisons (unweighted, f, loss)
 SHELL := bash
@@ -73,7 +73,7 @@ train-parser: install
 	$(BIN)/groundsearch train-parser
 
 objects: install
-	$(BIN)/groundsearch fetch-objects
+	$(BIN)/python bench/object_detector.py fetch
 
 score-parser: install
 	$(BIN)/groundsearch score-parser
@@ -105,7 +105,7 @@ bench-captions: install $(SCALE_BASE)/gallery.db
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python bench/caption_speed.py --gallery $(SCALE_BASE)
 
 reliability: install
-	$(BIN)/python bench/reliability.py
+	$(BIN)/python bench/reliability_harness.py
 
 # The results table: each encoder trained with RECIPE plus its own RECIPE_<encoder>
 # (kcca takes only RECIPE_kcca), scored on test, then tabulated. Each model is its own

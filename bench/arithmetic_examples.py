@@ -24,6 +24,9 @@ from PIL import Image, ImageDraw, ImageOps
 from groundsearch.common.settings import get_settings
 from groundsearch.model.training.evaluation.arithmetic import paired_difference
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import markdown_table
+
 LABEL_WIDTH = 150
 GREEN, RED, WHITE, BLACK = (34, 139, 34), (200, 30, 30), (255, 255, 255), (0, 0, 0)
 
@@ -90,23 +93,23 @@ def table(results: list[tuple[str, dict]]) -> str:
     head = ["pair", "starts", "photos of B"]
     for m in models:
         head += [f"{m}: arith. B", f"{m}: arith. A", f"{m}: text B", f"{m}: photo B"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows: list[list[str]] = []
     by_pair = [{row["pair"]: row for row in r["pairs"]} for _, r in results]
     for row in results[0][1]["pairs"]:
         label = row["pair"] + (" (skipped)" if "skipped" in row else "")
         cells = [label, str(row["starts"]), str(row["photos_with_b"])]
-        for rows in by_pair:
-            other = rows.get(row["pair"], {})
+        for pairs in by_pair:
+            other = pairs.get(row["pair"], {})
             cells += [_cell(other, "arithmetic", "share_b"), _cell(other, "arithmetic", "share_a")]
             cells += [_cell(other, "text", "share_b"), _cell(other, "photo", "share_b")]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
     cells = [f"**mean of {results[0][1]['mean']['pairs']}**", "", ""]
     for _, r in results:
         mean = r["mean"]
         cells += [_cell(mean, "arithmetic", "share_b"), _cell(mean, "arithmetic", "share_a")]
         cells += [_cell(mean, "text", "share_b"), _cell(mean, "photo", "share_b")]
-    lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    rows.append(cells)
+    return "\n".join(markdown_table(head, rows)) + "\n"
 
 
 QUERY_LABELS = {
@@ -122,7 +125,7 @@ def mean_table(results: list[tuple[str, dict]]) -> str:
     share of A and the likeness to the start photo."""
     head = ["model", "query", "photos of B in top k", "95% CI", "photos of A in top k"]
     head.append("likeness")
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows: list[list[str]] = []
     for path, r in results:
         mean, model = r["mean"], r.get("encoder", Path(path).stem)
         for query, label in QUERY_LABELS.items():
@@ -131,11 +134,11 @@ def mean_table(results: list[tuple[str, dict]]) -> str:
                 ci = f"{span[0]:.1f}–{span[1]:.1f}" if isinstance(span, list) else "–"
                 cells = [model, label, _cell(mean, query, "share_b"), ci]
                 cells += [_cell(mean, query, "share_a"), _cell(mean, query, "likeness")]
-                lines.append("| " + " | ".join(cells) + " |")
+                rows.append(cells)
         any_two = mean.get("likeness_any_two")
         if isinstance(any_two, int | float):
-            lines.append(f"| {model} | two photos at random | – | – | – | {any_two:.1f} |")
-    return "\n".join(lines) + "\n"
+            rows.append([model, "two photos at random", "–", "–", "–", f"{any_two:.1f}"])
+    return "\n".join(markdown_table(head, rows)) + "\n"
 
 
 def difference_line(results: list[tuple[str, dict]]) -> str:

@@ -17,8 +17,6 @@ import json
 import os
 import platform
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -35,17 +33,7 @@ from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import Sentences
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import latency
-
-
-def timed(fn: Callable[[], object], repeats: int) -> list[float]:
-    fn()  # warm-up
-    out = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        out.append(1000 * (time.perf_counter() - start))
-    return out
+from common import latency, timings_ms
 
 
 def main() -> None:
@@ -84,12 +72,12 @@ def main() -> None:
                     if reranked:
                         rerank(row, beams, embed)
 
-                samples += timed(run, 1)
+                samples += timings_ms(run, 1)
             results[f"beam {beam}{' + rerank' if reranked else ''}"] = latency(samples)
 
     extractor = FeatureExtractor.for_identity(model.backbone)
     photos = [decode_photo(ds.image_path(i))[0] for i in range(min(20, len(names)))]
-    cnn = [t for p in photos for t in timed(lambda p=p: extractor.embed_images([p]), 1)]
+    cnn = [t for p in photos for t in timings_ms(lambda p=p: extractor.embed_images([p]), 1)]
     results[f"reference: one photo's CNN pass ({model.backbone})"] = latency(cnn)
     print(
         json.dumps(

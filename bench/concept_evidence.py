@@ -14,13 +14,14 @@ Two probes for docs/RESULTS.md ("Where issue 25 stands"):
    what thresholds chosen per concept would reach.
 
     python bench/concept_evidence.py --figures docs/relevance-test.json
-    python bench/concept_evidence.py --objects      # the object detector's evidence
+    python bench/concept_evidence.py --objects      # the object detector's (bench/detector/)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,12 @@ from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.concepts import HELD_OUT, photos_mentioning, with_kinds
 from groundsearch.model.runtime.checkpoints import load_checkpoint
-from groundsearch.model.runtime.evidence import (
-    NounClasses,
-    objects_path,
-    read_objects,
-    top_classes,
-)
+from groundsearch.model.runtime.evidence import NounClasses, top_classes
 from groundsearch.model.runtime.images.features import FeatureExtractor
-from groundsearch.model.runtime.images.objects import COCO, ObjectDetector, object_classes
+
+sys.path.insert(0, str(Path(__file__).parent))
+from detector.evidence import ObjectNounClasses, objects_path, read_objects
+from detector.objects import COCO, ObjectDetector, object_classes
 
 KEEP = 0.9
 
@@ -49,7 +48,7 @@ def classifier_table(checkpoint: Path, objects: bool = False) -> None:
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
     detector = ObjectDetector.load(cache_dir=s.cache_dir) if objects else None
     # the detector's kinds alone (every kind's score), or the classifier's top classes
-    table = NounClasses(read_objects(objects_path())) if objects else NounClasses.load()
+    table = ObjectNounClasses(read_objects(objects_path())) if objects else NounClasses.load()
     splits = {}
     for split in ("train", "test"):
         ds = load_captioned_images(s.flickr8k_dir, split=split)
@@ -126,7 +125,8 @@ def main() -> None:
         "--objects",
         action="store_true",
         help="the object detector's evidence instead (its best score on the concept's "
-        "COCO kinds: noun_objects.tsv; groundsearch fetch-objects installs it)",
+        "COCO kinds: detector/noun_objects.tsv; python bench/object_detector.py fetch installs "
+        "it)",
     )
     args = ap.parse_args()
     classifier_table(args.checkpoint, args.objects)

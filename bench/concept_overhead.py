@@ -7,9 +7,9 @@ one stanza parse and one CNN pass measured in the same run (medians, one thread)
 from __future__ import annotations
 
 import json
-import statistics
+import sys
 import time
-from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from PIL import Image
@@ -20,14 +20,8 @@ from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.sentences import Sentences
 
-
-def median_ms(f: Callable[[], object], n: int = 30) -> float:
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return round(1000 * statistics.median(times), 2)
+sys.path.insert(0, str(Path(__file__).parent))
+from common import median_ms
 
 
 def main() -> None:
@@ -51,15 +45,17 @@ def main() -> None:
         json.dumps(
             {
                 "load_s": {"with": round(load_on, 2), "without": round(load_off, 2)},
-                "parse_ms (reference)": median_ms(lambda: parser.parse([text]), 10),
-                "cnn_ms (reference)": median_ms(lambda: extractor.embed_images([photo]), 10),
+                "parse_ms (reference)": median_ms(lambda: parser.parse([text]), 10, warm=False),
+                "cnn_ms (reference)": median_ms(
+                    lambda: extractor.embed_images([photo]), 10, warm=False
+                ),
                 "text_ms": {
-                    "with": median_ms(lambda: on.embed_sentences(trees)),
-                    "without": median_ms(lambda: off.embed_sentences(trees)),
+                    "with": median_ms(lambda: on.embed_sentences(trees), warm=False),
+                    "without": median_ms(lambda: off.embed_sentences(trees), warm=False),
                 },
                 "photo_ms": {
-                    "with": median_ms(lambda: on.embed_images(feats)),
-                    "without": median_ms(lambda: off.embed_images(feats)),
+                    "with": median_ms(lambda: on.embed_images(feats), warm=False),
+                    "without": median_ms(lambda: off.embed_images(feats), warm=False),
                 },
             }
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +28,8 @@ from groundsearch.model.training.corpus import TreesFn, text_trees
 from groundsearch.model.training.evaluation.concepts import held_out_metrics
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 
-
-def floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",")]
+sys.path.insert(0, str(Path(__file__).parent))
+from common import floats
 
 
 def load_split(

@@ -6,8 +6,8 @@ objects the split's photos lack, and keep the ones they hold?
     # as for a gallery indexed before photos' classes were stored (the tagger alone):
     groundsearch fit-relevance --nouns none --out /tmp/r.json
     python bench/everyday_words.py --relevance /tmp/r.json --nouns none
-    # with the object detector's evidence (measured, not shipped):
-    groundsearch fit-relevance --objects --out /tmp/o.json
+    # with the object detector's evidence (bench/detector/; measured, not shipped):
+    python bench/object_detector.py fit-relevance --out /tmp/o.json
     python bench/everyday_words.py --relevance /tmp/o.json --objects
 
 The words are COCO's 80 object categories said as one everyday word ("hydrant", "teddy",
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,9 @@ from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.relevance import features, load_relevance, novelty_of, word_count
 from groundsearch.model.training.evaluation.concepts import CONCEPT_WORDS
 from groundsearch.model.training.relevance import full_model, top_of
+
+sys.path.insert(0, str(Path(__file__).parent))
+from detector.relevance import detector_split
 
 #: COCO's 80 categories, each as the one word people say for it.
 COCO_WORDS = (
@@ -69,7 +73,8 @@ def ask(args: argparse.Namespace) -> dict[str, Any]:
     """Every word asked and judged on the split (see the module docstring)."""
     path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
     relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
-    model, data, parse = embedded_split(args, args.split, source_of(args))
+    embed = detector_split if args.objects else embedded_split
+    model, data, parse = embed(args, args.split, source_of(args))
     words = sorted(set(COCO_WORDS) | set(CONCEPT_WORDS))
     texts = [w if w in BARE else f"a {w}" for w in words]
     trees = parse(texts)
@@ -134,7 +139,8 @@ def main() -> None:
     ap.add_argument(
         "--objects",
         action="store_true",
-        help="with the object detector's evidence too (fit the relevance with --objects)",
+        help="with the object detector's evidence too (bench/detector/; fit the relevance "
+        "with python bench/object_detector.py fit-relevance)",
     )
     ap.add_argument("--out", type=Path)
     data_option(ap)

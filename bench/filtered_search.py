@@ -47,7 +47,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import sqlite3
 import subprocess
 import sys
@@ -62,6 +61,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import scale
 
+from common import latency, peak_rss_mb, percentile
 from groundsearch.index.filters import filtered_search
 from groundsearch.index.filters import sql as filter_sql
 from groundsearch.index.filters.conditions import PhotoFilter
@@ -103,10 +103,6 @@ PLACES = [
 TARGETS = (0.001, 0.01, 0.1, 0.5)
 SWEEP = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 SWEEP_QUERIES = 40
-
-
-def rss_peak_mb() -> int:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 # --- the metadata ---------------------------------------------------------------------------
@@ -304,7 +300,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "index": built,
         "records_mb": round((folder / DB_FILE).stat().st_size / 2**20),
         "noise_tau": round(tau, 4),
-        "build_peak_mb": rss_peak_mb(),
+        "build_peak_mb": round(peak_rss_mb()),
     }
 
 
@@ -346,8 +342,7 @@ def summary(ms: np.ndarray, found: list[list[int]], exact: np.ndarray, passing: 
         for f, e in zip(found, exact, strict=True)
     ]
     return {
-        "p50_ms": round(float(np.percentile(ms, 50)), 3),
-        "p99_ms": round(float(np.percentile(ms, 99)), 3),
+        **latency(ms, digits=3),
         "recall10": round(float(np.mean(recall)), 4),
         "hits_ok": all(len(f) == min(K, passing) for f in found),
     }
@@ -366,7 +361,7 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
     db = gallery.records.reader()
 
     def ids_of(where: PhotoFilter | None):
-        return lambda q: [r.id for r, _ in gallery.search_images(q, K, where)]
+        return lambda q: [h.id for h in gallery.search_images(q, K, where)]
 
     ms, found = timed(ids_of(None), queries)
     out: dict[str, Any] = {
@@ -423,14 +418,14 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
         else:
             ms, found, plain = paired(ids_of(where), ids_of(None), queries)
             row.update(summary(ms, found, exact[name], passing))
-            row["unfiltered_p50_ms"] = round(float(np.percentile(plain, 50)), 3)
+            row["unfiltered_p50_ms"] = percentile(plain, 50, digits=3)
             row["ratio_p50"] = round(row["p50_ms"] / row["unfiltered_p50_ms"], 2)
             out["filters"][name] = row
         print(f"  {name}: {row}", file=sys.stderr, flush=True)
     gallery.close(snapshot=False)
     out["load_before"] = [round(x, 2) for x in load]
     out["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    out["search_peak_mb"] = rss_peak_mb()
+    out["search_peak_mb"] = round(peak_rss_mb())
     return out
 
 

@@ -29,7 +29,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -42,20 +41,11 @@ import numpy as np
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import machine, percentile
+
 ROOT = Path(__file__).resolve().parent.parent
 OLD_COMMIT = "984e308"
-
-
-def machine() -> dict[str, object]:
-    return {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-    }
-
-
-def percentile(xs: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(xs) * 1000, q))
 
 
 def real_vectors(cache: Path) -> np.ndarray:
@@ -117,12 +107,12 @@ def time_writes(g: Gallery, real: np.ndarray, rng: np.random.Generator, n: int) 
             ["a caption", "another caption"],
             v[1:],
         )
-        add.append(time.perf_counter() - start)
+        add.append(1000 * (time.perf_counter() - start))
         ids.append(image_id)
     for image_id in ids:
         start = time.perf_counter()
         g.remove_photo(image_id)
-        remove.append(time.perf_counter() - start)
+        remove.append(1000 * (time.perf_counter() - start))
     both = add + remove
     return {
         "upload_p50_ms": percentile(add, 50),
@@ -177,7 +167,7 @@ def old_writes(
         images.save(folder / "images")
         captions.add(v[1:], [{"text": "a", "image": "x.jpg", "image_id": image_id}] * 2)
         captions.save(folder / "captions")
-        times.append(time.perf_counter() - start)
+        times.append(1000 * (time.perf_counter() - start))
     start = time.perf_counter()
     mod.VectorStore.load(folder / "images")  # type: ignore[attr-defined]
     opened = time.perf_counter() - start
@@ -207,7 +197,7 @@ def bench_writes(
         for q in synthetic(real, 21, rng):
             start = time.perf_counter()
             g.search_images(q, 10)
-            searches.append(time.perf_counter() - start)
+            searches.append(1000 * (time.perf_counter() - start))
         search_ms = percentile(searches[1:], 50)  # the first one warms the threads
         writes = time_writes(g, real, rng, n)
         g.close()
@@ -230,7 +220,7 @@ def bench_writes(
         }
         print(json.dumps(row), flush=True)
         rows.append(row)
-    return {"machine": machine(), "writes_per_size": n, "rows": rows}
+    return {"machine": machine("cpus", "python", "machine"), "writes_per_size": n, "rows": rows}
 
 
 def cnn_reference(paths: list[Path], identity: str) -> float:
@@ -276,7 +266,7 @@ def bench_indexing(work: Path, limit: int, cache: Path) -> dict[str, object]:
         save_vectors(work / "gallery", cache / "flickr8k-image-vectors.npy")
     cores = os.cpu_count() or 1
     return {
-        "machine": machine(),
+        "machine": machine("cpus", "python", "machine"),
         "photos": report.embedded,
         "seconds": round(seconds, 1),
         "photos_per_s": round(rate, 2),

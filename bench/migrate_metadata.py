@@ -45,6 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import unit_vectors
+
 DIM = 640
 POOL = 50_000
 CHUNK = 50_000
@@ -52,8 +55,8 @@ ID = {"bench": "migrate_metadata"}
 
 
 def vector_pool(seed: int = 26) -> np.ndarray:
-    x = np.random.default_rng(seed).normal(size=(POOL, DIM)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    """The ``POOL`` unit vectors the photos' vectors cycle through."""
+    return unit_vectors(np.random.default_rng(seed), POOL, DIM)
 
 
 def build(path: Path, n: int) -> dict[str, float]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -29,9 +30,8 @@ from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.tagger import WordTagger
 from groundsearch.model.training.evaluation.captions import caption_scores, held_out_scores
 
-
-def floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",")]
+sys.path.insert(0, str(Path(__file__).parent))
+from common import floats
 
 
 def main() -> None:

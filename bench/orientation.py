@@ -30,10 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
 
@@ -58,6 +56,9 @@ from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.training.corpus import corpus_door, named_trees
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import median_ms
+
 
 def store(upright: Image.Image, orientation: int, path: Path, fmt: str) -> Path:
     exif = Image.Exif()
@@ -70,16 +71,6 @@ def store(upright: Image.Image, orientation: int, path: Path, fmt: str) -> Path:
 def before_the_fix():
     """``decode_photo`` as it was: the EXIF orientation ignored."""
     return mock.patch.object(photos, "upright", lambda img: img)
-
-
-def median_ms(fn: Callable[[], object], n: int) -> float:
-    fn()
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return round(1000 * statistics.median(times), 2)
 
 
 def vectors_of(paths: list[Path], extractor: FeatureExtractor, model) -> np.ndarray:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -46,21 +46,20 @@ from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import as_stored, decode_photo
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import median_ms, phone_exif
+
 SIZE = (4032, 3024)
 
 
-def exif_block() -> bytes:
-    """A phone's EXIF block: date with offset, make and model, orientation 6, GPS."""
-    from PIL.TiffImagePlugin import IFDRational as R
+def per_photo_ms(paths: list[Path], fn: Callable[[Path], object], repeats: int) -> float:
+    """The median over ``repeats`` passes of the mean time per photo, after one pass."""
 
-    exif = Image.Exif()
-    exif[0x010F], exif[0x0110], exif[0x0112] = "Apple", "iPhone 15 Pro", 6
-    sub = exif.get_ifd(0x8769)
-    sub[0x9003], sub[0x9011] = "2024:07:01 18:03:05", "+02:00"
-    gps = exif.get_ifd(0x8825)
-    gps[1], gps[2] = "N", (R(48, 1), R(51, 1), R(2988, 100))
-    gps[3], gps[4] = "E", (R(2, 1), R(17, 1), R(4020, 100))
-    return exif.tobytes()  # bytes: pillow-heif writes orientation 6 as the HEIF's rotation
+    def one_pass() -> None:
+        for p in paths:
+            fn(p)
+
+    return median_ms(one_pass, repeats, per=len(paths))
 
 
 #: How each kind of file is written: suffix, Pillow's format, its options.
@@ -79,19 +78,6 @@ KINDS: dict[str, tuple[str, str, dict[str, object]]] = {
     ),
     "AVIF (quality 80)": ("avif", "AVIF", {"quality": 80}),
 }
-
-
-def median_ms(paths: list[Path], fn: Callable[[Path], object], repeats: int) -> float:
-    """The median over ``repeats`` passes of the mean time per photo, after one pass."""
-    for p in paths:
-        fn(p)
-    passes = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for p in paths:
-            fn(p)
-        passes.append((time.perf_counter() - start) / len(paths))
-    return round(1000 * statistics.median(passes), 2)
 
 
 def set_decoder_threads(threads: int | None) -> None:
@@ -121,7 +107,8 @@ def main() -> None:
         "backbone": model.backbone,
         "min_side": side,
     }
-    exif = exif_block()
+    # bytes: pillow-heif writes orientation 6 as the HEIF's rotation
+    exif = phone_exif("iPhone 15 Pro").tobytes()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         files: dict[str, list[Path]] = {kind: [] for kind in KINDS}
@@ -155,14 +142,14 @@ def main() -> None:
             rows = {}
             for kind, paths in files.items():
                 small = decode_photo(paths[0], min_side=side)[0].size
-                draft = median_ms(paths, lambda p: decode_photo(p, min_side=side), args.repeats)
+                draft = per_photo_ms(paths, lambda p: decode_photo(p, min_side=side), args.repeats)
                 rows[kind] = {
                     "MB": round(sum(p.stat().st_size for p in paths) / len(paths) / 1e6, 2),
                     "decode_photo(min_side) ms": draft,
                     "decoded size": f"{small[0]}×{small[1]}",
                     "decode / CNN pass": round(draft / cnn_ms, 2),
-                    "decode_photo (full) ms": median_ms(paths, decode_photo, args.repeats),
-                    "read_metadata ms": median_ms(paths, read_metadata, args.repeats),
+                    "decode_photo (full) ms": per_photo_ms(paths, decode_photo, args.repeats),
+                    "read_metadata ms": per_photo_ms(paths, read_metadata, args.repeats),
                 }
             runs[label] = rows
         result["per_photo"] = runs

@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,25 +43,15 @@ from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import as_stored, decode_photo
 
-
-def exif_block() -> Image.Exif:
-    """A phone's EXIF block: date with offset, make and model, orientation 6, GPS."""
-    from PIL.TiffImagePlugin import IFDRational as R
-
-    exif = Image.Exif()
-    exif[0x010F], exif[0x0110], exif[0x0112] = "Apple", "iPhone 12", 6
-    exif[0x0132] = "2024:07:02 09:00:00"
-    sub = exif.get_ifd(0x8769)
-    sub[0x9003], sub[0x9011] = "2024:07:01 18:03:05", "+02:00"
-    gps = exif.get_ifd(0x8825)
-    gps[1], gps[2] = "N", (R(48, 1), R(51, 1), R(2988, 100))
-    gps[3], gps[4] = "E", (R(2, 1), R(17, 1), R(4020, 100))
-    return exif
+sys.path.insert(0, str(Path(__file__).parent))
+from common import phone_exif
 
 
 def with_exif(photo: Image.Image, path: Path) -> Path:
     """``photo`` stored as a phone stores it (turned, orientation 6) with its EXIF."""
-    as_stored(photo.convert("RGB"), 6).save(path, "JPEG", quality=90, exif=exif_block())
+    as_stored(photo.convert("RGB"), 6).save(
+        path, "JPEG", quality=90, exif=phone_exif("iPhone 12", "2024:07:02 09:00:00")
+    )
     return path
 
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from concept_sweep import load_split  # bench/ is the script's folder
 
 from groundsearch.common.settings import get_settings
 from groundsearch.model.data.concepts import words_of
@@ -30,9 +30,10 @@ from groundsearch.model.runtime.concepts import ConceptChannel
 from groundsearch.model.training.evaluation.concepts import ranked_query_metrics
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 
+sys.path.insert(0, str(Path(__file__).parent))
+from concept_sweep import load_split
 
-def floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",")]
+from common import floats
 
 
 def main() -> None:

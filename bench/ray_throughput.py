@@ -37,8 +37,8 @@ import argparse
 import json
 import logging
 import os
-import platform
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -47,24 +47,13 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import machine, markdown_table, unit_vectors
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "runs" / "bench" / "ray-throughput.json"
 MACHINES = [(1, 2), (10, 2), (100, 2), (1, 16), (10, 16), (100, 16)]
 TOTALS = [1_000_000, 100_000_000]
-
-
-def machine() -> dict[str, object]:
-    model = ""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        lines = [x for x in cpuinfo.read_text().splitlines() if x.startswith("model name")]
-        model = lines[0].split(":", 1)[1].strip() if lines else ""
-    return {
-        "cores": os.cpu_count(),
-        "cpu": model or platform.processor(),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-    }
 
 
 def reference(photos: list[Path], identity: str, runs: int = 5) -> float:
@@ -146,29 +135,26 @@ class CpuMeter:
 
 
 def index_once(folder: Path, work: Path, parser: Any, **kwargs: Any) -> dict[str, float]:
-    """One ``index_photos`` run into a fresh gallery: whole-call and steady rates, CPU
-    seconds per photo (this process and its descendants: workers, or the Ray cluster)."""
+    """One indexing run (an ``Indexer`` session's pass, as ``index_photos`` runs it) into a
+    fresh gallery: whole-call and steady rates, CPU seconds per photo (this process and its
+    descendants: workers, or the Ray cluster). A photo's time is when the pass asks its
+    ``stop`` (after each photo's result)."""
     from groundsearch.common.settings import get_settings
-    from groundsearch.index.ingest import indexer
+    from groundsearch.index.ingest.indexer import Indexer
 
     stamps: list[float] = []
-    embedded = indexer._Run.embedded
 
-    def timed(run: indexer._Run, pending: Any, result: Any) -> None:
+    def stamp() -> bool:
         stamps.append(time.perf_counter())
-        embedded(run, pending, result)
+        return False  # never stop
 
     gallery = Path(tempfile.mkdtemp(dir=work)) / "gallery"
-    indexer._Run.embedded = timed  # type: ignore[method-assign,assignment]
-    try:
-        with CpuMeter() as meter:
-            start = time.perf_counter()
-            report = indexer.index_photos(
-                [folder], gallery, get_settings().default_checkpoint, parser, **kwargs
-            )
-            seconds = time.perf_counter() - start
-    finally:
-        indexer._Run.embedded = embedded  # type: ignore[method-assign]
+    checkpoint = get_settings().default_checkpoint
+    with CpuMeter() as meter:
+        start = time.perf_counter()
+        with Indexer([folder], gallery, checkpoint, parser, **kwargs) as session:
+            report = session.index(stop=stamp)
+        seconds = time.perf_counter() - start
     skip = len(stamps) // 4  # the start: workers loading, the first batches in flight
     span = stamps[-1] - stamps[skip] if len(stamps) > 1 else 0.0
     steady = (len(stamps) - 1 - skip) / span if span > 0 else 0.0
@@ -194,8 +180,7 @@ def writer(
     from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
 
     rng = np.random.default_rng(0)
-    vectors = rng.standard_normal((n, dim)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = unit_vectors(rng, n, dim)
     gallery = Gallery.open_or_create(work / "writer", dim, {"checkpoint": "bench"}, "flat")
     files = IndexedFiles(gallery)
     try:
@@ -248,17 +233,20 @@ def duration(hours: float) -> str:
 
 
 def table(out: dict[str, Any]) -> str:
-    lines = [
-        "| run | photos/s (whole call) | steady photos/s | first photo after | "
-        "CPU s / photo (whole call / steady) | reference: one photo's CNN pass |",
-        "|---|---:|---:|---:|---:|---:|",
+    head = ["run", "photos/s (whole call)", "steady photos/s", "first photo after"]
+    head += ["CPU s / photo (whole call / steady)", "reference: one photo's CNN pass"]
+    rows = [
+        [
+            name,
+            r["photos_per_s"],
+            r["steady_photos_per_s"],
+            f"{r['first_photo_after_s']} s",
+            f"{r['cpu_s_per_photo']} / {r['steady_cpu_s_per_photo']}",
+            f"{r['reference_ms']} ms",
+        ]
+        for name, r in out["runs"].items()
     ]
-    for name, r in out["runs"].items():
-        lines.append(
-            f"| {name} | {r['photos_per_s']} | {r['steady_photos_per_s']} | "
-            f"{r['first_photo_after_s']} s | {r['cpu_s_per_photo']} / "
-            f"{r['steady_cpu_s_per_photo']} | {r['reference_ms']} ms |"
-        )
+    lines = markdown_table(head, rows, align="lrrrrr")
     lines += [
         "",
         f"Ray (an actor per core) / local: **{out['ray_share_of_local_steady_cpu']:.0%}** by "
@@ -275,15 +263,18 @@ def table(out: dict[str, Any]) -> str:
         f"{w['driver_photos_per_s']} photos/s (the ceiling); per core "
         f"{out['per_core_photos_per_s']} photos/s.",
         "",
-        "| machines × cores | photos/s | 1M photos | 100M photos |",
-        "|---|---:|---:|---:|",
     ]
-    for r in out["projection"]:
-        bound = " (writer-bound)" if r["writer_bound"] else ""
-        lines.append(
-            f"| {r['machines']} × {r['cores_each']} | {r['photos_per_s']}{bound} | "
-            f"{duration(r['hours_1000000'])} | {duration(r['hours_100000000'])} |"
-        )
+    rows = [
+        [
+            f"{r['machines']} × {r['cores_each']}",
+            f"{r['photos_per_s']}" + (" (writer-bound)" if r["writer_bound"] else ""),
+            duration(r["hours_1000000"]),
+            duration(r["hours_100000000"]),
+        ]
+        for r in out["projection"]
+    ]
+    head = ["machines × cores", "photos/s", "1M photos", "100M photos"]
+    lines += markdown_table(head, rows, align="lrrr")
     return "\n".join(lines)
 
 
@@ -353,7 +344,7 @@ def main() -> None:
     local, ray_full = runs[next(iter(runs))], list(runs.values())[-1]
     per_core = 1 / ray_full["steady_cpu_s_per_photo"]
     out = {
-        "machine": machine(),
+        "machine": machine("cores", "cpu", "python", "machine"),
         "date": time.strftime("%Y-%m-%d"),
         "photos": len(photos),
         "backbone": identity,

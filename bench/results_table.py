@@ -28,6 +28,9 @@ from groundsearch.model.runtime.joint import JointConfig
 from groundsearch.model.training.kcca import KCCAConfig
 from groundsearch.model.training.loop import TrainConfig
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import markdown_table
+
 #: Row order; encoders not listed come after, by name.
 ORDER = ["sdt-rnn", "dt-rnn", "bow", "chain-rnn", "kcca", "lstm", "gru", "char-gru", "tree-lstm"]
 HEADER = [
@@ -413,11 +416,6 @@ def _read(path: Path) -> dict:
         raise SystemExit(f"cannot read {path}: {exc}") from None
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
-
-
 def render(runs: Path) -> str:
     """Both tables of ``runs`` as one markdown document."""
     found = load_runs(runs)
@@ -438,7 +436,7 @@ def render(runs: Path) -> str:
         "",
         "### Flickr8k test (1,000 images, 5,000 captions)",
         "",
-        *_table(HEADER, rows + published_rows()),
+        *markdown_table(HEADER, rows + published_rows()),
         "",
         "R@K in %; rsum is the sum of the six R@K. Sentence-sim mean rank: paper §6.1 (lower "
         "is better). Expert ρ: Spearman × 100 with the Flickr8k expert judgments. STS-B r and "
@@ -448,7 +446,7 @@ def render(runs: Path) -> str:
         "",
         "### Flickr8k test and cc-web dev, side by side",
         "",
-        *_table(WEB_HEADER, web),
+        *markdown_table(WEB_HEADER, web),
         "",
         "cc-web dev: 1,000 web photos with one alt-text each; a caption ranks the 1,000 "
         "photos (t2i), a photo the 1,000 captions (i2t). Harder than Flickr8k's five-caption "
@@ -457,7 +455,7 @@ def render(runs: Path) -> str:
         "",
         "### Wider recall, mean rank, 95 % intervals",
         "",
-        *_table(WIDE_HEADER, wide),
+        *markdown_table(WIDE_HEADER, wide),
         "",
         "R@20 and R@50 as in Dufour et al.'s Table 3 (not in rsum). Intervals: 2.5th–97.5th "
         "percentiles of 1,000 bootstrap resamples of the test photos (each with its five "
@@ -467,7 +465,7 @@ def render(runs: Path) -> str:
         "",
         "### Image search by caption: with and without a verb (paper §6.6)",
         "",
-        *_table(GROUP_HEADER, groups),
+        *markdown_table(GROUP_HEADER, groups),
         "",
         "A caption has a verb when its stanza parse tags a word VERB (auxiliaries and "
         'copulas are AUX: "A dog is in the snow" has none); each caption still ranks all '
@@ -475,7 +473,7 @@ def render(runs: Path) -> str:
         "",
         "### Training commands",
         "",
-        *_table(["model", "command"], commands),
+        *markdown_table(["model", "command"], commands),
         "",
         f"Each model is then scored with `groundsearch evaluate {runs}/<name>.pt --split test "
         f"> {runs}/<name>.test.json`.",

@@ -38,7 +38,6 @@ import argparse
 import json
 import logging
 import os
-import resource
 import shutil
 import sqlite3
 import subprocess
@@ -53,6 +52,9 @@ import numpy as np
 from groundsearch.common.settings import get_settings
 from groundsearch.index.search.index_kinds import COMPRESSED, IndexSettings
 from groundsearch.index.search.vectors import VectorIndex
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import exact_search_ms, latency, markdown_table, peak_rss_mb
 
 CHUNK = 100_000
 QUERIES = 300
@@ -82,10 +84,6 @@ def rss_parts_mb() -> dict[str, int]:
             if line.startswith(("RssAnon:", "RssFile:")):
                 parts[line.split(":")[0].lower() + "_mb"] = round(int(line.split()[1]) / 1024)
     return parts
-
-
-def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def load_base(gallery: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -202,7 +200,7 @@ class Watched:
                     ids[-1],
                     rate,
                     (self.chunks.n - ids[-1]) / rate / 3600,
-                    peak_mb(),
+                    peak_rss_mb(),
                 )
 
 
@@ -241,7 +239,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "build_s": round(seconds, 1),
         "disk_mb": round(sum(p.stat().st_size for p in files) / 2**20, 1),
-        "build_peak_mb": round(peak_mb()),
+        "build_peak_mb": round(peak_rss_mb()),
         "noise_tau": round(tau, 4),
         "base_vectors": len(base),
         "dim": dim,
@@ -268,15 +266,6 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
     load_s = time.perf_counter() - t0
     loaded = rss_mb()
 
-    def reference() -> float:
-        times = []
-        for q in queries[:20]:
-            t = time.perf_counter()
-            s = ref_x @ q
-            np.argpartition(-s, 10)[:10]
-            times.append(time.perf_counter() - t)
-        return float(np.median(times) * 1000)
-
     def run() -> dict[str, float]:
         for q in queries:  # warm: a server that has answered a while has the pages
             index.search(q, 10)
@@ -290,13 +279,12 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
             item_recalls.append(len(items(np.array([i for i, _ in hits])) & wanted) / len(wanted))
         ms = np.array(times) * 1000
         return {
-            "p50_ms": round(float(np.percentile(ms, 50)), 3),
-            "p99_ms": round(float(np.percentile(ms, 99)), 3),
+            **latency(ms, digits=3),
             "recall10": round(float(np.mean(recalls)), 4),
             "item_recall10": round(float(np.mean(item_recalls)), 4),
         }
 
-    ref_ms = reference()
+    ref_ms = exact_search_ms(ref_x, queries)
     rows = []
     if index.kind in COMPRESSED:
         grid = args.grid or (OPQ_GRID if index.kind == "ivfopq" else GRID)
@@ -416,23 +404,31 @@ def main() -> None:
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = [
-        "| vectors | kind | index | build s | disk MB | RSS loaded / after MB (file-backed) "
-        "| search setting | p50 ms | p99 ms | recall@10 | item recall@10 | ref. exact 100k ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    head = ["vectors", "kind", "index", "build s", "disk MB", "RSS loaded / after MB (file-backed)"]
+    head += ["search setting", "p50 ms", "p99 ms", "recall@10", "item recall@10"]
+    head.append("ref. exact 100k ms")
+    rows = []
     for r in results.values():
         for run in r["runs"]:
             grid = f"{run['nprobe']}×{run['k_factor']}" if "nprobe" in run else "–"
             grid = f"ef {run['ef_search']}" if "ef_search" in run else grid
-            lines.append(
-                f"| {r['size']:,} | {r['kind']} | {r['index']} | {r['build_s']} | {r['disk_mb']} "
-                f"| {r['rss_loaded_mb']} / {r['rss_after_mb']} ({r.get('rssfile_mb', '–')}) "
-                f"| {grid} | {run['p50_ms']} "
-                f"| {run['p99_ms']} | {run['recall10']} | {run.get('item_recall10', '–')} "
-                f"| {r['reference_exact_100k_ms']} |"
+            rows.append(
+                [
+                    f"{r['size']:,}",
+                    r["kind"],
+                    r["index"],
+                    r["build_s"],
+                    r["disk_mb"],
+                    f"{r['rss_loaded_mb']} / {r['rss_after_mb']} ({r.get('rssfile_mb', '–')})",
+                    grid,
+                    run["p50_ms"],
+                    run["p99_ms"],
+                    run["recall10"],
+                    run.get("item_recall10", "–"),
+                    r["reference_exact_100k_ms"],
+                ]
             )
-    return "\n".join(lines)
+    return "\n".join(markdown_table(head, rows))
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import latency
-from service_load import DEFAULT_DATA, Server, machine, wait_ready
+from service_load import DEFAULT_DATA, Server, wait_ready
+
+from common import latency, machine
 
 #: Pause before sending a refused (429) request again.
 RETRY_S = 0.02

@@ -12,7 +12,7 @@ with the served relevance model on the scores (no evidence: the copies have no s
 classes); the time is fetch + judge + page. Queries: distinct Flickr8k training captions,
 encoded beforehand. ``before`` is the loop this replaced (kept below as
 ``doubling_paginate``: fetch 20, judge, double until the page and the total are known);
-``after`` is ``service.core.pages.paginate``. Both run query by query, alternating. Prints JSON.
+``after`` is ``index.ranking.pages.paginate``. Both run query by query, alternating. Prints JSON.
 """
 
 from __future__ import annotations
@@ -29,26 +29,28 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from search_latency import sentences
-from service_load import DEFAULT_DATA, machine
+from service_load import DEFAULT_DATA
 
-from common import latency
-from groundsearch.service.core import pages, photo_pages
+from common import latency, machine
+from groundsearch.index.ranking import pages, photo_pages
+from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.ranking.pages import _above, _after, _page, _sort_key
+from groundsearch.index.ranking.photo_pages import PageAsk
 from groundsearch.service.core.capabilities.search import Search
 from groundsearch.service.core.components import Components
-from groundsearch.service.core.pages import Ranked, _above, _after, _page, _sort_key
-from groundsearch.service.core.photo_pages import PageAsk
 from groundsearch.service.core.settings import ServiceSettings
 
 
 def doubling_paginate(fetch, judge, k, order="relevance", threshold=None, cursor=None,
                       query="", window=pages.WINDOW, monotone=True):  # fmt: skip
-    """service.pages.paginate before the one-pass ranking (commit b62c0a0), verbatim."""
+    """service.pages.paginate before the one-pass ranking (commit b62c0a0), verbatim but
+    for its hits (``Hit`` since)."""
     n = max(20, 2 * k + (cursor.served if cursor else 0))
     while True:
-        got = list(fetch(n))
-        relevance = list(judge([score for _, _, score, _ in got]))
-        hits = [Ranked(it, i, s, t, r) for (it, i, s, t), r in zip(got, relevance, strict=True)]
-        ended = len(got) < n
+        hits = list(fetch(n))
+        for hit, r in zip(hits, judge([h.score for h in hits]), strict=True):
+            hit.relevance = r
+        ended = len(hits) < n
         below = monotone and bool(hits) and not _above(hits[-1], threshold)
         total_ready = ended or below or n >= window
         flags = [rank < window and _above(h, threshold) for rank, h in enumerate(hits)]
@@ -106,13 +108,9 @@ def synthetic(components: Components, texts: list[str], size: int, k: int) -> di
     ms: dict[str, list[float]] = {name: [] for name in VARIANTS}
     for text, vec in zip(texts, vectors, strict=True):
 
-        def fetch(n: int, v: np.ndarray = vec) -> list[tuple[object, int, float, None]]:
+        def fetch(n: int, v: np.ndarray = vec) -> list[Hit[None]]:
             scores, ids = index.search(v[None, :].astype(np.float32), n)
-            return [
-                (None, int(i), float(s), None)
-                for s, i in zip(scores[0], ids[0], strict=True)
-                if i >= 0
-            ]
+            return [Hit(int(i), float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0]
 
         def relevance(scores, v: np.ndarray = vec, t: str = text):
             return judge.of("text-image", scores, v, t)

@@ -25,12 +25,10 @@ import contextlib
 import datetime as dt
 import json
 import os
-import platform
 import random
 import shlex
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import free_port, machine, percentile
 
 REPO = Path(__file__).resolve().parent.parent
 QUERIES = Path(__file__).resolve().parent / "queries.txt"
@@ -71,22 +72,11 @@ class Sample:
 # --------------------------------------------------------------------------- statistics
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile of sorted values (q in 0..100)."""
-    if not values:
-        return None
-    pos = (len(values) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
-
-
 def latency_stats(samples: list[Sample]) -> dict:
-    ms = sorted(s.ms for s in samples if s.status == 200)
+    ms = [s.ms for s in samples if s.status == 200]
     out = {"n": len(ms)}
     for name, q in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100)):
-        value = percentile(ms, q)
-        out[f"{name}_ms"] = None if value is None else round(value, 1)
+        out[f"{name}_ms"] = percentile(ms, q, digits=1)
     return out
 
 
@@ -106,9 +96,7 @@ def summarize(samples: list[Sample], t0: float, extra: dict | None = None) -> di
         "seconds": round(wall, 2),
         "req_per_s": round(len(ok) / wall, 2) if wall > 0 else None,
         **latency_stats(samples),
-        "send_lag_p99_ms": round(
-            percentile(sorted(1000 * (s.sent - s.start) for s in ok), 99) or 0, 1
-        ),
+        "send_lag_p99_ms": round(percentile((1000 * (s.sent - s.start) for s in ok), 99) or 0, 1),
         "server_stage_median_ms": {k: round(statistics.median(v), 2) for k, v in stages.items()},
     }
     firsts = [s for s in samples if s.first]
@@ -119,12 +107,6 @@ def summarize(samples: list[Sample], t0: float, extra: dict | None = None) -> di
 
 
 # --------------------------------------------------------------------------- the server process
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def proc_children() -> dict[int, list[int]]:
@@ -516,26 +498,6 @@ async def run_phases(args: argparse.Namespace, url: str, sampler: Sampler) -> di
 
 
 # --------------------------------------------------------------------------- report
-
-
-def machine() -> dict:
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem = None
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        first = Path("/proc/meminfo").read_text().splitlines()[0]
-        mem = round(int(first.split()[1]) / 1024**2, 1)
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu": cpu,
-        "memory_gib": mem,
-        "python": platform.python_version(),
-        "httpx": httpx.__version__,
-    }
 
 
 def git_commit() -> str:

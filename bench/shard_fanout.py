@@ -57,6 +57,9 @@ from groundsearch.index.search.shards import (
 )
 from groundsearch.index.search.vectors import VectorIndex
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import exact_search_ms, latency, unit_vectors
+
 DIM = 640
 CHUNK = 50_000
 QUERIES = 300
@@ -64,12 +67,7 @@ K = 10
 IDENTITY = {"bench": "shard-fanout"}
 
 
-def unit(rng: np.random.Generator, n: int) -> np.ndarray:
-    x = rng.normal(size=(n, DIM)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-CENTRES = unit(np.random.default_rng(5), 2_000)
+CENTRES = unit_vectors(np.random.default_rng(5), 2_000, DIM)
 #: Each vector's distance from its centre, about (the scale benchmark's tau: the median
 #: distance between real nearest neighbours of the shipped model).
 TAU = 0.795
@@ -137,10 +135,6 @@ def exact_top(n: int, queries: np.ndarray) -> np.ndarray:
     return best_i
 
 
-def pct(values: list[float], q: float) -> float:
-    return round(float(np.percentile(values, q)), 3)
-
-
 def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSettings) -> dict:
     import ray
     from ray import serve
@@ -162,17 +156,8 @@ def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSetting
     actors = [Pinger.options(num_cpus=0.1).remote() for _ in range(shards)]  # type: ignore[attr-defined]
     ray_index = ShardedIndex(ray_fanout, shard_set, settings)
     queries = clustered(np.random.default_rng(7), QUERIES)
-    ref_x = unit(np.random.default_rng(0), 100_000)
+    ref_x = unit_vectors(np.random.default_rng(0), 100_000, DIM)
     exact = exact_top(n, queries)
-
-    def reference() -> float:
-        times = []
-        for q in queries[:20]:
-            t = time.perf_counter()
-            s = ref_x @ q
-            np.argpartition(-s, K)[:K]
-            times.append(time.perf_counter() - t)
-        return float(np.median(times)) * 1000
 
     paths = {
         "one-piece": lambda q: whole.search(q, K),
@@ -205,7 +190,7 @@ def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSetting
             if kind == "flat":
                 same = same and got == want
             mismatches[name] += not same
-    ref_ms = reference()
+    ref_ms = exact_search_ms(ref_x, queries, K)
     infos = ray_fanout.call("info", [()] * shards)
     stop_shards(shards)
     for a in actors:
@@ -222,8 +207,7 @@ def measure(n: int, kind: str, shards: int, folder: Path, settings: IndexSetting
         "reference_exact_100k_ms": round(ref_ms, 3),
         "paths": {
             name: {
-                "p50_ms": pct(v, 50),
-                "p99_ms": pct(v, 99),
+                **latency(v, digits=3),
                 "mean_ms": round(float(np.mean(v)), 3),
                 "caller_thread_cpu_ms": round(float(np.mean(cpu[name])), 3),
             }

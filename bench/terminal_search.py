@@ -38,6 +38,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import markdown_table
+
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("imports", "gallery", "model", "glove", "parse", "encode", "search")
 ADJECTIVES = ["red", "small", "wet", "happy", "old", "striped", "tall", "muddy", "shiny"]
@@ -183,18 +186,16 @@ def main() -> None:
 
 
 def table(report: dict) -> str:
-    rows = ["| query | first result | exit | startup | " + " | ".join(PHASES) + " | model load |"]
-    rows.append("|---" * (len(PHASES) + 5) + "|")
+    head = ["query", "first result", "exit", "startup", *PHASES, "model load"]
+    rows = []
     for kind, s in report["runs"].items():
         cells = [f"{s[k]['median']:.2f}" if k in s else "–" for k in PHASES]
         start = f"{s['startup']['median']:.2f}" if "startup" in s else "–"
         load = f"{s['model_load']['median']:.2f}" if "model_load" in s else "–"
         first = s["first_result"]
-        rows.append(
-            f"| {kind} | **{first['median']:.2f}** ({first['min']:.2f}–{first['max']:.2f}) | "
-            f"{s['exit']['median']:.2f} | {start} | " + " | ".join(cells) + f" | {load} |"
-        )
-    return "\n".join(rows)
+        spread = f"**{first['median']:.2f}** ({first['min']:.2f}–{first['max']:.2f})"
+        rows.append([kind, spread, f"{s['exit']['median']:.2f}", start, *cells, load])
+    return "\n".join(markdown_table(head, rows))
 
 
 if __name__ == "__main__":

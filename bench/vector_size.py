@@ -38,8 +38,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sqlite3
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -59,6 +59,9 @@ from groundsearch.model.training.evaluation.retrieval import (
     summarize,
     t2i_ranks,
 )
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import machine, markdown_table
 
 DIM = 640
 MEMBERS = 10
@@ -293,12 +296,10 @@ def gb(bytes_per_vector: int, n: int) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The results as a markdown table."""
-    head = (
-        "| variant | i2t R@1 | R@5 | R@10 | med r | t2i R@1 | R@5 | R@10 | med r | rsum | Δ rsum "
-        "| B/vector (index + re-rank store) | 1M | 10M |"
-    )
-    lines = [head, "|" + "---|" * 14]
+    head = ["variant", "i2t R@1", "R@5", "R@10", "med r", "t2i R@1", "R@5", "R@10", "med r"]
+    head += ["rsum", "Δ rsum", "B/vector (index + re-rank store)", "1M", "10M"]
     ref = rows[0]["rsum"]
+    lines = []
     for r in rows:
         idx, full = r["index_bytes_per_vector"], r["rerank_bytes_per_vector"]
         b = f"{idx:,}" + (f" + {full:,}" if full else "")
@@ -308,21 +309,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             for d in ("i2t", "t2i")
             for k in (*RECALL_AT, 0)
         ]
-        lines.append(
-            f"| {r['variant']} | {' | '.join(cells)} | {r['rsum']:.1f} | {r['rsum'] - ref:+.1f} "
-            f"| {b} | {mem[0]} | {mem[1]} |"
-        )
-    return "\n".join(lines)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+        lines.append([r["variant"], *cells, f"{r['rsum']:.1f}", f"{r['rsum'] - ref:+.1f}", b, *mem])
+    return "\n".join(markdown_table(head, lines))
 
 
 def main() -> None:
@@ -335,7 +323,7 @@ def main() -> None:
     base = load_base(args.gallery, args.flickr8k)
     result = measure(base)
     result["gallery"] = {"photos": len(base.photos), "captions": len(base.captions)}
-    result["machine"] = {"cpus": os.cpu_count(), "cpu": cpu_model(), "faiss": faiss.__version__}
+    result["machine"] = machine("cpus", "cpu", faiss=faiss.__version__)
     result["wall_seconds"] = time.perf_counter() - start
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

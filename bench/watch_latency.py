@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,26 +44,18 @@ import httpx
 from groundsearch.cli.common import json_text
 from groundsearch.common.settings import get_settings
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import free_port, machine, percentile
+
 READY_S = 300.0
 POLL_S = 0.025
 QUERY = "a photo"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def flickr(split: str, n: int, start: int = 0) -> list[Path]:
     root = get_settings().flickr8k_dir
     names = (root / f"Flickr_8k.{split}Images.txt").read_text().split()[start : start + n]
     return [root / "Images" / name for name in names]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
 def cnn_times(photos: list[Path]) -> dict[str, float]:
@@ -94,7 +84,7 @@ def cnn_times(photos: list[Path]) -> dict[str, float]:
     return {
         "backbone": model.backbone,
         "cnn_s": statistics.median(cnn),
-        "cnn_p90_s": percentile(cnn, 90),
+        "cnn_p90_s": percentile(cnn, 90, nearest=True),
         "decode_s": statistics.median(decode),
     }
 
@@ -203,8 +193,8 @@ def run_mode(mode: str, work: Path, photos: list[Path], args: argparse.Namespace
             "mode": mode,
             "photos": len(values),
             "p50_s": statistics.median(values),
-            "p90_s": percentile(values, 90),
-            "p99_s": percentile(values, 99),
+            "p90_s": percentile(values, 90, nearest=True),
+            "p99_s": percentile(values, 99, nearest=True),
             "max_s": max(values),
             "load_before": [round(x, 2) for x in load],
             "load_after": [round(x, 2) for x in os.getloadavg()],
@@ -269,11 +259,7 @@ def main() -> None:
     try:
         started = time.time()
         result: dict[str, Any] = {
-            "machine": {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "processor": platform.processor() or platform.machine(),
-            },
+            "machine": machine("cpus", "python", "processor"),
             "commit": _commit(),
             "command": " ".join(["python", *sys.argv]),
             "load_at_start": [round(x, 2) for x in os.getloadavg()],

@@ -2,7 +2,7 @@
 
     gallery = Gallery.create(folder, dim, checkpoint_identity(checkpoint))
     gallery = Gallery.open(folder, checkpoint_identity(checkpoint))   # refuses another model
-    gallery.search_images(vector, k)            # [(ImageRecord, score), …]
+    gallery.search_images(vector, k)            # [Hit(id, score, item=ImageRecord), …]
     gallery.search_images(vector, k, PhotoFilter(folder="/photos/2024"))   # filtered
     gallery.add_photo(data, "jpg", vector, captions, caption_vectors)   # an upload
     gallery.remove_photo(image_id)
@@ -44,7 +44,8 @@ from groundsearch.index.filters import sql as filter_sql
 from groundsearch.index.filters.conditions import FilterError, PhotoFilter
 from groundsearch.index.filters.filtered_search import FilteredSearch
 from groundsearch.index.filters.sql import DateKey
-from groundsearch.index.search.index_kinds import AUTO, KINDS, IndexSettings
+from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.search.index_kinds import AUTO, INDEX_KINDS, IndexSettings
 from groundsearch.index.search.search_indexes import SearchIndexes
 from groundsearch.index.search.vectors import as_matrix
 from groundsearch.index.store import records
@@ -130,9 +131,9 @@ class Gallery:
 
     @classmethod
     def create(cls, folder: Path, dim: int, identity: dict[str, str], kind: str = AUTO) -> Gallery:
-        """A new, empty gallery in ``folder`` (``kind``: one of ``KINDS`` or ``auto``)."""
-        if kind not in (AUTO, *KINDS):
-            raise ValueError(f"kind must be one of {(AUTO, *KINDS)}, got {kind!r}")
+        """A new, empty gallery in ``folder`` (``kind``: one of ``INDEX_KINDS`` or ``auto``)."""
+        if kind not in (AUTO, *INDEX_KINDS):
+            raise ValueError(f"kind must be one of {(AUTO, *INDEX_KINDS)}, got {kind!r}")
         folder = Path(folder)
         _refuse_legacy(folder)
         records = Records.create(folder / DB_FILE, dim, kind, identity)
@@ -266,26 +267,28 @@ class Gallery:
 
     def search_images(
         self, query: np.ndarray, k: int, where: PhotoFilter | None = None
-    ) -> list[tuple[ImageRecord, float]]:
+    ) -> list[Hit[ImageRecord]]:
         """The ``k`` photos with the largest inner product with ``query`` (one vector),
         among those passing ``where`` (``groundsearch.index.filters.filtered_search``: exactly
         ``min(k, photos passing)`` hits, for every index kind)."""
         return self._with_records(self.rank_images(query, k, where))
 
-    def _with_records(self, hits: list[tuple[int, float]]) -> list[tuple[ImageRecord, float]]:
-        """Ranked ids with their records, in order (ids gone since: left out)."""
-        found = self.image_records([i for i, _ in hits])
-        return [(found[i], score) for i, score in hits if i in found]
+    def _with_records(self, hits: list[Hit[None]]) -> list[Hit[ImageRecord]]:
+        """Ranked hits with their records, in order (ids gone since: left out)."""
+        found = self.image_records([h.id for h in hits])
+        return [Hit(h.id, h.score, found[h.id]) for h in hits if h.id in found]
 
     def rank_images(
         self, query: np.ndarray, k: int, where: PhotoFilter | None = None
-    ) -> list[tuple[int, float]]:
-        """``search_images``' hits as (id, score), without reading their records (a long
-        ranking read for its scores: ``image_records`` reads the few it shows)."""
+    ) -> list[Hit[None]]:
+        """``search_images``' hits without their records (a long ranking read for its
+        scores: ``image_records`` reads the few it shows)."""
         arr = as_matrix(query, self.dim, "query")
         if where:
-            return self.filtered.search(arr, k, where)
-        return self.indexes["images"].search(arr, k)[0]
+            pairs = self.filtered.search(arr, k, where)
+        else:
+            pairs = self.indexes["images"].search(arr, k)[0]
+        return [Hit(i, s) for i, s in pairs]
 
     def taken_at(self, ids: Sequence[int]) -> dict[int, float | None]:
         """When each of these photos was taken (epoch seconds, None when unknown; ids
@@ -293,24 +296,26 @@ class Gallery:
         found = records.photos(self.records.reader(), ids)
         return {i: meta.taken_at for i, (_, _, _, meta) in found.items()}
 
-    def search_captions(self, query: np.ndarray, k: int) -> list[tuple[CaptionRecord, float]]:
-        hits = self.indexes["captions"].search(as_matrix(query, self.dim, "query"), k)[0]
-        found = records.captions(self.records.reader(), [i for i, _ in hits])
-        return [(CaptionRecord(i, *found[i]), s) for i, s in hits if i in found]
+    def search_captions(self, query: np.ndarray, k: int) -> list[Hit[CaptionRecord]]:
+        """The ``k`` captions with the largest inner product with ``query``, with their
+        records."""
+        pairs = self.indexes["captions"].search(as_matrix(query, self.dim, "query"), k)[0]
+        found = records.captions(self.records.reader(), [i for i, _ in pairs])
+        return [Hit(i, s, CaptionRecord(i, *found[i])) for i, s in pairs if i in found]
 
     def similar_images(
         self, image_id: int, k: int, where: PhotoFilter | None = None
-    ) -> list[tuple[ImageRecord, float]]:
+    ) -> list[Hit[ImageRecord]]:
         """The ``k`` photos nearest to a gallery photo, itself left out, among those
         passing ``where``."""
         return self._with_records(self.rank_similar(image_id, k, where))
 
     def rank_similar(
         self, image_id: int, k: int, where: PhotoFilter | None = None
-    ) -> list[tuple[int, float]]:
-        """``similar_images``' hits as (id, score), without reading their records."""
+    ) -> list[Hit[None]]:
+        """``similar_images``' hits without their records."""
         hits = self.rank_images(self.image_vector(image_id), k + 1, where)
-        return [h for h in hits if h[0] != image_id][:k]
+        return [h for h in hits if h.id != image_id][:k]
 
     def images_by_date(
         self,

@@ -217,7 +217,7 @@ def non_negative_int(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from groundsearch.index.search.index_kinds import AUTO, KINDS
+    from groundsearch.index.search.index_kinds import AUTO, INDEX_KINDS
 
     p = command(sub, "index", cmd_index, "index photo folders (and captions) into a gallery")
     p.epilog, p.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
@@ -240,7 +240,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--kind",
         default=AUTO,
-        choices=(AUTO, *KINDS),
+        choices=(AUTO, *INDEX_KINDS),
         help="a new gallery's search index: exact (flat), HNSW, compressed on disk with an "
         "exact re-rank (ivfpq), compressed for short disks without one (ivfopq), or auto: "
         "by size and free disk, with 8-bit re-rank copies where float16 ones would not fit "
@@ -267,7 +267,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", help="where to write them (default: INDEX/shards-N)")
     p.add_argument(
         "--kind",
-        choices=(AUTO, *KINDS),
+        choices=(AUTO, *INDEX_KINDS),
         help="each shard's index (default: the gallery's; auto: by the shard's size and the "
         "disk OUT is on, which holds every shard: 8-bit re-rank copies, or none, when short)",
     )

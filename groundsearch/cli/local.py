@@ -30,10 +30,10 @@ from groundsearch.cli.common import CliError, user_errors
 
 if TYPE_CHECKING:
     from groundsearch.index.gallery import Gallery
+    from groundsearch.index.ranking.photo_pages import PageAsk
     from groundsearch.model.runtime.embedder import Embedder
     from groundsearch.model.runtime.parsing import Parser
     from groundsearch.model.runtime.sentences import Sentences
-    from groundsearch.service.core.photo_pages import PageAsk
     from groundsearch.service.core.relevance import Judge
     from groundsearch.service.core.settings import ServiceSettings
 
@@ -161,8 +161,8 @@ class LocalGallery:
         """``/search``'s answer for ``text`` (the page ``ask`` wants), each hit with the
         ``path`` of its file."""
         with self.clock.phase("service imports"):
+            from groundsearch.index.ranking.pages import CursorError
             from groundsearch.service.core.capabilities.search import Search
-            from groundsearch.service.core.pages import CursorError
             from groundsearch.service.core.queries import QueryVectors
             from groundsearch.service.core.timing import Stages
             from groundsearch.service.http.schemas import SearchResponse, page_hits
@@ -204,7 +204,7 @@ class LocalGallery:
         from groundsearch.service.core.photo_vectors import PhotoVectors
         from groundsearch.service.core.queries import QueryVectors
         from groundsearch.service.core.timing import Stages
-        from groundsearch.service.core.writing import Writer, served_decoder
+        from groundsearch.service.core.writing import Captioner, served_decoder
         from groundsearch.service.http.schemas import (
             Concept,
             DescribeResponse,
@@ -225,7 +225,7 @@ class LocalGallery:
             novel = NovelWords.for_decoder(
                 decoder if s.decoder_novel else None, self.model.backbone
             )
-            writer = Writer(
+            captioner = Captioner(
                 decoder, status, self.door, stages, s.decoder_beam, s.decoder_rerank, novel
             )
         retrieved = sentences != "generated"
@@ -240,7 +240,7 @@ class LocalGallery:
             print(f"caption bank {bank.status}", file=sys.stderr)
         queries = QueryVectors(self.door, stages, 0)
         photos = PhotoVectors(extractor, self.model, stages)
-        capability = Describe(photos, queries, self.gallery, bank, writer, stages, self.judge)
+        capability = Describe(photos, queries, self.gallery, bank, captioner, stages, self.judge)
         written = sentences == "generated" or (sentences == "both" and decoder is not None)
         hits, wrote, seen, timings = capability.run(image, k, retrieved, written, beam)
         threshold = self.judge.threshold(min_relevance)

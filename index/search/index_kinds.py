@@ -40,7 +40,7 @@ from groundsearch.index.search.mapped_files import advise_random
 
 #: FAISS, untyped: its stubs lack the search-parameter classes' keywords and attributes.
 FAISS: Any = faiss
-KINDS = ("flat", "hnsw", "ivfpq", "ivfopq")
+INDEX_KINDS = ("flat", "hnsw", "ivfpq", "ivfopq")
 #: The kinds trained on a sample, built in shards and served from disk.
 COMPRESSED = ("ivfpq", "ivfopq")
 #: The gallery's kind when it picks by size.
@@ -172,8 +172,8 @@ def new_index(dim: int, kind: str, n: int = 0, ivfpq: IndexSettings | None = Non
     compressed kind the untrained IVF (behind its OPQ rotation for ``ivfopq``) shaped
     for about ``n`` vectors, holding its ids itself (``groundsearch.index.search.compressed``
     builds and serves it)."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if kind not in INDEX_KINDS:
+        raise ValueError(f"kind must be one of {INDEX_KINDS}, got {kind!r}")
     if kind == "flat":
         return faiss.IndexIDMap(faiss.IndexFlatIP(dim))
     if kind == "hnsw":

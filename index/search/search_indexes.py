@@ -30,7 +30,7 @@ import numpy as np
 from groundsearch.index.search.index_kinds import (
     AUTO,
     COMPRESSED,
-    KINDS,
+    INDEX_KINDS,
     IndexSettings,
     choose_kind,
     choose_rerank,
@@ -127,8 +127,12 @@ class SearchIndexes:
         wanted = choose_kind(n, self.dim, _free_bytes(self.folder), self.settings.rerank)
         if current in COMPRESSED and wanted in COMPRESSED:
             return current
-        if current is not None and KINDS.index(wanted) < KINDS.index(current):
-            return current if KINDS.index(choose_kind(2 * n)) >= KINDS.index(current) else wanted
+        if current is not None and INDEX_KINDS.index(wanted) < INDEX_KINDS.index(current):
+            return (
+                current
+                if INDEX_KINDS.index(choose_kind(2 * n)) >= INDEX_KINDS.index(current)
+                else wanted
+            )
         return wanted
 
     def _build(self, kind: str) -> VectorIndex:

@@ -63,7 +63,7 @@ from groundsearch.index.errors import StoreError
 from groundsearch.index.gallery import INDEX_DIR, Gallery
 from groundsearch.index.search.index_kinds import (
     AUTO,
-    KINDS,
+    INDEX_KINDS,
     IndexSettings,
     choose_kind,
     choose_rerank,
@@ -201,8 +201,8 @@ def write_shards(
     manifest names the records' watermarks the shards hold)."""
     if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
         raise ValueError(f"shards must be a positive int, got {shards!r}")
-    if kind is not None and kind not in (AUTO, *KINDS):
-        raise ValueError(f"kind must be one of {(AUTO, *KINDS)}, got {kind!r}")
+    if kind is not None and kind not in (AUTO, *INDEX_KINDS):
+        raise ValueError(f"kind must be one of {(AUTO, *INDEX_KINDS)}, got {kind!r}")
     settings = settings or IndexSettings()
     out = Path(out)
     db_records = Records.open(Path(gallery) / DB_FILE, migrate=False)

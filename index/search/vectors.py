@@ -52,10 +52,10 @@ import numpy as np
 from groundsearch.common.files import write_text
 from groundsearch.index.search import compressed, index_kinds
 from groundsearch.index.search.compressed import CompressedIndex
-from groundsearch.index.search.index_kinds import COMPRESSED, KINDS, IndexSettings
+from groundsearch.index.search.index_kinds import COMPRESSED, INDEX_KINDS, IndexSettings
 from groundsearch.index.search.sketches import CANDIDATES_PER_HIT, MIN_CANDIDATES, SketchKeeper
 
-__all__ = ["KINDS", "IndexSettings", "VectorIndex", "as_matrix", "clear_leftovers"]
+__all__ = ["INDEX_KINDS", "IndexSettings", "VectorIndex", "as_matrix", "clear_leftovers"]
 
 log = logging.getLogger("groundsearch.index")
 LOCK_FILE = "snapshot.lock"
@@ -110,8 +110,8 @@ class VectorIndex:
     def __init__(self, dim: int, kind: str = "flat", settings: IndexSettings | None = None) -> None:
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
             raise ValueError(f"dim must be a positive int, got {dim!r}")
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if kind not in INDEX_KINDS:
+            raise ValueError(f"kind must be one of {INDEX_KINDS}, got {kind!r}")
         self.dim, self.kind = dim, kind
         self.settings = settings or IndexSettings()
         self._main: Any = index_kinds.new_index(dim, "flat" if kind in COMPRESSED else kind)

@@ -54,7 +54,7 @@ HELD_OUT: dict[str, tuple[str, ...]] = {
 #: "chick(s)" for girls, "crane" the machine, "robin" a name, "turkey", "sailing" through
 #: the air, "cab" of a truck), and neighbours that are not kinds ("donkey", "truck",
 #: "van", "unicycle", "biker" — a motorcyclist as often as a cyclist).
-KINDS: dict[str, tuple[str, ...]] = {
+HYPONYMS: dict[str, tuple[str, ...]] = {
     "cat": (),
     "horse": ("horseback", "stallion", "mare", "foal", "colt"),
     "cow": ("oxen", "longhorn", "longhorns"),
@@ -164,9 +164,9 @@ KINDS: dict[str, tuple[str, ...]] = {
 
 
 def with_kinds(concepts: Mapping[str, Collection[str]]) -> dict[str, tuple[str, ...]]:
-    """Each concept's forms followed by its ``KINDS`` (none for a concept without)."""
+    """Each concept's forms followed by its ``HYPONYMS`` (none for a concept without)."""
     return {
-        name: tuple(forms) + tuple(k for k in KINDS.get(name, ()) if k not in forms)
+        name: tuple(forms) + tuple(k for k in HYPONYMS.get(name, ()) if k not in forms)
         for name, forms in concepts.items()
     }
 

@@ -14,15 +14,6 @@ probable classes only (what a gallery stores per photo). A query with no nameabl
 ("snow", "a man in a red shirt" — no class is a man or snow) has no evidence
 (``None``): its relevance is judged as without it.
 
-**Objects** (measured, not shipped: docs/RESULTS.md, "An object detector's evidence").
-With the object detector (``images.objects``) a photo's classes can also hold the COCO
-kinds it found, as ids ``OFFSET + k`` with the detector's score, and a table loaded with
-``objects=objects_path()`` (``noun_objects.tsv``) names a noun's kinds ("pony": horse).
-A noun's evidence is then the larger of its ImageNet classes' summed probability and
-its kinds' best detector score: the classifier says what a photo is of, the detector
-what is anywhere in it. ``fit-relevance --objects`` and ``evaluate-relevance
---objects`` measure it; the service and galleries do not use it.
-
     table = NounClasses.load()
     nouns = table.nouns(tree)                          # ["bird"] for "a bird flying"
     ids, probs = top_classes(channel.class_probabilities(features))
@@ -39,15 +30,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from groundsearch.model.runtime.images.objects import COCO, OFFSET, object_classes
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 if TYPE_CHECKING:
     from groundsearch.model.runtime.tagger import WordTagger
 
 FILE_NAME = "noun_classes.tsv"
-#: The noun → COCO kinds table (read beside ``FILE_NAME``).
-OBJECTS_FILE_NAME = "noun_objects.tsv"
 #: How many of a photo's most probable classes the evidence reads.
 TOP_CLASSES = 10
 COLUMNS = ("noun", "classes")
@@ -62,23 +50,6 @@ FUNCTION_TAGS = frozenset(
 def default_path(name: str = FILE_NAME) -> Path:
     """A shipped table (default: ``model/artifacts/noun_classes.tsv``)."""
     return Path(__file__).resolve().parents[1] / "artifacts" / name
-
-
-def objects_path() -> Path:
-    """The shipped noun → COCO kinds table (``model/artifacts/noun_objects.tsv``)."""
-    return default_path(OBJECTS_FILE_NAME)
-
-
-def photo_objects(
-    classes: tuple[np.ndarray, np.ndarray] | None, objects: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """Photos' top ImageNet classes with the COCO kinds the detector found appended
-    (``objects.object_classes`` of its scores: ids ``OFFSET`` + kind, -1 padding), as
-    galleries store them; ``classes`` alone without detector scores."""
-    if classes is None or objects is None:
-        return classes
-    ids, probs = object_classes(objects)
-    return np.hstack([classes[0], ids]), np.hstack([classes[1], probs])
 
 
 def top_classes(probabilities: np.ndarray, k: int = TOP_CLASSES) -> tuple[np.ndarray, np.ndarray]:
@@ -159,17 +130,9 @@ class NounClasses:
     classes: Mapping[str, frozenset[int]]
 
     @classmethod
-    def load(
-        cls, path: Path | None = None, n_classes: int = 1000, objects: Path | None = None
-    ) -> NounClasses:
-        """The table at ``path`` (default: the shipped one), with a noun → COCO kinds
-        table ``objects`` (``noun_objects.tsv``: ``objects_path()``) merged in as ids
-        ``OFFSET`` + kind when given; ValueError if either is malformed."""
-        table = cls._read(Path(path) if path is not None else default_path(), n_classes)
-        if objects is not None:
-            for noun, kinds in read_objects(Path(objects)).items():
-                table[noun] = table.get(noun, frozenset()) | kinds
-        return cls(table)
+    def load(cls, path: Path | None = None, n_classes: int = 1000) -> NounClasses:
+        """The table at ``path`` (default: the shipped one); ValueError if malformed."""
+        return cls(cls._read(Path(path) if path is not None else default_path(), n_classes))
 
     @staticmethod
     def _read(path: Path, n_classes: int) -> dict[str, frozenset[int]]:
@@ -214,11 +177,9 @@ class NounClasses:
         self, nouns: Sequence[str], class_ids: np.ndarray, class_probs: np.ndarray
     ) -> np.ndarray | None:
         """Each hit's evidence (``max`` over the nameable ``nouns`` of the probability on
-        that noun's ImageNet classes among the hit's top classes, or its COCO kinds' best
-        detector score), from each hit's top class ids and probabilities (hits × k; an
-        id of -1 is no class). NaN for a hit whose only nameable nouns are the
-        detector's and whose row holds no detector kinds (indexed without it). None when
-        no noun has classes: the query has no evidence."""
+        that noun's classes among the hit's top classes), from each hit's top class ids
+        and probabilities (hits × k; an id of -1 is no class). None when no noun has
+        classes: the query has no evidence."""
         named = self.nameable(nouns)
         if not named:
             return None
@@ -226,36 +187,11 @@ class NounClasses:
         probs = np.asarray(class_probs, np.float64)
         if ids.shape != probs.shape or ids.ndim != 2:
             raise ValueError("class ids and probabilities must be two arrays of hits × k")
-        out = np.full(ids.shape[0], np.nan)
-        detected = ids >= OFFSET
-        ran = detected.any(axis=1)  # the detector's kinds are stored for this photo
+        out = np.zeros(ids.shape[0])
         for noun in named:
-            classes = np.fromiter(self.classes[noun], np.int64)
-            wanted = np.isin(ids, classes)
-            imagenet = np.where(wanted & ~detected, probs, 0.0).sum(axis=1)
-            found = np.where(wanted & detected, probs, 0.0).max(axis=1, initial=0.0)
-            value = np.maximum(imagenet, found)
-            if (classes >= OFFSET).all():  # a noun only the detector names: unknown without
-                value = np.where(ran, value, np.nan)
-            out = np.fmax(out, value)
+            wanted = np.isin(ids, np.fromiter(self.classes[noun], np.int64))
+            out = np.maximum(out, np.where(wanted, probs, 0.0).sum(axis=1))
         return np.clip(out, 0.0, 1.0)
-
-
-def read_objects(path: Path) -> dict[str, frozenset[int]]:
-    """A noun → COCO kinds table (columns noun, objects: kind names of ``COCO``, space
-    separated), as class ids ``OFFSET`` + kind; ValueError naming a bad row."""
-    with path.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader((ln for ln in f if not ln.startswith("#")), delimiter="\t"))
-    if not rows or tuple(rows[0])[:2] != ("noun", "objects"):
-        raise ValueError(f"{path}: expected the columns ('noun', 'objects') first")
-    table: dict[str, frozenset[int]] = {}
-    for r in rows:
-        noun, kinds = r["noun"], (r["objects"] or "").split()
-        unknown = [k for k in kinds if k not in COCO]
-        if not noun.isalpha() or noun != noun.lower() or not kinds or unknown:
-            raise ValueError(f"{path}: a row is a lower-case word and COCO kinds: {noun!r}")
-        table[noun] = frozenset(OFFSET + COCO.index(k) for k in kinds)
-    return table
 
 
 _SHIPPED: list[NounClasses] = []

@@ -21,7 +21,7 @@ known at query time and turns it into a probability:
   the query's nouns ("bird": its 59 bird classes), read from the photo's top 10 classes
   (``model.runtime.evidence``); ``log_evidence`` is log(0.01 + evidence).
 
-One model per kind of query (``KINDS``): the scores of a text against photos, a photo
+One model per kind of query (``QUERY_KINDS``): the scores of a text against photos, a photo
 against captions, a photo against photos and an arithmetic sum do not share a scale. Each
 is a logistic regression on the standardised features, whose output is mapped through an
 isotonic regression (piecewise linear between its thresholds, clipped at the ends), both
@@ -70,7 +70,7 @@ from typing import Any
 import numpy as np
 
 #: Kinds of query, each with its own fitted model.
-KINDS = ("text-image", "image-caption", "image-image", "arithmetic")
+QUERY_KINDS = ("text-image", "image-caption", "image-image", "arithmetic")
 #: The features a model may use, in the order ``features`` computes them.
 FEATURES = ("score", "mean", "lead", "novelty", "log_words", "evidence", "log_evidence")
 #: How many of a query's top scores its distribution is read from.
@@ -244,7 +244,7 @@ class RelevanceModel:
 
     def __post_init__(self) -> None:
         named = (*self.kinds, *(self.small or {}), *(self.evidence or {}))
-        unknown = [k for k in (*named, *(self.evidence_small or {})) if k not in KINDS]
+        unknown = [k for k in (*named, *(self.evidence_small or {})) if k not in QUERY_KINDS]
         if unknown:
             raise RelevanceError(f"unknown relevance kinds {unknown}")
         wide = [k for k, m in (self.small or {}).items() if m.features != SMALL_FEATURES]

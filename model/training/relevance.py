@@ -331,13 +331,13 @@ def similar_pool(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) -> 
 
 
 #: The concepts asked for: the held-out protocol's ten, with their word forms and kinds
-#: (``KINDS``: a jeep is a car, so a photo of one is relevant to "a car" and left out of
+#: (``HYPONYMS``: a jeep is a car, so a photo of one is relevant to "a car" and left out of
 #: the gallery that must lack cars), each used where the split has a photo of it. The 40
 #: ImageNet-style words of the open-vocabulary check were tried too (dev): most are rare
 #: in Flickr8k, and with them the default threshold answered fewer absent concepts "no
 #: match" (50 % on dev against 80 %).
 CONCEPTS: dict[str, tuple[str, ...]] = with_kinds(HELD_OUT)
-#: The same concepts with their forms alone (the labels of the figures before ``KINDS``).
+#: The same concepts with their forms alone (the labels of the figures before ``HYPONYMS``).
 FORMS_ONLY: dict[str, tuple[str, ...]] = dict(HELD_OUT)
 
 

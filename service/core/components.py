@@ -6,7 +6,7 @@
 
 The checkpoint (``model``), the parse batcher and the text front door over it
 (``sentences``, ``queries``), the image backbone (``photos``), the gallery (following
-other processes' writes every second), the caption decoder (``writer``), the caption
+other processes' writes every second), the caption decoder (``captioner``), the caption
 bank (``bank``, loaded in the background), the stage timer (``stages``) and, with
 ``GROUNDSEARCH_WATCH`` (``serve --watch``), the folders kept indexed (``watching``).
 ``Capabilities.over(components)`` builds the small objects (``service.core.capabilities``)
@@ -47,7 +47,7 @@ from groundsearch.service.core.settings import ServiceSettings
 from groundsearch.service.core.thumbnails import Thumbnails
 from groundsearch.service.core.timing import Observe, Stages
 from groundsearch.service.core.watching import Watching
-from groundsearch.service.core.writing import Writer, served_decoder
+from groundsearch.service.core.writing import Captioner, served_decoder
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class Components:
     sentences: Sentences
     queries: QueryVectors
     photos: PhotoVectors
-    writer: Writer
+    captioner: Captioner
     bank: BankLoader
     stages: Stages
     #: each hit's relevance (the model is None when none fits the checkpoint)
@@ -119,7 +119,7 @@ class Components:
             model.backbone,
             tagger=served_tagger(model.backbone) if settings.decoder_novel else None,
         )
-        writer = Writer(
+        captioner = Captioner(
             decoder,
             status,
             sentences,
@@ -131,7 +131,7 @@ class Components:
         photos = PhotoVectors(extractor, model, stages)
         relevance, relevance_status = served_relevance(settings, identity)
         judge = serving_judge(settings, identity, relevance, model, gallery)
-        _warm_up(sentences, photos, writer)
+        _warm_up(sentences, photos, captioner)
         watching = None
         if settings.watch_folders:  # last: its full pass writes what the routes then read
             watching = Watching.start(settings, model, gallery)
@@ -144,7 +144,7 @@ class Components:
             sentences=sentences,
             queries=QueryVectors(sentences, stages, settings.query_cache),
             photos=photos,
-            writer=writer,
+            captioner=captioner,
             bank=BankLoader(settings, model, identity),
             stages=stages,
             judge=judge,
@@ -160,13 +160,13 @@ class Components:
         self.gallery.close()
 
 
-def _warm_up(sentences: Sentences, photos: PhotoVectors, writer: Writer) -> None:
+def _warm_up(sentences: Sentences, photos: PhotoVectors, captioner: Captioner) -> None:
     """Load the stanza pipeline and the ensemble members now, not on a first request."""
     sentences.vectors(["A dog runs on the beach ."])
     features = photos.extractor.embed_images([Image.new("RGB", (64, 64))])
     vec = photos.model.embed_images(features)  # not timed: no request's stage
-    if writer.decoder is not None:
-        writer.decoder.generate(vec, beam=1, max_len=3)
+    if captioner.decoder is not None:
+        captioner.decoder.generate(vec, beam=1, max_len=3)
 
 
 @dataclass(frozen=True)
@@ -192,9 +192,11 @@ class Capabilities:
             ),
             photos=Photos(c.gallery, c.judge, Thumbnails(max_pixels=c.settings.max_pixels)),
             library=Library(c.gallery),
-            describe=Describe(c.photos, c.queries, c.gallery, c.bank, c.writer, c.stages, c.judge),
+            describe=Describe(
+                c.photos, c.queries, c.gallery, c.bank, c.captioner, c.stages, c.judge
+            ),
             arithmetic=Arithmetic(
-                c.model, c.photos, c.queries, c.gallery, c.writer, c.stages, c.judge
+                c.model, c.photos, c.queries, c.gallery, c.captioner, c.stages, c.judge
             ),
             explain=Explain(c.model, c.queries, c.stages),
             writes=GalleryWrites(c.photos, c.queries, c.gallery),

@@ -26,7 +26,7 @@ went missing meanwhile is judged on the tagger's, or without evidence when the q
 no tagged noun. Its default ``min_relevance`` is the evidence one — for a query of at most
 ``SHORT_WORDS`` words ("a cat", "snow") the short one. Evidence is the hit's own, so
 relevance may rise down a ranking: its pages serve the good matches first, each part by
-score (``service.core.pages``).
+score (``index.ranking.pages``).
 """
 
 from __future__ import annotations

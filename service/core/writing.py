@@ -1,7 +1,7 @@
 """Written sentences: the caption decoder (Kiros et al. 2014) writes words for a vector.
 
 ``served_decoder`` picks the decoder the settings name (the shipped one is skipped, not an
-error, when another checkpoint is served); ``Writer`` writes for ``/describe``,
+error, when another checkpoint is served); ``Captioner`` writes for ``/describe``,
 ``/paraphrase`` and ``/arithmetic?sentence=true``, re-ranking the beam by how close each
 sentence's own vector (through the text front door) is to the vector written for.
 
@@ -65,7 +65,7 @@ def served_decoder(
     return decoder, f"{path.name} (beam {settings.decoder_beam})"
 
 
-class Writer:
+class Captioner:
     """Sentences the decoder writes for joint-space vectors (NoDecoder without one)."""
 
     def __init__(

@@ -13,7 +13,8 @@ parameters that make it take them, and whether its body is a photo upload.
 ``EarlyRefusal`` reads those declarations and answers the 429 before routing,
 dependencies or reading an upload's body, when a request's kind of work is already full:
 under overload most requests are refusals, and they must cost next to nothing. The
-routes still take their slots (a line may fill between the two).
+routes take their slots from the same declarations (``Admission.slots_for``: a line may
+fill between the two), so what a route takes is written once, on its decorator.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import asyncio
 import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -57,14 +58,30 @@ class RouteWork:
     upload: bool
 
     def needs(self, query: dict[str, list[str]]) -> tuple[str, ...]:
-        """The kinds of work a request with this query string takes (for the parameters
-        a route reads from its body, such as an upload's captions, none: the route
-        decides once it has read them)."""
-        return tuple(
-            kind
-            for kind, params in self.kinds.items()
-            if not params or any(v.lower() not in _OFF for p in params for v in query.get(p, []))
-        )
+        """The kinds of work a request with this query string takes (a parameter the
+        route reads from its body, such as an upload's captions, asks for none here: the
+        route takes that slot once it has read them)."""
+        return _needed(self.kinds, query, {})
+
+
+def _needed(
+    kinds: dict[str, tuple[str, ...]], query: dict[str, list[str]], read: dict[str, object]
+) -> tuple[str, ...]:
+    """The kinds whose parameters ask for them: a value the route has read (``read``:
+    truthy or not), else the query string's (present and not "false", "0", …)."""
+
+    def asks(param: str) -> bool:
+        if param in read:
+            return bool(read[param])
+        return any(v.lower() not in _OFF for v in query.get(param, []))
+
+    return tuple(k for k, params in kinds.items() if not params or any(map(asks, params)))
+
+
+def _declared(route: Any) -> dict[str, tuple[str, ...]]:
+    """A route's declared kinds of work with their parameters ({} when it declares none)."""
+    declared = (getattr(route, "openapi_extra", None) or {}).get(WORK_KEY)
+    return {} if declared is None else {k: tuple(p) for k, p in declared["kinds"].items()}
 
 
 def declared_work(routes: Sequence[BaseRoute]) -> list[RouteWork]:
@@ -73,8 +90,7 @@ def declared_work(routes: Sequence[BaseRoute]) -> list[RouteWork]:
     for route in iter_route_contexts(routes):
         declared = (getattr(route, "openapi_extra", None) or {}).get(WORK_KEY)
         if declared is not None:
-            kinds = {k: tuple(p) for k, p in declared["kinds"].items()}
-            out.append(RouteWork(route, kinds, bool(declared["upload"])))
+            out.append(RouteWork(route, _declared(route), bool(declared["upload"])))
     return out
 
 
@@ -166,6 +182,17 @@ class Admission:
 
     def __init__(self, gates: list[Gate]) -> None:
         self.gates = {g.kind: g for g in gates}
+
+    def slots_for(
+        self, request: Request, cached: bool = False, **read: object
+    ) -> AbstractAsyncContextManager[None]:
+        """The slots this request takes, as its route declares them (``declare_work``):
+        each kind the route always takes, and each whose parameters this request asks for
+        — the values the route has read (``read``, e.g. an upload's ``captions``), else
+        the query string's. ``cached``: the query's vector is cached, no parse."""
+        query = parse_qs(request.scope.get("query_string", b"").decode("latin-1"))
+        kinds = _needed(_declared(request.scope.get("route")), query, read)
+        return self.slots(*(k for k in kinds if not (cached and k == "parse")))
 
     @asynccontextmanager
     async def slots(self, *kinds: str) -> AsyncIterator[None]:

@@ -28,10 +28,10 @@ from fastapi.staticfiles import StaticFiles
 
 from groundsearch.index.errors import StoreError, UnknownItemError
 from groundsearch.index.filters.conditions import FilterError
+from groundsearch.index.ranking.pages import CursorError
 from groundsearch.model.runtime.sentences import UnusableText
 from groundsearch.service.core.components import Capabilities, Components
 from groundsearch.service.core.memory import return_freed_memory
-from groundsearch.service.core.pages import CursorError
 from groundsearch.service.core.photo_workers import PhotoWorkers
 from groundsearch.service.core.settings import ServiceSettings
 from groundsearch.service.core.writing import NoDecoder

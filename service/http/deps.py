@@ -110,7 +110,7 @@ bearer = HTTPBearer(
 )
 
 
-async def require_writer(
+async def require_write_token(
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
 ) -> None:
@@ -131,4 +131,4 @@ async def require_writer(
         raise ServiceError(403, "wrong write token")
 
 
-WriterDep = Annotated[None, Depends(require_writer)]
+WriteTokenDep = Annotated[None, Depends(require_write_token)]

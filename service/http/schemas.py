@@ -8,12 +8,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from groundsearch.index.gallery import ImageRecord
+from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.ranking.pages import Page
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.service.core.capabilities.describe import Description
-from groundsearch.service.core.pages import Page
-from groundsearch.service.core.photo_pages import hits_of
 from groundsearch.service.core.relevance import split
 
 #: What a hit's ``relevance`` is (docs/API.md, "Relevance").
@@ -116,12 +116,11 @@ class ImageHit(BaseModel):
     folder: FolderField
 
     @classmethod
-    def of(cls, hit: tuple[ImageRecord, float], relevance: float | None = None) -> ImageHit:
-        record, score = hit
+    def of(cls, hit: Hit[ImageRecord]) -> ImageHit:
         return cls(
-            score=round(score, 6),
-            relevance=None if relevance is None else round(relevance, 6),
-            **photo_fields(record),
+            score=round(hit.score, 6),
+            relevance=None if hit.relevance is None else round(hit.relevance, 6),
+            **photo_fields(hit.record),
         )
 
 
@@ -203,14 +202,10 @@ MIN_RELEVANCE = (
 )
 
 
-def image_hits(
-    hits: Sequence[tuple[ImageRecord, float]],
-    relevance: Sequence[float | None],
-    threshold: float | None,
-) -> dict[str, Any]:
+def image_hits(hits: Sequence[Hit[ImageRecord]], threshold: float | None) -> dict[str, Any]:
     """``results``, ``weak``, ``no_match`` and ``min_relevance`` of an answer's photos."""
-    made = [ImageHit.of(h, r) for h, r in zip(hits, relevance, strict=True)]
-    strong, weak = split(made, relevance, threshold)
+    made = [ImageHit.of(h) for h in hits]
+    strong, weak = split(made, [h.relevance for h in hits], threshold)
     return {"results": strong, "weak": weak, "no_match": not strong, "min_relevance": threshold}
 
 
@@ -230,10 +225,9 @@ def caption_hits(
 
 def page_hits(page: Page, threshold: float | None) -> dict[str, Any]:
     """``results``, ``weak``, ``no_match``, ``min_relevance`` and the paging fields of one
-    page of photos (``service.core.pages``): ``no_match`` when no photo of the whole ranking
+    page of photos (``index.ranking.pages``): ``no_match`` when no photo of the whole ranking
     reaches the threshold (``total`` 0)."""
-    hits, relevance = hits_of(page)
-    out = image_hits(hits, relevance, threshold)
+    out = image_hits(page.hits, threshold)
     out.update(no_match=page.total == 0, next=page.next, total=page.total)
     out["total_exact"] = page.total_exact
     return out

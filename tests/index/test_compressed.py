@@ -206,7 +206,7 @@ def built_and_reopened(tmp_path, kind: str, name: str) -> IndexSettings:
 
     def answers(gallery: Gallery, described: str) -> None:
         assert gallery.indexes.describe()["images"].startswith(described)
-        assert gallery.search_images(v[10], 1)[0][0].id == 11
+        assert gallery.search_images(v[10], 1)[0].id == 11
 
     answers(writer, name)
     settings = writer.indexes.settings

@@ -180,12 +180,12 @@ def test_the_gallery_verbs_take_a_filter_and_leave_unfiltered_searches_as_they_w
     assert gallery.search_images(q, K, None) == plain == gallery.search_images(q, K, PhotoFilter())
     f = PhotoFilter(folder="/photos/a")
     hits = gallery.search_images(q, K, f)
-    assert len(hits) == K and all(r.path.startswith("/photos/a/") for r, _ in hits)
-    assert all(r.meta.folder.startswith("/photos/a") for r, _ in hits)
-    first = hits[0][0].id
+    assert len(hits) == K and all(h.record.path.startswith("/photos/a/") for h in hits)
+    assert all(h.record.meta.folder.startswith("/photos/a") for h in hits)
+    first = hits[0].id
     similar = gallery.similar_images(first, K, f)
-    assert len(similar) == K and first not in {r.id for r, _ in similar}
-    assert {r.id for r, _ in similar} <= {row["id"] for row in live if passes(row, f)}
+    assert len(similar) == K and first not in {h.id for h in similar}
+    assert {h.id for h in similar} <= {row["id"] for row in live if passes(row, f)}
     assert gallery.count_images() == len(live) == gallery.count_images(None)
     assert gallery.count_images(PhotoFilter(source="upload")) == sum(r["uploaded"] for r in live)
 
@@ -266,12 +266,12 @@ def test_a_filter_sees_metadata_filled_in_place_and_photos_added_since(tmp_path)
     assert gallery.count_images(f) == 0 and gallery.search_images(rows[0]["vector"], 5, f) == []
     with gallery.records.transaction() as db:
         assert records.fill_metadata(db, rows[0]["id"], PhotoMetadata(camera="NIKON Z6"))
-    assert [r.id for r, _ in gallery.search_images(rows[5]["vector"], 5, f)] == [rows[0]["id"]]
+    assert [h.id for h in gallery.search_images(rows[5]["vector"], 5, f)] == [rows[0]["id"]]
     late = make_rows(3, 40, seed=7)
     late[0]["meta"] = PhotoMetadata(camera="nikon z6")
     insert(gallery, late)
     hits = gallery.search_images(late[0]["vector"], 5, f)
-    assert [r.id for r, _ in hits] == [late[0]["id"], rows[0]["id"]]
+    assert [h.id for h in hits] == [late[0]["id"], rows[0]["id"]]
     assert gallery.count_images(f) == 2
     gallery.close()
 

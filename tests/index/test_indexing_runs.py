@@ -28,16 +28,16 @@ def test_indexed_files_dedup_by_content_and_follow_changes(gallery):
     assert files.add_files([copy], run=1).photos == 0
     assert gallery.counts()["images"] == 3
     hits = gallery.search_images(v[0], 3)
-    assert len({r.id for r, _ in hits}) == 3  # never the same photo twice
+    assert len({h.id for h in hits}) == 3  # never the same photo twice
     # 0.jpg's content changes: the photo moves to the copy's path, a new photo appears
     changed = IndexedFile("/photos/0.jpg", 99, 2000, "sha-new", v[3])
     assert files.add_files([changed], run=2).photos == 1
-    first = gallery.image(hits[0][0].id if hits[0][0].path.endswith("0.jpg") else 1)
+    first = gallery.image(hits[0].id if hits[0].record.path.endswith("0.jpg") else 1)
     assert first.path == "/elsewhere/copy.jpg"
     # run 3 sees only 1.jpg under /photos: 0.jpg and 2.jpg are gone from disk
     files.mark_seen(["/photos/1.jpg"], run=3)
     assert files.forget_unseen(["/photos"], run=3) == 2  # sha-new and 2.jpg's photo
-    paths = sorted(r.path for r, _ in gallery.search_images(v[0], 10))
+    paths = sorted(h.record.path for h in gallery.search_images(v[0], 10))
     assert paths == ["/elsewhere/copy.jpg", "/photos/1.jpg"]
     assert gallery.counts() == {"images": 2, "captions": 2}
 

@@ -65,7 +65,8 @@ def test_an_old_gallery_is_migrated_whole(tmp_path):
     assert by_file["0123.png"].uploaded and by_file["0123.png"].captions == ("y", "z")
     assert gallery.photo_path(by_file["0123.png"].id).read_bytes() == b"uploaded"
     assert gallery.photo_path(by_file["a.jpg"].id) == data / "Images" / "a.jpg"
-    hit, score = gallery.search_images(v[1], 1)[0]
+    found = gallery.search_images(v[1], 1)[0]
+    hit, score = found.record, found.score
     assert hit.file == "b.jpg" and score == pytest.approx(1.0)
     gallery.close()
     assert (g / "legacy" / "images" / "meta.json").is_file()

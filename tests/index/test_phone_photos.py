@@ -132,7 +132,7 @@ def test_heic_and_avif_are_indexed_upright_with_their_metadata_and_found(phone, 
 
         def best(text: str, k: int) -> set[str]:
             vector = np.asarray(door.vectors([text])[0], dtype=np.float32)
-            return {record.file for record, _ in gallery.search_images(vector, k)}
+            return {h.record.file for h in gallery.search_images(vector, k)}
 
         assert best("A cup of coffee on a table .", 3) == {
             "coffee.jpg",

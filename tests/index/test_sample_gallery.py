@@ -89,7 +89,7 @@ def test_captions_find_their_own_photo_above_chance(built):
     for image_id in gallery.image_ids():
         for caption in gallery.captions_of(image_id):
             vector = records.vector(gallery.records.reader(), "captions", caption.id)
-            best = gallery.search_images(vector, k=1)[0][0]
+            best = gallery.search_images(vector, k=1)[0].record
             hits.append(best.id == image_id)
     assert np.mean(hits) >= 2 / len(gallery.image_ids())  # twice chance (measured: 11/50)
 
@@ -108,7 +108,7 @@ def test_plain_queries_find_the_right_photo(built, model, parser, query, photo, 
     gallery, _ = built
     y = model.embed_sentences(parser.parse([query]))
     hits = gallery.search_images(np.asarray(y, dtype=np.float32)[0], k=k)
-    assert photo in [record.file for record, _ in hits]
+    assert photo in [h.record.file for h in hits]
 
 
 def test_index_sample_cli(cli, tmp_path):

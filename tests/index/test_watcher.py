@@ -85,7 +85,7 @@ class Watching:
         """Whether the photo is in the search index (found by its own vector)."""
         gallery = self.indexer.gallery
         hits = gallery.search_images(gallery.image_vector(photo_id), 1)
-        return bool(hits) and hits[0][0].id == photo_id
+        return bool(hits) and hits[0].id == photo_id
 
     def close(self) -> None:
         self.stop.set()

@@ -5,12 +5,20 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+from types import SimpleNamespace
 
 import pytest
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
+from starlette.requests import Request
 
-from groundsearch.service.http.admission import Admission, Gate, Overloaded, declared_work
+from groundsearch.service.http.admission import (
+    Admission,
+    Gate,
+    Overloaded,
+    declare_work,
+    declared_work,
+)
 from groundsearch.service.http.app import create_app
 
 
@@ -78,6 +86,28 @@ def test_slots_of_several_kinds_are_all_released():
     assert all(g.active == 0 for g in admission.gates.values())
 
 
+def test_a_route_takes_the_slots_its_declaration_and_its_request_ask_for():
+    """``slots_for`` reads the route's ``declare_work``: the kinds it always takes, and
+    those its parameters ask for — a value the route read over the query string's."""
+    route = SimpleNamespace(openapi_extra=declare_work(cnn=(), parse=("plus", "captions")))
+
+    def taken(query: bytes, cached: bool = False, **read: object) -> set[str]:
+        async def scenario() -> set[str]:
+            admission = Admission([Gate("parse", 1, 0), Gate("cnn", 1, 0)])
+            request = Request({"type": "http", "query_string": query, "route": route})
+            async with admission.slots_for(request, cached, **read):
+                return {kind for kind, gate in admission.gates.items() if gate.active}
+
+        return asyncio.run(scenario())
+
+    assert taken(b"") == {"cnn"}
+    assert taken(b"plus=snow") == {"cnn", "parse"}
+    assert taken(b"plus=false") == {"cnn"}
+    assert taken(b"", captions=["a dog"]) == {"cnn", "parse"}
+    assert taken(b"plus=snow", plus=[]) == {"cnn"}  # what the route read wins
+    assert taken(b"plus=snow", cached=True) == {"cnn"}  # a cached query needs no parse
+
+
 def test_a_full_server_answers_429_with_retry_after(service_components):
     """One photo in the backbone, none waiting: a second photo is refused at once, with
     the refusal counted in /metrics; the first is answered."""
@@ -131,9 +161,13 @@ def test_every_route_that_parses_or_runs_the_cnn_is_refused_before_its_body_is_r
     work = declared_work(app.routes)
     declared = {w.route.path for w in work}
     for route in iter_route_contexts(app.routes):
-        if route.endpoint is not None and "admission.slots(" in inspect.getsource(route.endpoint):
+        source = inspect.getsource(route.endpoint) if route.endpoint is not None else ""
+        # a route takes the slots it declares, never others of its own
+        assert "admission.slots(" not in source, f"{route.path} names its slots itself"
+        if "admission.slots_for(" in source:
             assert route.path in declared, f"{route.path} takes slots but declares no work"
     assert {"/search/image", "/paraphrase", "/images/{image_id}/describe"} <= declared
+    assert len(declared) == 9  # every route that parses or runs the CNN
     with TestClient(app) as client:
         gates = app.state.admission.gates
         for w in work:

@@ -41,9 +41,9 @@ STOP = set(
 
 @pytest.fixture(scope="module")
 def client(service_components):
-    writer = service_components.writer
-    if writer.decoder is None:
-        pytest.fail(f"the shipped caption decoder did not load: {writer.status}")
+    captioner = service_components.captioner
+    if captioner.decoder is None:
+        pytest.fail(f"the shipped caption decoder did not load: {captioner.status}")
     with TestClient(create_app(service_components.settings, service_components)) as c:
         yield c
 
@@ -142,8 +142,8 @@ def test_metrics_and_ready_name_the_decoder(client):
 
 
 def test_a_server_without_a_decoder_says_so(client, service_components, monkeypatch):
-    monkeypatch.setattr(service_components.writer, "decoder", None)
-    monkeypatch.setattr(service_components.writer, "status", "none")
+    monkeypatch.setattr(service_components.captioner, "decoder", None)
+    monkeypatch.setattr(service_components.captioner, "status", "none")
     data, _ = photo(service_components, service_components.gallery.image_ids()[0])
     both = client.post("/describe", files={"image": ("p.jpg", data)})
     assert both.status_code == 200 and both.json()["generated"] == []

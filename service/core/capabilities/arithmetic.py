@@ -9,16 +9,16 @@ import numpy as np
 from PIL import Image
 
 from groundsearch.index.filters.conditions import PhotoFilter
-from groundsearch.index.gallery import Gallery
+from groundsearch.index.gallery import Gallery, ImageRecord
+from groundsearch.index.ranking.hits import Hit
 from groundsearch.model.runtime.arithmetic import arithmetic_query, centre_rerank
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.embedder import Embedder
-from groundsearch.service.core.capabilities.search import ImageHits, Relevances
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
 from groundsearch.service.core.relevance import NO_JUDGE, Judge
 from groundsearch.service.core.timing import Stages, Timings
-from groundsearch.service.core.writing import Writer
+from groundsearch.service.core.writing import Captioner
 
 
 @dataclass(eq=False)
@@ -29,7 +29,7 @@ class Arithmetic:
     photos: PhotoVectors
     queries: QueryVectors
     gallery: Gallery
-    writer: Writer
+    captioner: Captioner
     stages: Stages
     judge: Judge = NO_JUDGE
 
@@ -43,7 +43,7 @@ class Arithmetic:
         rerank_top: int = 5,
         written: bool = False,
         where: PhotoFilter | None = None,
-    ) -> tuple[ImageHits, Relevances, list[Generated], Timings]:
+    ) -> tuple[list[Hit[ImageRecord]], list[Generated], Timings]:
         """Images near ``base − Σ minus + Σ plus``. With ``rerank``, a wider candidate
         list is re-sorted by its similarity to the mean of its top ``rerank_top`` photos,
         which pulls the answer toward what those photos share. With ``written``, also the
@@ -64,18 +64,21 @@ class Arithmetic:
             found = self.gallery.search_images(
                 query, max(fetch, self.judge.fetch(k) + len(exclude)), where
             )
-        ranked = [h for h in found if h[0].id not in exclude]
-        judged = self.judge.of("arithmetic", [s for _, s in ranked])
-        relevance = {r.id: p for (r, _), p in zip(ranked, judged, strict=True)}
-        hits = [h for h in found[:fetch] if h[0].id not in exclude]
-        sentences = self.writer.write(query, timings) if written else []
+        ranked = [h for h in found if h.id not in exclude]
+        judged = self.judge.of("arithmetic", [h.score for h in ranked])
+        for hit, relevance in zip(ranked, judged, strict=True):
+            hit.relevance = relevance  # from the query's own scores, before any rerank
+        hits = [h for h in found[:fetch] if h.id not in exclude]
+        sentences = self.captioner.write(query, timings) if written else []
         if rerank and hits:
             with self.stages.stage("rerank", timings):
-                vectors = np.stack([self.gallery.image_vector(r.id) for r, _ in hits])
+                vectors = np.stack([self.gallery.image_vector(h.id) for h in hits])
                 order, scores = centre_rerank(vectors, rerank_top)
-                hits = [(hits[i][0], float(s)) for i, s in zip(order, scores, strict=True)]
-        hits = hits[:k]
-        return hits, [relevance[r.id] for r, _ in hits], sentences, timings
+                hits = [
+                    Hit(hits[i].id, float(s), hits[i].item, relevance=hits[i].relevance)
+                    for i, s in zip(order, scores, strict=True)
+                ]
+        return hits[:k], sentences, timings
 
     def _phrase(self, text: str, what: str, timings: Timings) -> np.ndarray:
         """A phrase's vector, cleaned here (once), in the order the phrases are read."""

@@ -18,7 +18,7 @@ from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
 from groundsearch.service.core.relevance import NO_JUDGE, Judge
 from groundsearch.service.core.timing import Stages, Timings
-from groundsearch.service.core.writing import Writer
+from groundsearch.service.core.writing import Captioner
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,14 @@ class Describe:
     queries: QueryVectors
     gallery: Gallery
     bank: BankLoader
-    writer: Writer
+    captioner: Captioner
     stages: Stages
     judge: Judge = NO_JUDGE
 
     @property
     def writes(self) -> bool:
         """Whether the server has a caption decoder."""
-        return self.writer.decoder is not None
+        return self.captioner.decoder is not None
 
     def run(
         self,
@@ -67,8 +67,8 @@ class Describe:
         bank's together."""
         timings: Timings = {}
         features, vec = self.photos.features_and_vector(image, timings)
-        sentences = self.writer.write(vec, timings, beam, features) if written else []
-        concepts = self.writer.concepts(features)
+        sentences = self.captioner.write(vec, timings, beam, features) if written else []
+        concepts = self.captioner.concepts(features)
         if not retrieved:
             return [], sentences, concepts, timings
         with self.stages.stage("search", timings):
@@ -98,8 +98,8 @@ class Describe:
         and all those fetched for the score distribution (``Judge.fetch``)."""
         fetch = self.judge.fetch(k)
         gallery = [
-            Description(r.text, score, "gallery", r.id, r.image_id)
-            for r, score in self.gallery.search_captions(vec, fetch)
+            Description(h.record.text, h.score, "gallery", h.id, h.record.image_id)
+            for h in self.gallery.search_captions(vec, fetch)
         ]
         bank = self.bank.bank
         banked = (
@@ -123,6 +123,6 @@ class Describe:
     def paraphrase(self, cleaned: str, beam: int | None = None) -> tuple[list[Generated], Timings]:
         """Sentences the decoder writes for the vector of a cleaned text."""
         timings: Timings = {}
-        self.writer.require()  # before the parse: refuse at once
+        self.captioner.require()  # before the parse: refuse at once
         vec = self.queries.vector(cleaned, timings)
-        return self.writer.write(vec, timings, beam), timings
+        return self.captioner.write(vec, timings, beam), timings

@@ -3,7 +3,7 @@ newest or oldest first, a page at a time — no text, no relevance.
 
 A page is ``k`` photos of ``Gallery.images_by_date`` (the records' keyset over
 ``photos_taken``: ties in one second by id, the undated last), its cursor the last photo's
-place in that order (``service.core.pages.Cursor``: group 0 dated / 1 undated, its time, its
+place in that order (``index.ranking.pages.Cursor``: group 0 dated / 1 undated, its time, its
 id), so a photo added or removed between two pages shifts nothing already read, and
 ``total`` the number of photos that pass the filter (``Gallery.count_images``, exact).
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from groundsearch.index.gallery import DateKey, Gallery, ImageRecord
-from groundsearch.service.core.pages import Cursor, fingerprint
-from groundsearch.service.core.photo_pages import PageAsk
+from groundsearch.index.ranking.pages import Cursor, fingerprint
+from groundsearch.index.ranking.photo_pages import PageAsk
 
 #: The orders of the listing: newest first (the default) or oldest first.
 LIBRARY_ORDERS = ("-date", "date")

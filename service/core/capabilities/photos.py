@@ -10,14 +10,15 @@ from pathlib import Path
 from PIL import Image
 
 from groundsearch.index.gallery import Gallery, UnknownItemError
+from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.ranking.pages import Page
+from groundsearch.index.ranking.photo_pages import PageAsk, photo_page
 from groundsearch.model.runtime.images.photos import (
     PHOTO_FORMATS,
     PhotoError,
     jpeg_copy,
     upright_copy,
 )
-from groundsearch.service.core.pages import Page
-from groundsearch.service.core.photo_pages import PageAsk, photo_page
 from groundsearch.service.core.relevance import NO_JUDGE, Judge
 from groundsearch.service.core.thumbnails import Thumbnail, Thumbnails, thumbnail_etag
 
@@ -113,7 +114,7 @@ class Photos:
         excluded) among those that pass its filters, with their relevance."""
         self.gallery.image_vector(image_id)  # UnknownItemError before anything else
 
-        def fetch(n: int) -> list[tuple[int, float]]:
+        def fetch(n: int) -> list[Hit[None]]:
             return self.gallery.rank_similar(image_id, n, ask.where)
 
         judge = lambda scores: self.judge.of("image-image", scores)  # noqa: E731

@@ -8,19 +8,15 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from groundsearch.index.gallery import Gallery, ImageRecord
+from groundsearch.index.gallery import Gallery
+from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.ranking.pages import Page
+from groundsearch.index.ranking.photo_pages import PageAsk, photo_page
 from groundsearch.model.runtime.arithmetic import arithmetic_query
-from groundsearch.service.core.pages import Page
-from groundsearch.service.core.photo_pages import PageAsk, photo_page
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
 from groundsearch.service.core.relevance import NO_JUDGE, Judge
 from groundsearch.service.core.timing import Stages, Timings
-
-#: Gallery photos with their scores, best first.
-ImageHits = list[tuple[ImageRecord, float]]
-#: Each hit's relevance (None without a relevance model), in the hits' order.
-Relevances = list[float | None]
 
 
 @dataclass(eq=False)
@@ -54,9 +50,9 @@ class Search:
         threshold = self.judge.threshold(min_relevance, bool(nouns), cleaned)
         fetched: list[int] = []
 
-        def fetch(n: int) -> list[tuple[int, float]]:
+        def fetch(n: int) -> list[Hit[None]]:
             hits = self.gallery.rank_images(vec, n, ask.where)
-            fetched[:] = [i for i, _ in hits]
+            fetched[:] = [h.id for h in hits]
             return hits
 
         def judge(scores: Sequence[float]) -> list[float | None]:
@@ -101,7 +97,7 @@ class PhotoSearch:
             text = self.queries.vector(cleaned, timings)
             vec, kind = arithmetic_query(vec, [text], [], self.channel_columns), "arithmetic"
 
-        def fetch(n: int) -> list[tuple[int, float]]:
+        def fetch(n: int) -> list[Hit[None]]:
             return self.gallery.rank_images(vec, n, ask.where)
 
         with self.stages.stage("search", timings):

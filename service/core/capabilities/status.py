@@ -32,7 +32,7 @@ class Status:
             caption_bank=c.bank.status,
             indexes=c.gallery.indexes.describe(),
             read_only=c.settings.read_only,
-            decoder=c.writer.status,
+            decoder=c.captioner.status,
             concepts=channel.config.weight if channel is not None else 0.0,
             relevance=c.relevance_status,
         )

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.index.filters.conditions import PhotoFilter
+from groundsearch.index.gallery import ImageRecord
+from groundsearch.index.ranking.hits import Hit
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.service.core.capabilities.arithmetic import Arithmetic
-from groundsearch.service.core.capabilities.search import ImageHits, Relevances
 from groundsearch.service.core.settings import ServiceSettings
 from groundsearch.service.core.timing import Timings
 from groundsearch.service.http.admission import declare_work
@@ -66,7 +67,7 @@ class Terms:
         written."""
         check_k(self.k, settings)
         if self.sentence:
-            capability.writer.require()
+            capability.captioner.require()
 
 
 async def _terms(
@@ -104,6 +105,7 @@ GalleryPhoto = Annotated[int, Depends(_gallery_photo)]
 async def arithmetic(
     capability: ArithmeticDep,
     settings: SettingsDep,
+    request: Request,
     admission: AdmissionDep,
     image_id: GalleryPhoto,
     terms: TermsDep,
@@ -112,8 +114,8 @@ async def arithmetic(
     with ``sentence``, what the result vector says in words."""
     terms.check(capability, settings)  # before any work
     plus, minus, sentence = terms.plus, terms.minus, terms.sentence
-    async with admission.slots(*(("parse",) if plus or minus or sentence else ())):
-        hits, relevance, wrote, timings = await run_in_threadpool(
+    async with admission.slots_for(request, plus=plus, minus=minus, sentence=sentence):
+        hits, wrote, timings = await run_in_threadpool(
             partial(capability.run, written=sentence, where=terms.where),
             image_id,
             plus,
@@ -121,18 +123,17 @@ async def arithmetic(
             terms.k,
             terms.rerank,
         )
-    return _images(hits, relevance, capability.judge.threshold(terms.min_relevance), wrote, timings)
+    return _images(hits, capability.judge.threshold(terms.min_relevance), wrote, timings)
 
 
 def _images(
-    hits: ImageHits,
-    relevance: Relevances,
+    hits: list[Hit[ImageRecord]],
     threshold: float | None,
     wrote: list[Generated],
     timings: Timings,
 ) -> ImagesResponse:
     return ImagesResponse(
-        **image_hits(hits, relevance, threshold),
+        **image_hits(hits, threshold),
         generated=[WrittenSentence.of(g) for g in wrote],
         timings_ms=timings,
     )
@@ -147,6 +148,7 @@ def _images(
 async def arithmetic_upload(
     capability: ArithmeticDep,
     settings: SettingsDep,
+    request: Request,
     admission: AdmissionDep,
     workers: PhotoWorkersDep,
     image: Photo,
@@ -156,12 +158,12 @@ async def arithmetic_upload(
     with ``sentence``, what the result vector says in words."""
     terms.check(capability, settings)
     data = await read_upload(image, settings)
-    async with admission.slots("cnn", *(("parse",) if terms.plus or terms.minus else ())):
+    async with admission.slots_for(request, plus=terms.plus, minus=terms.minus):
         photo, _ = await workers.run(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )
         compute = partial(capability.run, written=terms.sentence, where=terms.where)
-        hits, relevance, wrote, timings = await workers.run(
+        hits, wrote, timings = await workers.run(
             compute, photo, terms.plus, terms.minus, terms.k, terms.rerank
         )
-    return _images(hits, relevance, capability.judge.threshold(terms.min_relevance), wrote, timings)
+    return _images(hits, capability.judge.threshold(terms.min_relevance), wrote, timings)

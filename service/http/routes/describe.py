@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.service.http.admission import declare_work
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from groundsearch.service.core.timing import Timings
 
 router = APIRouter(tags=["search"])
-Sentences = Annotated[
+SentenceChoice = Annotated[
     Literal["both", "generated", "retrieved"],
     Query(
         description="'generated': sentences the caption decoder writes; 'retrieved': existing "
@@ -65,11 +65,12 @@ Sentences = Annotated[
 async def describe(
     capability: DescribeDep,
     settings: SettingsDep,
+    request: Request,
     admission: AdmissionDep,
     workers: PhotoWorkersDep,
     image: Photo,
     k: K = 5,
-    sentences: Sentences = "both",
+    sentences: SentenceChoice = "both",
     beam: Beam = None,
     min_relevance: MinRelevance = None,
 ) -> DescribeResponse:
@@ -80,7 +81,7 @@ async def describe(
     check_k(k, settings)
     written, retrieved = _wanted(capability, sentences)
     data = await read_upload(image, settings)
-    async with admission.slots("cnn"):
+    async with admission.slots_for(request):
         photo, _ = await workers.run(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )
@@ -92,7 +93,7 @@ def _wanted(capability: Describe, sentences: str) -> tuple[bool, bool]:
     """Whether to write sentences and to find captions (501 before any work when only
     written ones are asked for and there is no decoder)."""
     if sentences == "generated":
-        capability.writer.require()
+        capability.captioner.require()
     written = sentences == "generated" or (sentences == "both" and capability.writes)
     return written, sentences != "generated"
 
@@ -120,11 +121,12 @@ def _answer(
 async def describe_gallery_photo(
     capability: DescribeDep,
     settings: SettingsDep,
+    request: Request,
     admission: AdmissionDep,
     workers: PhotoWorkersDep,
     image_id: ImageId,
     k: K = 5,
-    sentences: Sentences = "both",
+    sentences: SentenceChoice = "both",
     beam: Beam = None,
     min_relevance: MinRelevance = None,
 ) -> DescribeResponse:
@@ -135,7 +137,7 @@ async def describe_gallery_photo(
     check_k(k, settings)
     written, retrieved = _wanted(capability, sentences)
     await run_in_threadpool(capability.gallery.photo_path, image_id)  # 404 before a slot
-    async with admission.slots("cnn"):
+    async with admission.slots_for(request):
         photo = await workers.run(capability.gallery_photo, image_id, settings.max_pixels)
         found = await workers.run(capability.run, photo, k, retrieved, written, beam)
     return _answer(found, capability.judge.threshold(min_relevance), retrieved)
@@ -148,13 +150,17 @@ async def describe_gallery_photo(
     openapi_extra=declare_work(parse=()),
 )
 async def paraphrase(
-    capability: DescribeDep, admission: AdmissionDep, text: Text, beam: Beam = None
+    capability: DescribeDep,
+    request: Request,
+    admission: AdmissionDep,
+    text: Text,
+    beam: Beam = None,
 ) -> ParaphraseResponse:
     """Sentences the caption decoder writes for the vector of ``text``: what the joint
     space keeps of a sentence, said again in words."""
-    capability.writer.require()  # 501 before any work
+    capability.captioner.require()  # 501 before any work
     cleaned = capability.clean(text)
-    async with admission.slots("parse"):
+    async with admission.slots_for(request):
         wrote, timings = await run_in_threadpool(capability.paraphrase, cleaned, beam)
     return ParaphraseResponse(
         query=text, generated=[WrittenSentence.of(g) for g in wrote], timings_ms=timings

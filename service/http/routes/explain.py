@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.service.http.admission import declare_work
@@ -19,9 +19,11 @@ router = APIRouter(tags=["search"])
     responses=TEXT_ERRORS,
     openapi_extra=declare_work(parse=()),
 )
-async def explain(capability: ExplainDep, admission: AdmissionDep, text: Text) -> ExplainResponse:
+async def explain(
+    capability: ExplainDep, request: Request, admission: AdmissionDep, text: Text
+) -> ExplainResponse:
     """The query's dependency tree and each word's share of its sentence vector."""
     cleaned = capability.clean(text)
-    async with admission.slots("parse"):
+    async with admission.slots_for(request):
         tree, shares, timings = await run_in_threadpool(capability.run, cleaned)
     return ExplainResponse.of(tree, shares, capability.encoder, timings)

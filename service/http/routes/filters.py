@@ -4,7 +4,7 @@
 take them; the filters' parameters are made from their one declaration
 (``index.filters.conditions.FILTER_PARAMS``) and read into a ``PhotoFilter`` (applied
 inside the vector search); ``GET /filters`` describes them to the page and the client.
-The order and cursor are read into a ``Paging`` (``service.core.pages``). A value that
+The order and cursor are read into a ``Paging`` (``index.ranking.pages``). A value that
 cannot be used is a 422 problem naming its parameter (``FilterError``, ``CursorError``:
 ``service.http.app``).
 """
@@ -26,7 +26,7 @@ from groundsearch.index.filters.conditions import (
     FilterParam,
     PhotoFilter,
 )
-from groundsearch.service.core.pages import ORDERS
+from groundsearch.index.ranking.pages import ORDERS
 
 DATE_HELP = (
     "A date (2024-06-01: its midnight, UTC) or a date-time (2024-06-01T18:30:00+02:00; "
@@ -86,7 +86,7 @@ def _parameter(param: FilterParam) -> Any:
     if param.kind == "km":
         return Annotated[float | None, Query(gt=0, le=MAX_WITHIN_KM, description=help)]
     if param.kind == "choice":
-        choice = Literal[param.choices]  # type: ignore[valid-type]
+        choice = Literal[param.choices]  # type: ignore[name-defined]
         return Annotated[choice | None, Query(description=param.help)]
     raise ValueError(f"unknown filter kind {param.kind!r}")
 
@@ -141,7 +141,7 @@ SPECS = [
         kind=p.kind,
         help=p.help,
         example=p.example,
-        choices=list(p.choices),  # type: ignore[arg-type]
+        choices=list(p.choices),
     )
     for p in FILTER_PARAMS
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, UploadFile
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.service.http.admission import declare_work
@@ -17,7 +17,7 @@ from groundsearch.service.http.deps import (
     GalleryWritesDep,
     PhotoWorkersDep,
     SettingsDep,
-    WriterDep,
+    WriteTokenDep,
     read_upload,
 )
 from groundsearch.service.http.problems import ServiceError, responses
@@ -34,12 +34,13 @@ router = APIRouter(prefix="/gallery", tags=["gallery"])
     response_model=AddedPhoto,
     responses=responses(400, 401, 403, 404, 413, 415, 422, 429, 503),
     # the CNN; a parse slot too when it has captions (in the body: taken once read)
-    openapi_extra=declare_work(cnn=(), upload=True),
+    openapi_extra=declare_work(cnn=(), parse=("captions",), upload=True),
 )
 async def add_photo(
-    _: WriterDep,
+    _: WriteTokenDep,
     writes: GalleryWritesDep,
     settings: SettingsDep,
+    request: Request,
     admission: AdmissionDep,
     workers: PhotoWorkersDep,
     image: Annotated[
@@ -59,7 +60,7 @@ async def add_photo(
         raise ServiceError(422, f"at most {settings.max_captions} captions per photo")
     captions = [c for c in captions if c.strip()]
     data = await read_upload(image, settings)
-    async with admission.slots("cnn", *(("parse",) if captions else ())):
+    async with admission.slots_for(request, captions=captions):
         photo, fmt = await workers.run(
             read_photo, data, settings.max_pixels, writes.photos.min_side
         )
@@ -72,7 +73,9 @@ async def add_photo(
 @router.delete(
     "/images/{image_id}", response_model=RemovedPhoto, responses=responses(401, 403, 404, 422, 503)
 )
-async def remove_photo(_: WriterDep, writes: GalleryWritesDep, image_id: ImageId) -> RemovedPhoto:
+async def remove_photo(
+    _: WriteTokenDep, writes: GalleryWritesDep, image_id: ImageId
+) -> RemovedPhoto:
     """Remove a photo and its captions from the gallery."""
     removed = await run_in_threadpool(writes.remove, image_id)
     return RemovedPhoto(id=image_id, removed_captions=removed)

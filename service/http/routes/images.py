@@ -11,12 +11,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 
+from groundsearch.index.ranking.photo_pages import PageAsk
 from groundsearch.model.runtime.images.photos import (
     MEDIA_TYPES,
     PHOTO_FORMATS,
     UPRIGHT_JPEG_QUALITY,
 )
-from groundsearch.service.core.photo_pages import PageAsk
 from groundsearch.service.http.deps import (
     LibraryDep,
     PhotosDep,

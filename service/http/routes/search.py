@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
-from groundsearch.service.core.photo_pages import PageAsk
+from groundsearch.index.ranking.photo_pages import PageAsk
 from groundsearch.service.http.admission import declare_work
 from groundsearch.service.http.deps import (
     AdmissionDep,
@@ -46,6 +46,7 @@ router = APIRouter(tags=["search"])
 async def search(
     capability: SearchDep,
     settings: SettingsDep,
+    request: Request,
     admission: AdmissionDep,
     text: Text,
     where: Filters,
@@ -60,7 +61,7 @@ async def search(
     check_k(k, settings)
     cleaned = capability.clean(text)
     ask = PageAsk(k, where, paging.order, paging.cursor)
-    async with admission.slots(*(() if capability.is_cached(cleaned) else ("parse",))):
+    async with admission.slots_for(request, cached=capability.is_cached(cleaned)):
         page, timings, threshold = await run_in_threadpool(
             capability.run, cleaned, ask, min_relevance
         )
@@ -88,6 +89,7 @@ SteerText = Annotated[
 async def search_image(
     capability: PhotoSearchDep,
     settings: SettingsDep,
+    request: Request,
     admission: AdmissionDep,
     workers: PhotoWorkersDep,
     image: Photo,
@@ -105,8 +107,8 @@ async def search_image(
     threshold = capability.judge.threshold(min_relevance)
     ask = PageAsk(k, where, paging.order, paging.cursor)
     identity = hashlib.sha256(data).hexdigest()
-    parse = cleaned is not None and not capability.queries.is_cached(cleaned)
-    async with admission.slots("cnn", *(("parse",) if parse else ())):
+    cached = cleaned is not None and capability.queries.is_cached(cleaned)
+    async with admission.slots_for(request, cached=cached, text=cleaned):
         photo, _ = await workers.run(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )

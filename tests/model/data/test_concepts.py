@@ -9,7 +9,7 @@ import pytest
 from groundsearch.model.data import DatasetError
 from groundsearch.model.data.concepts import (
     HELD_OUT,
-    KINDS,
+    HYPONYMS,
     mentions,
     photos_mentioning,
     resolve,
@@ -74,9 +74,9 @@ def test_kinds_extend_the_forms_and_count_as_mentions():
 
 def test_kinds_are_new_words_of_known_concepts_and_no_other_concepts_form():
     every_form = {f for forms in HELD_OUT.values() for f in forms}
-    assert set(KINDS) == set(HELD_OUT)
-    for name, kinds in KINDS.items():
+    assert set(HYPONYMS) == set(HELD_OUT)
+    for name, kinds in HYPONYMS.items():
         assert len(set(kinds)) == len(kinds), name
         assert not set(kinds) & every_form, name
-        others = {k for other, ks in KINDS.items() if other != name for k in ks}
+        others = {k for other, ks in HYPONYMS.items() if other != name for k in ks}
         assert not set(kinds) & others, name

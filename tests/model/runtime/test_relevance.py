@@ -13,7 +13,7 @@ from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.relevance import (
     EVIDENCE_FLOOR,
     FEATURES,
-    KINDS,
+    QUERY_KINDS,
     SMALL_FEATURES,
     TOP,
     KindModel,
@@ -67,8 +67,8 @@ def real_scores(parser, thirty) -> dict[str, np.ndarray]:
 def test_the_shipped_model_is_small_json_for_the_shipped_checkpoint(shipped):
     assert SHIPPED.stat().st_size < 64_000
     assert json.loads(SHIPPED.read_text())["format"] == 3  # JSON, no pickle
-    assert set(shipped.kinds) == set(KINDS)
-    assert set(shipped.small or {}) == set(KINDS)
+    assert set(shipped.kinds) == set(QUERY_KINDS)
+    assert set(shipped.small or {}) == set(QUERY_KINDS)
     assert all(m.features == SMALL_FEATURES for m in (shipped.small or {}).values())
     assert 0.0 < shipped.threshold < 1.0
     # evidence: text queries only, each model reading it and rising with it
@@ -241,7 +241,7 @@ def test_the_model_round_trips_through_json(tmp_path, shipped):
     again = load_relevance(path)
     scores = np.linspace(0.6, 0.1, 20)
     evidence = np.linspace(0.0, 0.9, 20)
-    for kind in KINDS:
+    for kind in QUERY_KINDS:
         np.testing.assert_array_equal(again.predict(kind, scores), shipped.predict(kind, scores))
         few = scores[:8]
         np.testing.assert_array_equal(again.predict(kind, few), shipped.predict(kind, few))
@@ -264,7 +264,7 @@ def test_a_format_2_file_still_loads_and_ignores_evidence(tmp_path, shipped):
     assert not old.evidence and old.evidence_threshold is None
     assert old.default_threshold(evidence=True) == old.threshold
     scores, evidence = np.linspace(0.6, 0.1, 20), np.linspace(0.9, 0.0, 20)
-    for kind in KINDS:  # evidence passed to a model without evidence models changes nothing
+    for kind in QUERY_KINDS:  # evidence passed to a model without evidence models changes nothing
         np.testing.assert_array_equal(
             old.predict(kind, scores, evidence=evidence), shipped.predict(kind, scores)
         )

@@ -22,6 +22,6 @@ def test_the_measured_protocol_ranks_as_the_service_does(service_components, rer
     assert channel == 50
     arithmetic = Capabilities.over(service_components).arithmetic
     for start, image_id in enumerate(ids):
-        hits, _, _, _ = arithmetic.run(image_id, ["snow"], ["dog"], 3, rerank)
+        hits, _, _ = arithmetic.run(image_id, ["snow"], ["dog"], 3, rerank)
         query = arithmetic_query(vectors[start], [snow], [dog], channel)
-        assert [h[0].id for h in hits] == [ids[i] for i in top_k(query, vectors, 3, start, rerank)]
+        assert [h.id for h in hits] == [ids[i] for i in top_k(query, vectors, 3, start, rerank)]

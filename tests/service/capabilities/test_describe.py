@@ -6,6 +6,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from groundsearch.index.gallery import CaptionRecord
+from groundsearch.index.ranking.hits import Hit
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen
 from groundsearch.service.core.capabilities.describe import Describe, Description
@@ -32,13 +34,13 @@ def describe(gallery_hits, bank_hits, sentences=()):
     return Describe(photos, None, gallery, bank, writer, Stages())  # type: ignore[arg-type]
 
 
-def caption(id: int, text: str, image_id: int) -> SimpleNamespace:
-    return SimpleNamespace(id=id, text=text, image_id=image_id)
+def caption(id: int, text: str, image_id: int, score: float) -> Hit[CaptionRecord]:
+    return Hit(id, score, CaptionRecord(id, text, image_id))
 
 
 def test_the_best_captions_of_both_one_text_once_the_gallery_first():
     found = describe(
-        [(caption(1, "a dog", 10), 0.5), (caption(2, "a cat", 11), 0.3)],
+        [caption(1, "a dog", 10, 0.5), caption(2, "a cat", 11, 0.3)],
         [("a dog", 0.5), ("a bird", 0.4), ("a cat", 0.9)],
     )
     hits, written, seen, timings = found.run(None, k=3)  # type: ignore[arg-type]
@@ -53,7 +55,7 @@ def test_the_best_captions_of_both_one_text_once_the_gallery_first():
 
 def test_without_a_bank_the_gallery_answers_and_written_sentences_come_first():
     wrote = [Generated("a dog runs", 0.7)]
-    found = describe([(caption(1, "a dog", 10), 0.5)], None, wrote)
+    found = describe([caption(1, "a dog", 10, 0.5)], None, wrote)
     hits, written, _, _ = found.run(None, k=5, retrieved=True, written=True)  # type: ignore[arg-type]
     assert [h.source for h in hits] == ["gallery"] and written == wrote
     hits, written, _, _ = found.run(None, k=5, retrieved=False, written=True)  # type: ignore[arg-type]

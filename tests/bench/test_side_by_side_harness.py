@@ -1,4 +1,4 @@
-"""bench/side_by_side.py: the normaliser, the comparer and the request list (no servers)."""
+"""bench/side_by_side_harness.py: the normaliser, the comparer and the request list (no servers)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.bench import load_script
 
 @pytest.fixture(scope="module")
 def sbs() -> ModuleType:
-    return load_script("side_by_side")
+    return load_script("side_by_side_harness")
 
 
 def hit(score: float) -> dict:

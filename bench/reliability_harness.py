@@ -1,11 +1,12 @@
 """Reliability suite of the HTTP service, one command: schema fuzzing, a bad-input matrix,
 overload, memory under huge photos, a soak and the crash-safety tests.
 
-    python bench/reliability.py                      # = make reliability: every phase (~45 min)
-    python bench/reliability.py --phases matrix,load --load-seconds 30
-    python bench/reliability.py --soak-minutes 1 --load-seconds 20 --st-max-examples 20  # quick
-    python bench/reliability.py --url http://127.0.0.1:8000 --token TOKEN   # a running server
-    python bench/reliability.py --json reliability.json --markdown docs/RELIABILITY.md
+    python bench/reliability_harness.py              # = make reliability: every phase (~45 min)
+    python bench/reliability_harness.py --phases matrix,load --load-seconds 30
+    python bench/reliability_harness.py --soak-minutes 1 --load-seconds 20 \\
+        --st-max-examples 20                         # quick
+    python bench/reliability_harness.py --url http://127.0.0.1:8000 --token TOKEN  # running server
+    python bench/reliability_harness.py --json reliability.json --markdown docs/RELIABILITY.md
 
 Without --url the script serves temporary copies of two galleries with `groundsearch serve`
 (bench/service_load.py's Server: a fresh cache dir, no caption bank) and a random 32-character
@@ -60,7 +61,7 @@ import time
 import traceback
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -71,6 +72,8 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).parent))
 import service_load as sl
+
+from common import machine, markdown_table, percentile
 
 BIN = Path(sys.executable).parent
 TITLES = {
@@ -120,21 +123,8 @@ def outcome(status: int) -> str:
     return "ok" if 200 <= status < 300 else "refused" if status == 429 else "error"
 
 
-def pct(values: list[float], q: float) -> float | None:
-    value = sl.percentile(sorted(values), q)
-    return None if value is None else round(value, 1)
-
-
 def target(what: str, goal: Any, result: Any, met: bool | None) -> dict:
     return {"what": what, "target": str(goal), "result": str(result), "met": met}
-
-
-def table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
-    def cell(v: Any) -> str:
-        return "–" if v is None or v == "" else str(v).replace("|", "\\|").replace("\n", " ")
-
-    head = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return head + ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
 
 
 def mb(value: float | None) -> str:
@@ -366,7 +356,9 @@ def phase_schema(args: argparse.Namespace, ep: Endpoint, *, commands: list[str])
         f"{cases} test cases in {wall / 60:.1f} min (exit status {rc}): **{failures} unique "
         f"failures**; log `{log}`.",
         "",
-        *table(["check", "failures"], [[k, v] for k, v in by_check.items()] or [["–", 0]]),
+        *markdown_table(
+            ["check", "failures"], [[k, v] for k, v in by_check.items()] or [["–", 0]], escape=True
+        ),
     ]
     if fig["errors"]:
         lines += ["", "Errors:", "", "```", fig["errors"][:2000], "```"]
@@ -554,7 +546,7 @@ def phase_matrix(args: argparse.Namespace, ep: Endpoint) -> Section:
     lines = [
         f"{len(rows)} rows, **{bad} not as expected**.",
         "",
-        *table(header, map(matrix_row, rows)),
+        *markdown_table(header, map(matrix_row, rows), escape=True),
     ]
     return fig, lines
 
@@ -643,12 +635,12 @@ def route_stats(hits: list[Hit]) -> dict[str, dict]:
             "requests": len(hs),
             "admitted": len(hs) - len(refused),
             "ok": len(ok),
-            "p50_ms": pct(ok, 50),
-            "p99_ms": pct(ok, 99),
+            "p50_ms": percentile(ok, 50, digits=1),
+            "p99_ms": percentile(ok, 99, digits=1),
             "refused": len(refused),
-            "refused_p50_ms": pct(refused, 50),
-            "refused_p99_ms": pct(refused, 99),
-            "refused_max_ms": pct(refused, 100),
+            "refused_p50_ms": percentile(refused, 50, digits=1),
+            "refused_p99_ms": percentile(refused, 99, digits=1),
+            "refused_max_ms": percentile(refused, 100, digits=1),
             "refused_without_retry_after": sum(h.status == 429 and not h.retry_after for h in hs),
             "errors": dict(sorted(errors.items())),
         }
@@ -667,7 +659,7 @@ def routes_table(stats: dict[str, dict]) -> list[str]:
         rows.append([name, s["requests"], s["admitted"], ms(s, "p50_ms", "p99_ms"), s["refused"]])
         rows[-1] += [refusals, errors]
     header = ["route", "requests", "admitted", "2xx p50 / p99 ms", "429", "429 p50 / p99 / max ms"]
-    return table([*header, "errors"], rows)
+    return markdown_table([*header, "errors"], rows, escape=True)
 
 
 # --------------------------------------------------------------------------- load
@@ -753,7 +745,7 @@ async def phase_memory(args: argparse.Namespace, ep: Endpoint) -> Section:
         t0 = time.perf_counter()
         hits = await asyncio.gather(*(one() for _ in range(args.memory_clients)))
         seconds, answers = round(time.perf_counter() - t0, 1), Counter(str(h.status) for h in hits)
-        p50 = pct([h.ms for h in hits if h.status == 200], 50)
+        p50 = percentile([h.ms for h in hits if h.status == 200], 50, digits=1)
         rounds.append({"seconds": seconds, "statuses": dict(answers), "ok_p50_ms": p50})
         statuses.update(answers)
     await asyncio.sleep(5)
@@ -782,9 +774,10 @@ async def phase_memory(args: argparse.Namespace, ep: Endpoint) -> Section:
         f"a {BIG[0]}×{BIG[1]} RGB PNG ({len(data) / 1e6:.2f} MB on the wire, "
         f"{fig['pixels'] / 1e6:.1f} MP); the server's RSS (process tree) every 0.1 s.",
         "",
-        *table(
+        *markdown_table(
             ["RSS before", "peak", "5 s after", "statuses", "429 (admission control)"],
             [[mb(before), f"**{mb(peak)}**", mb(after), got, fig["refused_429"]]],
+            escape=True,
         ),
     ]
     return fig, lines
@@ -859,7 +852,9 @@ async def phase_soak(args: argparse.Namespace, ep: Endpoint, traffic: Traffic) -
         "",
         *routes_table(stats),
         "",
-        *table(["minute", "RSS MB", "requests", "2xx", "429", "errors"], per_minute),
+        *markdown_table(
+            ["minute", "RSS MB", "requests", "2xx", "429", "errors"], per_minute, escape=True
+        ),
     ]
     return fig, lines
 
@@ -907,9 +902,10 @@ def markdown(report: dict) -> str:
         *report["commands"],
         "```",
         "",
-        *table(
+        *markdown_table(
             ["target", "goal", "result", "met"],
             [[t["what"], t["target"], t["result"], sl.met(t["met"])] for t in report["targets"]],
+            escape=True,
         ),
     ]
     for name, section in report["sections"].items():
@@ -980,7 +976,7 @@ def main() -> int:
     report: dict = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": sl.git_commit(),
-        "machine": sl.machine(),
+        "machine": machine(),
         "commands": commands,
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "servers": {},

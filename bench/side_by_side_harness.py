@@ -1,7 +1,7 @@
 """Two versions of the service, served side by side, asked the same requests: same answers?
 
-    python bench/side_by_side.py --old-tree ../old --old-python ../old/.venv/bin/python
-    python bench/side_by_side.py --old-tree ../old --old-python ../old/.venv/bin/python \\
+    python bench/side_by_side_harness.py --old-tree ../old --old-python ../old/.venv/bin/python
+    python bench/side_by_side_harness.py --old-tree ../old --old-python ../old/.venv/bin/python \\
         --new-tree . --new-python .venv/bin/python --json side_by_side.json
 
 A refactoring's check (issue 24): the old and the new code answer a fixed list of requests
@@ -79,7 +79,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -91,6 +90,9 @@ from typing import Any
 
 import httpx
 from PIL import Image, ImageOps
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "side-by-side-write-token-0123456789"
@@ -528,12 +530,6 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, list[dict[st
 
 
 # --- servers ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def base_env() -> dict[str, str]:

@@ -39,29 +39,19 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal
+
+from groundsearch.index.ranking.hits import Hit
 
 #: The most hits of a ranking a page or a total reads.
 WINDOW = 1000
 #: The orders a route accepts.
 ORDERS = ("relevance", "date", "-date")
 Order = Literal["relevance", "date", "-date"]
-H = TypeVar("H")
 
 
 class CursorError(ValueError):
     """A cursor that cannot be used: malformed, or made for another query or order."""
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """A hit of the ranking: its item, id, score, when taken (None: unknown) and relevance."""
-
-    item: object
-    id: int
-    score: float
-    taken_at: float | None
-    relevance: float | None
 
 
 @dataclass(frozen=True)
@@ -129,14 +119,14 @@ def fingerprint(*parts: object) -> str:
 class Page:
     """One page: its hits in order, the next cursor (None at the end) and the total."""
 
-    hits: list[Ranked]
+    hits: list[Hit[Any]]
     next: str | None
     total: int
     total_exact: bool
 
 
-#: (n) → up to n hits of the ranking, best first: (item, id, score, taken_at).
-Fetch = Callable[[int], Sequence[tuple[object, int, float, float | None]]]
+#: (n) → up to n hits of the ranking, best first (with ``taken_at`` for a date order).
+Fetch = Callable[[int], Sequence[Hit[Any]]]
 #: scores best first → each hit's relevance (None without a model).
 Judge = Callable[[Sequence[float]], Sequence[float | None]]
 
@@ -145,7 +135,7 @@ Judge = Callable[[Sequence[float]], Sequence[float | None]]
 SortKey = tuple[int, float, int]
 
 
-def _sort_key(order: str, hit: Ranked, good: bool = True) -> SortKey:
+def _sort_key(order: str, hit: Hit[Any], good: bool = True) -> SortKey:
     """(group, key, id): ascending in the order's direction; in relevance order the good
     matches (``good``) first, in date order the undated photos last."""
     if order == "relevance":
@@ -159,7 +149,7 @@ def _after(key: SortKey, cursor: Cursor) -> bool:
     return key > (cursor.group, cursor.key, cursor.id)
 
 
-def _above(hit: Ranked, threshold: float | None) -> bool:
+def _above(hit: Hit[Any], threshold: float | None) -> bool:
     return threshold is None or hit.relevance is None or hit.relevance >= threshold
 
 
@@ -188,13 +178,10 @@ def paginate(
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     n = max(window, 2 * k + (cursor.served if cursor else 0))
     while True:
-        got = list(fetch(n))
-        relevance = list(judge([score for _, _, score, _ in got]))
-        hits = [
-            Ranked(item, ident, score, taken, r)
-            for (item, ident, score, taken), r in zip(got, relevance, strict=True)
-        ]
-        ended = len(got) < n  # the whole ranking is read
+        hits = list(fetch(n))
+        for hit, r in zip(hits, judge([h.score for h in hits]), strict=True):
+            hit.relevance = r
+        ended = len(hits) < n  # the whole ranking is read
         below = monotone and bool(hits) and not _above(hits[-1], threshold)  # past the cutoff
         # the good matches: at or above the threshold among the window's hits
         flags = [rank < window and _above(h, threshold) for rank, h in enumerate(hits)]
@@ -220,7 +207,7 @@ def paginate(
 
 def _page(
     order: str,
-    pool: list[tuple[SortKey, Ranked]],
+    pool: list[tuple[SortKey, Hit[Any]]],
     k: int,
     good: int,
     exact: bool,

