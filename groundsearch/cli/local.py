@@ -196,7 +196,6 @@ class LocalGallery:
         caption bank, and what the backbone's classifier saw; each gallery caption with
         the ``path`` of its photo."""
         from groundsearch.model.runtime.captioning import DecoderError
-        from groundsearch.model.runtime.captioning.novel import NovelWords
         from groundsearch.model.runtime.images.features import FeatureExtractor
         from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
         from groundsearch.service.core.bank_loader import BankLoader
@@ -204,7 +203,7 @@ class LocalGallery:
         from groundsearch.service.core.photo_vectors import PhotoVectors
         from groundsearch.service.core.queries import QueryVectors
         from groundsearch.service.core.timing import Stages
-        from groundsearch.service.core.writing import Captioner, served_decoder
+        from groundsearch.service.core.writing import served_captioner
         from groundsearch.service.http.schemas import (
             Concept,
             DescribeResponse,
@@ -217,17 +216,12 @@ class LocalGallery:
             extractor = FeatureExtractor.for_identity(self.model.backbone)
         with user_errors(PhotoError), clock.phase("decode"):
             image, _ = decode_photo(photo, s.max_pixels, min_side=extractor.spec.resize)
+        stages = Stages()
         with user_errors(DecoderError), clock.phase("decoder"):
-            decoder, status = served_decoder(s, self.identity)
-            if sentences == "generated" and decoder is None:
-                raise CliError(f"no sentences can be written: caption decoder {status}")
-            stages = Stages()
-            novel = NovelWords.for_decoder(
-                decoder if s.decoder_novel else None, self.model.backbone
-            )
-            captioner = Captioner(
-                decoder, status, self.door, stages, s.decoder_beam, s.decoder_rerank, novel
-            )
+            captioner = served_captioner(s, self.identity, self.model, self.door, stages)
+        decoder = captioner.decoder
+        if sentences == "generated" and decoder is None:
+            raise CliError(f"no sentences can be written: caption decoder {captioner.status}")
         retrieved = sentences != "generated"
         with clock.phase("caption bank"):
             bank = BankLoader(

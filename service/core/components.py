@@ -23,13 +23,11 @@ from PIL import Image
 
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.search.index_kinds import IndexSettings
-from groundsearch.model.runtime.captioning.novel import NovelWords
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import Sentences
-from groundsearch.model.runtime.tagger import TaggerError, WordTagger
 from groundsearch.service.core.bank_loader import BankLoader
 from groundsearch.service.core.batching import ParseBatcher
 from groundsearch.service.core.capabilities.arithmetic import Arithmetic
@@ -47,7 +45,7 @@ from groundsearch.service.core.settings import ServiceSettings
 from groundsearch.service.core.thumbnails import Thumbnails
 from groundsearch.service.core.timing import Observe, Stages
 from groundsearch.service.core.watching import Watching
-from groundsearch.service.core.writing import Captioner, served_decoder
+from groundsearch.service.core.writing import Captioner, served_captioner
 
 log = logging.getLogger(__name__)
 
@@ -113,21 +111,7 @@ class Components:
         gallery.indexes.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
         batcher = ParseBatcher(parser, workers=settings.parse_workers)
         sentences = Sentences(model, batcher.outcomes, settings.max_text_chars)
-        decoder, status = served_decoder(settings, identity)
-        novel = NovelWords.for_decoder(
-            decoder if settings.decoder_novel else None,
-            model.backbone,
-            tagger=served_tagger(model.backbone) if settings.decoder_novel else None,
-        )
-        captioner = Captioner(
-            decoder,
-            status,
-            sentences,
-            stages,
-            settings.decoder_beam,
-            settings.decoder_rerank,
-            novel,
-        )
+        captioner = served_captioner(settings, identity, model, sentences, stages)
         photos = PhotoVectors(extractor, model, stages)
         relevance, relevance_status = served_relevance(settings, identity)
         judge = serving_judge(settings, identity, relevance, model, gallery)
@@ -202,13 +186,3 @@ class Capabilities:
             writes=GalleryWrites(c.photos, c.queries, c.gallery),
             status=Status(c),
         )
-
-
-def served_tagger(backbone: str) -> WordTagger | None:
-    """The shipped word tagger when it reads ``backbone``'s features (a checkpoint on
-    another backbone writes with the classifier's words alone)."""
-    try:
-        return WordTagger.load(backbone=backbone)
-    except TaggerError as e:
-        log.warning("captions without the word tagger: %s", e)
-        return None

@@ -1,7 +1,8 @@
 """Written sentences: the caption decoder (Kiros et al. 2014) writes words for a vector.
 
 ``served_decoder`` picks the decoder the settings name (the shipped one is skipped, not an
-error, when another checkpoint is served); ``Captioner`` writes for ``/describe``,
+error, when another checkpoint is served); ``served_captioner`` builds the ``Captioner``
+the server and the CLI both write with; ``Captioner`` writes for ``/describe``,
 ``/paraphrase`` and ``/arithmetic?sentence=true``, re-ranking the beam by how close each
 sentence's own vector (through the text front door) is to the vector written for.
 
@@ -28,7 +29,9 @@ from groundsearch.model.runtime.captioning import (
 )
 from groundsearch.model.runtime.captioning.novel import NovelWords, Seen
 from groundsearch.model.runtime.captioning.words import tokenize
+from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.sentences import Sentences
+from groundsearch.model.runtime.tagger import TaggerError, WordTagger
 from groundsearch.service.core.settings import ServiceSettings
 from groundsearch.service.core.timing import Stages, Timings
 
@@ -37,6 +40,43 @@ log = logging.getLogger("groundsearch.service")
 #: ``/describe``'s ``concepts``: the classifier's top classes at this probability or more.
 CONCEPT_FLOOR = 0.05
 CONCEPT_TOP = 5
+
+
+def served_captioner(
+    settings: ServiceSettings,
+    identity: dict[str, str],
+    model: Embedder,
+    sentences: Sentences,
+    stages: Stages,
+) -> Captioner:
+    """The served caption decoder (``served_decoder``), its sentences constrained by the
+    classifier's and the word tagger's words (``decoder_novel``) and re-ranked through
+    ``sentences``."""
+    decoder, status = served_decoder(settings, identity)
+    novel = NovelWords.for_decoder(
+        decoder if settings.decoder_novel else None,
+        model.backbone,
+        tagger=caption_tagger(model.backbone) if settings.decoder_novel else None,
+    )
+    return Captioner(
+        decoder,
+        status,
+        sentences,
+        stages,
+        settings.decoder_beam,
+        settings.decoder_rerank,
+        novel,
+    )
+
+
+def caption_tagger(backbone: str) -> WordTagger | None:
+    """The shipped word tagger when it reads ``backbone``'s features (a checkpoint on
+    another backbone writes with the classifier's words alone)."""
+    try:
+        return WordTagger.load(backbone=backbone)
+    except TaggerError as e:
+        log.warning("captions without the word tagger: %s", e)
+        return None
 
 
 class NoDecoder(RuntimeError):

@@ -45,7 +45,7 @@ class GalleryWrites:
         features, image_vec = self.photos.features_and_vector(image, timings)
         caption_vecs = self.queries.door.embed(trees) if trees else None
         meta = read_upload_metadata(data, name)  # the headers only: no second decode
-        return self.gallery.add_photo(
+        return self.gallery.writes.add_photo(
             data,
             EXTENSIONS[fmt],
             image_vec,
@@ -57,4 +57,4 @@ class GalleryWrites:
 
     def remove(self, image_id: int) -> int:
         """Remove a photo and its captions from the gallery; returns the captions removed."""
-        return self.gallery.remove_photo(image_id)
+        return self.gallery.writes.remove_photo(image_id)
