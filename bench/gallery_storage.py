@@ -100,7 +100,7 @@ def time_writes(g: Gallery, real: np.ndarray, rng: np.random.Generator, n: int) 
     for i in range(n):
         v = synthetic(real, 3, rng)
         start = time.perf_counter()
-        image_id, _, _ = g.add_photo(
+        image_id, _, _ = g.writes.add_photo(
             os.urandom(2048) + bytes([i % 256]),
             "jpg",
             v[0],
@@ -111,7 +111,7 @@ def time_writes(g: Gallery, real: np.ndarray, rng: np.random.Generator, n: int) 
         ids.append(image_id)
     for image_id in ids:
         start = time.perf_counter()
-        g.remove_photo(image_id)
+        g.writes.remove_photo(image_id)
         remove.append(1000 * (time.perf_counter() - start))
     both = add + remove
     return {

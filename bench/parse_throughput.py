@@ -95,11 +95,13 @@ def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
                 continue
             n += 1
             with stage("tagger"):
-                tags = networks.tag(direct.tagger, direct.heads, [words])
+                tags = networks.tag(direct.tagger, direct.heads, direct.tagger_rows, [words])
             with stage("lemmas"):
                 lemmas = direct.lemmas([words], tags)
             with stage("parser: arc scores"):
-                scores, dep, gov = networks.arc_scores(direct.depparse, [words], tags, lemmas)
+                scores, dep, gov = networks.arc_scores(
+                    direct.depparse, direct.parser_rows, direct.root, [words], tags, lemmas
+                )
             with stage("parser: tree"):
                 heads = [tree_heads(x) for x in scores.numpy()]
             with stage("parser: relations"):

@@ -4,8 +4,8 @@
     gallery = Gallery.open(folder, checkpoint_identity(checkpoint))   # refuses another model
     gallery.search_images(vector, k)            # [Hit(id, score, item=ImageRecord), …]
     gallery.search_images(vector, k, PhotoFilter(folder="/photos/2024"))   # filtered
-    gallery.add_photo(data, "jpg", vector, captions, caption_vectors)   # an upload
-    gallery.remove_photo(image_id)
+    gallery.writes.add_photo(data, "jpg", vector, captions, caption_vectors)   # an upload
+    gallery.writes.remove_photo(image_id)
     gallery.close()                              # snapshots the search indexes
 
 A gallery folder holds ``gallery.db`` (``groundsearch.index.store.records``: the system of
@@ -21,18 +21,17 @@ Several processes may serve one gallery: one writer (it compacts and snapshots) 
 any number opened ``read_only``, which write nothing, follow the records like the
 writer and take up the writer's rebuilt indexes from its snapshots.
 
-Each write is one database transaction, so a photo and its captions appear together or
-not at all, and costs the same whatever the gallery's size; the search indexes then read
-what was committed after their watermark (``SearchIndexes.refresh``), which is also how
-a process sees another's writes (``gallery.indexes.follow`` does it every second in a
-background thread). An uploaded photo's file is written (and synced) before its transaction and
-deleted after its removal's; files no record names are cleared when a writer opens the
-gallery.
+Each write (``gallery.writes``, ``groundsearch.index.photo_writes``) is one database
+transaction, so a photo and its captions appear together or not at all; the search
+indexes then read what was committed after their watermark (``SearchIndexes.refresh``),
+which is also how a process sees another's writes (``gallery.indexes.follow`` does it
+every second in a background thread). An uploaded photo's file is written (and synced)
+before its transaction and deleted after its removal's; files no record names are
+cleared when a writer opens the gallery.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,14 +43,14 @@ from groundsearch.index.filters import sql as filter_sql
 from groundsearch.index.filters.conditions import FilterError, PhotoFilter
 from groundsearch.index.filters.filtered_search import FilteredSearch
 from groundsearch.index.filters.sql import DateKey
+from groundsearch.index.photo_writes import PhotoWrites
 from groundsearch.index.ranking.hits import Hit
 from groundsearch.index.search.index_kinds import AUTO, INDEX_KINDS, IndexSettings
 from groundsearch.index.search.search_indexes import SearchIndexes
 from groundsearch.index.search.vectors import as_matrix
 from groundsearch.index.store import records
-from groundsearch.index.store.photo_metadata import PhotoMetadata, read_upload_metadata
-from groundsearch.index.store.records import DB_FILE, Records, caption_rows
-from groundsearch.index.store.upload_files import UploadFiles
+from groundsearch.index.store.photo_metadata import PhotoMetadata
+from groundsearch.index.store.records import DB_FILE, Records
 
 __all__ = [
     "CaptionRecord",
@@ -118,9 +117,10 @@ class Gallery:
     def __init__(self, folder: Path, indexes: SearchIndexes) -> None:
         """The gallery in ``folder`` whose records ``indexes`` (in ``folder/index``) follow."""
         self.folder, self.records = Path(folder), indexes.records
-        self.uploads = UploadFiles(self.folder)
         #: the two search indexes, kept up with the records
         self.indexes = indexes
+        #: uploads in, photos out (``groundsearch.index.photo_writes``)
+        self.writes = PhotoWrites(self.folder, indexes)
         #: searches and counts narrowed by a ``PhotoFilter``
         self.filtered = FilteredSearch(indexes)
         self.dim, self.kind, self.identity = indexes.dim, indexes.kind, indexes.identity
@@ -176,7 +176,7 @@ class Gallery:
     def _clear_leftovers(self) -> None:
         """Delete uploaded files no photo names and temp files of interrupted writes."""
         self.indexes.clear_leftovers()
-        self.uploads.clear(lambda: records.uploaded_paths(self.records.reader()))
+        self.writes.clear_leftovers()
 
     def close(self, snapshot: bool = True) -> None:
         """Stop following; snapshot the search indexes if anything changed since the last."""
@@ -343,74 +343,6 @@ class Gallery:
     def count_images(self, where: PhotoFilter | None = None) -> int:
         """How many photos pass ``where`` (all of them for None)."""
         return self.filtered.count(where)
-
-    # --- writing ----------------------------------------------------------------------------
-
-    def add_photo(
-        self,
-        data: bytes,
-        extension: str,
-        vector: np.ndarray,
-        captions: Sequence[str] = (),
-        caption_vectors: np.ndarray | None = None,
-        meta: PhotoMetadata | None = None,
-        classes: tuple[np.ndarray, np.ndarray] | None = None,
-    ) -> tuple[int, list[int], bool]:
-        """Keep an uploaded photo in ``uploads/`` and add it with its captions in one
-        transaction, durable when it returns. A photo already in the gallery (same
-        bytes) is not stored twice: its new captions are added to it (and ``meta`` only
-        if it had none). ``meta``: what the upload says (``read_upload_metadata``: read
-        here from ``data`` when not given); ``classes``: the classifier's most probable
-        classes (ids, probabilities), stored with a new photo. Returns the image id, the
-        new caption ids and whether the photo was new."""
-        sha = hashlib.sha256(data).hexdigest()
-        file = self.uploads.name_for(sha, extension)
-        vec = as_matrix(vector, self.dim, "vector")[0]
-        rows = caption_rows(captions, caption_vectors, self.dim)
-        meta = read_upload_metadata(data, None) if meta is None else meta
-        with self.uploads.locked(), self.records.transaction() as db:
-            found = records.photo_of_sha(db, sha)
-            if found is None:
-                self.uploads.write(file, data)  # the file before its record
-                image_id = records.insert_photo(db, sha, file, vec, uploaded=True, meta=meta)
-                if classes is not None:
-                    records.insert_classes(db, image_id, *classes)
-                new = True
-            else:
-                image_id, new = found, False
-                records.fill_metadata(db, image_id, meta)
-            caption_ids = records.insert_captions(db, image_id, rows)
-        self.indexes.refresh()
-        return image_id, caption_ids, new
-
-    def fill_upload_metadata(self) -> int:
-        """Read and store the metadata of uploaded photos that have none (those of a
-        format-2 gallery; the names they were uploaded with were never kept); returns
-        how many were filled. Each is its own small transaction."""
-        filled = 0
-        for image_id, path in records.uploads_not_read(self.records.reader()):
-            try:
-                data = (self.folder / path).read_bytes()
-            except OSError:
-                continue  # its file is gone: the photo is served by nobody anyway
-            with self.records.transaction() as db:
-                filled += records.fill_metadata(db, image_id, read_upload_metadata(data, None))
-        return filled
-
-    def remove_photo(self, image_id: int) -> int:
-        """Remove a photo with its captions (and its file, if uploaded) in one
-        transaction, durable when it returns; returns how many captions went."""
-        with self.records.transaction() as db:
-            removed = records.delete_photo(db, image_id)
-            if removed is None:
-                raise UnknownItemError(f"no image with id {image_id} in the gallery")
-        path, uploaded, count = removed
-        if uploaded:  # unless the same bytes were uploaded again since the commit
-            with self.uploads.locked(exclusive=True):
-                if not records.holds_upload(self.records.reader(), path):
-                    self.uploads.delete(path)
-        self.indexes.refresh()
-        return count
 
 
 def _refuse_legacy(folder: Path) -> None:

@@ -22,7 +22,7 @@ indexed folders that have disappeared since the last run are forgotten at the en
 whose metadata was never read. A run over their folders reads each unchanged file's
 metadata and stores it with the seen-marks (``IndexedFiles.mark_seen``) without
 embedding anything again; uploads without metadata are read from ``uploads/`` at the end
-(``Gallery.fill_upload_metadata``). ``IndexReport.backfilled`` counts them. A photo
+(``PhotoWrites.fill_upload_metadata``). ``IndexReport.backfilled`` counts them. A photo
 indexed before each photo's classes were kept (``records.py``, ``photo_classes``) goes
 through the CNN once more on a run over its folder, for its classes alone: its vector,
 id and captions stay (``IndexReport.classes_backfilled``); one that cannot be read now
@@ -573,7 +573,7 @@ def index_photos(
     with session as indexer:
         report = indexer.index(progress=progress)
         report.caption_problems[:0] = indexer.caption_problems
-        report.backfilled += indexer.gallery.fill_upload_metadata()
+        report.backfilled += indexer.gallery.writes.fill_upload_metadata()
         if indexer.caption_file is not None:
             unused = indexer.caption_file.unused()
             unused = [k for k in unused if _named(k, only)]

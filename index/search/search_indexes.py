@@ -6,7 +6,7 @@
     indexes.follow(1.0)            # … every second in a background thread, maintaining
     indexes.close()                # stops following; snapshots what changed
 
-An index is loaded from its snapshot in ``index/`` (``groundsearch.index.search.vectors``) and
+An index is loaded from its snapshot in ``index/`` (``groundsearch.index.search.snapshots``) and
 caught up from the records, or built from them when the snapshot is missing, stale or
 ahead of the records. Its kind is the gallery's, or picked by size when that is ``auto``
 (``index_kinds.choose_kind``). Maintenance rebuilds an index with many removed vectors,
@@ -36,7 +36,8 @@ from groundsearch.index.search.index_kinds import (
     choose_rerank,
     disk_free,
 )
-from groundsearch.index.search.vectors import VectorIndex, clear_leftovers
+from groundsearch.index.search.snapshots import clear_leftovers
+from groundsearch.index.search.vectors import VectorIndex
 from groundsearch.index.store import records
 from groundsearch.index.store.records import Records
 

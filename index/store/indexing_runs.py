@@ -7,7 +7,7 @@
     files.forget_unseen(roots, run)              # files gone from disk, and their photos
     files.forget([deleted_path])                 # a file (or folder) a watcher saw go
 
-Uploads are the gallery's own (``Gallery.add_photo``); indexed photos stay in the user's
+Uploads are the gallery's own (``PhotoWrites.add_photo``); indexed photos stay in the user's
 folders, and a gallery records every file that holds a photo's content with its size and
 mtime (a re-run skips unchanged files without reading them) and the run that last saw it
 (files gone from disk are noticed). Each call is one transaction of the records; the

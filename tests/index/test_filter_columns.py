@@ -55,7 +55,7 @@ def test_the_columns_follow_additions_removals_and_edits(tmp_path, monkeypatch, 
     check(columns, rows)
     removed = {row["id"] for row in rows[::11]}
     for image_id in sorted(removed):
-        gallery.remove_photo(image_id)
+        gallery.writes.remove_photo(image_id)
     filled = make_rows(len(unread), 1000, seed=9)
     with gallery.records.transaction() as db:
         for row, new in zip(unread, filled, strict=True):

@@ -106,7 +106,7 @@ def world(request, tmp_path_factory):
     assert index.delta == (N_LATE if kind == "ivfpq" else 0)
     removed = {row["id"] for row in rows[::13] + late[::13]}
     for image_id in sorted(removed):
-        gallery.remove_photo(image_id)
+        gallery.writes.remove_photo(image_id)
     assert index.tombstones == len(removed)
     live = [row for row in rows + late if row["id"] not in removed]
     yield gallery, live, removed
@@ -302,7 +302,7 @@ def test_the_short_disk_kind_answers_min_k_passing_hits_by_every_plan(tmp_path):
     late = make_rows(50, 600, seed=2)
     insert(gallery, late)
     assert gallery.indexes["images"].built
-    gallery.remove_photo(rows[3]["id"])
+    gallery.writes.remove_photo(rows[3]["id"])
     live = [row for row in rows + late if row["id"] != rows[3]["id"]]
     for f in FILTERS:
         passing = {row["id"] for row in live if passes(row, f)}

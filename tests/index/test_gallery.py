@@ -30,31 +30,31 @@ def gallery(tmp_path):
 
 def test_an_upload_and_its_captions_are_one_write_and_stored_once(gallery, tmp_path):
     v = vecs(3)
-    image_id, caption_ids, new = gallery.add_photo(b"bytes", "jpg", v[0], ["a", "b"], v[1:])
+    image_id, caption_ids, new = gallery.writes.add_photo(b"bytes", "jpg", v[0], ["a", "b"], v[1:])
     assert new and len(caption_ids) == 2
     assert gallery.counts() == {"images": 1, "captions": 2}
     record = gallery.image(image_id)
     assert record.uploaded and record.captions == ("a", "b")
     assert gallery.photo_path(image_id).read_bytes() == b"bytes"
-    again, more, new = gallery.add_photo(b"bytes", "jpg", v[0], ["b", "c"], v[1:])
+    again, more, new = gallery.writes.add_photo(b"bytes", "jpg", v[0], ["b", "c"], v[1:])
     assert (again, new, len(more)) == (image_id, False, 1)  # same bytes: one photo
     assert [c.text for c in gallery.captions_of(image_id)] == ["a", "b", "c"]
     assert gallery.search_images(v[0], 5)[0].id == image_id
     with pytest.raises(ValueError, match="caption vectors"):
-        gallery.add_photo(b"other", "jpg", v[0], ["x", "y"], v[1:2])
+        gallery.writes.add_photo(b"other", "jpg", v[0], ["x", "y"], v[1:2])
     assert gallery.counts() == {"images": 1, "captions": 3}  # the bad write changed nothing
-    assert gallery.remove_photo(image_id) == 3
+    assert gallery.writes.remove_photo(image_id) == 3
     assert gallery.counts() == {"images": 0, "captions": 0}
     assert list((tmp_path / "g" / "uploads").iterdir()) == []
     with pytest.raises(UnknownItemError):
-        gallery.remove_photo(image_id)
+        gallery.writes.remove_photo(image_id)
     with pytest.raises(UnknownItemError):
         gallery.image(image_id)
 
 
 def test_open_clears_leftovers_of_interrupted_writes(tmp_path):
     g = Gallery.create(tmp_path / "g", DIM, ID)
-    kept, _, _ = g.add_photo(b"kept", "png", vecs(1)[0])
+    kept, _, _ = g.writes.add_photo(b"kept", "png", vecs(1)[0])
     g.close()
     uploads, index = tmp_path / "g" / "uploads", tmp_path / "g" / "index"
     (uploads / "deadbeef.jpg").write_bytes(b"never committed")
@@ -89,9 +89,9 @@ def test_other_models_old_formats_and_missing_galleries_are_refused(tmp_path):
 def test_the_same_bytes_uploaded_again_after_a_delete_keep_their_file(tmp_path):
     g = Gallery.create(tmp_path / "g", DIM, ID)
     v = vecs(1)
-    first, _, _ = g.add_photo(b"same bytes", "jpg", v[0])
-    g.remove_photo(first)
-    again, _, new = g.add_photo(b"same bytes", "jpg", v[0])
+    first, _, _ = g.writes.add_photo(b"same bytes", "jpg", v[0])
+    g.writes.remove_photo(first)
+    again, _, new = g.writes.add_photo(b"same bytes", "jpg", v[0])
     assert new and again != first
     assert g.photo_path(again).read_bytes() == b"same bytes"
     g.close()
@@ -101,7 +101,7 @@ def test_an_upload_keeps_what_its_bytes_say_and_its_name(gallery):
     v = vecs(2)
     data = photo_bytes(coffee((90, 60)), PHONE)
     meta = read_upload_metadata(data, "IMG_0001.jpg")
-    image_id, _, _ = gallery.add_photo(data, "jpg", v[0], meta=meta)
+    image_id, _, _ = gallery.writes.add_photo(data, "jpg", v[0], meta=meta)
     assert gallery.image(image_id).meta == meta
     assert (meta.taken, meta.camera, meta.folder, meta.name) == (
         "2024-07-01T18:03:05+02:00",
@@ -110,7 +110,7 @@ def test_an_upload_keeps_what_its_bytes_say_and_its_name(gallery):
         "IMG_0001.jpg",
     )
     assert (meta.width, meta.height) == (90, 60)
-    plain, _, _ = gallery.add_photo(photo_bytes(coffee((90, 60))), "jpg", v[1])
+    plain, _, _ = gallery.writes.add_photo(photo_bytes(coffee((90, 60))), "jpg", v[1])
     assert gallery.image(plain).meta == PhotoMetadata(width=90, height=60)  # read here
     hit = gallery.search_images(v[0], 1)[0].record
     assert hit.meta == meta  # every read carries it
@@ -120,7 +120,9 @@ def test_a_format2_gallery_migrates_on_open_and_its_uploads_are_read_again(tmp_p
     folder = tmp_path / "g"
     g = Gallery.create(folder, DIM, ID)
     data = photo_bytes(coffee((90, 60)), PHONE)
-    image_id, _, _ = g.add_photo(data, "jpg", vecs(1)[0], meta=read_upload_metadata(data, "a.jpg"))
+    image_id, _, _ = g.writes.add_photo(
+        data, "jpg", vecs(1)[0], meta=read_upload_metadata(data, "a.jpg")
+    )
     g.close()
     downgrade(folder)
     with pytest.raises(StoreError, match="open it once with its writer"):
@@ -128,8 +130,8 @@ def test_a_format2_gallery_migrates_on_open_and_its_uploads_are_read_again(tmp_p
     g = Gallery.open(folder, ID)
     try:
         assert g.image(image_id).meta == PhotoMetadata()  # not read yet
-        assert g.fill_upload_metadata() == 1
-        assert g.fill_upload_metadata() == 0
+        assert g.writes.fill_upload_metadata() == 1
+        assert g.writes.fill_upload_metadata() == 0
         assert g.image(image_id).meta == read_upload_metadata(data, None)  # its name is lost
         assert g.search_images(vecs(1)[0], 1)[0].id == image_id
     finally:
@@ -142,7 +144,7 @@ def test_a_ranking_read_as_ids_and_scores_is_the_search_without_its_records(gall
     ids = []
     for i in range(5):
         meta = read_upload_metadata(photo_bytes(coffee((40, 30)), PHONE), f"{i}.jpg")
-        ids.append(gallery.add_photo(f"photo {i}".encode(), "jpg", v[i], meta=meta)[0])
+        ids.append(gallery.writes.add_photo(f"photo {i}".encode(), "jpg", v[i], meta=meta)[0])
     full = gallery.search_images(v[5], 5)
     assert gallery.rank_images(v[5], 5) == [Hit(h.id, h.score) for h in full]
     similar = gallery.similar_images(ids[0], 3)

@@ -23,7 +23,7 @@ def test_another_process_writes_are_followed(tmp_path):
     assert reader.counts()["images"] == 0
     reader.indexes.refresh()
     assert reader.counts() == {"images": 3, "captions": 3}
-    writer.remove_photo(2)
+    writer.writes.remove_photo(2)
     reader.indexes.refresh()
     assert reader.counts() == {"images": 2, "captions": 2}
     assert {h.id for h in reader.search_images(v[2], 5)} == {1, 3}
@@ -40,7 +40,7 @@ def test_snapshots_are_loaded_then_caught_up(tmp_path):
     assert doc["last_id"] == 4
     other = Gallery.open(tmp_path / "g", ID)
     IndexedFiles(other).add_files([indexed(4, v[4])], run=2)
-    other.remove_photo(1)
+    other.writes.remove_photo(1)
     other.close(snapshot=False)  # the snapshot on disk is now behind the records
     again = Gallery.open(tmp_path / "g", ID)
     assert again.counts()["images"] == 4
@@ -63,7 +63,7 @@ def test_many_removals_are_compacted(tmp_path, monkeypatch):
     v = vecs(20)
     IndexedFiles(g).add_files([indexed(i, v[i]) for i in range(20)], run=1)
     for image_id in range(1, 11):
-        g.remove_photo(image_id)
+        g.writes.remove_photo(image_id)
     assert g.indexes["images"].tombstones == 10
     g.indexes.maintain()
     assert g.indexes["images"].tombstones == 0 and g.indexes["images"].total == 10
@@ -95,8 +95,10 @@ def test_a_compressed_gallery_takes_writes_and_a_replica_takes_up_its_rebuilds(
     replica.indexes.refresh()
     replica.indexes.maintain()
     assert replica.indexes.describe() == writer.indexes.describe()
-    image_id, _, _ = writer.add_photo(b"new", "jpg", v[300])  # uploads and deletes still work
-    writer.remove_photo(5)
+    image_id, _, _ = writer.writes.add_photo(
+        b"new", "jpg", v[300]
+    )  # uploads and deletes still work
+    writer.writes.remove_photo(5)
     replica.indexes.refresh()
     for query in (v[300], v[4], v[150]):
         hits = [(h.id, round(h.score, 5)) for h in replica.search_images(query, 10)]

@@ -67,13 +67,13 @@ def world(request, tmp_path_factory):
     insert(gallery, rows)
     first = {row["id"] for row in rows[::13]}
     for image_id in sorted(first):
-        gallery.remove_photo(image_id)
+        gallery.writes.remove_photo(image_id)
     shard_set = write_shards(root / "g", root / "shards", shards)
     late = make_rows(40, N, seed=2)
     insert(gallery, late)
     gone = {row["id"] for row in rows[1::17] + late[::7]} - first
     for image_id in sorted(gone):
-        gallery.remove_photo(image_id)
+        gallery.writes.remove_photo(image_id)
     images, fanout = front(shard_set)
     sharded = open_sharded(root / "g", images, ID)
     yield gallery, sharded, shard_set, fanout
@@ -130,7 +130,7 @@ def test_photos_added_and_removed_after_sharding_reach_their_shard(world, tmp_pa
     sharded.indexes.refresh()
     q = np.asarray(new[2]["vector"])
     assert sharded.rank_images(q, 1)[0].id == new[2]["id"]
-    gallery.remove_photo(new[2]["id"])
+    gallery.writes.remove_photo(new[2]["id"])
     sharded.indexes.refresh()
     assert sharded.rank_images(q, 3) == gallery.rank_images(q, 3)
     owner = fanout.members[new[2]["id"] % shard_set.shards]

@@ -30,7 +30,7 @@ def cluster(tmp_path_factory):
     rows = make_rows(N, 0, seed=1)
     insert(gallery, rows)
     for row in rows[::29]:
-        gallery.remove_photo(row["id"])
+        gallery.writes.remove_photo(row["id"])
     shard_set = write_shards(root / "g", root / "shards", SHARDS)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
