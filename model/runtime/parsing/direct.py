@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from groundsearch.model.runtime.parsing import networks
 from groundsearch.model.runtime.parsing.rules import rule_tokenize
@@ -79,13 +80,15 @@ class DirectParser:
         for trainer in (self.tagger.trainer, self.depparse.trainer):
             trainer.model.eval()
         self.heads = networks.TaggerHeads(self.tagger.trainer.model)
+        self.tagger_rows = networks.tagger_word_rows(self.tagger)
+        self.parser_rows = networks.parser_word_rows(self.depparse)
+        with torch.inference_mode():
+            self.root = networks.parser_root_row(self.depparse)
         self._lemmas: dict[tuple[str, str], str] = {}
         self.fallbacks = 0  # texts the rule tokenizer left to the pipeline
 
     def parse(self, texts: Sequence[str]) -> list[DependencyTree]:
         """The tree of each cleaned text (:func:`.parser.clean_text`), in order."""
-        import torch
-
         tokenized = [rule_tokenize(t) for t in texts]
         by_length: dict[int, list[int]] = {}
         for i, words in enumerate(tokenized):
@@ -108,9 +111,11 @@ class DirectParser:
 
     def columns(self, sentences: list[list[str]]) -> list[Columns]:
         """The columns of sentences that all have the same number of words."""
-        tags = networks.tag(self.tagger, self.heads, sentences)
+        tags = networks.tag(self.tagger, self.heads, self.tagger_rows, sentences)
         lemmas = self.lemmas(sentences, tags)
-        scores, dependents, governors = networks.arc_scores(self.depparse, sentences, tags, lemmas)
+        scores, dependents, governors = networks.arc_scores(
+            self.depparse, self.parser_rows, self.root, sentences, tags, lemmas
+        )
         heads = [tree_heads(s) for s in scores.numpy()]
         deprels = networks.relations(self.depparse, dependents, governors, heads)
         columns: list[Columns] = []

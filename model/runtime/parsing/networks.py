@@ -7,10 +7,16 @@ tensors (oneDNN's kernels), the 23 tag classifiers run as one matrix product, an
 arc scorers as plain products. Same weights and the same arithmetic as stanza's
 ``Tagger.forward`` and ``GraphParser.forward_scores`` in evaluation mode (no dropout);
 the trees are compared with the pipeline's in docs/PARSER.md.
+
+What each network reads of a word alone — its word and pretrained embeddings and its
+character LSTM's vector — depends on nothing else in the sentence, so it is remembered by
+the word (``WordRows``): the words of a query are mostly known, and for them the
+character LSTMs do not run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -36,6 +42,75 @@ def char_vectors(charmodel: Any, ids: list[list[int]]) -> torch.Tensor:
     weights = torch.sigmoid(charmodel.char_attn(out))
     valid = (torch.arange(longest)[None, :] < lengths[:, None]).unsqueeze(2)
     return (out * weights * valid).sum(1)
+
+
+class WordRows:
+    """A network's input columns that depend on the word alone, remembered by the word
+    (up to ``memory`` words; then forgotten all at once and remembered again)."""
+
+    def __init__(self, compute: Callable[[list[str]], torch.Tensor], memory: int = 50_000):
+        self.compute, self.memory = compute, memory
+        self.rows: dict[str, torch.Tensor] = {}
+
+    def __call__(self, words: list[str]) -> torch.Tensor:
+        """(len(words), columns): each word's row."""
+        missing = list(dict.fromkeys(w for w in words if w not in self.rows))
+        if missing:
+            if len(self.rows) + len(missing) > self.memory:
+                self.rows.clear()
+            self.rows.update(zip(missing, self.compute(missing).clone().unbind(0), strict=True))
+        return torch.stack([self.rows[w] for w in words])
+
+
+def tagger_word_rows(tagger: Any) -> WordRows:
+    """The tagger's word, pretrained and character columns of words, remembered."""
+    model, vocab = tagger.trainer.model, tagger.vocab
+
+    def compute(words: list[str]) -> torch.Tensor:
+        pretrained = torch.tensor(tagger.pretrain.vocab.map([w.lower() for w in words]))
+        chars = char_vectors(model.charmodel, [vocab["char"].map(list(w)) for w in words])
+        return torch.cat(
+            [
+                model.word_emb(torch.tensor(vocab["word"].map(words))),
+                model.trans_pretrained(model.pretrained_emb(pretrained)),
+                model.trans_char(chars),
+            ],
+            1,
+        )
+
+    return WordRows(compute)
+
+
+def parser_word_rows(depparse: Any) -> WordRows:
+    """The parser's pretrained, word and character columns of words, remembered."""
+    model, vocab = depparse.trainer.model, depparse.vocab
+
+    def compute(words: list[str]) -> torch.Tensor:
+        pretrained = torch.tensor(depparse.pretrain.vocab.map([w.lower() for w in words]))
+        chars = char_vectors(model.charmodel, [vocab["char"].map(list(w)) for w in words])
+        return _parser_columns(model, pretrained, torch.tensor(vocab["word"].map(words)), chars)
+
+    return WordRows(compute)
+
+
+def _parser_columns(
+    model: Any, pretrained: torch.Tensor, word: torch.Tensor, chars: torch.Tensor
+) -> torch.Tensor:
+    return torch.cat(
+        [
+            model.trans_pretrained(model.pretrained_emb(pretrained)),
+            model.word_emb(word),
+            model.trans_char(chars),
+        ],
+        -1,
+    )
+
+
+def parser_root_row(depparse: Any) -> torch.Tensor:
+    """The parser's pretrained, word and character columns of the root token."""
+    root = torch.tensor([ROOT_ID])
+    chars = char_vectors(depparse.trainer.model.charmodel, [[ROOT_ID]])
+    return _parser_columns(depparse.trainer.model, root, root, chars)[0]
 
 
 def highway_lstm(
@@ -69,25 +144,14 @@ class TaggerHeads:
         return [part.argmax(-1) for part in scores.split(self.sizes, -1)]
 
 
-def tag(tagger: Any, heads: TaggerHeads, sentences: list[list[str]]) -> list[list[list[str]]]:
-    """[upos, xpos, feats] for every word of sentences that all have the same length."""
+def tag(
+    tagger: Any, heads: TaggerHeads, rows: WordRows, sentences: list[list[str]]
+) -> list[list[list[str]]]:
+    """[upos, xpos, feats] for every word of sentences that all have the same length
+    (``rows``: ``tagger_word_rows(tagger)``)."""
     model, vocab = tagger.trainer.model, tagger.vocab
     batch, length = len(sentences), len(sentences[0])
-    flat = [w for s in sentences for w in s]
-    word = torch.tensor(vocab["word"].map(flat)).view(batch, length)
-    pretrained = torch.tensor(tagger.pretrain.vocab.map([w.lower() for w in flat])).view(
-        batch, length
-    )
-    char_ids = [vocab["char"].map(list(w)) for w in flat]
-    chars = char_vectors(model.charmodel, char_ids).view(batch, length, -1)
-    x = torch.cat(
-        [
-            model.word_emb(word),
-            model.trans_pretrained(model.pretrained_emb(pretrained)),
-            model.trans_char(chars),
-        ],
-        2,
-    )
+    x = rows([w for s in sentences for w in s]).view(batch, length, -1)
     hidden = highway_lstm(model.taggerlstm, x, model.taggerlstm_h_init, model.taggerlstm_c_init)
     upos_hidden = F.relu(model.upos_hid(hidden))
     upos, xpos, *feats = heads(upos_hidden)
@@ -117,10 +181,16 @@ def _pairwise_one(scorer: Any, x: torch.Tensor) -> torch.Tensor:
 
 
 def arc_scores(
-    depparse: Any, sentences: list[list[str]], tags: list[list[list[str]]], lemmas: list[list[str]]
+    depparse: Any,
+    rows: WordRows,
+    root: torch.Tensor,
+    sentences: list[list[str]],
+    tags: list[list[list[str]]],
+    lemmas: list[list[str]],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The parser's head scores (batch, n+1, n+1), with position 0 the root, and the
-    inputs of its relation scorer."""
+    inputs of its relation scorer (``rows``: ``parser_word_rows(depparse)``; ``root``:
+    ``parser_root_row(depparse)``)."""
     model, vocab = depparse.trainer.model, depparse.vocab
     batch, length = len(sentences), len(sentences[0]) + 1
     flat = [w for s in sentences for w in s]
@@ -130,25 +200,21 @@ def arc_scores(
         table = torch.tensor(ids).view(batch, length - 1)
         return torch.cat([torch.full((batch, 1), ROOT_ID), table], 1)
 
-    word = rooted(vocab["word"].map(flat))
     lemma = rooted(vocab["lemma"].map([lem for ls in lemmas for lem in ls]))
     upos = rooted(vocab["upos"].map([t[0] for t in tags_flat]))
     xpos = rooted(vocab["xpos"].map([t[1] for t in tags_flat]))
-    pretrained = rooted(depparse.pretrain.vocab.map([w.lower() for w in flat]))
-    char_ids = []
-    for s in sentences:
-        char_ids.append([ROOT_ID])
-        char_ids.extend(vocab["char"].map(list(w)) for w in s)
-    chars = char_vectors(model.charmodel, char_ids).view(batch, length, -1)
+    words = rows(flat).view(batch, length - 1, -1)
+    words = torch.cat([root.expand(batch, 1, -1), words], 1)
+    first = model.trans_pretrained.out_features + model.word_emb.embedding_dim
+    pre_word, char = words[..., :first], words[..., first:]
     pos = model.upos_emb(upos) + model.xpos_emb(xpos)
     x = torch.cat(
         [
-            model.trans_pretrained(model.pretrained_emb(pretrained)),
-            model.word_emb(word),
+            pre_word,  # pretrained, word
             model.lemma_emb(lemma),
             pos,
             pos,  # stanza's parser feeds the tag embedding twice (and its feats never)
-            model.trans_char(chars),
+            char,
         ],
         2,
     )
