@@ -30,7 +30,7 @@ from sklearn.metrics import roc_auc_score
 
 from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
-from groundsearch.model.data.concepts import HELD_OUT, photos_mentioning, with_kinds
+from groundsearch.model.data.held_out_concepts import HELD_OUT, photos_mentioning, with_kinds
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.evidence import NounClasses, top_classes
 from groundsearch.model.runtime.images.features import FeatureExtractor

@@ -25,7 +25,7 @@ from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.training.corpus import TreesFn, text_trees
-from groundsearch.model.training.evaluation.concepts import held_out_metrics
+from groundsearch.model.training.evaluation.held_out import held_out_metrics
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))

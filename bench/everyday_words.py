@@ -37,10 +37,10 @@ import numpy as np
 from groundsearch.cli.common import checkpoint_path, data_option, source_of
 from groundsearch.cli.relevance import embedded_split, nouns_table
 from groundsearch.common.settings import get_settings
-from groundsearch.model.data.concepts import photos_mentioning
+from groundsearch.model.data.held_out_concepts import photos_mentioning
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.relevance import features, load_relevance, novelty_of, word_count
-from groundsearch.model.training.evaluation.concepts import CONCEPT_WORDS
+from groundsearch.model.training.evaluation.held_out import CONCEPT_WORDS
 from groundsearch.model.training.relevance import full_model, top_of
 
 sys.path.insert(0, str(Path(__file__).parent))

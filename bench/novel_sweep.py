@@ -22,7 +22,7 @@ from pathlib import Path
 from groundsearch.cli.common import make_parser
 from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
-from groundsearch.model.data.concepts import HELD_OUT, resolve
+from groundsearch.model.data.held_out_concepts import HELD_OUT, resolve
 from groundsearch.model.runtime.captioning import load_decoder
 from groundsearch.model.runtime.captioning.novel import NovelWords
 from groundsearch.model.runtime.checkpoints import load_checkpoint

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from groundsearch.common.settings import get_settings
-from groundsearch.model.data.concepts import words_of
+from groundsearch.model.data.held_out_concepts import words_of
 from groundsearch.model.runtime.captioning.entry_level import EntryLevel
 from groundsearch.model.runtime.concepts import ConceptChannel
-from groundsearch.model.training.evaluation.concepts import ranked_query_metrics
+from groundsearch.model.training.evaluation.held_out import ranked_query_metrics
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))

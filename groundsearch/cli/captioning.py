@@ -51,7 +51,7 @@ def _split_vectors(
     from groundsearch.index.errors import StoreError
     from groundsearch.index.store.export import ExportedVectors
     from groundsearch.model.data import DatasetError
-    from groundsearch.model.data.concepts import resolve, without_concepts
+    from groundsearch.model.data.held_out_concepts import resolve, without_concepts
     from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
 
@@ -230,7 +230,7 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
     first_refs = text_trees(make_parser())([r[0] for r in refs])
     result["main_noun"] = main_noun_share(result["sentences"], first_refs)
     if args.hold_out:
-        from groundsearch.model.data.concepts import resolve
+        from groundsearch.model.data.held_out_concepts import resolve
         from groundsearch.model.training.evaluation.captions import held_out_scores
 
         result["held_out"] = held_out_scores(result["sentences"], refs, resolve(args.hold_out))
@@ -278,7 +278,7 @@ def cmd_train_tagger(args: argparse.Namespace) -> int:
     its dev mean average precision and the held-out concepts' (docs/RESULTS.md)."""
     import numpy as np
 
-    from groundsearch.model.data.concepts import HELD_OUT
+    from groundsearch.model.data.held_out_concepts import HELD_OUT
     from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.tagger import vectors_identity

@@ -33,7 +33,7 @@ def concept_weight(text: str) -> float:
 
 def held_out_names(text: str) -> list[str]:
     """``--hold-out``: comma-separated concept names, or ``default`` (the documented ten)."""
-    from groundsearch.model.data.concepts import HELD_OUT
+    from groundsearch.model.data.held_out_concepts import HELD_OUT
 
     names = list(HELD_OUT) if text.strip() == "default" else text.split(",")
     names = [n.strip() for n in names if n.strip()]
@@ -44,14 +44,14 @@ def held_out_names(text: str) -> list[str]:
 
 def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError, load_captioned_images
-    from groundsearch.model.data.concepts import resolve
+    from groundsearch.model.data.held_out_concepts import resolve
     from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import CheckpointError, load_checkpoint
     from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.images.photos import PhotoError
     from groundsearch.model.runtime.sentences import UnusableText
     from groundsearch.model.training.corpus import photo_features, text_trees
-    from groundsearch.model.training.evaluation.concepts import held_out_metrics, photo_best_words
+    from groundsearch.model.training.evaluation.held_out import held_out_metrics, photo_best_words
 
     s = get_settings()
     parser = make_parser()

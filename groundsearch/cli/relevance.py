@@ -131,7 +131,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "queries": {k: p.queries for k, p in pools.items()},
             "concept_share": CONCEPT_SHARE,
             "concept_labels": "a caption uses one of the concept's forms"
-            + ("" if args.forms_only else " or kinds (model.data.concepts.HYPONYMS)"),
+            + ("" if args.forms_only else " or kinds (model.data.held_out_concepts.HYPONYMS)"),
             "labels": "captions <-> photos: its own photo, or a photo whose consensus nouns "
             "hold the caption's subject main noun and at least half of its main nouns (its "
             "nouns among its own photo's consensus nouns)",
@@ -303,7 +303,7 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
         "--forms-only",
         action="store_true",
         help="count a photo as showing a concept only when a caption uses one of its forms "
-        "(model.data.concepts.HELD_OUT), not its kinds (HYPONYMS: 'jeep' for 'car'): the "
+        "(model.data.held_out_concepts.HELD_OUT), not its kinds (HYPONYMS: 'jeep' for 'car'): the "
         "labels of the figures before HYPONYMS",
     )
     p.add_argument(

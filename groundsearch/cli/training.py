@@ -59,7 +59,7 @@ def cmd_features(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError
-    from groundsearch.model.data.concepts import resolve
+    from groundsearch.model.data.held_out_concepts import resolve
     from groundsearch.model.runtime.checkpoints import CheckpointError
     from groundsearch.model.runtime.concepts import ConceptConfig
     from groundsearch.model.runtime.encoders.registry import encoder_options

@@ -20,7 +20,7 @@ import torch
 
 from groundsearch.common.files import write_text
 from groundsearch.model.data import load_captioned_images
-from groundsearch.model.data.concepts import without_concepts
+from groundsearch.model.data.held_out_concepts import without_concepts
 from groundsearch.model.data.sources import Source, load_source
 from groundsearch.model.runtime.checkpoints import (
     CheckpointError,

@@ -14,7 +14,7 @@ model's inner product, best first, each hit labelled relevant or not:
 - **photos → photos** (``image-image``, ``/images/{id}/similar``): each photo against the
   others; relevant when the two share a *consensus noun*, a noun lemma at least three of
   each photo's five captions use ("dog", "beach", "man");
-- **concept queries** (``text-image``, ``model.training.evaluation.concepts``): the
+- **concept queries** (``text-image``, ``model.training.evaluation.held_out``): the
   held-out-concept protocol's single-concept and compositional queries ("a cat", "a man
   riding a horse"), relevant when a caption of the photo mentions the concept, asked
   twice: against the split's photos, and against the split's photos less the concept's
@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from groundsearch.model.data.concepts import HELD_OUT, photos_mentioning, with_kinds
 from groundsearch.model.data.flickr import CaptionedImages
+from groundsearch.model.data.held_out_concepts import HELD_OUT, photos_mentioning, with_kinds
 from groundsearch.model.runtime.arithmetic import arithmetic_query
 from groundsearch.model.runtime.concepts import NOUNS
 from groundsearch.model.runtime.evidence import (
@@ -73,7 +73,7 @@ from groundsearch.model.training.evaluation.arithmetic import (
     parse_pairs,
     photo_words,
 )
-from groundsearch.model.training.evaluation.concepts import (
+from groundsearch.model.training.evaluation.held_out import (
     ConceptQuery,
     compositional_queries,
     single_queries,

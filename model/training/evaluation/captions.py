@@ -108,7 +108,7 @@ def mention_f1(
     """DCC's held-out-concept F1 (Hendricks et al. 2016), per concept and averaged: a
     photo is positive when one of its references mentions the concept (one of its word
     forms), predicted when its generated sentence does (×100)."""
-    from groundsearch.model.data.concepts import mentions
+    from groundsearch.model.data.held_out_concepts import mentions
 
     per: dict[str, dict[str, float]] = {}
     for name, forms in concepts.items():
@@ -162,7 +162,7 @@ def held_out_scores(
 ) -> dict[str, Any]:
     """The held-out-concept protocol's figures: mention F1, and the caption metrics on
     the photos whose references mention a held-out concept."""
-    from groundsearch.model.data.concepts import mentions
+    from groundsearch.model.data.held_out_concepts import mentions
 
     forms = {f for fs in concepts.values() for f in fs}
     rows = [i for i, refs in enumerate(references) if any(mentions(r, forms) for r in refs)]

@@ -128,7 +128,7 @@ def test_the_tagger_share_brings_snow_to_a_snowy_photo(tmp_path):
     called by ("dog") are left to the classifier; a share outside [0, 1] is refused."""
     from groundsearch.common.settings import get_settings
     from groundsearch.model.data import load_captioned_images
-    from groundsearch.model.data.concepts import words_of
+    from groundsearch.model.data.held_out_concepts import words_of
     from groundsearch.model.runtime.images.features import FeatureExtractor
 
     s = get_settings()

@@ -8,7 +8,7 @@ import pytest
 
 from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
-from groundsearch.model.data.concepts import words_of
+from groundsearch.model.data.held_out_concepts import words_of
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.tagger import TaggerError, WordTagger, default_path

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from groundsearch.model.data.concepts import resolve
 from groundsearch.model.data.flickr import CaptionedImages
-from groundsearch.model.training.evaluation.concepts import (
+from groundsearch.model.data.held_out_concepts import resolve
+from groundsearch.model.training.evaluation.held_out import (
     caption_ranks,
     held_out_metrics,
     photo_best_words,

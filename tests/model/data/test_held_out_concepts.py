@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from groundsearch.model.data import DatasetError
-from groundsearch.model.data.concepts import (
+from groundsearch.model.data.flickr import CaptionedImages
+from groundsearch.model.data.held_out_concepts import (
     HELD_OUT,
     HYPONYMS,
     mentions,
@@ -16,7 +17,6 @@ from groundsearch.model.data.concepts import (
     with_kinds,
     without_concepts,
 )
-from groundsearch.model.data.flickr import CaptionedImages
 
 DS = CaptionedImages(
     Path("."),

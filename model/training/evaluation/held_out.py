@@ -1,6 +1,6 @@
 """The held-out-concept protocol: does search find what training never showed?
 
-A model trained without the photos of ``model.data.concepts.HELD_OUT`` is asked, on a
+A model trained without the photos of ``model.data.held_out_concepts.HELD_OUT`` is asked, on a
 split's photos (Flickr8k test), for
 
 - **single concepts** ("a cat"): precision@5 and R@10, where a photo is relevant when one
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from groundsearch.model.data.concepts import HELD_OUT, photos_mentioning
 from groundsearch.model.data.flickr import CaptionedImages
+from groundsearch.model.data.held_out_concepts import HELD_OUT, photos_mentioning
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 ParseFn = Callable[[list[str]], list[DependencyTree]]
@@ -171,7 +171,7 @@ def held_out_metrics(
 
 
 def _words(text: str) -> list[str]:
-    from groundsearch.model.data.concepts import words_of
+    from groundsearch.model.data.held_out_concepts import words_of
 
     return sorted(words_of(text))
 
