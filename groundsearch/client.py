@@ -454,7 +454,7 @@ class Client:
         min_relevance: float | None = None,
         order: Order = "relevance",
         cursor: str | None = None,
-        **filters: Filter,
+        **filters: Filter | None,
     ) -> SearchResponse:
         """``POST /search``: the gallery photos that best match ``text`` among those that
         pass the filters, ``k`` a page (``cursor``: a previous page's ``next``)."""
@@ -477,7 +477,7 @@ class Client:
         order: Order = "relevance",
         cursor: str | None = None,
         filename: str | None = None,
-        **filters: Filter,
+        **filters: Filter | None,
     ) -> SearchResponse:
         """``POST /search/image``: the gallery photos most like a photo (steered by
         ``text``: "at night"), filtered, ordered and paged as ``search``'s."""
@@ -505,7 +505,7 @@ class Client:
         min_relevance: float | None = None,
         order: Order = "relevance",
         cursor: str | None = None,
-        **filters: Filter,
+        **filters: Filter | None,
     ) -> ImagesResponse:
         """``GET /images/{id}/similar``: the gallery photos closest to this one (itself
         left out), filtered, ordered and paged as ``search``'s."""
@@ -574,7 +574,7 @@ class Client:
         rerank: bool = False,
         sentence: bool = False,
         min_relevance: float | None = None,
-        **filters: Filter,
+        **filters: Filter | None,
     ) -> ImagesResponse:
         """``POST /arithmetic``: photos near ``photo − Σ minus + Σ plus`` from a gallery
         photo; ``sentence``: also what the result vector says in words."""
@@ -593,7 +593,7 @@ class Client:
         sentence: bool = False,
         min_relevance: float | None = None,
         filename: str | None = None,
-        **filters: Filter,
+        **filters: Filter | None,
     ) -> ImagesResponse:
         """``POST /arithmetic/upload``: the same, from an uploaded photo."""
         params = _terms(plus, minus, k, rerank, sentence, min_relevance)
@@ -620,7 +620,7 @@ class Client:
         k: int = 50,
         order: Literal["-date", "date"] = "-date",
         cursor: str | None = None,
-        **filters: Filter,
+        **filters: Filter | None,
     ) -> LibraryResponse:
         """``GET /images``: the gallery's photos by when they were taken (newest first by
         default), filtered and paged as ``search``'s."""
