@@ -303,17 +303,11 @@ class Gallery:
         found = records.captions(self.records.reader(), [i for i, _ in pairs])
         return [Hit(i, s, CaptionRecord(i, *found[i])) for i, s in pairs if i in found]
 
-    def similar_images(
-        self, image_id: int, k: int, where: PhotoFilter | None = None
-    ) -> list[Hit[ImageRecord]]:
-        """The ``k`` photos nearest to a gallery photo, itself left out, among those
-        passing ``where``."""
-        return self._with_records(self.rank_similar(image_id, k, where))
-
     def rank_similar(
         self, image_id: int, k: int, where: PhotoFilter | None = None
     ) -> list[Hit[None]]:
-        """``similar_images``' hits without their records."""
+        """The ``k`` photos nearest to a gallery photo, itself left out, among those
+        passing ``where`` (their records unread: ``image_records`` reads a page's)."""
         hits = self.rank_images(self.image_vector(image_id), k + 1, where)
         return [h for h in hits if h.id != image_id][:k]
 

@@ -183,7 +183,7 @@ def test_the_gallery_verbs_take_a_filter_and_leave_unfiltered_searches_as_they_w
     assert len(hits) == K and all(h.record.path.startswith("/photos/a/") for h in hits)
     assert all(h.record.meta.folder.startswith("/photos/a") for h in hits)
     first = hits[0].id
-    similar = gallery.similar_images(first, K, f)
+    similar = gallery.rank_similar(first, K, f)
     assert len(similar) == K and first not in {h.id for h in similar}
     assert {h.id for h in similar} <= {row["id"] for row in live if passes(row, f)}
     assert gallery.count_images() == len(live) == gallery.count_images(None)

@@ -106,9 +106,7 @@ def test_the_front_answers_as_the_one_piece_index(world):
     assert sharded.indexes["images"].search(batch, 7) == [
         gallery.indexes["images"].search(q, 7)[0] for q in batch
     ]
-    assert [h.id for h in sharded.similar_images(5, 8)] == [
-        h.id for h in gallery.similar_images(5, 8)
-    ]
+    assert [h.id for h in sharded.rank_similar(5, 8)] == [h.id for h in gallery.rank_similar(5, 8)]
 
 
 @pytest.mark.parametrize("f", FILTERS, ids=lambda f: ",".join(f.conditions))
