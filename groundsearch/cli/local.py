@@ -8,12 +8,11 @@ The gallery is opened as a read-only replica opens it (``Gallery.open(read_only=
 its records through SQLite's WAL, which sees a consistent committed state while an
 indexer or a server writes, its search indexes from the writer's snapshots caught up
 from the records (nothing is written: no snapshot, no migration). The answers are the
-service's own: ``Search`` and ``Describe`` (``service.core.capabilities``) with the served
-relevance model and the caption decoder, and the response models of
-``service.http.schemas`` — no FastAPI module is imported. What one command does not need is
-not loaded: a search loads no image backbone, decoder or caption bank, and reads the
-query's parse from the disk parse cache (stanza is loaded only for a text never parsed
-before).
+service's own: its core (``Components.open``, ``Capabilities``) and the response models
+of ``service.http.schemas`` — no FastAPI module is imported. What one command does not
+need is not loaded: a search loads no image backbone, decoder or caption bank, and reads
+the query's parse from the disk parse cache (stanza is loaded only for a text never
+parsed before).
 """
 
 from __future__ import annotations
@@ -31,10 +30,7 @@ from groundsearch.cli.common import CliError, user_errors
 if TYPE_CHECKING:
     from groundsearch.index.gallery import Gallery
     from groundsearch.index.ranking.photo_pages import PageAsk
-    from groundsearch.model.runtime.embedder import Embedder
-    from groundsearch.model.runtime.parsing import Parser
-    from groundsearch.model.runtime.sentences import Sentences
-    from groundsearch.service.core.relevance import Judge
+    from groundsearch.service.core.components import Capabilities, Components
     from groundsearch.service.core.settings import ServiceSettings
 
 
@@ -91,15 +87,11 @@ def open_gallery(settings: ServiceSettings) -> tuple[Gallery, dict[str, str]]:
 
 @dataclass(eq=False)
 class LocalGallery:
-    """A gallery on disk with the model that built it, loaded as far as asked."""
+    """A gallery on disk with the service's own core over it (``Components.open``): the
+    answers of the server's routes, each hit with the ``path`` of its file."""
 
-    settings: ServiceSettings
-    gallery: Gallery
-    identity: dict[str, str]
-    parser: Parser
-    model: Embedder
-    door: Sentences
-    judge: Judge
+    components: Components
+    capabilities: Capabilities
     clock: Clock = field(default_factory=Clock)
 
     @classmethod
@@ -108,79 +100,38 @@ class LocalGallery:
         the relevance model; CliError for what cannot be opened. ``clock`` times each."""
         clock = clock or Clock()
         with clock.phase("imports"):  # torch, FAISS: timed apart from what they load
-            import torch  # noqa: F401
-
-            from groundsearch.index.gallery import Gallery  # noqa: F401
+            from groundsearch.service.core.components import Capabilities, Components
         with clock.phase("gallery"):
             gallery, identity = open_gallery(settings)
         try:
-            with clock.phase("model"):
-                from groundsearch.model.runtime.checkpoints import (
-                    CheckpointError,
-                    load_checkpoint,
-                )
-                from groundsearch.model.runtime.parsing import Parser
-                from groundsearch.model.runtime.relevance import RelevanceError
-                from groundsearch.model.runtime.sentences import Sentences
-                from groundsearch.service.core.relevance import served_relevance
+            from groundsearch.model.runtime.checkpoints import CheckpointError
+            from groundsearch.model.runtime.relevance import RelevanceError
 
-                parser = Parser(
-                    settings.parser_dir, settings.cache_dir, direct=not settings.parse_pipeline
-                )
-                with user_errors(CheckpointError, RelevanceError, OSError):
-                    model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
-                    relevance, _ = served_relevance(settings, identity)
-            if getattr(model, "concepts", None) is not None:
-                with clock.phase("glove"):  # what every text's concept vector reads
-                    from groundsearch.model.runtime.concepts import glove_table
-
-                    glove_table()
+            with clock.phase("model"), user_errors(CheckpointError, RelevanceError, OSError):
+                components = Components.open(settings, gallery, identity)
         except BaseException:
             gallery.close(snapshot=False)
             raise
-        door = Sentences(model, parser.parse, settings.max_text_chars)
-        from groundsearch.service.core.relevance import serving_judge
-
-        judge = serving_judge(settings, identity, relevance, model, gallery)
-        return cls(settings, gallery, identity, parser, model, door, judge, clock)
+        return cls(components, Capabilities(components), clock)
 
     def close(self) -> None:
-        self.gallery.close(snapshot=False)
-
-    def path_of(self, image_id: int, fallback: str, uploaded: bool) -> str:
-        """Where a photo's file is: the first of its files still on disk, else the one
-        recorded."""
-        from groundsearch.index.errors import UnknownItemError
-
-        try:
-            return str(self.gallery.photo_path(image_id))
-        except UnknownItemError:
-            return str(self.gallery.folder / fallback) if uploaded else fallback
+        self.components.close()
 
     def search(self, text: str, ask: PageAsk, min_relevance: float | None) -> dict[str, Any]:
-        """``/search``'s answer for ``text`` (the page ``ask`` wants), each hit with the
-        ``path`` of its file."""
-        with self.clock.phase("service imports"):
-            from groundsearch.index.ranking.pages import CursorError
-            from groundsearch.service.core.capabilities.search import Search
-            from groundsearch.service.core.queries import QueryVectors
-            from groundsearch.service.core.timing import Stages
-            from groundsearch.service.http.schemas import SearchResponse, page_hits
+        """``/search``'s answer for ``text`` (the page ``ask`` wants)."""
+        from groundsearch.index.ranking.pages import CursorError
+        from groundsearch.service.http.schemas import SearchResponse, page_hits
 
-        stages = Stages()
-        search = Search(QueryVectors(self.door, stages, 0), self.gallery, stages, self.judge)
-        cleaned = search.clean(text)
+        search = self.capabilities.search
         try:
-            page, timings, threshold = search.run(cleaned, ask, min_relevance)
+            page, timings, threshold = search.run(search.clean(text), ask, min_relevance)
         except CursorError as exc:
             raise CliError(f"--cursor: {exc}") from None
         answer = SearchResponse(
             query=text, order=ask.order, **page_hits(page, threshold), timings_ms=timings
         ).model_dump(mode="json")
-        paths = {h.id: h.item for h in page.hits}
         for hit in answer["results"] + answer["weak"]:
-            record: Any = paths[hit["id"]]
-            hit["path"] = self.path_of(record.id, record.path, record.uploaded)
+            hit["path"] = self._path(hit["id"])
         return answer
 
     def describe(
@@ -191,63 +142,42 @@ class LocalGallery:
         beam: int | None = None,
         min_relevance: float | None = None,
     ) -> dict[str, Any]:
-        """``/describe``'s answer for a photo file: written sentences (when the
-        checkpoint has a caption decoder), the ``k`` best captions of the gallery and the
-        caption bank, and what the backbone's classifier saw; each gallery caption with
-        the ``path`` of its photo."""
+        """``/describe``'s answer for a photo file (the caption bank is read unless only
+        written sentences are asked for)."""
         from groundsearch.model.runtime.captioning import DecoderError
-        from groundsearch.model.runtime.images.features import FeatureExtractor
         from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
-        from groundsearch.service.core.bank_loader import BankLoader
-        from groundsearch.service.core.capabilities.describe import Describe
-        from groundsearch.service.core.photo_vectors import PhotoVectors
-        from groundsearch.service.core.queries import QueryVectors
-        from groundsearch.service.core.timing import Stages
-        from groundsearch.service.core.writing import served_captioner
-        from groundsearch.service.http.schemas import (
-            Concept,
-            DescribeResponse,
-            WrittenSentence,
-            caption_hits,
-        )
+        from groundsearch.service.http.schemas import DescribeResponse
 
-        s, clock = self.settings, self.clock
+        c, clock = self.components, self.clock
         with clock.phase("backbone"):
-            extractor = FeatureExtractor.for_identity(self.model.backbone)
+            min_side = c.photos.min_side
         with user_errors(PhotoError), clock.phase("decode"):
-            image, _ = decode_photo(photo, s.max_pixels, min_side=extractor.spec.resize)
-        stages = Stages()
+            image, _ = decode_photo(photo, c.settings.max_pixels, min_side=min_side)
         with user_errors(DecoderError), clock.phase("decoder"):
-            captioner = served_captioner(s, self.identity, self.model, self.door, stages)
-        decoder = captioner.decoder
+            decoder = c.captioner.decoder
         if sentences == "generated" and decoder is None:
-            raise CliError(f"no sentences can be written: caption decoder {captioner.status}")
+            raise CliError(f"no sentences can be written: caption decoder {c.captioner.status}")
         retrieved = sentences != "generated"
-        with clock.phase("caption bank"):
-            bank = BankLoader(
-                s if retrieved else s.model_copy(update={"caption_bank": "none"}),
-                self.model,
-                self.identity,
-                background=False,
-            )
-        if bank.status.startswith("failed"):
-            print(f"caption bank {bank.status}", file=sys.stderr)
-        queries = QueryVectors(self.door, stages, 0)
-        photos = PhotoVectors(extractor, self.model, stages)
-        capability = Describe(photos, queries, self.gallery, bank, captioner, stages, self.judge)
+        if retrieved:
+            with clock.phase("caption bank"):
+                if c.bank.status.startswith("failed"):
+                    print(f"caption bank {c.bank.status}", file=sys.stderr)
         written = sentences == "generated" or (sentences == "both" and decoder is not None)
-        hits, wrote, seen, timings = capability.run(image, k, retrieved, written, beam)
-        threshold = self.judge.threshold(min_relevance)
-        answer = DescribeResponse(
-            generated=[WrittenSentence.of(g) for g in wrote],
-            concepts=[Concept.of(c) for c in seen],
-            **caption_hits(hits, threshold, retrieved),
-            timings_ms=timings,
-        ).model_dump(mode="json")
+        found = self.capabilities.describe.run(image, k, retrieved, written, beam)
+        threshold = c.judge.threshold(min_relevance)
+        answer = DescribeResponse.of(found, threshold, retrieved).model_dump(mode="json")
         for hit in answer["results"] + answer["weak"]:
-            if hit["image_id"] is not None:
-                record = self.gallery.image(hit["image_id"])
-                hit["path"] = self.path_of(record.id, record.path, record.uploaded)
-            else:
-                hit["path"] = None
+            hit["path"] = None if hit["image_id"] is None else self._path(hit["image_id"])
         return answer
+
+    def _path(self, image_id: int) -> str:
+        """Where a photo's file is: the first of its files still on disk, else the one
+        recorded."""
+        from groundsearch.index.errors import UnknownItemError
+
+        gallery = self.components.gallery
+        try:
+            return str(gallery.photo_path(image_id))
+        except UnknownItemError:
+            record = gallery.image(image_id)
+            return str(gallery.folder / record.path) if record.uploaded else record.path

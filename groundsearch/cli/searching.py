@@ -280,6 +280,8 @@ def local_describe(args: argparse.Namespace, photo: Path) -> dict[str, Any]:
 
     clock = Clock()
     settings = service_settings(args)
+    if args.sentences == "generated":  # no caption bank to load
+        settings = settings.model_copy(update={"caption_bank": "none"})
     require_gallery(settings)
     local = LocalGallery.open(settings, clock)
     try:

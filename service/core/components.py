@@ -1,22 +1,27 @@
-"""What the service loads once at startup, shared by every capability.
+"""What the service loads once, shared by every capability — for the server, or for one
+command of the CLI.
 
-    components = Components.load(settings)     # checkpoint, parser, backbone, gallery, ...
+    components = Components.load(settings)     # the server: everything, warmed up
+    components = Components.open(settings)     # one command: the read-only gallery first
     capabilities = Capabilities.over(components)
     components.close()
 
-The checkpoint (``model``), the parse batcher and the text front door over it
-(``sentences``, ``queries``), the image backbone (``photos``), the gallery (following
-other processes' writes every second), the caption decoder (``captioner``), the caption
-bank (``bank``, loaded in the background), the stage timer (``stages``) and, with
-``GROUNDSEARCH_WATCH`` (``serve --watch``), the folders kept indexed (``watching``).
-``Capabilities.over(components)`` builds the small objects (``service.core.capabilities``)
-the routes use, once.
+The checkpoint (``model``), the text front door over the parser (``sentences``,
+``queries``), the gallery, the relevance (``judge``) and the stage timer (``stages``) are
+loaded at once; the image backbone (``photos``), the caption decoder (``captioner``) and
+the caption bank (``bank``) when first used — ``load`` uses them all before it returns
+(the bank then loads in the background), so the server answers its first request as fast
+as its last, while a command loads only what it asks for. With ``GROUNDSEARCH_WATCH``
+(``serve --watch``) the server also keeps folders indexed (``watching``).
+``Capabilities.over(components)`` holds the small objects (``service.core.capabilities``)
+the routes and the commands use, each built once.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from PIL import Image
@@ -27,7 +32,7 @@ from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_che
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.parsing import Parser
-from groundsearch.model.runtime.sentences import Sentences
+from groundsearch.model.runtime.sentences import ParseFn, Sentences
 from groundsearch.service.core.bank_loader import BankLoader
 from groundsearch.service.core.batching import ParseBatcher
 from groundsearch.service.core.capabilities.arithmetic import Arithmetic
@@ -49,28 +54,27 @@ from groundsearch.service.core.writing import Captioner, served_captioner
 
 log = logging.getLogger(__name__)
 
-#: How often the gallery reads writes other processes committed (seconds).
+#: How often the server's gallery reads writes other processes committed (seconds).
 FOLLOW_EVERY = 1.0
 
 
-@dataclass
+@dataclass(eq=False)
 class Components:
-    """Checkpoint, parser, backbone, gallery, decoder and caches, loaded once."""
+    """Checkpoint, parser, gallery and relevance; backbone, decoder and caption bank when
+    first used. Made by ``load`` (the server) or ``open`` (one command)."""
 
     settings: ServiceSettings
     model: Embedder
     identity: dict[str, str]
     gallery: Gallery
-    batcher: ParseBatcher
     sentences: Sentences
     queries: QueryVectors
-    photos: PhotoVectors
-    captioner: Captioner
-    bank: BankLoader
     stages: Stages
     #: each hit's relevance (the model is None when none fits the checkpoint)
     judge: Judge
     relevance_status: str
+    #: the server's parse threads (a command parses in its own thread)
+    batcher: ParseBatcher | None = None
     #: the folders the server keeps indexed (``serve --watch``), if any
     watching: Watching | None = None
 
@@ -81,19 +85,16 @@ class Components:
         observe: Observe | None = None,
         parser: Parser | None = None,
     ) -> Components:
-        """Load everything, warm it up, and start the caption bank's loading."""
+        """Everything the server serves, warmed up; the caption bank loading meanwhile."""
         torch.set_num_threads(settings.torch_threads)  # process-wide
-        stages = Stages(observe)
         parser = parser or Parser(
             settings.parser_dir,
             settings.cache_dir,
             use_cache=False,
             direct=not settings.parse_pipeline,
         )
-        checkpoint = settings.checkpoint_path
-        model: Embedder = load_checkpoint(checkpoint, parser=parser.version)
-        identity = checkpoint_identity(checkpoint)
-        extractor = FeatureExtractor.for_identity(model.backbone)
+        model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
+        identity = checkpoint_identity(settings.checkpoint_path)
         search = IndexSettings(
             nprobe=settings.search_nprobe,
             k_factor=settings.search_k_factor,
@@ -110,79 +111,144 @@ class Components:
             gallery = Gallery.open(settings.index_path, identity, settings.read_only, search)
         gallery.indexes.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
         batcher = ParseBatcher(parser, workers=settings.parse_workers)
-        sentences = Sentences(model, batcher.outcomes, settings.max_text_chars)
-        captioner = served_captioner(settings, identity, model, sentences, stages)
-        photos = PhotoVectors(extractor, model, stages)
-        relevance, relevance_status = served_relevance(settings, identity)
-        judge = serving_judge(settings, identity, relevance, model, gallery)
-        _warm_up(sentences, photos, captioner)
-        watching = None
+        stages = Stages(observe)
+        c = cls._over(
+            settings, model, identity, gallery, batcher.outcomes, stages, settings.query_cache
+        )
+        c.batcher = batcher
+        c._warm_up()
         if settings.watch_folders:  # last: its full pass writes what the routes then read
-            watching = Watching.start(settings, model, gallery)
-        return cls(
-            settings=settings,
-            model=model,
-            identity=identity,
-            gallery=gallery,
-            batcher=batcher,
-            sentences=sentences,
-            queries=QueryVectors(sentences, stages, settings.query_cache),
-            photos=photos,
-            captioner=captioner,
-            bank=BankLoader(settings, model, identity),
-            stages=stages,
-            judge=judge,
-            relevance_status=relevance_status,
-            watching=watching,
+            c.watching = Watching.start(settings, model, gallery)
+        return c
+
+    @classmethod
+    def open(
+        cls, settings: ServiceSettings, gallery: Gallery, identity: dict[str, str]
+    ) -> Components:
+        """For one command over ``gallery`` (opened read-only by the caller for the
+        checkpoint of ``identity``): the checkpoint, the parser through its disk cache,
+        and the relevance; the rest as the command asks (the caption bank then loaded
+        before it answers)."""
+        parser = Parser(settings.parser_dir, settings.cache_dir, direct=not settings.parse_pipeline)
+        model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
+        return cls._over(settings, model, identity, gallery, parser.parse, Stages())
+
+    @classmethod
+    def _over(
+        cls,
+        settings: ServiceSettings,
+        model: Embedder,
+        identity: dict[str, str],
+        gallery: Gallery,
+        parse: ParseFn,
+        stages: Stages,
+        query_cache: int = 0,
+    ) -> Components:
+        sentences = Sentences(model, parse, settings.max_text_chars)
+        relevance, status = served_relevance(settings, identity)
+        judge = serving_judge(settings, identity, relevance, model, gallery)
+        queries = QueryVectors(sentences, stages, query_cache)
+        return cls(settings, model, identity, gallery, sentences, queries, stages, judge, status)
+
+    @cached_property
+    def photos(self) -> PhotoVectors:
+        """Photos' vectors through the checkpoint's backbone."""
+        extractor = FeatureExtractor.for_identity(self.model.backbone)
+        return PhotoVectors(extractor, self.model, self.stages)
+
+    @cached_property
+    def captioner(self) -> Captioner:
+        """The served caption decoder (``captioner.decoder`` None when none fits)."""
+        return served_captioner(
+            self.settings, self.identity, self.model, self.sentences, self.stages
         )
 
+    @cached_property
+    def bank(self) -> BankLoader:
+        """The caption bank: the server's loads in the background, a command's at once."""
+        return BankLoader(
+            self.settings, self.model, self.identity, background=self.batcher is not None
+        )
+
+    def _warm_up(self) -> None:
+        """Load the parser, the backbone, the decoder and the ensemble members now, not on
+        a first request; start the caption bank's loading."""
+        self.sentences.vectors(["A dog runs on the beach ."])
+        features = self.photos.extractor.embed_images([Image.new("RGB", (64, 64))])
+        vec = self.model.embed_images(features)  # not timed: no request's stage
+        if self.captioner.decoder is not None:
+            self.captioner.decoder.generate(vec, beam=1, max_len=3)
+        _ = self.bank
+
     def close(self) -> None:
-        """Stop watching folders and the parser threads (and processes); close the gallery."""
+        """Stop watching folders and the parser threads (and processes); close the gallery
+        (a command's without writing a snapshot)."""
         if self.watching is not None:
             self.watching.close()
-        self.batcher.close()
-        self.gallery.close()
+        if self.batcher is not None:
+            self.batcher.close()
+            self.gallery.close()
+        else:
+            self.gallery.close(snapshot=False)
 
 
-def _warm_up(sentences: Sentences, photos: PhotoVectors, captioner: Captioner) -> None:
-    """Load the stanza pipeline and the ensemble members now, not on a first request."""
-    sentences.vectors(["A dog runs on the beach ."])
-    features = photos.extractor.embed_images([Image.new("RGB", (64, 64))])
-    vec = photos.model.embed_images(features)  # not timed: no request's stage
-    if captioner.decoder is not None:
-        captioner.decoder.generate(vec, beam=1, max_len=3)
-
-
-@dataclass(frozen=True)
 class Capabilities:
-    """One object per capability, built once over the components."""
+    """One object per capability over the components, each built on first use, once."""
 
-    search: Search
-    photo_search: PhotoSearch
-    photos: Photos
-    library: Library
-    describe: Describe
-    arithmetic: Arithmetic
-    explain: Explain
-    writes: GalleryWrites
-    status: Status
+    def __init__(self, components: Components) -> None:
+        self.components = components
 
     @classmethod
     def over(cls, c: Components) -> Capabilities:
-        return cls(
-            search=Search(c.queries, c.gallery, c.stages, c.judge),
-            photo_search=PhotoSearch(
-                c.photos, c.queries, c.gallery, c.stages, c.judge, c.judge.channel_columns
-            ),
-            photos=Photos(c.gallery, c.judge, Thumbnails(max_pixels=c.settings.max_pixels)),
-            library=Library(c.gallery),
-            describe=Describe(
-                c.photos, c.queries, c.gallery, c.bank, c.captioner, c.stages, c.judge
-            ),
-            arithmetic=Arithmetic(
-                c.model, c.photos, c.queries, c.gallery, c.captioner, c.stages, c.judge
-            ),
-            explain=Explain(c.model, c.queries, c.stages),
-            writes=GalleryWrites(c.photos, c.queries, c.gallery),
-            status=Status(c),
+        """The capabilities of the server: all of them built now (none is built twice
+        by two requests at once)."""
+        capabilities = cls(c)
+        for name, member in vars(cls).items():
+            if isinstance(member, cached_property):
+                getattr(capabilities, name)
+        return capabilities
+
+    @cached_property
+    def search(self) -> Search:
+        c = self.components
+        return Search(c.queries, c.gallery, c.stages, c.judge)
+
+    @cached_property
+    def photo_search(self) -> PhotoSearch:
+        c = self.components
+        return PhotoSearch(
+            c.photos, c.queries, c.gallery, c.stages, c.judge, c.judge.channel_columns
         )
+
+    @cached_property
+    def photos(self) -> Photos:
+        c = self.components
+        return Photos(c.gallery, c.judge, Thumbnails(max_pixels=c.settings.max_pixels))
+
+    @cached_property
+    def library(self) -> Library:
+        return Library(self.components.gallery)
+
+    @cached_property
+    def describe(self) -> Describe:
+        c = self.components
+        return Describe(c.photos, c.queries, c.gallery, c.bank, c.captioner, c.stages, c.judge)
+
+    @cached_property
+    def arithmetic(self) -> Arithmetic:
+        c = self.components
+        return Arithmetic(c.model, c.photos, c.queries, c.gallery, c.captioner, c.stages, c.judge)
+
+    @cached_property
+    def explain(self) -> Explain:
+        c = self.components
+        return Explain(c.model, c.queries, c.stages)
+
+    @cached_property
+    def writes(self) -> GalleryWrites:
+        c = self.components
+        return GalleryWrites(c.photos, c.queries, c.gallery)
+
+    @cached_property
+    def status(self) -> Status:
+        return Status(self.components)

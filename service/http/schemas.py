@@ -13,7 +13,7 @@ from groundsearch.index.ranking.pages import Page
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen
 from groundsearch.model.runtime.parsing.tree import DependencyTree
-from groundsearch.service.core.capabilities.describe import Description
+from groundsearch.service.core.capabilities.describe import Described, Description
 from groundsearch.service.core.relevance import split
 
 #: What a hit's ``relevance`` is (docs/API.md, "Relevance").
@@ -322,6 +322,17 @@ class DescribeResponse(BaseModel):
     weak: list[CaptionHit] = Field(default_factory=list, description=WEAK)
     no_match: bool = Field(default=False, description=NO_MATCH)
     min_relevance: float | None = Field(default=None, description=MIN_RELEVANCE)
+
+    @classmethod
+    def of(cls, found: Described, threshold: float | None, retrieved: bool) -> DescribeResponse:
+        """The answer of ``Describe.run``'s finds (``retrieved``: captions were asked for)."""
+        hits, wrote, seen, timings = found
+        return cls(
+            generated=[WrittenSentence.of(g) for g in wrote],
+            concepts=[Concept.of(c) for c in seen],
+            **caption_hits(hits, threshold, retrieved),
+            timings_ms=timings,
+        )
 
 
 class ParaphraseResponse(BaseModel):

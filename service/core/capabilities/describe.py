@@ -34,6 +34,10 @@ class Description:
     relevance: float | None = None
 
 
+#: What ``Describe.run`` finds: captions, written sentences, what the classifier saw.
+Described = tuple[list[Description], list[Generated], list[Seen], Timings]
+
+
 @dataclass(eq=False)
 class Describe:
     """``/describe``, ``/images/{id}/describe`` and ``/paraphrase``."""
@@ -58,7 +62,7 @@ class Describe:
         retrieved: bool = True,
         written: bool = False,
         beam: int | None = None,
-    ) -> tuple[list[Description], list[Generated], list[Seen], Timings]:
+    ) -> Described:
         """The ``k`` best captions for a photo among the gallery's and the bank's (one
         text once, the gallery's first) if ``retrieved``, the sentences the decoder
         writes for it (beam ``beam``; naming a confident class) if ``written``, and what

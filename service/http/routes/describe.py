@@ -32,19 +32,14 @@ from groundsearch.service.http.routes.params import (
     Text,
 )
 from groundsearch.service.http.schemas import (
-    Concept,
     DescribeResponse,
     ParaphraseResponse,
     WrittenSentence,
-    caption_hits,
 )
 from groundsearch.service.http.uploads import read_photo
 
 if TYPE_CHECKING:
-    from groundsearch.model.runtime.captioning import Generated
-    from groundsearch.model.runtime.captioning.novel import Seen
-    from groundsearch.service.core.capabilities.describe import Describe, Description
-    from groundsearch.service.core.timing import Timings
+    from groundsearch.service.core.capabilities.describe import Describe
 
 router = APIRouter(tags=["search"])
 SentenceChoice = Annotated[
@@ -86,7 +81,7 @@ async def describe(
             read_photo, data, settings.max_pixels, capability.photos.min_side
         )
         found = await workers.run(capability.run, photo, k, retrieved, written, beam)
-    return _answer(found, capability.judge.threshold(min_relevance), retrieved)
+    return DescribeResponse.of(found, capability.judge.threshold(min_relevance), retrieved)
 
 
 def _wanted(capability: Describe, sentences: str) -> tuple[bool, bool]:
@@ -96,20 +91,6 @@ def _wanted(capability: Describe, sentences: str) -> tuple[bool, bool]:
         capability.captioner.require()
     written = sentences == "generated" or (sentences == "both" and capability.writes)
     return written, sentences != "generated"
-
-
-def _answer(
-    found: tuple[list[Description], list[Generated], list[Seen], Timings],
-    threshold: float | None,
-    retrieved: bool,
-) -> DescribeResponse:
-    hits, wrote, seen, timings = found
-    return DescribeResponse(
-        generated=[WrittenSentence.of(g) for g in wrote],
-        concepts=[Concept.of(c) for c in seen],
-        **caption_hits(hits, threshold, retrieved),
-        timings_ms=timings,
-    )
 
 
 @router.get(
@@ -140,7 +121,7 @@ async def describe_gallery_photo(
     async with admission.slots_for(request):
         photo = await workers.run(capability.gallery_photo, image_id, settings.max_pixels)
         found = await workers.run(capability.run, photo, k, retrieved, written, beam)
-    return _answer(found, capability.judge.threshold(min_relevance), retrieved)
+    return DescribeResponse.of(found, capability.judge.threshold(min_relevance), retrieved)
 
 
 @router.post(
