@@ -45,10 +45,12 @@ from groundsearch.index.filters.filtered_search import FilteredSearch
 from groundsearch.index.filters.sql import DateKey
 from groundsearch.index.photo_writes import PhotoWrites
 from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.ranking.pages import Ranking
 from groundsearch.index.search.index_kinds import AUTO, INDEX_KINDS, IndexSettings
 from groundsearch.index.search.search_indexes import SearchIndexes
 from groundsearch.index.search.vectors import as_matrix
 from groundsearch.index.store import records
+from groundsearch.index.store.class_cache import ClassCache
 from groundsearch.index.store.photo_metadata import PhotoMetadata
 from groundsearch.index.store.records import DB_FILE, Records
 
@@ -107,10 +109,6 @@ def is_legacy_gallery(folder: Path) -> bool:
     return not is_gallery(folder) and any((Path(folder) / m).is_file() for m in LEGACY_MARKERS)
 
 
-#: Photos whose stored classes a gallery keeps in memory (about 200 bytes each).
-CLASSES_KEPT = 200_000
-
-
 class Gallery:
     """Photos and captions in ``folder``, searchable by inner product."""
 
@@ -125,7 +123,7 @@ class Gallery:
         self.filtered = FilteredSearch(indexes)
         self.dim, self.kind, self.identity = indexes.dim, indexes.kind, indexes.identity
         #: photos' stored classes read so far (a photo's never change once stored)
-        self._classes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._classes = ClassCache(lambda ids: records.classes_of(self.records.reader(), ids))
 
     # --- opening ----------------------------------------------------------------------------
 
@@ -227,18 +225,12 @@ class Gallery:
             raise UnknownItemError(f"no image with id {missing[0]} in the gallery")
         return np.stack([found[int(i)] for i in ids]) if ids else np.zeros((0, self.dim))
 
-    def image_classes(self, ids: Sequence[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """The stored classes (ids, probabilities) of the photos among ``ids`` that have
-        them, by id (``records.classes_of``; kept in memory once read, up to
-        ``CLASSES_KEPT`` photos: relevance reads those of up to 1,000 hits a query)."""
-        known = self._classes
-        missing = [i for i in ids if int(i) not in known]
-        if missing:
-            found = records.classes_of(self.records.reader(), missing)
-            if len(known) + len(found) > CLASSES_KEPT:
-                known.clear()
-            known.update(found)
-        return {int(i): known[int(i)] for i in ids if int(i) in known}
+    def image_classes(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The stored classes of photos ``ids``, in order (``records.classes_of``): class
+        ids (photos × k, a row of -1 for a photo without) and probabilities; kept in
+        memory once read (``ClassCache``: relevance reads those of up to 1,000 hits a
+        query)."""
+        return self._classes(ids)
 
     def stores_classes(self) -> bool:
         """Whether the gallery holds every photo's classes (each indexed or uploaded by
@@ -270,25 +262,22 @@ class Gallery:
     ) -> list[Hit[ImageRecord]]:
         """The ``k`` photos with the largest inner product with ``query`` (one vector),
         among those passing ``where`` (``groundsearch.index.filters.filtered_search``: exactly
-        ``min(k, photos passing)`` hits, for every index kind)."""
-        return self._with_records(self.rank_images(query, k, where))
+        ``min(k, photos passing)`` hits, for every index kind), with their records."""
+        ranking = self.rank_images(query, k, where)
+        found = self.image_records(ranking.ids.tolist())
+        return [
+            Hit(i, s, found[i])
+            for i, s in zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True)
+            if i in found  # gone since it was ranked: left out
+        ]
 
-    def _with_records(self, hits: list[Hit[None]]) -> list[Hit[ImageRecord]]:
-        """Ranked hits with their records, in order (ids gone since: left out)."""
-        found = self.image_records([h.id for h in hits])
-        return [Hit(h.id, h.score, found[h.id]) for h in hits if h.id in found]
-
-    def rank_images(
-        self, query: np.ndarray, k: int, where: PhotoFilter | None = None
-    ) -> list[Hit[None]]:
-        """``search_images``' hits without their records (a long ranking read for its
-        scores: ``image_records`` reads the few it shows)."""
+    def rank_images(self, query: np.ndarray, k: int, where: PhotoFilter | None = None) -> Ranking:
+        """``search_images``' ranking as arrays, without records (a long ranking read for
+        its scores: ``image_records`` reads the few a page shows)."""
         arr = as_matrix(query, self.dim, "query")
         if where:
-            pairs = self.filtered.search(arr, k, where)
-        else:
-            pairs = self.indexes["images"].search(arr, k)[0]
-        return [Hit(i, s) for i, s in pairs]
+            return Ranking.of(self.filtered.search(arr, k, where))
+        return Ranking.of(self.indexes["images"].search(arr, k)[0])
 
     def taken_at(self, ids: Sequence[int]) -> dict[int, float | None]:
         """When each of these photos was taken (epoch seconds, None when unknown; ids
@@ -303,13 +292,12 @@ class Gallery:
         found = records.captions(self.records.reader(), [i for i, _ in pairs])
         return [Hit(i, s, CaptionRecord(i, *found[i])) for i, s in pairs if i in found]
 
-    def rank_similar(
-        self, image_id: int, k: int, where: PhotoFilter | None = None
-    ) -> list[Hit[None]]:
+    def rank_similar(self, image_id: int, k: int, where: PhotoFilter | None = None) -> Ranking:
         """The ``k`` photos nearest to a gallery photo, itself left out, among those
         passing ``where`` (their records unread: ``image_records`` reads a page's)."""
-        hits = self.rank_images(self.image_vector(image_id), k + 1, where)
-        return [h for h in hits if h.id != image_id][:k]
+        ranking = self.rank_images(self.image_vector(image_id), k + 1, where)
+        other = ranking.ids != image_id
+        return Ranking(ranking.ids[other][:k], ranking.scores[other][:k])
 
     def images_by_date(
         self,

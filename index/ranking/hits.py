@@ -1,13 +1,13 @@
 """The one hit type, from the gallery's search to the API's answer.
 
-    hits = gallery.rank_images(vector, 1000, where)   # [Hit(id, score)], best first
-    page = photo_page(gallery, fetch, judge, ask, …)  # each hit judged, its record read
-    ImageHit.of(page.hits[0])                         # the answer's photo (service.http)
+    ranking = gallery.rank_images(vector, 1000, where)  # arrays: ids, scores, best first
+    page = photo_page(gallery, fetch, judge, ask, …)    # the page's hits, judged, with records
+    ImageHit.of(page.hits[0])                           # the answer's photo (service.http)
 
-A search gives each hit its id and score; the stages after it fill in what they learn —
-when the photo was taken (a date order), its relevance (the judgement), the record it
-names (the page's photos only) — on the same object, so a hit is one thing wherever it
-is read.
+A ranking is read and judged as arrays (``pages.Ranking``); the hits a page shows become
+``Hit`` objects with what the stages learnt of them — when the photo was taken (a date
+order), its relevance (the judgement), the record it names — so a hit is one thing
+wherever it is read, from the page to the answer.
 """
 
 from __future__ import annotations

@@ -41,6 +41,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from groundsearch.index.ranking.hits import Hit
 
 #: The most hits of a ranking a page or a total reads.
@@ -125,32 +127,40 @@ class Page:
     total_exact: bool
 
 
+@dataclass(frozen=True, eq=False)
+class Ranking:
+    """A ranking's first hits as arrays, best first: ids (int64), scores and — for a
+    date order — when each photo was taken (epoch seconds, NaN when unknown). Equal to
+    another with the same ids and scores."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+    taken_at: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[int, float]]) -> Ranking:
+        """The ranking of (id, score) pairs, best first."""
+        n = len(pairs)
+        ids = np.fromiter((i for i, _ in pairs), np.int64, n)
+        return cls(ids, np.fromiter((s for _, s in pairs), np.float64, n))
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    def pairs(self) -> list[tuple[int, float]]:
+        """(id, score) of each hit, best first."""
+        return list(zip(self.ids.tolist(), self.scores.tolist(), strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ranking) and self.pairs() == other.pairs()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 #: (n) → up to n hits of the ranking, best first (with ``taken_at`` for a date order).
-Fetch = Callable[[int], Sequence[Hit[Any]]]
-#: scores best first → each hit's relevance (None without a model).
-Judge = Callable[[Sequence[float]], Sequence[float | None]]
-
-
-#: A hit's place in an order: (group, key, id), ascending.
-SortKey = tuple[int, float, int]
-
-
-def _sort_key(order: str, hit: Hit[Any], good: bool = True) -> SortKey:
-    """(group, key, id): ascending in the order's direction; in relevance order the good
-    matches (``good``) first, in date order the undated photos last."""
-    if order == "relevance":
-        return (0 if good else 1, -hit.score, hit.id)
-    if hit.taken_at is None:
-        return (1, 0.0, hit.id)
-    return (0, hit.taken_at if order == "date" else -hit.taken_at, hit.id)
-
-
-def _after(key: SortKey, cursor: Cursor) -> bool:
-    return key > (cursor.group, cursor.key, cursor.id)
-
-
-def _above(hit: Hit[Any], threshold: float | None) -> bool:
-    return threshold is None or hit.relevance is None or hit.relevance >= threshold
+Fetch = Callable[[int], Ranking]
+#: a ranking → each hit's relevance (NaN or None where it has none; None: no model).
+Judge = Callable[[Ranking], "Sequence[float | None] | np.ndarray | None"]
 
 
 def paginate(
@@ -168,56 +178,72 @@ def paginate(
     through ``fetch``, in ``order``; its next cursor and the total above ``threshold``.
 
     One search and one judgement: the ranking's first ``window`` hits (more for a page
-    past them) are fetched and judged at once, which is what the total needs anyway, and
-    the page is cut from them. ``monotone``: relevance never rises down the ranking, so a
-    window whose last hit is below the threshold holds every good match (with per-hit
-    evidence it may rise: the total is then exact only for a ranking the window holds
-    whole). A relevance-order page never serves a guess before a good match of the
-    window."""
+    past them) are fetched and judged at once, as arrays, which is what the total needs
+    anyway, and the page is cut from them (only its hits become ``Hit`` objects).
+    ``monotone``: relevance never rises down the ranking, so a window whose last hit is
+    below the threshold holds every good match (with per-hit evidence it may rise: the
+    total is then exact only for a ranking the window holds whole). A relevance-order
+    page never serves a guess before a good match of the window. Sort keys, ascending:
+    (group, key, id) — in relevance order the good matches (group 0) by score, then the
+    rest; in a date order the dated photos by date, then the undated (group 1) by id."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     n = max(window, 2 * k + (cursor.served if cursor else 0))
     while True:
-        hits = list(fetch(n))
-        for hit, r in zip(hits, judge([h.score for h in hits]), strict=True):
-            hit.relevance = r
-        ended = len(hits) < n  # the whole ranking is read
-        below = monotone and bool(hits) and not _above(hits[-1], threshold)  # past the cutoff
-        # the good matches: at or above the threshold among the window's hits
-        flags = [rank < window and _above(h, threshold) for rank, h in enumerate(hits)]
-        good = [h for h, ok in zip(hits, flags, strict=True) if ok]
-        if order == "relevance":
-            # sure of the order above the last score fetched (a tie may go on past it)
-            last = hits[-1].score if hits else math.inf
-            sure = [
-                (_sort_key(order, h, ok), h)
-                for h, ok in zip(hits, flags, strict=True)
-                if ended or ok or h.score > last
-            ]
-        else:
-            sure = [(_sort_key(order, h), h) for h in good]  # a date order lists good ones
-        pool = sorted(
-            (kh for kh in sure if cursor is None or _after(kh[0], cursor)), key=lambda kh: kh[0]
+        ranking = fetch(n)
+        m = len(ranking)
+        scores = np.asarray(ranking.scores, np.float64)
+        judged = judge(ranking)
+        relevance = (
+            np.full(m, np.nan)
+            if judged is None
+            else np.array([np.nan if r is None else r for r in judged], np.float64)
+            if not isinstance(judged, np.ndarray)
+            else judged.astype(np.float64)
         )
-        if order == "relevance" and len(pool) <= k and not ended:
+        above = np.ones(m, bool) if threshold is None else ~(relevance < threshold)
+        ended = m < n  # the whole ranking is read
+        below = monotone and m > 0 and not above[-1]  # past the cutoff
+        good = above & (np.arange(m) < window)  # the good matches: of the window
+        if order == "relevance":
+            group, key = np.where(good, 0, 1), -scores
+            # sure of the order above the last score fetched (a tie may go on past it)
+            sure = good | (scores > scores[-1]) if m and not ended else np.ones(m, bool)
+        else:
+            taken = ranking.taken_at if ranking.taken_at is not None else np.full(m, np.nan)
+            dated = ~np.isnan(taken)
+            group = np.where(dated, 0, 1)
+            key = np.where(dated, taken if order == "date" else -taken, 0.0)
+            sure = good.copy()  # a date order lists good ones
+        if cursor is not None:
+            sure &= (group > cursor.group) | (group == cursor.group) & (
+                (key > cursor.key) | (key == cursor.key) & (ranking.ids > cursor.id)
+            )
+        pool = np.flatnonzero(sure)
+        pool = pool[np.lexsort((ranking.ids[pool], key[pool], group[pool]))]
+        if order == "relevance" and pool.size <= k and not ended:
             n *= 2  # ties at the last score fetched hid the rest of the page
             continue
-        return _page(order, pool, k, len(good), ended or below, cursor, query)
+        hits = [
+            Hit(
+                int(ranking.ids[i]),
+                float(scores[i]),
+                taken_at=_number(ranking.taken_at, i),
+                relevance=_number(relevance, i),
+            )
+            for i in pool[:k]
+        ]
+        served = (cursor.served if cursor else 0) + len(hits)
+        nxt = None
+        if pool.size > k and hits:
+            last = pool[k - 1]
+            at = (int(group[last]), float(key[last]), int(ranking.ids[last]))
+            nxt = Cursor(order, *at, served, query).encode()
+        return Page(hits, nxt, int(good.sum()), bool(ended or below))
 
 
-def _page(
-    order: str,
-    pool: list[tuple[SortKey, Hit[Any]]],
-    k: int,
-    good: int,
-    exact: bool,
-    cursor: Cursor | None,
-    query: str,
-) -> Page:
-    hits = pool[:k]
-    served = (cursor.served if cursor else 0) + len(hits)
-    nxt = None
-    if len(pool) > k and hits:
-        group, key, ident = hits[-1][0]
-        nxt = Cursor(order, group, key, ident, served, query).encode()
-    return Page([h for _, h in hits], nxt, good, exact)
+def _number(values: np.ndarray | None, i: int) -> float | None:
+    """``values[i]`` as a float, None where it is NaN (or there are no values)."""
+    if values is None or np.isnan(values[i]):
+        return None
+    return float(values[i])

@@ -1,27 +1,32 @@
 """A page of gallery photos for one query vector: filtered in the search, judged, ordered.
 
 The capabilities that list photos (``/search``, ``/search/image``,
-``/images/{id}/similar``) read their ranking as hits (``hits.Hit``: id, score) through
-``Gallery.rank_images`` with the request's filters, judge each hit (``service.core.relevance``)
-from the query's scores best first, and cut the page with ``index.ranking.pages``; only the
-page's photos are read from the records (a total above the cutoff reads up to 1,000
-scores, not 1,000 records), and a date order reads the ranking's dates alone.
+``/images/{id}/similar``) read their ranking as arrays (``pages.Ranking``: ids, scores)
+through ``Gallery.rank_images`` with the request's filters, judge every hit at once
+(``service.core.relevance``) and cut the page with ``index.ranking.pages``; only the
+page's hits become ``hits.Hit`` objects, and only its photos are read from the records
+(a total above the cutoff reads up to 1,000 scores, not 1,000 records); a date order
+reads the ranking's dates alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from groundsearch.index.filters.conditions import PhotoFilter
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.ranking.hits import Hit
-from groundsearch.index.ranking.pages import ORDERS, Cursor, Page, fingerprint, paginate
-
-#: n → the ranking's first n photos, best first.
-RankFetch = Callable[[int], Sequence[Hit[None]]]
-#: scores best first → each hit's relevance.
-ScoreJudge = Callable[[Sequence[float]], Sequence[float | None]]
+from groundsearch.index.ranking.pages import (
+    ORDERS,
+    Cursor,
+    Fetch,
+    Judge,
+    Page,
+    Ranking,
+    fingerprint,
+    paginate,
+)
 
 
 @dataclass(frozen=True)
@@ -36,8 +41,8 @@ class PageAsk:
 
 def photo_page(
     gallery: Gallery,
-    fetch: RankFetch,
-    judge: ScoreJudge,
+    fetch: Fetch,
+    judge: Judge,
     ask: PageAsk,
     threshold: float | None,
     query: object,
@@ -50,13 +55,14 @@ def photo_page(
     cursor = None if ask.cursor is None else Cursor.decode(ask.cursor, ask.order, key)
     dated = ask.order != "relevance"
 
-    def ranked(n: int) -> list[Hit[None]]:
-        hits = list(fetch(n))
-        if dated:
-            when = gallery.taken_at([h.id for h in hits])
-            for hit in hits:
-                hit.taken_at = when.get(hit.id)
-        return hits
+    def ranked(n: int) -> Ranking:
+        ranking = fetch(n)
+        if not dated:
+            return ranking
+        when = gallery.taken_at(ranking.ids.tolist())
+        taken = [when.get(i) for i in ranking.ids.tolist()]
+        dates = np.array([np.nan if t is None else t for t in taken], np.float64)
+        return Ranking(ranking.ids, ranking.scores, dates)
 
     page = paginate(ranked, judge, ask.k, ask.order, threshold, cursor, key, monotone=monotone)
     found = gallery.image_records([h.id for h in page.hits])

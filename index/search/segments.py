@@ -91,7 +91,7 @@ def search(
 def hits(scores: np.ndarray, labels: np.ndarray) -> list[list[tuple[int, float]]]:
     """``search``'s result as (id, score) pairs per query row, the -1 labels left out."""
     return [
-        [(int(i), float(s)) for s, i in zip(row_s, row_i, strict=True) if i >= 0]
+        [(i, s) for s, i in zip(row_s.tolist(), row_i.tolist(), strict=True) if i >= 0]
         for row_s, row_i in zip(scores, labels, strict=True)
     ]
 
@@ -110,10 +110,12 @@ def stored(
 ) -> np.ndarray | None:
     """The float32 vectors of ``ids``, in order, as a flat or HNSW segment holds them;
     None when one is not held so (removed, never added, or in a compressed segment)."""
-    out = np.zeros((ids.size, dim), np.float32)
-    found = np.zeros(ids.size, bool)
-    if np.isin(ids, removed).any():
+    if not ids.size:
+        return np.zeros((0, dim), np.float32)
+    if removed.size and np.isin(ids, removed).any():
         return None
+    out: np.ndarray | None = None
+    found = np.zeros(ids.size, bool)
     for part in parts:
         if not part.ntotal or isinstance(part, CompressedIndex):
             continue
@@ -121,11 +123,16 @@ def stored(
         if not isinstance(inner, index_kinds.FAISS.IndexFlat | index_kinds.FAISS.IndexHNSW):
             continue
         pos = _positions(part, ids)
-        new = (pos >= 0) & ~found
+        here = pos >= 0
+        if out is None and here.all():  # all in one segment: one copy
+            return stored_rows(part)[pos]
+        new = here & ~found
         if new.any():
+            if out is None:
+                out = np.zeros((ids.size, dim), np.float32)
             out[new] = stored_rows(part)[pos[new]]
             found |= new
-    return out if found.all() else None
+    return out if out is not None and found.all() else None
 
 
 def score(

@@ -49,6 +49,13 @@ class JointConfig:
     sqrt_features: bool = field(
         default=False, metadata={"help": "square-root the CNN features first"}
     )
+    image_hidden: int = field(
+        default=0,
+        metadata={
+            "help": "images: a ReLU layer of this size beside W_I, v = W_I z + W_O relu(W_H z) "
+            "(0: W_I alone, the paper's)"
+        },
+    )
     seed: int = 0
     #: The encoder's options; None: its defaults.
     options: EncoderOptions | None = None
@@ -111,6 +118,15 @@ class JointModel(nn.Module):
         g = torch.Generator().manual_seed(config.seed + 1)
         scale = 1.0 / np.sqrt(config.image_dim)
         self.W_I = nn.Parameter(scale * torch.randn(config.hidden, config.image_dim, generator=g))
+        self.image_mlp: nn.Sequential | None = None
+        if config.image_hidden:  # its output layer starts at zero: v starts as W_I z
+            self.image_mlp = nn.Sequential(
+                nn.Linear(config.image_dim, config.image_hidden),
+                nn.ReLU(),
+                nn.Linear(config.image_hidden, config.hidden),
+            )
+            nn.init.zeros_(self.image_mlp[2].weight)
+            nn.init.zeros_(self.image_mlp[2].bias)
 
     def prepare(self, trees: Sequence[DependencyTree]) -> Any:
         """The encoder's input batch for parsed captions."""
@@ -208,7 +224,8 @@ class JointModel(nn.Module):
             )
         if self.config.sqrt_features:  # power normalisation: damps dominant activations
             z = z.sign() * z.abs().sqrt()
-        return z @ self.W_I.T
+        v = z @ self.W_I.T
+        return v if self.image_mlp is None else v + self.image_mlp(z)
 
 
 def cast_state(state: dict[str, torch.Tensor], half: bool) -> dict[str, torch.Tensor]:

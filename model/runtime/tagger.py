@@ -108,8 +108,11 @@ class WordTagger:
         z = np.asarray(features, np.float32)
         if z.ndim != 2 or z.shape[1] != self.dim:
             raise TaggerError(f"features must be n × {self.dim}, got {z.shape}")
-        rows = slice(None) if columns is None else list(columns)
-        logits = ((z - self.mean) / self.scale) @ self.weight[rows].T + self.bias[rows]
+        if columns is None:
+            logits = ((z - self.mean) / self.scale) @ self.weight.T + self.bias
+        else:  # the standardisation folded into a few columns' weights
+            weight = self.weight[list(columns)] / self.scale
+            logits = z @ weight.T + (self.bias[list(columns)] - weight @ self.mean)
         return (1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))).astype(np.float32)
 
     def of(self, words: Sequence[str], features: np.ndarray) -> np.ndarray:

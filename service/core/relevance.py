@@ -103,8 +103,8 @@ def served_tagger(
         return None
 
 
-#: Hit photos' stored classes by id (``Gallery.image_classes``).
-ClassesFn = Callable[[Sequence[int]], dict[int, tuple[np.ndarray, np.ndarray]]]
+#: Hit photos' stored classes, in order (``Gallery.image_classes``: ids, probabilities).
+ClassesFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -132,21 +132,15 @@ class Judge:
             table = self.nouns
         return evidence_nouns(words, table, self.tagger)
 
-    def evidence(self, nouns: Sequence[str], ids: Sequence[int]) -> np.ndarray | None:
+    def evidence(self, nouns: Sequence[str], ids: Sequence[int] | np.ndarray) -> np.ndarray | None:
         """Each hit photo's evidence for a query whose nouns with evidence are
         ``nouns`` (``hit_evidence``; NaN for a hit with none known, None without)."""
-        if not nouns or self.vectors is None or not ids:
+        ids = np.asarray(ids, np.int64)
+        if not nouns or self.vectors is None or not ids.size:
             return None
         classes = None
         if self.nouns is not None and self.classes is not None and self.nouns.nameable(nouns):
-            stored = self.classes(ids)
-            k = max((len(c[0]) for c in stored.values()), default=1)
-            cids = np.full((len(ids), k), -1, np.int64)
-            probs = np.zeros((len(ids), k), np.float64)
-            for row, i in enumerate(ids):
-                if (c := stored.get(int(i))) is not None:
-                    cids[row, : len(c[0])], probs[row, : len(c[1])] = c
-            classes = (cids, probs)
+            classes = self.classes(ids)
         tagged = self.tagger is not None and self.tagger.columns_of(nouns)
         vectors = self.vectors(ids) if tagged else None  # read only when the tagger reads them
         return hit_evidence(nouns, self.nouns, classes, self.tagger, vectors)
@@ -158,23 +152,35 @@ class Judge:
     def of(
         self,
         kind: str,
-        scores: Sequence[float],
+        scores: Sequence[float] | np.ndarray,
         vector: np.ndarray | None = None,
         text: str = "",
         evidence: np.ndarray | None = None,
     ) -> list[float | None]:
-        """The relevance of each of a query's hits (scores best first); a text query's
-        vector (its novelty share) and text (its number of words) are features too, and
-        each hit's ``evidence`` when the query has some."""
+        """``relevance`` as a list (None for every hit without a model)."""
+        p = self.relevance(kind, scores, vector, text, evidence)
+        return [None] * len(scores) if p is None else p.tolist()
+
+    def relevance(
+        self,
+        kind: str,
+        scores: Sequence[float] | np.ndarray,
+        vector: np.ndarray | None = None,
+        text: str = "",
+        evidence: np.ndarray | None = None,
+    ) -> np.ndarray | None:
+        """The relevance of each of a query's hits (scores best first; None without a
+        model); a text query's vector (its novelty share) and text (its number of words)
+        are features too, and each hit's ``evidence`` when the query has some."""
         if self.model is None or kind not in self.model.kinds:
-            return [None] * len(scores)
+            return None
         novelty = novelty_of(vector, self.channel_columns) if vector is not None else 0.0
         words, values = word_count(text), np.asarray(scores)
         p = self.model.predict(kind, values, novelty, words, evidence)
         if evidence is not None and np.isnan(evidence).any():  # hits with none known
             plain = self.model.predict(kind, values, novelty, words, None)
             p = np.where(np.isnan(evidence), plain, p)
-        return [float(x) for x in p]
+        return np.asarray(p, np.float64)
 
     def threshold(
         self, asked: float | None, evidence: bool = False, text: str = ""

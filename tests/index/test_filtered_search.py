@@ -184,8 +184,8 @@ def test_the_gallery_verbs_take_a_filter_and_leave_unfiltered_searches_as_they_w
     assert all(h.record.meta.folder.startswith("/photos/a") for h in hits)
     first = hits[0].id
     similar = gallery.rank_similar(first, K, f)
-    assert len(similar) == K and first not in {h.id for h in similar}
-    assert {h.id for h in similar} <= {row["id"] for row in live if passes(row, f)}
+    assert len(similar) == K and first not in set(similar.ids.tolist())
+    assert set(similar.ids.tolist()) <= {row["id"] for row in live if passes(row, f)}
     assert gallery.count_images() == len(live) == gallery.count_images(None)
     assert gallery.count_images(PhotoFilter(source="upload")) == sum(r["uploaded"] for r in live)
 

@@ -11,7 +11,6 @@ import pytest
 
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.ranking.hits import Hit
 from groundsearch.index.store.photo_metadata import PhotoMetadata, read_upload_metadata
 from tests.exif_photos import Exif, photo_bytes
 from tests.index.format2 import downgrade
@@ -146,9 +145,11 @@ def test_a_ranking_read_as_ids_and_scores_is_the_search_without_its_records(gall
         meta = read_upload_metadata(photo_bytes(coffee((40, 30)), PHONE), f"{i}.jpg")
         ids.append(gallery.writes.add_photo(f"photo {i}".encode(), "jpg", v[i], meta=meta)[0])
     full = gallery.search_images(v[5], 5)
-    assert gallery.rank_images(v[5], 5) == [Hit(h.id, h.score) for h in full]
+    assert gallery.rank_images(v[5], 5).pairs() == [(h.id, h.score) for h in full]
     around = gallery.rank_images(gallery.image_vector(ids[0]), 4)
-    assert gallery.rank_similar(ids[0], 3) == [h for h in around if h.id != ids[0]][:3]
+    assert (
+        gallery.rank_similar(ids[0], 3).pairs() == [p for p in around.pairs() if p[0] != ids[0]][:3]
+    )
     records = gallery.image_records([ids[1], ids[3], 10**6])
     assert set(records) == {ids[1], ids[3]} and records[ids[1]].meta.name == "1.jpg"
     when = gallery.taken_at([*ids, 10**6])

@@ -5,27 +5,39 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
-from groundsearch.index.ranking.hits import Hit
-from groundsearch.index.ranking.pages import WINDOW, Cursor, CursorError, fingerprint, paginate
+from groundsearch.index.ranking.pages import (
+    WINDOW,
+    Cursor,
+    CursorError,
+    Ranking,
+    fingerprint,
+    paginate,
+)
 
 
-class Ranking:
+class Photos:
     """A gallery's ranking for one query: id → (score, taken_at); fetch counts its calls."""
 
     def __init__(self, rows: dict[int, tuple[float, float | None]]) -> None:
         self.rows = dict(rows)
         self.fetches: list[int] = []
 
-    def fetch(self, n: int) -> list[Hit[str]]:
+    def fetch(self, n: int) -> Ranking:
         self.fetches.append(n)
         best = sorted(self.rows.items(), key=lambda kv: (-kv[1][0], kv[0]))[:n]
-        return [Hit(i, s, f"photo {i}", t) for i, (s, t) in best]
+        taken = [np.nan if t is None else t for _, (_, t) in best]
+        return Ranking(
+            np.array([i for i, _ in best], np.int64),
+            np.array([s for _, (s, _) in best], np.float64),
+            np.array(taken, np.float64),
+        )
 
 
-def judge(scores):
-    return [min(1.0, max(0.0, s)) for s in scores]  # relevance = the score, clipped
+def judge(ranking):
+    return [min(1.0, max(0.0, s)) for s in ranking.scores]  # relevance = the score, clipped
 
 
 def rows(n: int, seed: int = 0) -> dict[int, tuple[float, float | None]]:
@@ -37,7 +49,7 @@ def rows(n: int, seed: int = 0) -> dict[int, tuple[float, float | None]]:
     return out
 
 
-def read_all(ranking: Ranking, k: int, order: str, threshold: float | None, query: str = "q"):
+def read_all(ranking: Photos, k: int, order: str, threshold: float | None, query: str = "q"):
     seen, cursor, pages = [], None, 0
     while True:
         page = paginate(ranking.fetch, judge, k, order, threshold, cursor, query)
@@ -50,7 +62,7 @@ def read_all(ranking: Ranking, k: int, order: str, threshold: float | None, quer
 
 @pytest.mark.parametrize("order", ["relevance", "date", "-date"])
 def test_pages_cover_the_ranking_in_order_without_repeats(order: str) -> None:
-    ranking = Ranking(rows(300))
+    ranking = Photos(rows(300))
     threshold = 0.5
     seen, last, pages = read_all(ranking, 7, order, threshold)
     assert len(seen) == len(set(seen))
@@ -71,7 +83,7 @@ def test_pages_cover_the_ranking_in_order_without_repeats(order: str) -> None:
 
 
 def test_photos_added_and_removed_between_pages() -> None:
-    ranking = Ranking(rows(100, seed=1))
+    ranking = Photos(rows(100, seed=1))
     page = paginate(ranking.fetch, judge, 10, "date", 0.3, None, "q")
     first = [h.id for h in page.hits]
     cut = Cursor.decode(page.next, "date", "q")
@@ -92,7 +104,7 @@ def test_photos_added_and_removed_between_pages() -> None:
 
 
 def test_total_is_a_lower_bound_past_the_window() -> None:
-    ranking = Ranking({i: (0.99 - i / 1000, float(i)) for i in range(1, 101)})
+    ranking = Photos({i: (0.99 - i / 1000, float(i)) for i in range(1, 101)})
     page = paginate(ranking.fetch, judge, 5, "relevance", 0.5, None, "q", window=40)
     assert page.total == 40 and not page.total_exact and len(page.hits) == 5
     page = paginate(ranking.fetch, judge, 5, "date", 0.5, None, "q", window=40)
@@ -101,7 +113,7 @@ def test_total_is_a_lower_bound_past_the_window() -> None:
 
 
 def test_a_short_ranking_reads_once_and_says_it_is_complete() -> None:
-    ranking = Ranking({1: (0.9, 5.0), 2: (0.2, 1.0)})
+    ranking = Photos({1: (0.9, 5.0), 2: (0.2, 1.0)})
     page = paginate(ranking.fetch, judge, 10, "relevance", 0.5, None, "q")
     assert [h.id for h in page.hits] == [1, 2] and page.next is None
     assert page.total == 1 and page.total_exact and ranking.fetches == [WINDOW]
@@ -109,7 +121,7 @@ def test_a_short_ranking_reads_once_and_says_it_is_complete() -> None:
 
 @pytest.mark.parametrize("order", ["relevance", "date", "-date"])
 def test_every_page_is_one_search(order: str) -> None:
-    ranking = Ranking(rows(3000))
+    ranking = Photos(rows(3000))
     first = paginate(ranking.fetch, judge, 10, order, 0.5, None, "q")
     assert ranking.fetches == [WINDOW] and len(first.hits) == 10 and first.next
     second = paginate(
@@ -120,7 +132,7 @@ def test_every_page_is_one_search(order: str) -> None:
 
 
 def test_a_cursor_is_tied_to_its_query_and_order() -> None:
-    ranking = Ranking(rows(50))
+    ranking = Photos(rows(50))
     page = paginate(ranking.fetch, judge, 5, "date", 0.0, None, fingerprint("a dog", None))
     assert page.next
     with pytest.raises(CursorError, match="another query"):
@@ -135,10 +147,10 @@ def test_a_cursor_is_tied_to_its_query_and_order() -> None:
 def test_when_relevance_may_rise_down_the_ranking_the_total_reads_the_window() -> None:
     """Per-hit evidence can judge a lower-scored photo relevant: the first hit below the
     threshold then does not end the count, so the total is the same whatever k asked."""
-    ranking = Ranking({i: (0.99 - i / 1000, float(i)) for i in range(1, 101)})
+    ranking = Photos({i: (0.99 - i / 1000, float(i)) for i in range(1, 101)})
 
-    def rising(scores):  # every tenth hit relevant, whatever its rank
-        return [0.9 if round((0.99 - s) * 1000) % 10 == 5 else 0.1 for s in scores]
+    def rising(ranking):  # every tenth hit relevant, whatever its rank
+        return [0.9 if round((0.99 - s) * 1000) % 10 == 5 else 0.1 for s in ranking.scores]
 
     totals = {
         k: paginate(ranking.fetch, rising, k, "relevance", 0.5, None, "q", monotone=False).total
@@ -159,10 +171,10 @@ def test_with_evidence_relevance_order_serves_every_good_match_before_the_guesse
     first: the pages read the good matches (those of the window: the first ``window``
     hits) by score, then the others by score, each once, with the same total on every
     page; ties in score (the rows' are rounded) broken by id."""
-    ranking = Ranking(rows(120, seed=3))
+    ranking = Photos(rows(120, seed=3))
 
-    def rising(scores):  # relevant whatever the rank: every score with a 5 in its cents
-        return [0.9 if round(s * 100) % 10 == 5 else 0.1 for s in scores]
+    def rising(ranking):  # relevant whatever the rank: every score with a 5 in its cents
+        return [0.9 if round(s * 100) % 10 == 5 else 0.1 for s in ranking.scores]
 
     seen, cursor, totals = [], None, set()
     while True:

@@ -106,7 +106,7 @@ def test_the_front_answers_as_the_one_piece_index(world):
     assert sharded.indexes["images"].search(batch, 7) == [
         gallery.indexes["images"].search(q, 7)[0] for q in batch
     ]
-    assert [h.id for h in sharded.rank_similar(5, 8)] == [h.id for h in gallery.rank_similar(5, 8)]
+    assert sharded.rank_similar(5, 8).ids.tolist() == gallery.rank_similar(5, 8).ids.tolist()
 
 
 @pytest.mark.parametrize("f", FILTERS, ids=lambda f: ",".join(f.conditions))
@@ -127,7 +127,7 @@ def test_photos_added_and_removed_after_sharding_reach_their_shard(world, tmp_pa
     insert(gallery, new)
     sharded.indexes.refresh()
     q = np.asarray(new[2]["vector"])
-    assert sharded.rank_images(q, 1)[0].id == new[2]["id"]
+    assert sharded.rank_images(q, 1).ids[0] == new[2]["id"]
     gallery.writes.remove_photo(new[2]["id"])
     sharded.indexes.refresh()
     assert sharded.rank_images(q, 3) == gallery.rank_images(q, 3)
@@ -171,7 +171,7 @@ def test_ivfpq_shards_are_mapped_and_find_what_exact_search_finds(tmp_path):
     hits = 0
     for q in vecs(20, seed=8):
         got = {i for i, _ in images.search(q, 10)[0]}
-        hits += len(got & {h.id for h in gallery.rank_images(q, 10)})
+        hits += len(got & set(gallery.rank_images(q, 10).ids.tolist()))
     assert hits / 200 >= 0.8
     fanout.close()
     gallery.close()

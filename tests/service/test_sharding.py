@@ -80,7 +80,7 @@ def test_a_photo_added_after_the_shards_reaches_its_shard(cluster):
     sharded.indexes.refresh()
     q = np.asarray(new[1]["vector"])
     assert sharded.rank_images(q, 5) == gallery.rank_images(q, 5)
-    assert sharded.rank_images(q, 1)[0].id == new[1]["id"]
+    assert sharded.rank_images(q, 1).ids[0] == new[1]["id"]
 
 
 def test_a_shard_that_is_gone_is_a_store_error_not_a_hang(cluster, monkeypatch):

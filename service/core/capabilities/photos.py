@@ -7,11 +7,11 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from PIL import Image
 
 from groundsearch.index.gallery import Gallery, UnknownItemError
-from groundsearch.index.ranking.hits import Hit
-from groundsearch.index.ranking.pages import Page
+from groundsearch.index.ranking.pages import Page, Ranking
 from groundsearch.index.ranking.photo_pages import PageAsk, photo_page
 from groundsearch.model.runtime.images.photos import (
     PHOTO_FORMATS,
@@ -114,8 +114,10 @@ class Photos:
         excluded) among those that pass its filters, with their relevance."""
         self.gallery.image_vector(image_id)  # UnknownItemError before anything else
 
-        def fetch(n: int) -> list[Hit[None]]:
+        def fetch(n: int) -> Ranking:
             return self.gallery.rank_similar(image_id, n, ask.where)
 
-        judge = lambda scores: self.judge.of("image-image", scores)  # noqa: E731
+        def judge(ranking: Ranking) -> np.ndarray | None:
+            return self.judge.relevance("image-image", ranking.scores)
+
         return photo_page(self.gallery, fetch, judge, ask, threshold, ("similar", image_id))

@@ -3,14 +3,13 @@ like it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from PIL import Image
 
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.ranking.hits import Hit
-from groundsearch.index.ranking.pages import Page
+from groundsearch.index.ranking.pages import Page, Ranking
 from groundsearch.index.ranking.photo_pages import PageAsk, photo_page
 from groundsearch.model.runtime.arithmetic import arithmetic_query
 from groundsearch.service.core.photo_vectors import PhotoVectors
@@ -48,16 +47,13 @@ class Search:
         vec, words = self.queries.vector_and_nouns(cleaned, timings)
         nouns = self.judge.named(words)
         threshold = self.judge.threshold(min_relevance, bool(nouns), cleaned)
-        fetched: list[int] = []
 
-        def fetch(n: int) -> list[Hit[None]]:
-            hits = self.gallery.rank_images(vec, n, ask.where)
-            fetched[:] = [h.id for h in hits]
-            return hits
+        def fetch(n: int) -> Ranking:
+            return self.gallery.rank_images(vec, n, ask.where)
 
-        def judge(scores: Sequence[float]) -> list[float | None]:
-            evidence = self.judge.evidence(nouns, fetched[: len(scores)])
-            return self.judge.of("text-image", scores, vec, cleaned, evidence)
+        def judge(ranking: Ranking) -> np.ndarray | None:
+            evidence = self.judge.evidence(nouns, ranking.ids)
+            return self.judge.relevance("text-image", ranking.scores, vec, cleaned, evidence)
 
         with self.stages.stage("search", timings):
             page = photo_page(
@@ -97,14 +93,14 @@ class PhotoSearch:
             text = self.queries.vector(cleaned, timings)
             vec, kind = arithmetic_query(vec, [text], [], self.channel_columns), "arithmetic"
 
-        def fetch(n: int) -> list[Hit[None]]:
+        def fetch(n: int) -> Ranking:
             return self.gallery.rank_images(vec, n, ask.where)
 
         with self.stages.stage("search", timings):
             page = photo_page(
                 self.gallery,
                 fetch,
-                lambda scores: self.judge.of(kind, scores),
+                lambda ranking: self.judge.relevance(kind, ranking.scores),
                 ask,
                 threshold,
                 (identity, cleaned),
