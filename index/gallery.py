@@ -277,7 +277,8 @@ class Gallery:
         arr = as_matrix(query, self.dim, "query")
         if where:
             return Ranking.of(self.filtered.search(arr, k, where))
-        return Ranking.of(self.indexes["images"].search(arr, k)[0])
+        scores, ids = self.indexes["images"].search_arrays(arr, k)
+        return Ranking.found(scores[0], ids[0])
 
     def taken_at(self, ids: Sequence[int]) -> dict[int, float | None]:
         """When each of these photos was taken (epoch seconds, None when unknown; ids

@@ -138,6 +138,12 @@ class Ranking:
     taken_at: np.ndarray | None = None
 
     @classmethod
+    def found(cls, scores: np.ndarray, ids: np.ndarray) -> Ranking:
+        """The ranking of one row of a FAISS answer (ids of -1: none)."""
+        kept = ids >= 0
+        return cls(ids[kept].astype(np.int64), scores[kept].astype(np.float64))
+
+    @classmethod
     def of(cls, pairs: Sequence[tuple[int, float]]) -> Ranking:
         """The ranking of (id, score) pairs, best first."""
         n = len(pairs)

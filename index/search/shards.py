@@ -465,6 +465,19 @@ class ShardedIndex(VectorIndex):
         answers = self.fanout.call("search", [(arr, int(k), settings)] * self.fanout.shards)
         return [merge_hits([a[row] for a in answers], int(k)) for row in range(arr.shape[0])]
 
+    def search_arrays(
+        self, queries: np.ndarray, k: int, settings: IndexSettings | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``search``'s answer as (scores, ids) rows, ids of -1 where fewer were found."""
+        found = self.search(queries, k, settings)
+        width = max((len(hits) for hits in found), default=0)
+        scores = np.full((len(found), width), -np.inf, np.float32)
+        ids = np.full((len(found), width), -1, np.int64)
+        for row, hits in enumerate(found):
+            if hits:
+                ids[row, : len(hits)], scores[row, : len(hits)] = zip(*hits, strict=True)
+        return scores, ids
+
     def held(self, ids: np.ndarray) -> np.ndarray:
         parts = split_ids(ids, self.fanout.shards)
         answers = self.fanout.call("held", [(p,) if p.size else None for p in parts])

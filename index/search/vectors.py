@@ -217,17 +217,24 @@ class VectorIndex:
     ) -> list[list[tuple[int, float]]]:
         """The ``k`` nearest live ids of each query row, best first, as (id, score);
         ``settings``: other search settings for this search (default: the index's)."""
+        return segments.hits(*self.search_arrays(queries, k, settings))
+
+    def search_arrays(
+        self, queries: np.ndarray, k: int, settings: IndexSettings | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``search``'s answer as FAISS gives it: (scores, ids), a row per query, ids of
+        -1 where fewer were found."""
         arr = as_matrix(queries, self.dim, "queries")
         _check_k(k)
         settings = settings or self.settings
         with self._lock:
             k_live = min(int(k), len(self))
             if k_live == 0:
-                return [[] for _ in range(arr.shape[0])]
+                n = arr.shape[0]
+                return np.empty((n, 0), np.float32), np.empty((n, 0), np.int64)
             live = self._tombstones.live()
             with _one_thread_for(arr.shape[0]):
-                found = segments.search((self._main, self._delta), arr, k_live, settings, live)
-        return segments.hits(*found)
+                return segments.search((self._main, self._delta), arr, k_live, settings, live)
 
     # --- given ids (filters): ``segments`` reads them ------------------------------------------
 

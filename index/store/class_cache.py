@@ -24,22 +24,30 @@ class ClassCache:
         self._clear()
 
     def _clear(self) -> None:
-        self._row: dict[int, int] = {}  # photo id → its row (row 0: no classes)
+        self._known = np.empty(0, np.int64)  # photo ids kept, sorted
+        self._rows = np.empty(0, np.int64)  # the row of each (row 0: no classes)
         self._ids = np.full((1, 1), -1, np.int64)
         self._probs = np.zeros((1, 1), np.float64)
 
+    def _lookup(self, want: np.ndarray) -> np.ndarray:
+        """Each photo's row, 0 where it is not kept."""
+        if not self._known.size:
+            return np.zeros(want.shape, np.int64)
+        pos = np.minimum(np.searchsorted(self._known, want), self._known.size - 1)
+        return np.where(self._known[pos] == want, self._rows[pos], 0)
+
     def __call__(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        want = np.asarray(ids, np.int64).tolist()
-        missing = [i for i in want if i not in self._row]
-        if missing:
-            self._add(self.read(missing))
-        rows = np.fromiter((self._row.get(i, 0) for i in want), np.int64, len(want))
+        want = np.asarray(ids, np.int64)
+        rows = self._lookup(want)
+        if not rows.all():
+            self._add(self.read(np.unique(want[rows == 0]).tolist()))
+            rows = self._lookup(want)
         return self._ids[rows], self._probs[rows]
 
     def _add(self, found: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         if not found:
             return
-        if len(self._row) + len(found) > self.kept:
+        if self._known.size + len(found) > self.kept:
             self._clear()
         width = max(self._ids.shape[1], *(len(c) for c, _ in found.values()))
         ids = np.full((len(found), width), -1, np.int64)
@@ -50,4 +58,7 @@ class ClassCache:
         self._ids = np.vstack([np.pad(self._ids, ((0, 0), (0, pad)), constant_values=-1), ids])
         self._probs = np.vstack([np.pad(self._probs, ((0, 0), (0, pad))), probs])
         start = len(self._ids) - len(found)
-        self._row.update((i, start + row) for row, i in enumerate(found))
+        known = np.concatenate([self._known, np.fromiter(found, np.int64, len(found))])
+        rows = np.concatenate([self._rows, np.arange(start, len(self._ids), dtype=np.int64)])
+        order = np.argsort(known, kind="stable")
+        self._known, self._rows = known[order], rows[order]
