@@ -67,6 +67,27 @@ def test_checkpoint_round_trips(encoder, tmp_path):
     assert back.vocab.words == model.vocab.words
 
 
+def test_an_image_layer_beside_w_i_starts_as_w_i_learns_and_round_trips(tmp_path):
+    """``image_hidden``: v = W_I z + W_O relu(W_H z), W_O zero at first (v = W_I z)."""
+    plain = make("sdt-rnn")
+    config = dataclasses.replace(plain.config, image_hidden=5)
+    model = JointModel(config, plain.vocab, plain.inventory, "parser-A", "cnn-A")
+    z = np.random.default_rng(0).normal(size=(3, 10))
+    assert model.image_mlp is not None
+    torch.testing.assert_close(
+        model.encode_images(z), torch.as_tensor(z, dtype=torch.float32) @ model.W_I.T
+    )
+    model.encode_images(z).pow(2).sum().backward()
+    assert model.image_mlp[2].weight.grad is not None and model.image_mlp[2].weight.grad.any()
+    with torch.no_grad():
+        model.image_mlp[2].weight.add_(0.5)
+    save_joint(model, tmp_path / "m.pt")
+    back = load_joint(tmp_path / "m.pt")
+    assert back.config.image_hidden == 5
+    torch.testing.assert_close(back.encode_images(z), model.encode_images(z))
+    assert not torch.allclose(back.encode_images(z), plain.encode_images(z))
+
+
 def test_half_checkpoint_stores_float16_and_8_bit_snapshots_and_loads_as_float32(tmp_path):
     model = make("sdt-rnn")
     model.snapshots = [{k: v.clone() for k, v in model.state_dict().items()} for _ in "ab"]
@@ -165,6 +186,7 @@ def test_an_old_flat_config_of_another_family_keeps_only_its_options():
         "hidden": 6,
         "image_dim": 10,
         "sqrt_features": True,
+        "image_hidden": 0,  # the paper's W_I alone: an old config had no such field
         "seed": 3,
         "rnn_hidden": 3,
         "char_cell": "gru",
@@ -178,7 +200,8 @@ def test_a_config_is_stored_flat_with_its_encoders_options_only(encoder):
     assert type(config.options) is SPECS[encoder].options  # the encoder's defaults
     stored = config.to_dict()
     assert "options" not in stored
-    assert set(stored) - {"encoder", "hidden", "image_dim", "sqrt_features", "seed"} == {
+    shared = {"encoder", "hidden", "image_dim", "sqrt_features", "image_hidden", "seed"}
+    assert set(stored) - shared == {
         f.name for f in dataclasses.fields(config.options)
     }
     assert JointConfig.from_dict(stored) == config
