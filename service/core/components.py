@@ -25,6 +25,7 @@ from functools import cached_property
 
 import torch
 from PIL import Image
+from threadpoolctl import threadpool_limits
 
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.search.index_kinds import IndexSettings
@@ -86,7 +87,8 @@ class Components:
         parser: Parser | None = None,
     ) -> Components:
         """Everything the server serves, warmed up; the caption bank loading meanwhile."""
-        torch.set_num_threads(settings.torch_threads)  # process-wide
+        torch.set_num_threads(settings.torch_threads)  # process-wide, and numpy's BLAS too
+        threadpool_limits(settings.torch_threads, user_api="blas")
         parser = parser or Parser(
             settings.parser_dir,
             settings.cache_dir,

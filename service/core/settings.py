@@ -99,8 +99,9 @@ class ServiceSettings(Settings):
     torch_threads: int = Field(
         default=1,
         ge=1,
-        description="Threads per torch operation: 1 lets concurrent requests use the cores "
-        "(a short query's small matrix products lose time to thread synchronisation).",
+        description="Threads per torch (and numpy BLAS) operation: 1 lets concurrent requests "
+        "use the cores (a short query's small matrix products lose time to thread "
+        "synchronisation).",
     )
 
     parse_concurrency: int = Field(

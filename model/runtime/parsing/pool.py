@@ -94,8 +94,10 @@ class ParserProcess:
 def _child_main(conn: Connection, parser_dir: str, cache_dir: str, direct: bool) -> None:
     """A parser process: batches of texts in, ``(ok, tree dict | message)`` pairs out."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(1)
+    threadpool_limits(1, user_api="blas")  # numpy's too: one query's small arrays
     parser = Parser(Path(parser_dir), Path(cache_dir), use_cache=False, direct=direct)
     parser.parse(["A dog runs on the beach ."])  # load the pipeline before saying ready
     conn.send("ready")
