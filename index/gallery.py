@@ -212,18 +212,19 @@ class Gallery:
         rows = records.caption_texts(self.records.reader(), [image_id]).get(image_id, [])
         return [CaptionRecord(cid, text, image_id) for cid, text in rows]
 
-    def image_vectors(self, ids: Sequence[int]) -> np.ndarray:
+    def image_vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """The vectors of photos ``ids``, in order (read from the search index's memory
         when it holds them whole, else from the records); UnknownItemError if one is
         gone."""
         held = self.indexes["images"].stored(ids)
         if held is not None:
             return held
-        found = records.vectors_of(self.records.reader(), "images", ids)
-        missing = [i for i in ids if int(i) not in found]
+        want = np.asarray(ids, np.int64).tolist()
+        found = records.vectors_of(self.records.reader(), "images", want)
+        missing = [i for i in want if i not in found]
         if missing:
             raise UnknownItemError(f"no image with id {missing[0]} in the gallery")
-        return np.stack([found[int(i)] for i in ids]) if ids else np.zeros((0, self.dim))
+        return np.stack([found[i] for i in want]) if want else np.zeros((0, self.dim))
 
     def image_classes(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The stored classes of photos ``ids``, in order (``records.classes_of``): class

@@ -230,7 +230,7 @@ def paginate(
         if order == "relevance" and pool.size <= k and not ended:
             n *= 2  # ties at the last score fetched hid the rest of the page
             continue
-        hits = [
+        hits: list[Hit[Any]] = [
             Hit(
                 int(ranking.ids[i]),
                 float(scores[i]),

@@ -484,7 +484,7 @@ class ShardedIndex(VectorIndex):
         found = [a for a in answers if a is not None]
         return np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
 
-    def stored(self, ids: Sequence[int]) -> np.ndarray | None:
+    def stored(self, ids: Sequence[int] | np.ndarray) -> np.ndarray | None:
         """None: the vectors live on the shards, and the records have them."""
         return None
 

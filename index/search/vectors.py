@@ -244,7 +244,7 @@ class VectorIndex:
         with self._lock:
             return segments.held((self._main, self._delta), self._tombstones.sorted(), ids)
 
-    def stored(self, ids: Sequence[int]) -> np.ndarray | None:
+    def stored(self, ids: Sequence[int] | np.ndarray) -> np.ndarray | None:
         """The float32 vectors of ``ids``, in order, read from memory: the copies a flat
         or HNSW segment searches. None when one is not held so (removed, never added, or
         in a compressed segment): the records then have it."""

@@ -120,13 +120,12 @@ class JointModel(nn.Module):
         self.W_I = nn.Parameter(scale * torch.randn(config.hidden, config.image_dim, generator=g))
         self.image_mlp: nn.Sequential | None = None
         if config.image_hidden:  # its output layer starts at zero: v starts as W_I z
+            out = nn.Linear(config.image_hidden, config.hidden)
+            nn.init.zeros_(out.weight)
+            nn.init.zeros_(out.bias)
             self.image_mlp = nn.Sequential(
-                nn.Linear(config.image_dim, config.image_hidden),
-                nn.ReLU(),
-                nn.Linear(config.image_hidden, config.hidden),
+                nn.Linear(config.image_dim, config.image_hidden), nn.ReLU(), out
             )
-            nn.init.zeros_(self.image_mlp[2].weight)
-            nn.init.zeros_(self.image_mlp[2].bias)
 
     def prepare(self, trees: Sequence[DependencyTree]) -> Any:
         """The encoder's input batch for parsed captions."""

@@ -117,7 +117,7 @@ class Judge:
     model: RelevanceModel | None
     channel_columns: int = 0
     tagger: WordTagger | None = None
-    vectors: Callable[[Sequence[int]], np.ndarray] | None = None
+    vectors: Callable[[Sequence[int] | np.ndarray], np.ndarray] | None = None
     nouns: NounClasses | None = None
     classes: ClassesFn | None = None
     stores_classes: Callable[[], bool] | None = None
@@ -149,16 +149,10 @@ class Judge:
         """How many hits to fetch for ``k``: enough for the score distribution."""
         return max(k, self.model.top) if self.model is not None else k
 
-    def of(
-        self,
-        kind: str,
-        scores: Sequence[float] | np.ndarray,
-        vector: np.ndarray | None = None,
-        text: str = "",
-        evidence: np.ndarray | None = None,
-    ) -> list[float | None]:
-        """``relevance`` as a list (None for every hit without a model)."""
-        p = self.relevance(kind, scores, vector, text, evidence)
+    def of(self, kind: str, scores: Sequence[float]) -> list[float | None]:
+        """``relevance`` of hits judged by their scores alone, as a list (None for each
+        without a model)."""
+        p = self.relevance(kind, scores)
         return [None] * len(scores) if p is None else p.tolist()
 
     def relevance(
@@ -220,7 +214,7 @@ def serving_judge(
     zero vector: it leaves the page)."""
     tagger = served_tagger(settings, identity, relevance)
 
-    def vectors(ids: Sequence[int]) -> np.ndarray:
+    def vectors(ids: Sequence[int] | np.ndarray) -> np.ndarray:
         try:
             return gallery.image_vectors(ids)
         except UnknownItemError:

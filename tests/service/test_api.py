@@ -485,17 +485,13 @@ def test_a_noun_only_the_classifier_names_is_judged_by_the_stored_classes(servic
     partial = judged.evidence(nouns, ids)
     assert partial is not None and np.isnan(partial[0]) and not np.isnan(partial[1:]).any()
     scores = np.linspace(0.6, 0.3, len(ids))
-    plain = judge.of("text-image", scores, None, "an armadillo")
-    mixed = judge.of("text-image", scores, None, "an armadillo", partial)
-    assert (
-        mixed[0] == plain[0]
-        and mixed[1:]
-        == judge.of("text-image", scores, None, "an armadillo", np.nan_to_num(partial))[1:]
-    )
-    scores = np.linspace(0.6, 0.3, len(ids))
-    assert judge.of("text-image", scores, None, "a dog", evidence) != judge.of(
-        "text-image", scores, None, "a dog"
-    )
+    plain = judge.relevance("text-image", scores, None, "an armadillo")
+    mixed = judge.relevance("text-image", scores, None, "an armadillo", partial)
+    known = judge.relevance("text-image", scores, None, "an armadillo", np.nan_to_num(partial))
+    assert plain is not None and mixed is not None and known is not None
+    assert mixed[0] == plain[0] and np.array_equal(mixed[1:], known[1:])
+    with_evidence = judge.relevance("text-image", scores, None, "a dog", evidence)
+    assert not np.array_equal(with_evidence, judge.relevance("text-image", scores, None, "a dog"))
 
 
 def test_whether_every_photo_has_classes_is_asked_again_until_it_has():

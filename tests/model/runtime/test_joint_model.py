@@ -201,9 +201,7 @@ def test_a_config_is_stored_flat_with_its_encoders_options_only(encoder):
     stored = config.to_dict()
     assert "options" not in stored
     shared = {"encoder", "hidden", "image_dim", "sqrt_features", "image_hidden", "seed"}
-    assert set(stored) - shared == {
-        f.name for f in dataclasses.fields(config.options)
-    }
+    assert set(stored) - shared == {f.name for f in dataclasses.fields(config.options)}
     assert JointConfig.from_dict(stored) == config
 
 
