@@ -23,7 +23,8 @@ measured outside the joint space, so it compares models too.
 
 Each pair keeps its start photos' shares of B (``per_start``, in the split's order), so
 ``mean["ci95"]`` can give 95 % intervals of the mean share of B (a stratified bootstrap:
-start photos resampled within each pair).
+start photos resampled within each pair), and two models' results can be compared start
+photo by start photo (``paired_difference``).
 """
 
 from __future__ import annotations
@@ -286,3 +287,30 @@ def stratified_interval(
     tail = 100 * (1 - level) / 2
     low, high = np.percentile(means.mean(axis=1), [tail, 100 - tail])
     return [float(low), float(high)]
+
+
+def paired_difference(
+    first: dict[str, Any], second: dict[str, Any], query: str = "arithmetic"
+) -> dict[str, Any]:
+    """``second − first``: the mean over their common, unskipped pairs of the per-start
+    difference in the share of B, with its stratified bootstrap interval. Both results
+    must come from the same split and pairs (the start photos are then the same)."""
+    rows = {r["pair"]: r for r in first["pairs"] if "skipped" not in r}
+    diffs = []
+    for row in second["pairs"]:
+        other = rows.get(row["pair"])
+        if other is None or "skipped" in row:
+            continue
+        a, b = other.get("per_start", {}).get(query), row.get("per_start", {}).get(query)
+        if a is None or b is None or len(a) != len(b):
+            raise ValueError(f"{row['pair']}: the two results do not share their start photos")
+        diffs.append(np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64))
+    if not diffs:
+        raise ValueError("the two results have no scored pair in common")
+    return {
+        "query": query,
+        "pairs": len(diffs),
+        "difference": float(np.mean([d.mean() for d in diffs])),
+        "ci95": stratified_interval(diffs),
+        "pairs_higher": int(sum(d.mean() > 0 for d in diffs)),
+    }

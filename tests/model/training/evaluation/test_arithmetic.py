@@ -12,6 +12,7 @@ from groundsearch.model.training.evaluation.arithmetic import (
     Concept,
     evaluate_arithmetic,
     mentions,
+    paired_difference,
     parse_pairs,
     photo_words,
     score_pair,
@@ -140,6 +141,26 @@ def test_stratified_interval_resamples_within_groups():
     assert stratified_interval(spread, resamples=500, seed=1) == [low, high]
     with pytest.raises(ValueError, match="at least one value"):
         stratified_interval([np.array([])])
+
+
+def test_paired_difference_compares_start_photo_by_start_photo():
+    def result(shares_by_pair: dict[str, list[float]], skipped: tuple[str, ...] = ()) -> dict:
+        rows = [{"pair": pair, "per_start": {"arithmetic": shares}} for pair, shares in
+                shares_by_pair.items()]  # fmt: skip
+        for row in rows:
+            if row["pair"] in skipped:
+                row["skipped"] = "too few"
+        return {"pairs": rows}
+
+    first = result({"a→b": [0.0, 20.0], "c→d": [40.0], "e→f": [0.0]}, skipped=("e→f",))
+    second = result({"a→b": [20.0, 40.0], "c→d": [20.0], "e→f": [100.0]})
+    got = paired_difference(first, second)
+    assert got["pairs"] == 2 and got["difference"] == 0.0  # +20 and −20
+    assert got["pairs_higher"] == 1 and got["ci95"] == [0.0, 0.0]
+    with pytest.raises(ValueError, match="do not share their start photos"):
+        paired_difference(first, result({"a→b": [20.0]}))
+    with pytest.raises(ValueError, match="no scored pair in common"):
+        paired_difference(first, result({"x→y": [20.0]}))
 
 
 def test_the_photo_enters_arithmetic_without_its_concept_columns():
