@@ -192,3 +192,13 @@ class NounClasses:
             wanted = np.isin(ids, np.fromiter(self.classes[noun], np.int64))
             out = np.maximum(out, np.where(wanted, probs, 0.0).sum(axis=1))
         return np.clip(out, 0.0, 1.0)
+
+
+_SHIPPED: list[NounClasses] = []
+
+
+def shipped() -> NounClasses:
+    """The shipped table, loaded once per process."""
+    if not _SHIPPED:
+        _SHIPPED.append(NounClasses.load())
+    return _SHIPPED[0]
