@@ -39,13 +39,10 @@ from common import latency, machine
 def served(components, texts: list[str], k: int) -> list[float]:
     """The search stage of ``Search.run`` on the served gallery, per query (ms)."""
     from groundsearch.index.ranking.photo_pages import PageAsk
+    from groundsearch.service.core.capabilities.search import Search
 
-    search = components.capabilities.search if hasattr(components, "capabilities") else None
-    if search is None:
-        from groundsearch.service.core.capabilities.search import Search
-
-        c = components
-        search = Search(c.queries, c.gallery, c.stages, c.judge)
+    c = components
+    search = Search(c.queries, c.gallery, c.stages, c.judge)
     for text in texts:  # encode (and parse) every query first
         search.run(text, PageAsk(k))
     return [search.run(text, PageAsk(k))[1]["search"] for text in texts]

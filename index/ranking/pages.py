@@ -165,8 +165,8 @@ class Ranking:
 
 #: (n) → up to n hits of the ranking, best first (with ``taken_at`` for a date order).
 Fetch = Callable[[int], Ranking]
-#: a ranking → each hit's relevance (NaN or None where it has none; None: no model).
-Judge = Callable[[Ranking], "Sequence[float | None] | np.ndarray | None"]
+#: a ranking → each hit's relevance (NaN where it has none; None: no model).
+Judge = Callable[[Ranking], "Sequence[float] | np.ndarray | None"]
 
 
 def paginate(
@@ -200,13 +200,7 @@ def paginate(
         m = len(ranking)
         scores = np.asarray(ranking.scores, np.float64)
         judged = judge(ranking)
-        relevance = (
-            np.full(m, np.nan)
-            if judged is None
-            else np.array([np.nan if r is None else r for r in judged], np.float64)
-            if not isinstance(judged, np.ndarray)
-            else judged.astype(np.float64)
-        )
+        relevance = np.full(m, np.nan) if judged is None else np.asarray(judged, np.float64)
         above = np.ones(m, bool) if threshold is None else ~(relevance < threshold)
         ended = m < n  # the whole ranking is read
         below = monotone and m > 0 and not above[-1]  # past the cutoff

@@ -26,8 +26,9 @@ class ClassCache:
     def _clear(self) -> None:
         self._known = np.empty(0, np.int64)  # photo ids kept, sorted
         self._rows = np.empty(0, np.int64)  # the row of each (row 0: no classes)
-        self._ids = np.full((1, 1), -1, np.int64)
-        self._probs = np.zeros((1, 1), np.float64)
+        self._size = 1  # rows in use; the tables grow by doubling
+        self._ids = np.full((16, 1), -1, np.int64)
+        self._probs = np.zeros((16, 1), np.float64)
 
     def _lookup(self, want: np.ndarray) -> np.ndarray:
         """Each photo's row, 0 where it is not kept."""
@@ -40,25 +41,32 @@ class ClassCache:
         want = np.asarray(ids, np.int64)
         rows = self._lookup(want)
         if not rows.all():
-            self._add(self.read(np.unique(want[rows == 0]).tolist()))
+            missing = np.unique(want[rows == 0])
+            if self._known.size + missing.size > self.kept:  # forget all, keep these
+                self._clear()
+                missing = np.unique(want)
+            self._add(self.read(missing.tolist()))
             rows = self._lookup(want)
         return self._ids[rows], self._probs[rows]
 
     def _add(self, found: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         if not found:
             return
-        if self._known.size + len(found) > self.kept:
-            self._clear()
         width = max(self._ids.shape[1], *(len(c) for c, _ in found.values()))
-        ids = np.full((len(found), width), -1, np.int64)
-        probs = np.zeros((len(found), width), np.float64)
-        for row, (c, p) in enumerate(found.values()):
-            ids[row, : len(c)], probs[row, : len(p)] = c, p
-        pad = width - self._ids.shape[1]
-        self._ids = np.vstack([np.pad(self._ids, ((0, 0), (0, pad)), constant_values=-1), ids])
-        self._probs = np.vstack([np.pad(self._probs, ((0, 0), (0, pad))), probs])
-        start = len(self._ids) - len(found)
+        end = self._size + len(found)
+        if end > len(self._ids) or width > self._ids.shape[1]:
+            rows = max(end, 2 * len(self._ids))
+            ids = np.full((rows, width), -1, np.int64)
+            probs = np.zeros((rows, width), np.float64)
+            w = self._ids.shape[1]
+            ids[: self._size, :w], probs[: self._size, :w] = (
+                self._ids[: self._size],
+                self._probs[: self._size],
+            )
+            self._ids, self._probs = ids, probs
+        for row, (c, p) in enumerate(found.values(), start=self._size):
+            self._ids[row, : len(c)], self._probs[row, : len(p)] = c, p
         known = np.concatenate([self._known, np.fromiter(found, np.int64, len(found))])
-        rows = np.concatenate([self._rows, np.arange(start, len(self._ids), dtype=np.int64)])
+        rows_of = np.concatenate([self._rows, np.arange(self._size, end, dtype=np.int64)])
         order = np.argsort(known, kind="stable")
-        self._known, self._rows = known[order], rows[order]
+        self._known, self._rows, self._size = known[order], rows_of[order], end

@@ -62,6 +62,10 @@ class JointConfig:
 
     def __post_init__(self) -> None:
         spec = encoder_spec(self.encoder)  # ValueError naming the choices
+        if self.image_hidden < 0:
+            raise ValueError(
+                f"image_hidden must be 0 (W_I alone) or a layer size, got {self.image_hidden}"
+            )
         if self.options is None:
             self.options = spec.options()
         spec.options_of(self)  # ValueError if they are another family's

@@ -111,8 +111,9 @@ class WordTagger:
         if columns is None:
             logits = ((z - self.mean) / self.scale) @ self.weight.T + self.bias
         else:  # the standardisation folded into a few columns' weights
-            weight = self.weight[list(columns)] / self.scale
-            logits = z @ weight.T + (self.bias[list(columns)] - weight @ self.mean)
+            rows = list(columns)
+            weight = self.weight[rows] / self.scale
+            logits = z @ weight.T + (self.bias[rows] - weight @ self.mean)
         return (1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))).astype(np.float32)
 
     def of(self, words: Sequence[str], features: np.ndarray) -> np.ndarray:

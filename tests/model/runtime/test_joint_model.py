@@ -219,6 +219,8 @@ def test_bad_configs_are_named(tmp_path):
         JointConfig(encoder="bow", options=TreeRNNOptions())
     with pytest.raises(ValueError, match="sdt-rnn takes TreeRNNOptions, not PaperOptions"):
         JointConfig(options=PaperOptions())
+    with pytest.raises(ValueError, match=r"image_hidden must be 0 .* got -3"):
+        JointConfig(image_hidden=-3)
     with pytest.raises(ValueError, match=r"unknown joint-model options \['layers'\]"):
         JointConfig.from_dict({"encoder": "bow", "layers": 2})
     save_joint(make("bow"), tmp_path / "m.pt")
