@@ -95,12 +95,20 @@ def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
                 continue
             n += 1
             with stage("tagger"):
-                tags = networks.tag(direct.tagger, direct.heads, direct.tagger_rows, [words])
+                tags = networks.tag(
+                    direct.tagger, direct.heads, direct.tagger_rows, direct.tagger_lstm, [words]
+                )
             with stage("lemmas"):
                 lemmas = direct.lemmas([words], tags)
             with stage("parser: arc scores"):
                 scores, dep, gov = networks.arc_scores(
-                    direct.depparse, direct.parser_rows, direct.root, [words], tags, lemmas
+                    direct.depparse,
+                    direct.parser_rows,
+                    direct.parser_lstm,
+                    direct.root,
+                    [words],
+                    tags,
+                    lemmas,
                 )
             with stage("parser: tree"):
                 heads = [tree_heads(x) for x in scores.numpy()]

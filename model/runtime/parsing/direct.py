@@ -9,7 +9,8 @@ Python. Here the same trained models make the same trees with little around them
 - words: a rule tokenizer for plain sentences (:mod:`.rules`); other texts go through
   the full pipeline;
 - tags and heads: the tagger's and the parser's own networks (stanza's modules and
-  vocabularies) on batches of sentences of one length (:mod:`.networks`);
+  vocabularies) on batches of sentences of one length (:mod:`.networks`), their BiLSTM
+  stacks in ONNX Runtime (:mod:`.onnx_lstm`);
 - lemmas: stanza's lemmatizer, remembered by (word, tag);
 - the tree: the parser's best head for every word when those already make a tree with
   one root (then it is the maximum spanning tree Chu-Liu-Edmonds would find),
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 
 from groundsearch.model.runtime.parsing import networks
+from groundsearch.model.runtime.parsing.onnx_lstm import OnnxHighwayLSTM
 from groundsearch.model.runtime.parsing.rules import rule_tokenize
 from groundsearch.model.runtime.parsing.tree import DependencyTree, build_tree
 
@@ -79,7 +81,14 @@ class DirectParser:
         self.depparse = pipeline.processors["depparse"]
         for trainer in (self.tagger.trainer, self.depparse.trainer):
             trainer.model.eval()
-        self.heads = networks.TaggerHeads(self.tagger.trainer.model)
+        tagger, parser = self.tagger.trainer.model, self.depparse.trainer.model
+        self.heads = networks.TaggerHeads(tagger)
+        self.tagger_lstm = OnnxHighwayLSTM(
+            tagger.taggerlstm, tagger.taggerlstm_h_init, tagger.taggerlstm_c_init
+        )
+        self.parser_lstm = OnnxHighwayLSTM(
+            parser.parserlstm, parser.parserlstm_h_init, parser.parserlstm_c_init
+        )
         self.tagger_rows = networks.tagger_word_rows(self.tagger)
         self.parser_rows = networks.parser_word_rows(self.depparse)
         with torch.inference_mode():
@@ -111,10 +120,10 @@ class DirectParser:
 
     def columns(self, sentences: list[list[str]]) -> list[Columns]:
         """The columns of sentences that all have the same number of words."""
-        tags = networks.tag(self.tagger, self.heads, self.tagger_rows, sentences)
+        tags = networks.tag(self.tagger, self.heads, self.tagger_rows, self.tagger_lstm, sentences)
         lemmas = self.lemmas(sentences, tags)
         scores, dependents, governors = networks.arc_scores(
-            self.depparse, self.parser_rows, self.root, sentences, tags, lemmas
+            self.depparse, self.parser_rows, self.parser_lstm, self.root, sentences, tags, lemmas
         )
         heads = [tree_heads(s) for s in scores.numpy()]
         deprels = networks.relations(self.depparse, dependents, governors, heads)

@@ -2,11 +2,12 @@
 
 Stanza's modules expect batches of sentences of mixed lengths, packed; a query is one
 sentence, and a corpus sorted by length is mostly runs of equal lengths. With every
-sentence of a batch the same length there is nothing to pack: the LSTMs run on plain
-tensors (oneDNN's kernels), the 23 tag classifiers run as one matrix product, and the
-arc scorers as plain products. Same weights and the same arithmetic as stanza's
-``Tagger.forward`` and ``GraphParser.forward_scores`` in evaluation mode (no dropout);
-the trees are compared with the pipeline's in docs/PARSER.md.
+sentence of a batch the same length there is nothing to pack: the highway BiLSTM stacks
+run on plain tensors (in ONNX Runtime: :mod:`.onnx_lstm`), the 23 tag classifiers run as
+one matrix product, and the arc scorers as plain products. Same weights and the same
+arithmetic as stanza's ``Tagger.forward`` and ``GraphParser.forward_scores`` in
+evaluation mode (no dropout); the trees are compared with the pipeline's in
+docs/PARSER.md.
 
 What each network reads of a word alone — its word and pretrained embeddings and its
 character LSTM's vector — depends on nothing else in the sentence, so it is remembered by
@@ -24,6 +25,8 @@ import torch.nn.functional as F
 
 ROOT_ID = 3  # stanza.models.common.vocab.ROOT_ID
 VOCAB_PREFIX_SIZE = 4  # stanza.models.common.vocab.VOCAB_PREFIX_SIZE
+#: A highway BiLSTM stack: (batch, length, input) → (batch, length, 2 × hidden).
+Stack = Callable[[torch.Tensor], torch.Tensor]
 
 
 def char_vectors(charmodel: Any, ids: list[list[int]]) -> torch.Tensor:
@@ -113,22 +116,6 @@ def parser_root_row(depparse: Any) -> torch.Tensor:
     return _parser_columns(depparse.trainer.model, root, root, chars)[0]
 
 
-def highway_lstm(
-    hlstm: Any, x: torch.Tensor, h_init: torch.Tensor, c_init: torch.Tensor
-) -> torch.Tensor:
-    """Stanza's HighwayLSTM (tanh highway) on unpacked (batch, length, input)."""
-    batch = x.size(0)
-    for layer in range(hlstm.num_layers):
-        lstm = hlstm.lstm[layer].lstm
-        hx = (
-            h_init[2 * layer : 2 * layer + 2].expand(-1, batch, -1).contiguous(),
-            c_init[2 * layer : 2 * layer + 2].expand(-1, batch, -1).contiguous(),
-        )
-        h, _ = lstm(x, hx)
-        x = h + torch.sigmoid(hlstm.gate[layer](x)) * torch.tanh(hlstm.highway[layer](x))
-    return x
-
-
 class TaggerHeads:
     """The tagger's upos, xpos and feats classifiers as one linear layer."""
 
@@ -145,14 +132,14 @@ class TaggerHeads:
 
 
 def tag(
-    tagger: Any, heads: TaggerHeads, rows: WordRows, sentences: list[list[str]]
+    tagger: Any, heads: TaggerHeads, rows: WordRows, lstm: Stack, sentences: list[list[str]]
 ) -> list[list[list[str]]]:
     """[upos, xpos, feats] for every word of sentences that all have the same length
-    (``rows``: ``tagger_word_rows(tagger)``)."""
+    (``rows``: ``tagger_word_rows(tagger)``; ``lstm``: its highway BiLSTM stack)."""
     model, vocab = tagger.trainer.model, tagger.vocab
     batch, length = len(sentences), len(sentences[0])
     x = rows([w for s in sentences for w in s]).view(batch, length, -1)
-    hidden = highway_lstm(model.taggerlstm, x, model.taggerlstm_h_init, model.taggerlstm_c_init)
+    hidden = lstm(x)
     upos_hidden = F.relu(model.upos_hid(hidden))
     upos, xpos, *feats = heads(upos_hidden)
     upos_names = [vocab["upos"].unmap(s) for s in upos.tolist()]
@@ -183,14 +170,15 @@ def _pairwise_one(scorer: Any, x: torch.Tensor) -> torch.Tensor:
 def arc_scores(
     depparse: Any,
     rows: WordRows,
+    lstm: Stack,
     root: torch.Tensor,
     sentences: list[list[str]],
     tags: list[list[list[str]]],
     lemmas: list[list[str]],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The parser's head scores (batch, n+1, n+1), with position 0 the root, and the
-    inputs of its relation scorer (``rows``: ``parser_word_rows(depparse)``; ``root``:
-    ``parser_root_row(depparse)``)."""
+    inputs of its relation scorer (``rows``: ``parser_word_rows(depparse)``; ``lstm``: its
+    highway BiLSTM stack; ``root``: ``parser_root_row(depparse)``)."""
     model, vocab = depparse.trainer.model, depparse.vocab
     batch, length = len(sentences), len(sentences[0]) + 1
     flat = [w for s in sentences for w in s]
@@ -218,7 +206,7 @@ def arc_scores(
         ],
         2,
     )
-    hidden = highway_lstm(model.parserlstm, x, model.parserlstm_h_init, model.parserlstm_c_init)
+    hidden = lstm(x)
     scores = _pairwise_one(model.unlabeled, hidden)
     offset = torch.arange(length)[None, None, :] - torch.arange(length)[None, :, None]
     if model.args["linearization"]:

@@ -80,3 +80,30 @@ def test_the_direct_parse_gives_the_pipelines_trees_on_real_captions(parser):
     assert direct.parse(texts) == pipeline.parse(texts)
     assert one_by_one == pipeline.parse(texts[:10])
     assert 0 < direct.direct_parser.fallbacks < len(texts)
+
+
+@pytest.mark.parametrize("network", ["tagger", "parser"])
+def test_the_onnx_stacks_compute_what_stanzas_modules_do(parser, network):
+    """The highway BiLSTM stacks in ONNX Runtime against stanza's own ``HighwayLSTM`` on
+    the same inputs: a batch of three sentences of seven words, from their learnt
+    initial states."""
+    import torch
+    from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
+
+    direct = parser.direct_parser
+    if network == "tagger":
+        model, ours = direct.tagger.trainer.model, direct.tagger_lstm
+        hlstm, h, c = model.taggerlstm, model.taggerlstm_h_init, model.taggerlstm_c_init
+    else:
+        model, ours = direct.depparse.trainer.model, direct.parser_lstm
+        hlstm, h, c = model.parserlstm, model.parserlstm_h_init, model.parserlstm_c_init
+    x = torch.randn(3, 7, hlstm.lstm[0].lstm.input_size, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        theirs, _ = hlstm(
+            x, [7, 7, 7], hx=(h.expand(-1, 3, -1).contiguous(), c.expand(-1, 3, -1).contiguous())
+        )
+        if isinstance(theirs, PackedSequence):
+            theirs = pad_packed_sequence(theirs, batch_first=True)[0]
+        got = ours(x)
+    assert got.shape == theirs.shape == (3, 7, 2 * hlstm.lstm[0].lstm.hidden_size)
+    torch.testing.assert_close(got, theirs, atol=1e-5, rtol=1e-4)
