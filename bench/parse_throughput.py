@@ -113,7 +113,7 @@ def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
             with stage("parser: tree"):
                 heads = [tree_heads(x) for x in scores.numpy()]
             with stage("parser: relations"):
-                rels = networks.relations(direct.depparse, dep, gov, heads)
+                rels = networks.relations(direct.depparse, direct.relation_product, dep, gov, heads)
             with stage("tree"):
                 upos, xpos, feats = (list(column) for column in zip(*tags[0], strict=True))
                 build_tree(text, words, lemmas[0], upos, xpos, feats, heads[0], rels[0])

@@ -10,7 +10,7 @@ Python. Here the same trained models make the same trees with little around them
   the full pipeline;
 - tags and heads: the tagger's and the parser's own networks (stanza's modules and
   vocabularies) on batches of sentences of one length (:mod:`.networks`), their BiLSTM
-  stacks in ONNX Runtime (:mod:`.onnx_lstm`);
+  stacks and the relation scorer's product in ONNX Runtime (:mod:`.onnx_graphs`);
 - lemmas: stanza's lemmatizer, remembered by (word, tag);
 - the tree: the parser's best head for every word when those already make a tree with
   one root (then it is the maximum spanning tree Chu-Liu-Edmonds would find),
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from groundsearch.model.runtime.parsing import networks
-from groundsearch.model.runtime.parsing.onnx_lstm import OnnxHighwayLSTM
+from groundsearch.model.runtime.parsing.onnx_graphs import OnnxHighwayLSTM, OnnxProduct
 from groundsearch.model.runtime.parsing.rules import rule_tokenize
 from groundsearch.model.runtime.parsing.tree import DependencyTree, build_tree
 
@@ -89,6 +89,7 @@ class DirectParser:
         self.parser_lstm = OnnxHighwayLSTM(
             parser.parserlstm, parser.parserlstm_h_init, parser.parserlstm_c_init
         )
+        self.relation_product = OnnxProduct(networks.relation_weight(self.depparse))
         self.tagger_rows = networks.tagger_word_rows(self.tagger)
         self.parser_rows = networks.parser_word_rows(self.depparse)
         with torch.inference_mode():
@@ -126,7 +127,9 @@ class DirectParser:
             self.depparse, self.parser_rows, self.parser_lstm, self.root, sentences, tags, lemmas
         )
         heads = [tree_heads(s) for s in scores.numpy()]
-        deprels = networks.relations(self.depparse, dependents, governors, heads)
+        deprels = networks.relations(
+            self.depparse, self.relation_product, dependents, governors, heads
+        )
         columns: list[Columns] = []
         for words, tagged, lemma, head, deprel in zip(
             sentences, tags, lemmas, heads, deprels, strict=True

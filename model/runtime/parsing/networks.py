@@ -3,7 +3,7 @@
 Stanza's modules expect batches of sentences of mixed lengths, packed; a query is one
 sentence, and a corpus sorted by length is mostly runs of equal lengths. With every
 sentence of a batch the same length there is nothing to pack: the highway BiLSTM stacks
-run on plain tensors (in ONNX Runtime: :mod:`.onnx_lstm`), the 23 tag classifiers run as
+run on plain tensors (in ONNX Runtime: :mod:`.onnx_graphs`), the 23 tag classifiers run as
 one matrix product, and the arc scorers as plain products. Same weights and the same
 arithmetic as stanza's ``Tagger.forward`` and ``GraphParser.forward_scores`` in
 evaluation mode (no dropout); the trees are compared with the pipeline's in
@@ -25,7 +25,8 @@ import torch.nn.functional as F
 
 ROOT_ID = 3  # stanza.models.common.vocab.ROOT_ID
 VOCAB_PREFIX_SIZE = 4  # stanza.models.common.vocab.VOCAB_PREFIX_SIZE
-#: A highway BiLSTM stack: (batch, length, input) → (batch, length, 2 × hidden).
+#: A network's piece run elsewhere (ONNX Runtime): a highway BiLSTM stack, (batch,
+#: length, input) → (batch, length, 2 × hidden), or a product with a fixed matrix.
 Stack = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -219,16 +220,22 @@ def arc_scores(
     return F.log_softmax(scores, 2), *_deep_biaffine_hidden(model.deprel, hidden)
 
 
+def relation_weight(depparse: Any) -> torch.Tensor:
+    """The relation scorer's bilinear form as one (I, J × O) matrix, for ``relations``'
+    ``product``."""
+    weight = depparse.trainer.model.deprel.scorer.W_bilin.weight
+    return weight.reshape(weight.shape[0], -1)
+
+
 def relations(
-    depparse: Any, a: torch.Tensor, b: torch.Tensor, heads: list[list[int]]
+    depparse: Any, product: Stack, a: torch.Tensor, b: torch.Tensor, heads: list[list[int]]
 ) -> list[list[str]]:
-    """The best relation of each word to its chosen head (heads[s][j] for word j+1)."""
+    """The best relation of each word to its chosen head (heads[s][j] for word j+1);
+    ``product``: ``x @ relation_weight(depparse)``."""
     bilinear = depparse.trainer.model.deprel.scorer.W_bilin
     size_i, size_j, size_o = bilinear.weight.shape
     batch, length = len(heads), len(heads[0])
-    dep = (a[:, 1:] @ bilinear.weight.reshape(size_i, size_j * size_o)).view(
-        batch, length, size_j, size_o
-    )
+    dep = product(a[:, 1:].reshape(batch * length, size_i)).view(batch, length, size_j, size_o)
     head = b.gather(1, torch.tensor(heads)[:, :, None].expand(-1, -1, size_j))  # (B, n, J)
     scores = (head.unsqueeze(2) @ dep).squeeze(2) + bilinear.bias  # (B, n, O)
     best = (scores.argmax(2) + VOCAB_PREFIX_SIZE).tolist()

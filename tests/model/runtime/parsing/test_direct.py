@@ -107,3 +107,15 @@ def test_the_onnx_stacks_compute_what_stanzas_modules_do(parser, network):
         got = ours(x)
     assert got.shape == theirs.shape == (3, 7, 2 * hlstm.lstm[0].lstm.hidden_size)
     torch.testing.assert_close(got, theirs, atol=1e-5, rtol=1e-4)
+
+
+def test_the_onnx_relation_product_is_torchs(parser):
+    import torch
+
+    from groundsearch.model.runtime.parsing import networks
+
+    direct = parser.direct_parser
+    weight = networks.relation_weight(direct.depparse)
+    x = torch.randn(13, weight.shape[0], generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        torch.testing.assert_close(direct.relation_product(x), x @ weight, atol=1e-4, rtol=1e-4)

@@ -1,11 +1,13 @@
-"""Stanza's highway BiLSTM stacks run by ONNX Runtime.
+"""The parse's heaviest products run by ONNX Runtime: the highway BiLSTM stacks and the
+relation scorer's bilinear form.
 
-PyTorch's CPU LSTM (oneDNN) spends most of a short sentence's parse in per-step
-overhead: a 10-word sentence through one 200-unit BiLSTM layer takes about 1.2 ms there
-and 0.35 ms in ONNX Runtime's LSTM kernel, on the same weights to within 1e-6
-(docs/BENCHMARKS.md). The tagger and the parser each run two such layers, so their
-stacks are rebuilt here as ONNX graphs from the loaded modules' own weights (nothing is
-exported to disk) and the rest of the networks stays in torch.
+For a short sentence PyTorch's CPU kernels are slow where ONNX Runtime's are not: a
+10-word sentence through one 200-unit BiLSTM layer takes about 1.2 ms in PyTorch
+(oneDNN) and 0.35 ms in ONNX Runtime's LSTM kernel, the relation scorer's (11 × 201) ·
+(201 × 10,251) product 1.9 ms against 0.95 — same weights, same results to within 1e-6
+(docs/BENCHMARKS.md). So these are rebuilt here as ONNX graphs from the loaded modules'
+own weights when the parser loads (nothing is exported to disk); the rest of the
+networks stays in torch.
 """
 
 from __future__ import annotations
@@ -20,6 +22,37 @@ from onnx import TensorProto, helper, numpy_helper
 
 #: The ONNX opset the graphs are written in.
 OPSET = 17
+
+
+def _session(graph: Any, threads: int) -> ort.InferenceSession:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    onnx.checker.check_model(model)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+class OnnxProduct:
+    """``x @ weight`` for a fixed (in, out) matrix and any (rows, in) ``x``."""
+
+    def __init__(self, weight: torch.Tensor, threads: int = 1) -> None:
+        w = weight.detach().float().contiguous().numpy()
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w"], ["y"])],
+            "product",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", w.shape[0]])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", w.shape[1]])],
+            [numpy_helper.from_array(w, "w")],
+        )
+        self.session = _session(graph, threads)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """(rows, in) → (rows, out)."""
+        return torch.from_numpy(self.session.run(None, {"x": x.detach().float().numpy()})[0])
 
 
 def _onnx_gates(weight: torch.Tensor) -> np.ndarray:
@@ -105,15 +138,7 @@ class OnnxHighwayLSTM:
             initializers += weights
         output = helper.make_tensor_value_info(x, TensorProto.FLOAT, ["B", "T", 2 * hidden])
         graph = helper.make_graph(nodes, "highway_lstm", inputs, [output], initializers)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-        onnx.checker.check_model(model)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
+        self.session = _session(graph, threads)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, length, input) → (batch, length, 2 × hidden)."""
