@@ -42,7 +42,7 @@ RUN --mount=type=bind,source=pyproject.toml,target=/tmp/pyproject.toml \
 
 # 3. The project itself, installed (not editable) with the model artifacts as package data:
 #    settings.model_dir resolves to site-packages/model/artifacts. The sources are
-#    bind-mounted, so no copy of them (or of the 44 MB of artifacts) stays in a layer.
+#    bind-mounted, so no copy of them (or of the 55 MB of artifacts) stays in a layer.
 RUN --mount=type=bind,target=/src,rw \
     pip install --no-deps /src \
  && python -c "from groundsearch.common.settings import get_settings as g; s = g(); \
