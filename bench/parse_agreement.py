@@ -71,7 +71,7 @@ def main() -> None:
             "identical": same,
             "identical_share": round(same / len(texts), 4),
             "differ_in": dict(kinds),
-            "left_to_the_pipeline": sum(rule_tokenize(t) is None for t in texts),
+            "declined_by_the_rules": sum(rule_tokenize(t) is None for t in texts),
             "pipeline_s": round(old_s, 1),
             "direct_s": round(new_s, 1),
         }

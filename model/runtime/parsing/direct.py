@@ -6,8 +6,8 @@ expander, the seq2seq lemmatizer, Documents and DataLoaders, a Chu-Liu-Edmonds p
 Python. Here the same trained models make the same trees with little around them
 (docs/PARSER.md, "The direct path"):
 
-- words: a rule tokenizer for plain sentences (:mod:`.rules`); other texts go through
-  the full pipeline;
+- words: a rule tokenizer for plain sentences (:mod:`.rules`); the pipeline's own
+  tokenizer for other texts (the whole pipeline for a text it cuts into sentences);
 - tags and heads: the tagger's and the parser's own networks (stanza's modules and
   vocabularies) on batches of sentences of one length (:mod:`.networks`), their BiLSTM
   stacks and the relation scorer's product in ONNX Runtime (:mod:`.onnx_graphs`);
@@ -76,6 +76,9 @@ class DirectParser:
         self, pipeline: Any, fallback: Callable[[list[str]], list[DependencyTree]]
     ) -> None:
         self.fallback = fallback
+        self.tokenizers = [
+            pipeline.processors[name] for name in ("tokenize", "mwt") if name in pipeline.processors
+        ]
         self.tagger = pipeline.processors["pos"]
         self.lemmatizer = pipeline.processors["lemma"]
         self.depparse = pipeline.processors["depparse"]
@@ -95,11 +98,17 @@ class DirectParser:
         with torch.inference_mode():
             self.root = networks.parser_root_row(self.depparse)
         self._lemmas: dict[tuple[str, str], str] = {}
-        self.fallbacks = 0  # texts the rule tokenizer left to the pipeline
+        self.fallbacks = 0  # texts the rules declined (the pipeline's tokenizer cuts them)
 
     def parse(self, texts: Sequence[str]) -> list[DependencyTree]:
         """The tree of each cleaned text (:func:`.parser.clean_text`), in order."""
         tokenized = [rule_tokenize(t) for t in texts]
+        declined = [i for i, words in enumerate(tokenized) if words is None]
+        if declined:
+            self.fallbacks += len(declined)
+            words = self.pipeline_words([texts[i] for i in declined])
+            for i, cut in zip(declined, words, strict=True):
+                tokenized[i] = cut
         by_length: dict[int, list[int]] = {}
         for i, words in enumerate(tokenized):
             if words is not None:
@@ -114,10 +123,23 @@ class DirectParser:
                         out[i] = build_tree(texts[i], *columns)
         rest = [i for i, words in enumerate(tokenized) if words is None]
         if rest:
-            self.fallbacks += len(rest)
             for i, tree in zip(rest, self.fallback([texts[i] for i in rest]), strict=True):
                 out[i] = tree
         return out  # type: ignore[return-value]
+
+    def pipeline_words(self, texts: list[str]) -> list[list[str] | None]:
+        """Each text's words as the pipeline's tokenizer and multi-word-token expander cut
+        them, for the networks here; None for a text they make into several sentences
+        (or none), which the whole pipeline parses."""
+        import stanza
+
+        docs = [stanza.Document([], text=t) for t in texts]
+        for processor in self.tokenizers:
+            docs = processor.bulk_process(docs)
+        return [
+            [w.text for w in doc.sentences[0].words] if len(doc.sentences) == 1 else None
+            for doc in docs
+        ]
 
     def columns(self, sentences: list[list[str]]) -> list[Columns]:
         """The columns of sentences that all have the same number of words."""

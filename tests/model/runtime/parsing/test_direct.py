@@ -45,7 +45,7 @@ def test_plain_sentences_are_split_as_ewt_writes_them(text, words):
         "café au lait",
     ],
 )
-def test_anything_else_is_left_to_the_pipeline(text):
+def test_anything_else_is_left_to_the_pipelines_tokenizer(text):
     assert rule_tokenize(text) is None
 
 
