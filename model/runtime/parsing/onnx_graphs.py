@@ -24,11 +24,13 @@ from onnx import TensorProto, helper, numpy_helper
 OPSET = 17
 
 
-def _session(graph: Any, threads: int) -> ort.InferenceSession:
+def _session(graph: Any) -> ort.InferenceSession:
+    """A session on one thread: a parser runs in a process of its own per core (for a
+    query's small products a second thread costs more than it saves)."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     onnx.checker.check_model(model)
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     return ort.InferenceSession(
@@ -39,7 +41,7 @@ def _session(graph: Any, threads: int) -> ort.InferenceSession:
 class OnnxProduct:
     """``x @ weight`` for a fixed (in, out) matrix and any (rows, in) ``x``."""
 
-    def __init__(self, weight: torch.Tensor, threads: int = 1) -> None:
+    def __init__(self, weight: torch.Tensor) -> None:
         w = weight.detach().float().contiguous().numpy()
         graph = helper.make_graph(
             [helper.make_node("MatMul", ["x", "w"], ["y"])],
@@ -48,7 +50,7 @@ class OnnxProduct:
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", w.shape[1]])],
             [numpy_helper.from_array(w, "w")],
         )
-        self.session = _session(graph, threads)
+        self.session = _session(graph)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """(rows, in) → (rows, out)."""
@@ -116,10 +118,9 @@ class OnnxHighwayLSTM:
     Args:
         hlstm: the module (``model.taggerlstm`` or ``model.parserlstm``).
         h_init, c_init: the network's learnt initial states (2 × layers, 1, hidden).
-        threads: ONNX Runtime's intra-op threads.
     """
 
-    def __init__(self, hlstm: Any, h_init: torch.Tensor, c_init: torch.Tensor, threads: int = 1):
+    def __init__(self, hlstm: Any, h_init: torch.Tensor, c_init: torch.Tensor) -> None:
         self.layers = hlstm.num_layers
         self.h_init = h_init.detach().float().numpy()
         self.c_init = c_init.detach().float().numpy()
@@ -138,7 +139,7 @@ class OnnxHighwayLSTM:
             initializers += weights
         output = helper.make_tensor_value_info(x, TensorProto.FLOAT, ["B", "T", 2 * hidden])
         graph = helper.make_graph(nodes, "highway_lstm", inputs, [output], initializers)
-        self.session = _session(graph, threads)
+        self.session = _session(graph)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, length, input) → (batch, length, 2 × hidden)."""
