@@ -191,6 +191,8 @@ CHECKPOINT ?= $(ARTIFACTS)/sdt-rnn.pt
 OUT ?= $(SHIP_DIR)
 SOURCES ?=
 DECODER_EPOCHS ?= 12
+# epochs without a better dev loss before the decoder stops (each halves the step)
+DECODER_PATIENCE ?= 3
 refit: install
 	@mkdir -p $(OUT)
 	$(TRAIN_ENV) $(BIN)/groundsearch train-tagger --checkpoint $(CHECKPOINT) $(SOURCES) \
@@ -198,7 +200,8 @@ refit: install
 	$(TRAIN_ENV) $(BIN)/groundsearch train-tagger --checkpoint $(CHECKPOINT) $(SOURCES) --on vectors \
 		--out $(OUT)/vector_tagger.npz
 	$(TRAIN_ENV) $(BIN)/groundsearch train-decoder --checkpoint $(CHECKPOINT) $(SOURCES) \
-		--epochs $(DECODER_EPOCHS) --out $(OUT)/decoder.pt > $(OUT)/decoder.log 2>&1
+		--epochs $(DECODER_EPOCHS) --patience $(DECODER_PATIENCE) --out $(OUT)/decoder.pt \
+		> $(OUT)/decoder.log 2>&1
 	$(TRAIN_ENV) $(BIN)/groundsearch fit-relevance $(CHECKPOINT) $(SOURCES) \
 		--tagger $(OUT)/vector_tagger.npz --out $(OUT)/relevance.json > $(OUT)/relevance.log
 
