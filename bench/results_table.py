@@ -118,6 +118,7 @@ JOINT_FLAGS = [
     ("--char-pooling", "joint.char_pooling", OPTION),
     ("--sqrt-features", "joint.sqrt_features", IF_TRUE),
     ("--tune-words", "joint.freeze_words", IF_FALSE),
+    ("--image-hidden", "joint.image_hidden", OPTION),
     ("--epochs", "train.epochs", VALUE),
     ("--batch-size", "train.batch_size", VALUE),
     ("--loss", "train.loss", OPTION),
