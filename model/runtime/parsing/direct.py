@@ -106,8 +106,8 @@ class DirectParser:
         declined = [i for i, words in enumerate(tokenized) if words is None]
         if declined:
             self.fallbacks += len(declined)
-            words = self.pipeline_words([texts[i] for i in declined])
-            for i, cut in zip(declined, words, strict=True):
+            cuts = self.pipeline_words([texts[i] for i in declined])
+            for i, cut in zip(declined, cuts, strict=True):
                 tokenized[i] = cut
         by_length: dict[int, list[int]] = {}
         for i, words in enumerate(tokenized):
