@@ -183,7 +183,7 @@ def main() -> None:
                     "speedup": round(batched["pipeline"] / batched["direct"], 2),
                     "captions_per_s": {k: round(len(corpus) / v, 1) for k, v in batched.items()},
                     "identical_trees": f"{corpus_same}/{len(corpus)}",
-                    "declined_by_the_rules": direct.direct_parser.fallbacks,
+                    "declined_by_the_rules": direct.direct_parser.declined,
                 },
             },
             indent=2,

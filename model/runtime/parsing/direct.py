@@ -98,14 +98,14 @@ class DirectParser:
         with torch.inference_mode():
             self.root = networks.parser_root_row(self.depparse)
         self._lemmas: dict[tuple[str, str], str] = {}
-        self.fallbacks = 0  # texts the rules declined (the pipeline's tokenizer cuts them)
+        self.declined = 0  # texts the rules declined (the pipeline's tokenizer cuts them)
 
     def parse(self, texts: Sequence[str]) -> list[DependencyTree]:
         """The tree of each cleaned text (:func:`.parser.clean_text`), in order."""
         tokenized = [rule_tokenize(t) for t in texts]
         declined = [i for i, words in enumerate(tokenized) if words is None]
         if declined:
-            self.fallbacks += len(declined)
+            self.declined += len(declined)
             cuts = self.pipeline_words([texts[i] for i in declined])
             for i, cut in zip(declined, cuts, strict=True):
                 tokenized[i] = cut

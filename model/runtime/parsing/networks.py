@@ -25,9 +25,9 @@ import torch.nn.functional as F
 
 ROOT_ID = 3  # stanza.models.common.vocab.ROOT_ID
 VOCAB_PREFIX_SIZE = 4  # stanza.models.common.vocab.VOCAB_PREFIX_SIZE
-#: A network's piece run elsewhere (ONNX Runtime): a highway BiLSTM stack, (batch,
-#: length, input) → (batch, length, 2 × hidden), or a product with a fixed matrix.
-Stack = Callable[[torch.Tensor], torch.Tensor]
+#: A fixed piece of a network, run elsewhere (ONNX Runtime): a highway BiLSTM stack,
+#: (batch, length, input) → (batch, length, 2 × hidden), or a product with one matrix.
+Piece = Callable[[torch.Tensor], torch.Tensor]
 
 
 def char_vectors(charmodel: Any, ids: list[list[int]]) -> torch.Tensor:
@@ -133,7 +133,7 @@ class TaggerHeads:
 
 
 def tag(
-    tagger: Any, heads: TaggerHeads, rows: WordRows, lstm: Stack, sentences: list[list[str]]
+    tagger: Any, heads: TaggerHeads, rows: WordRows, lstm: Piece, sentences: list[list[str]]
 ) -> list[list[list[str]]]:
     """[upos, xpos, feats] for every word of sentences that all have the same length
     (``rows``: ``tagger_word_rows(tagger)``; ``lstm``: its highway BiLSTM stack)."""
@@ -171,7 +171,7 @@ def _pairwise_one(scorer: Any, x: torch.Tensor) -> torch.Tensor:
 def arc_scores(
     depparse: Any,
     rows: WordRows,
-    lstm: Stack,
+    lstm: Piece,
     root: torch.Tensor,
     sentences: list[list[str]],
     tags: list[list[list[str]]],
@@ -228,7 +228,7 @@ def relation_weight(depparse: Any) -> torch.Tensor:
 
 
 def relations(
-    depparse: Any, product: Stack, a: torch.Tensor, b: torch.Tensor, heads: list[list[int]]
+    depparse: Any, product: Piece, a: torch.Tensor, b: torch.Tensor, heads: list[list[int]]
 ) -> list[list[str]]:
     """The best relation of each word to its chosen head (heads[s][j] for word j+1);
     ``product``: ``x @ relation_weight(depparse)``."""

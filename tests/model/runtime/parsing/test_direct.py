@@ -79,7 +79,7 @@ def test_the_direct_parse_gives_the_pipelines_trees_on_real_captions(parser):
     one_by_one = [direct.parse_one(t) for t in texts[:10]]
     assert direct.parse(texts) == pipeline.parse(texts)
     assert one_by_one == pipeline.parse(texts[:10])
-    assert 0 < direct.direct_parser.fallbacks < len(texts)
+    assert 0 < direct.direct_parser.declined < len(texts)
 
 
 @pytest.mark.parametrize("network", ["tagger", "parser"])
