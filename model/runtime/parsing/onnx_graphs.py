@@ -108,7 +108,7 @@ def _layer_nodes(hlstm: Any, layer: int, x: str) -> tuple[list[Any], list[Any], 
         node("Mul", [p + "g", p + "w"], [p + "gw"]),
         node("Add", [p + "h", p + "gw"], [p + "out"]),
     ]
-    initializers = [numpy_helper.from_array(v.astype(v.dtype), k) for k, v in weights.items()]
+    initializers = [numpy_helper.from_array(v, k) for k, v in weights.items()]
     return nodes, initializers, p + "out"
 
 
