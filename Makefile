@@ -230,7 +230,8 @@ tagger: install  ## the word taggers (features: captions; vectors: relevance evi
 captions-held-out: install
 	@mkdir -p $(CAPTIONS_DIR)
 	OMP_NUM_THREADS=1 $(BIN)/groundsearch train-decoder --out $(CAPTIONS_DIR)/heldout.pt \
-		--threads 1 --epochs 12 --sentence-share 0 --hold-out default > $(CAPTIONS_DIR)/heldout.log 2>&1
+		--threads 1 --epochs 12 --patience $(DECODER_PATIENCE) --sentence-share 0 --hold-out default \
+		> $(CAPTIONS_DIR)/heldout.log 2>&1
 	for novel in "" --novel; do \
 		OMP_NUM_THREADS=1 $(BIN)/groundsearch evaluate-captions --decoder $(CAPTIONS_DIR)/heldout.pt \
 			--threads 1 --hold-out default $$novel --json $(CAPTIONS_DIR)/heldout.test$$novel.json; \

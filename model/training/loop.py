@@ -41,7 +41,12 @@ from tqdm import tqdm
 from groundsearch.model.runtime.joint import JointModel
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
-from groundsearch.model.training.losses import LOSSES, ranking_loss, squared_loss
+from groundsearch.model.training.losses import (
+    LOSSES,
+    contrastive_loss,
+    ranking_loss,
+    squared_loss,
+)
 
 OPTIMIZERS = ("adagrad", "adam-cyclic")
 
@@ -60,9 +65,13 @@ class TrainConfig:
     loss: str = field(
         default="margin",
         metadata={
-            "help": "margin: Eq. 5; squared: ‖v − y‖² of matched pairs (the paper's Table 2)",
+            "help": "margin: Eq. 5; contrastive: InfoNCE both ways at --temperature; "
+            "squared: ‖v − y‖² of matched pairs (the paper's Table 2)",
             "choices": LOSSES,
         },
+    )
+    temperature: float = field(
+        default=0.05, metadata={"help": "τ of the contrastive loss (scores / τ)"}
     )
     normalize: bool = field(default=False, metadata={"help": "cosine instead of inner product"})
     optimizer: str = field(default="adagrad", metadata={"choices": OPTIMIZERS})
@@ -232,6 +241,8 @@ def train(
                 v = torch.nn.functional.normalize(v, dim=1)
             if cfg.loss == "squared":
                 loss = squared_loss(v, y) / len(idx)
+            elif cfg.loss == "contrastive":
+                loss = contrastive_loss(v, y, cfg.temperature, image_ids=image_rows) / len(idx)
             else:
                 hardest = cfg.hardest and epoch > cfg.warmup
                 loss = ranking_loss(v, y, cfg.margin, hardest, image_ids=image_rows) / len(idx)

@@ -8,6 +8,10 @@ For a batch of matching pairs (row ``i`` of ``images`` goes with row ``i`` of
 ``hardest=True`` keeps only the largest violation per row and direction (VSE++).
 Rows that show the same image (several captions of it) are not counted as negatives.
 
+``contrastive_loss`` is the symmetric softmax objective of CLIP / InfoNCE (Oord et al.
+2018; Radford et al. 2021): each row's match against the batch as a classification,
+scores divided by a temperature τ, both directions.
+
 ``squared_loss`` is the baseline of the paper's Table 2: the squared Euclidean distance
 between each image and its sentence, ``Σ_i ‖v_i − y_i‖²``, with no contrastive terms.
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 import torch
 
 #: The objectives ``TrainConfig.loss`` can name.
-LOSSES = ("margin", "squared")
+LOSSES = ("margin", "contrastive", "squared")
 
 
 def squared_loss(images: torch.Tensor, sentences: torch.Tensor) -> torch.Tensor:
@@ -55,3 +59,31 @@ def ranking_loss(
     if hardest:
         return cost_s.max(dim=1).values.sum() + cost_i.max(dim=0).values.sum()
     return cost_s.sum() + cost_i.sum()
+
+
+def contrastive_loss(
+    images: torch.Tensor,
+    sentences: torch.Tensor,
+    temperature: float = 0.05,
+    image_ids: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """InfoNCE both ways, summed over the batch: ``−log softmax(v_iᵀy / τ)_i`` for each image
+    and ``−log softmax(vᵀy_i / τ)_i`` for each sentence; other captions of the same image
+    are left out of the softmax rather than counted as negatives."""
+    if images.shape != sentences.shape or images.ndim != 2:
+        raise ValueError(
+            f"images {tuple(images.shape)} and sentences "
+            f"{tuple(sentences.shape)} must be the same (batch × dim) shape"
+        )
+    if temperature <= 0:
+        raise ValueError(f"the temperature must be > 0, got {temperature}")
+    scores = images @ sentences.T / temperature
+    if image_ids is not None:
+        others = image_ids[:, None] == image_ids[None, :]
+        others.fill_diagonal_(False)
+        scores = scores.masked_fill(others, float("-inf"))
+    rows = torch.arange(len(scores), device=scores.device)
+    cross_entropy = torch.nn.functional.cross_entropy
+    return cross_entropy(scores, rows, reduction="sum") + cross_entropy(
+        scores.T, rows, reduction="sum"
+    )

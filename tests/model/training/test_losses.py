@@ -1,11 +1,13 @@
-"""Eq. 5 on a three-pair example computed by hand."""
+"""Eq. 5 and InfoNCE on a three-pair example computed by hand."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 
-from groundsearch.model.training.losses import ranking_loss, squared_loss
+from groundsearch.model.training.losses import contrastive_loss, ranking_loss, squared_loss
 
 # v_i (images) and y_i (sentences), two dimensions, three pairs.
 V = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -55,3 +57,40 @@ def test_squared_loss_by_hand():
     assert squared_loss(V, Y).item() == pytest.approx(2.0)
     with pytest.raises(ValueError, match="same"):
         squared_loss(V, Y[:2])
+
+
+def _nll(row: list[float], target: int) -> float:
+    return -(row[target] - math.log(sum(math.exp(x) for x in row)))
+
+
+def test_contrastive_loss_by_hand():
+    # S as above, τ = 1: images rank the rows of S, sentences its columns
+    rows = [[2, 0, 1], [0, 1, 0], [2, 1, 1]]
+    cols = [[2, 0, 2], [0, 1, 1], [1, 0, 1]]
+    expected = sum(_nll(r, i) for i, r in enumerate(rows)) + sum(
+        _nll(c, i) for i, c in enumerate(cols)
+    )
+    assert contrastive_loss(V, Y, temperature=1.0).item() == pytest.approx(expected, rel=1e-6)
+    # τ = 0.5 doubles every score
+    doubled = sum(_nll([2 * x for x in r], i) for i, r in enumerate(rows)) + sum(
+        _nll([2 * x for x in c], i) for i, c in enumerate(cols)
+    )
+    assert contrastive_loss(V, Y, temperature=0.5).item() == pytest.approx(doubled, rel=1e-6)
+
+
+def test_contrastive_leaves_other_captions_of_an_image_out():
+    ids = torch.tensor([0, 1, 0])  # rows 0 and 2 show the same image
+    rows = [[2, 0], [0, 1, 0], [1, 1]]  # (0, 2) and (2, 0) left out; targets 0, 1, 1
+    cols = [[2, 0], [0, 1, 1], [0, 1]]
+    expected = (
+        _nll(rows[0], 0)
+        + _nll(rows[1], 1)
+        + _nll(rows[2], 1)
+        + _nll(cols[0], 0)
+        + _nll(cols[1], 1)
+        + _nll(cols[2], 1)
+    )
+    got = contrastive_loss(V, Y, temperature=1.0, image_ids=ids).item()
+    assert got == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ValueError, match="temperature"):
+        contrastive_loss(V, Y, temperature=0.0)
