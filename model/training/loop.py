@@ -100,6 +100,8 @@ class TrainConfig:
             raise ValueError("a snapshot ensemble needs --optimizer adam-cyclic and ≥ 2 cycles")
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; choose from {', '.join(LOSSES)}")
+        if self.temperature <= 0:
+            raise ValueError(f"the temperature must be > 0, got {self.temperature}")
         if not 0 <= self.lr_min <= self.lr:
             raise ValueError(f"lr_min must be in [0, lr = {self.lr}], got {self.lr_min}")
         if self.ensemble_best < 0 or (self.ensemble_best and not self.ensemble):
