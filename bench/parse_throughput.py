@@ -96,7 +96,7 @@ def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
             n += 1
             with stage("tagger"):
                 tags = networks.tag(
-                    direct.tagger, direct.heads, direct.tagger_rows, direct.tagger_lstm, [words]
+                    direct.tagger, direct.tagger_rows, direct.tagger_network, [words]
                 )
             with stage("lemmas"):
                 lemmas = direct.lemmas([words], tags)
@@ -104,7 +104,7 @@ def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
                 scores, dep, gov = networks.arc_scores(
                     direct.depparse,
                     direct.parser_rows,
-                    direct.parser_lstm,
+                    direct.parser_network,
                     direct.root,
                     [words],
                     tags,

@@ -26,7 +26,12 @@ import numpy as np
 import torch
 
 from groundsearch.model.runtime.parsing import networks
-from groundsearch.model.runtime.parsing.onnx_graphs import OnnxHighwayLSTM, OnnxProduct
+from groundsearch.model.runtime.parsing.onnx_graphs import (
+    OnnxNetwork,
+    OnnxProduct,
+    parser_head,
+    tagger_head,
+)
 from groundsearch.model.runtime.parsing.rules import rule_tokenize
 from groundsearch.model.runtime.parsing.tree import DependencyTree, build_tree
 
@@ -85,14 +90,19 @@ class DirectParser:
         for trainer in (self.tagger.trainer, self.depparse.trainer):
             trainer.model.eval()
         tagger, parser = self.tagger.trainer.model, self.depparse.trainer.model
-        self.heads = networks.TaggerHeads(tagger)
-        self.tagger_lstm = OnnxHighwayLSTM(
-            tagger.taggerlstm, tagger.taggerlstm_h_init, tagger.taggerlstm_c_init
+        self.tagger_network = OnnxNetwork(
+            tagger.taggerlstm,
+            tagger.taggerlstm_h_init,
+            tagger.taggerlstm_c_init,
+            tagger_head(tagger),
         )
-        self.parser_lstm = OnnxHighwayLSTM(
-            parser.parserlstm, parser.parserlstm_h_init, parser.parserlstm_c_init
+        self.parser_network = OnnxNetwork(
+            parser.parserlstm,
+            parser.parserlstm_h_init,
+            parser.parserlstm_c_init,
+            parser_head(parser),
         )
-        self.relation_product = OnnxProduct(networks.relation_weight(self.depparse))
+        self.relation_product = OnnxProduct(networks.relation_weight(self.depparse), int8=True)
         self.tagger_rows = networks.tagger_word_rows(self.tagger)
         self.parser_rows = networks.parser_word_rows(self.depparse)
         with torch.inference_mode():
@@ -143,10 +153,10 @@ class DirectParser:
 
     def columns(self, sentences: list[list[str]]) -> list[Columns]:
         """The columns of sentences that all have the same number of words."""
-        tags = networks.tag(self.tagger, self.heads, self.tagger_rows, self.tagger_lstm, sentences)
+        tags = networks.tag(self.tagger, self.tagger_rows, self.tagger_network, sentences)
         lemmas = self.lemmas(sentences, tags)
         scores, dependents, governors = networks.arc_scores(
-            self.depparse, self.parser_rows, self.parser_lstm, self.root, sentences, tags, lemmas
+            self.depparse, self.parser_rows, self.parser_network, self.root, sentences, tags, lemmas
         )
         heads = [tree_heads(s) for s in scores.numpy()]
         deprels = networks.relations(

@@ -21,13 +21,14 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 ROOT_ID = 3  # stanza.models.common.vocab.ROOT_ID
 VOCAB_PREFIX_SIZE = 4  # stanza.models.common.vocab.VOCAB_PREFIX_SIZE
-#: A fixed piece of a network, run elsewhere (ONNX Runtime): a highway BiLSTM stack,
-#: (batch, length, input) → (batch, length, 2 × hidden), or a product with one matrix.
+#: A product with one fixed matrix, run elsewhere (ONNX Runtime).
 Piece = Callable[[torch.Tensor], torch.Tensor]
+#: A network after its word columns, run elsewhere (``onnx_graphs.OnnxNetwork``):
+#: (batch, length, input) → its outputs.
+Network = Callable[[torch.Tensor], list[torch.Tensor]]
 
 
 def char_vectors(charmodel: Any, ids: list[list[int]]) -> torch.Tensor:
@@ -117,69 +118,39 @@ def parser_root_row(depparse: Any) -> torch.Tensor:
     return _parser_columns(depparse.trainer.model, root, root, chars)[0]
 
 
-class TaggerHeads:
-    """The tagger's upos, xpos and feats classifiers as one linear layer."""
-
-    def __init__(self, model: Any) -> None:
-        feats = list(model.tag_clf["feats"])
-        layers = [model.upos_clf, model.tag_clf["xpos"], *feats]
-        self.sizes = [layer.out_features for layer in layers]
-        self.weight = torch.cat([layer.weight for layer in layers]).detach()
-        self.bias = torch.cat([layer.bias for layer in layers]).detach()
-
-    def __call__(self, hidden: torch.Tensor) -> list[torch.Tensor]:
-        scores = F.linear(hidden, self.weight, self.bias)
-        return [part.argmax(-1) for part in scores.split(self.sizes, -1)]
-
-
 def tag(
-    tagger: Any, heads: TaggerHeads, rows: WordRows, lstm: Piece, sentences: list[list[str]]
+    tagger: Any, rows: WordRows, network: Network, sentences: list[list[str]]
 ) -> list[list[list[str]]]:
     """[upos, xpos, feats] for every word of sentences that all have the same length
-    (``rows``: ``tagger_word_rows(tagger)``; ``lstm``: its highway BiLSTM stack)."""
-    model, vocab = tagger.trainer.model, tagger.vocab
+    (``rows``: ``tagger_word_rows(tagger)``; ``network``: its stack and classifiers,
+    ``onnx_graphs.tagger_head``)."""
+    vocab = tagger.vocab
     batch, length = len(sentences), len(sentences[0])
     x = rows([w for s in sentences for w in s]).view(batch, length, -1)
-    hidden = lstm(x)
-    upos_hidden = F.relu(model.upos_hid(hidden))
-    upos, xpos, *feats = heads(upos_hidden)
+    (ids,) = network(x)
+    upos, xpos, feats = ids[..., 0], ids[..., 1], ids[..., 2:]
     upos_names = [vocab["upos"].unmap(s) for s in upos.tolist()]
     xpos_names = [vocab["xpos"].unmap(s) for s in xpos.tolist()]
-    feat_ids = torch.stack(feats, 2).tolist()
-    feat_names = [vocab["feats"].unmap(s) for s in feat_ids]
+    feat_names = [vocab["feats"].unmap(s) for s in feats.tolist()]
     return [
         [[u, x, f] for u, x, f in zip(us, xs, fs, strict=True)]
         for us, xs, fs in zip(upos_names, xpos_names, feat_names, strict=True)
     ]
 
 
-def _deep_biaffine_hidden(scorer: Any, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two sides of a DeepBiaffineScorer, each with its bias column of ones."""
-    a = F.relu(scorer.W1(x))
-    b = F.relu(scorer.W2(x))
-    ones = x.new_ones(*x.shape[:-1], 1)
-    return torch.cat([a, ones], -1), torch.cat([b, ones], -1)
-
-
-def _pairwise_one(scorer: Any, x: torch.Tensor) -> torch.Tensor:
-    """A one-output DeepBiaffineScorer over all pairs: (batch, dependents, heads)."""
-    a, b = _deep_biaffine_hidden(scorer, x)
-    bilinear = scorer.scorer.W_bilin
-    return a @ bilinear.weight[:, :, 0] @ b.transpose(1, 2) + bilinear.bias[0]
-
-
 def arc_scores(
     depparse: Any,
     rows: WordRows,
-    lstm: Piece,
+    network: Network,
     root: torch.Tensor,
     sentences: list[list[str]],
     tags: list[list[list[str]]],
     lemmas: list[list[str]],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The parser's head scores (batch, n+1, n+1), with position 0 the root, and the
-    inputs of its relation scorer (``rows``: ``parser_word_rows(depparse)``; ``lstm``: its
-    highway BiLSTM stack; ``root``: ``parser_root_row(depparse)``)."""
+    """The parser's head log-probabilities (batch, n+1, n+1), with position 0 the root, and
+    the inputs of its relation scorer (``rows``: ``parser_word_rows(depparse)``;
+    ``network``: its stack and scorers, ``onnx_graphs.parser_head``; ``root``:
+    ``parser_root_row(depparse)``)."""
     model, vocab = depparse.trainer.model, depparse.vocab
     batch, length = len(sentences), len(sentences[0]) + 1
     flat = [w for s in sentences for w in s]
@@ -207,17 +178,8 @@ def arc_scores(
         ],
         2,
     )
-    hidden = lstm(x)
-    scores = _pairwise_one(model.unlabeled, hidden)
-    offset = torch.arange(length)[None, None, :] - torch.arange(length)[None, :, None]
-    if model.args["linearization"]:
-        lin = _pairwise_one(model.linearization, hidden)
-        scores = scores + F.logsigmoid(lin * torch.sign(offset).float())
-    if model.args["distance"]:
-        dist = 1 + F.softplus(_pairwise_one(model.distance, hidden))
-        scores = scores - torch.log((offset.abs().float() - dist) ** 2 / 2 + 1)
-    scores = scores.masked_fill(torch.eye(length, dtype=torch.bool)[None], -float("inf"))
-    return F.log_softmax(scores, 2), *_deep_biaffine_hidden(model.deprel, hidden)
+    scores, dep, gov = network(x)
+    return scores, dep, gov
 
 
 def relation_weight(depparse: Any) -> torch.Tensor:

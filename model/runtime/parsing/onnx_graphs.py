@@ -1,17 +1,20 @@
-"""The parse's heaviest products run by ONNX Runtime: the highway BiLSTM stacks and the
-relation scorer's bilinear form.
+"""The tagger's and the parser's networks after their word columns, run by ONNX Runtime.
 
-For a short sentence PyTorch's CPU kernels are slow where ONNX Runtime's are not: a
-10-word sentence through one 200-unit BiLSTM layer takes about 1.2 ms in PyTorch
-(oneDNN) and 0.35 ms in ONNX Runtime's LSTM kernel, the relation scorer's (11 × 201) ·
-(201 × 10,251) product 1.9 ms against 0.95 — same weights, same results to within 1e-6
-(docs/BENCHMARKS.md). So these are rebuilt here as ONNX graphs from the loaded modules'
-own weights when the parser loads (nothing is exported to disk); the rest of the
-networks stays in torch.
+For a short sentence PyTorch's CPU kernels and per-operation overhead are slow where
+ONNX Runtime is not: a 10-word sentence through one 200-unit BiLSTM layer takes about
+1.2 ms in PyTorch (oneDNN) and 0.35 ms in ONNX Runtime's LSTM kernel (docs/BENCHMARKS.md).
+So each network — its highway BiLSTM stack, then the tagger's classifiers or the parser's
+arc scorers and its relation scorer's two sides — is one ONNX graph written from the
+loaded modules' own weights when the parser loads (nothing is exported to disk), and the
+relation scorer's bilinear form one more, in int8. Tests check each against stanza's
+modules.
 """
 
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,16 +42,39 @@ def _session(graph: Any) -> ort.InferenceSession:
 
 
 class OnnxProduct:
-    """``x @ weight`` for a fixed (in, out) matrix and any (rows, in) ``x``."""
+    """``x @ weight`` for a fixed (in, out) matrix and any (rows, in) ``x``.
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    ``int8``: the weight stored as int8 steps of each column's own scale and ``x``
+    quantised per call (ONNX's ``DynamicQuantizeLinear`` → ``MatMulInteger``): a quarter of
+    the bytes to read and 2–3 × faster; used for the relation scorer, whose labels it keeps
+    for 99.9 % of captions (docs/PARSER.md), not for the LSTMs, whose tags it does not.
+    """
+
+    def __init__(self, weight: torch.Tensor, int8: bool = False) -> None:
         w = weight.detach().float().contiguous().numpy()
+        node, rows, cols = helper.make_node, w.shape[0], w.shape[1]
+        if int8:
+            scale = np.maximum(np.abs(w).max(0), 1e-12) / 127
+            steps = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+            nodes = [
+                node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+                node("MatMulInteger", ["xq", "w", "xz"], ["yi"]),
+                node("Cast", ["yi"], ["yf"], to=TensorProto.FLOAT),
+                node("Mul", ["xs", "ws"], ["s"]),
+                node("Mul", ["yf", "s"], ["y"]),
+            ]
+            weights = [
+                numpy_helper.from_array(steps, "w"),
+                numpy_helper.from_array(scale.astype(np.float32), "ws"),
+            ]
+        else:
+            nodes, weights = [node("MatMul", ["x", "w"], ["y"])], [numpy_helper.from_array(w, "w")]
         graph = helper.make_graph(
-            [helper.make_node("MatMul", ["x", "w"], ["y"])],
+            nodes,
             "product",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", w.shape[0]])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", w.shape[1]])],
-            [numpy_helper.from_array(w, "w")],
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", rows])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", cols])],
+            weights,
         )
         self.session = _session(graph)
 
@@ -112,21 +138,158 @@ def _layer_nodes(hlstm: Any, layer: int, x: str) -> tuple[list[Any], list[Any], 
     return nodes, initializers, p + "out"
 
 
-class OnnxHighwayLSTM:
-    """A stanza ``HighwayLSTM`` (its trained weights) as one ONNX Runtime session.
+def _linear(p: str, x: str, layer: Any, relu: bool = False) -> tuple[list[Any], dict[str, Any]]:
+    """``x @ W.T + b`` (then ReLU) of a ``torch.nn.Linear``, output ``p``."""
+    node = helper.make_node
+    nodes = [node("MatMul", [x, p + "_W"], [p + "_xw"])]
+    nodes.append(node("Add", [p + "_xw", p + "_b"], [p + "_pre" if relu else p]))
+    if relu:
+        nodes.append(node("Relu", [p + "_pre"], [p]))
+    weights = {p + "_W": layer.weight.detach().float().T, p + "_b": layer.bias.detach().float()}
+    return nodes, weights
+
+
+@dataclass
+class Head:
+    """What a network does with its BiLSTM stack's output ``x`` in the same session."""
+
+    nodes: list[Any] = field(default_factory=list)
+    weights: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, int] = field(default_factory=dict)  # name → ONNX element type
+    #: inputs that depend on the sentence length only: name → (length → array)
+    by_length: dict[str, Callable[[int], np.ndarray]] = field(default_factory=dict)
+
+    def add(self, more: tuple[list[Any], dict[str, Any]]) -> None:
+        self.nodes += more[0]
+        self.weights.update(more[1])
+
+
+def tagger_head(model: Any) -> Head:
+    """stanza's ``Tagger`` after its stack: the upos hidden layer, then the upos, xpos and
+    feats classifiers as one product; output ``ids`` (batch, length, classifiers), each
+    classifier's best class."""
+    head, node = Head(outputs={"ids": TensorProto.INT64}), helper.make_node
+    layers = [model.upos_clf, model.tag_clf["xpos"], *model.tag_clf["feats"]]
+    head.add(_linear("upos", "x", model.upos_hid, relu=True))
+    weight = torch.cat([layer.weight for layer in layers])
+    bias = torch.cat([layer.bias for layer in layers])
+    head.add(_linear("clf", "upos", types.SimpleNamespace(weight=weight, bias=bias)))
+    sizes = [layer.out_features for layer in layers]
+    parts = [f"clf{i}" for i in range(len(sizes))]
+    head.weights["clf_split"] = np.array(sizes, dtype=np.int64)
+    head.nodes.append(node("Split", ["clf", "clf_split"], parts, axis=2))
+    head.nodes += [node("ArgMax", [q], [q + "_id"], axis=2, keepdims=1) for q in parts]
+    head.nodes.append(node("Concat", [q + "_id" for q in parts], ["ids"], axis=2))
+    return head
+
+
+def _sides(head: Head, p: str, scorer: Any) -> tuple[str, str]:
+    """A ``DeepBiaffineScorer``'s two sides of ``x``, each with its bias column of ones."""
+    node = helper.make_node
+    for side, layer in (("a", scorer.W1), ("b", scorer.W2)):
+        head.add(_linear(f"{p}_{side}", "x", layer, relu=True))
+        head.nodes.append(node("Concat", [f"{p}_{side}", "ones"], [f"{p}_{side}1"], axis=2))
+    return f"{p}_a1", f"{p}_b1"
+
+
+def _pairwise_one(head: Head, p: str, scorer: Any) -> str:
+    """A one-output ``DeepBiaffineScorer`` over all pairs: (batch, dependents, heads)."""
+    a, b = _sides(head, p, scorer)
+    bilinear = scorer.scorer.W_bilin
+    head.weights[p + "_U"] = bilinear.weight.detach().float()[:, :, 0]
+    head.weights[p + "_bias"] = bilinear.bias.detach().float()
+    node = helper.make_node
+    head.nodes += [
+        node("MatMul", [a, p + "_U"], [p + "_aU"]),
+        node("Transpose", [b], [p + "_bt"], perm=[0, 2, 1]),
+        node("MatMul", [p + "_aU", p + "_bt"], [p + "_s0"]),
+        node("Add", [p + "_s0", p + "_bias"], [p]),
+    ]
+    return p
+
+
+def _offsets(length: int) -> np.ndarray:
+    """offset[i, j] = j − i: a head's position from its dependent's."""
+    return (np.arange(length)[None, :] - np.arange(length)[:, None]).astype(np.float32)
+
+
+def parser_head(model: Any) -> Head:
+    """stanza's ``GraphParser.forward_scores`` after its stack, in evaluation mode: the head
+    log-probabilities ``scores`` (batch, n+1, n+1; position 0 the root), with the
+    linearization and distance terms when the model has them, and the relation scorer's
+    two sides ``dep`` and ``gov`` (for ``networks.relations``)."""
+    node = helper.make_node
+    head = Head(outputs=dict.fromkeys(["scores", "dep", "gov"], TensorProto.FLOAT))
+    head.weights.update(one=np.ones(1, np.float32), half=np.full(1, 0.5, np.float32))
+    head.weights.update(first=np.array([0]), third=np.array([2]), last=np.array([1]))
+    head.nodes += [  # a (batch, length, 1) column of ones
+        node("Shape", ["x"], ["x_shape"]),
+        node("Slice", ["x_shape", "first", "third"], ["bt"]),
+        node("Concat", ["bt", "last"], ["ones_shape"], axis=0),
+        node(
+            "ConstantOfShape",
+            ["ones_shape"],
+            ["ones"],
+            value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0]),
+        ),
+    ]
+    scores = _pairwise_one(head, "unlabeled", model.unlabeled)
+    if model.args["linearization"]:
+        head.by_length["sign"] = lambda n: np.sign(_offsets(n))
+        lin = _pairwise_one(head, "lin", model.linearization)
+        head.nodes += [  # + logsigmoid(lin · sign(offset)) = − softplus(−lin · sign)
+            node("Mul", [lin, "sign"], ["lin_z"]),
+            node("Neg", ["lin_z"], ["lin_nz"]),
+            node("Softplus", ["lin_nz"], ["lin_sp"]),
+            node("Sub", [scores, "lin_sp"], ["with_lin"]),
+        ]
+        scores = "with_lin"
+    if model.args["distance"]:
+        head.by_length["gap"] = lambda n: np.abs(_offsets(n))
+        dist = _pairwise_one(head, "dist", model.distance)
+        head.nodes += [  # − log((|offset| − (1 + softplus(dist)))² / 2 + 1)
+            node("Softplus", [dist], ["dist_sp"]),
+            node("Add", ["dist_sp", "one"], ["dist_d"]),
+            node("Sub", ["gap", "dist_d"], ["dist_t"]),
+            node("Mul", ["dist_t", "dist_t"], ["dist_t2"]),
+            node("Mul", ["dist_t2", "half"], ["dist_h"]),
+            node("Add", ["dist_h", "one"], ["dist_h1"]),
+            node("Log", ["dist_h1"], ["dist_log"]),
+            node("Sub", [scores, "dist_log"], ["with_dist"]),
+        ]
+        scores = "with_dist"
+    head.by_length["self"] = lambda n: np.where(np.eye(n, dtype=bool), -np.inf, 0).astype(
+        np.float32
+    )
+    head.nodes += [
+        node("Add", [scores, "self"], ["masked"]),
+        node("LogSoftmax", ["masked"], ["scores"], axis=2),
+    ]
+    a, b = _sides(head, "deprel", model.deprel)
+    head.nodes += [node("Identity", [a], ["dep"]), node("Identity", [b], ["gov"])]
+    return head
+
+
+class OnnxNetwork:
+    """A stanza ``HighwayLSTM`` (its trained weights) and what follows it (``head``), as one
+    ONNX Runtime session; without a head the stack's output alone.
 
     Args:
         hlstm: the module (``model.taggerlstm`` or ``model.parserlstm``).
         h_init, c_init: the network's learnt initial states (2 × layers, 1, hidden).
+        head: ``tagger_head(model)`` or ``parser_head(model)``.
     """
 
-    def __init__(self, hlstm: Any, h_init: torch.Tensor, c_init: torch.Tensor) -> None:
+    def __init__(
+        self, hlstm: Any, h_init: torch.Tensor, c_init: torch.Tensor, head: Head | None = None
+    ) -> None:
         self.layers = hlstm.num_layers
         self.h_init = h_init.detach().float().numpy()
         self.c_init = c_init.detach().float().numpy()
+        self.by_length = head.by_length if head else {}
         hidden = hlstm.lstm[0].lstm.hidden_size
-        nodes, initializers, inputs, x = [], [], [], "x"
-        inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "T", None]))
+        nodes, initializers, inputs, x = [], [], [], "input"
+        inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, ["B", "T", None]))
         for layer in range(self.layers):
             for state in ("h0", "c0"):
                 inputs.append(
@@ -137,14 +300,36 @@ class OnnxHighwayLSTM:
             more, weights, x = _layer_nodes(hlstm, layer, x)
             nodes += more
             initializers += weights
-        output = helper.make_tensor_value_info(x, TensorProto.FLOAT, ["B", "T", 2 * hidden])
-        graph = helper.make_graph(nodes, "highway_lstm", inputs, [output], initializers)
+        nodes.append(helper.make_node("Identity", [x], ["x"]))
+        outputs = {"x": TensorProto.FLOAT}
+        if head is not None:
+            nodes += head.nodes
+            initializers += [
+                numpy_helper.from_array(np.ascontiguousarray(torch.as_tensor(v).numpy()), k)
+                for k, v in head.weights.items()
+            ]
+            inputs += [
+                helper.make_tensor_value_info(name, TensorProto.FLOAT, ["T", "T"])
+                for name in head.by_length
+            ]
+            outputs = head.outputs
+        graph = helper.make_graph(
+            nodes,
+            "network",
+            inputs,
+            [
+                helper.make_tensor_value_info(k, kind, ["B", "T", None])
+                for k, kind in outputs.items()
+            ],
+            initializers,
+        )
         self.session = _session(graph)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, length, input) → (batch, length, 2 × hidden)."""
-        batch = x.size(0)
-        feed: dict[str, np.ndarray] = {"x": x.detach().float().numpy()}
+    def __call__(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """(batch, length, input) → the head's outputs (the stack's: (batch, length, 2 ×
+        hidden))."""
+        batch, length = x.shape[:2]
+        feed: dict[str, np.ndarray] = {"input": x.detach().float().numpy()}
         for layer in range(self.layers):
             rows = slice(2 * layer, 2 * layer + 2)
             feed[f"l{layer}_h0"] = np.ascontiguousarray(
@@ -153,4 +338,6 @@ class OnnxHighwayLSTM:
             feed[f"l{layer}_c0"] = np.ascontiguousarray(
                 np.broadcast_to(self.c_init[rows], (2, batch, self.c_init.shape[-1]))
             )
-        return torch.from_numpy(self.session.run(None, feed)[0])
+        for name, make in self.by_length.items():
+            feed[name] = make(length)
+        return [torch.from_numpy(out) for out in self.session.run(None, feed)]

@@ -82,40 +82,90 @@ def test_the_direct_parse_gives_the_pipelines_trees_on_real_captions(parser):
     assert 0 < direct.direct_parser.declined < len(texts)
 
 
+def _stack(model, network):
+    if network == "tagger":
+        return model.taggerlstm, model.taggerlstm_h_init, model.taggerlstm_c_init
+    return model.parserlstm, model.parserlstm_h_init, model.parserlstm_c_init
+
+
+def _theirs(hlstm, h, c, x):
+    """stanza's own ``HighwayLSTM`` over x from the learnt initial states."""
+    from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
+
+    batch, length = x.shape[:2]
+    hx = (h.expand(-1, batch, -1).contiguous(), c.expand(-1, batch, -1).contiguous())
+    out, _ = hlstm(x, [length] * batch, hx=hx)
+    return pad_packed_sequence(out, batch_first=True)[0] if isinstance(out, PackedSequence) else out
+
+
 @pytest.mark.parametrize("network", ["tagger", "parser"])
 def test_the_onnx_stacks_compute_what_stanzas_modules_do(parser, network):
     """The highway BiLSTM stacks in ONNX Runtime against stanza's own ``HighwayLSTM`` on
-    the same inputs: a batch of three sentences of seven words, from their learnt
-    initial states."""
+    the same inputs: a batch of three sentences of seven words."""
     import torch
-    from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
+
+    from groundsearch.model.runtime.parsing.onnx_graphs import OnnxNetwork
 
     direct = parser.direct_parser
-    if network == "tagger":
-        model, ours = direct.tagger.trainer.model, direct.tagger_lstm
-        hlstm, h, c = model.taggerlstm, model.taggerlstm_h_init, model.taggerlstm_c_init
-    else:
-        model, ours = direct.depparse.trainer.model, direct.parser_lstm
-        hlstm, h, c = model.parserlstm, model.parserlstm_h_init, model.parserlstm_c_init
+    model = (direct.tagger if network == "tagger" else direct.depparse).trainer.model
+    hlstm, h, c = _stack(model, network)
     x = torch.randn(3, 7, hlstm.lstm[0].lstm.input_size, generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
-        theirs, _ = hlstm(
-            x, [7, 7, 7], hx=(h.expand(-1, 3, -1).contiguous(), c.expand(-1, 3, -1).contiguous())
-        )
-        if isinstance(theirs, PackedSequence):
-            theirs = pad_packed_sequence(theirs, batch_first=True)[0]
-        got = ours(x)
+        theirs = _theirs(hlstm, h, c, x)
+        (got,) = OnnxNetwork(hlstm, h, c)(x)
     assert got.shape == theirs.shape == (3, 7, 2 * hlstm.lstm[0].lstm.hidden_size)
     torch.testing.assert_close(got, theirs, atol=1e-5, rtol=1e-4)
 
 
-def test_the_onnx_relation_product_is_torchs(parser):
+def test_the_onnx_heads_compute_what_stanzas_modules_do(parser):
+    """The tagger's classifiers and the parser's scorers, in the same sessions as their
+    stacks, against stanza's modules (``Tagger.forward``'s and
+    ``GraphParser.forward_scores``' arithmetic in evaluation mode)."""
+    import torch
+    import torch.nn.functional as F
+
+    direct = parser.direct_parser
+    tagger, model = direct.tagger.trainer.model, direct.depparse.trainer.model
+    gen = torch.Generator().manual_seed(2)
+    with torch.inference_mode():
+        x = torch.randn(3, 7, tagger.taggerlstm.lstm[0].lstm.input_size, generator=gen)
+        hidden = F.relu(tagger.upos_hid(_theirs(*_stack(tagger, "tagger"), x)))
+        layers = [tagger.upos_clf, tagger.tag_clf["xpos"], *tagger.tag_clf["feats"]]
+        expected = torch.stack([layer(hidden).argmax(-1) for layer in layers], 2)
+        (ids,) = direct.tagger_network(x)
+        assert torch.equal(ids, expected)
+
+        x = torch.randn(2, 9, model.parserlstm.lstm[0].lstm.input_size, generator=gen)
+        hidden = _theirs(*_stack(model, "parser"), x)
+        scores = model.unlabeled(hidden, hidden).squeeze(3)
+        offset = torch.arange(9)[None, None, :] - torch.arange(9)[None, :, None]
+        lin = model.linearization(hidden, hidden).squeeze(3)
+        scores = scores + F.logsigmoid(lin * torch.sign(offset).float())
+        dist = 1 + F.softplus(model.distance(hidden, hidden).squeeze(3))
+        scores = scores - torch.log((offset.abs().float() - dist) ** 2 / 2 + 1)
+        scores = F.log_softmax(scores.masked_fill(torch.eye(9, dtype=torch.bool), -float("inf")), 2)
+        got, dep, gov = direct.parser_network(x)
+        torch.testing.assert_close(got, scores, atol=1e-4, rtol=1e-4)
+        # the relation scorer's two sides reproduce its scores over every pair
+        weight = model.deprel.scorer.W_bilin.weight
+        relations = (
+            torch.einsum("bip,pqo,bjq->bijo", dep, weight, gov) + model.deprel.scorer.W_bilin.bias
+        )
+        torch.testing.assert_close(relations, model.deprel(hidden, hidden), atol=1e-4, rtol=1e-4)
+
+
+def test_the_onnx_relation_products_are_torchs(parser):
     import torch
 
     from groundsearch.model.runtime.parsing import networks
+    from groundsearch.model.runtime.parsing.onnx_graphs import OnnxProduct
 
     direct = parser.direct_parser
     weight = networks.relation_weight(direct.depparse)
     x = torch.randn(13, weight.shape[0], generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
-        torch.testing.assert_close(direct.relation_product(x), x @ weight, atol=1e-4, rtol=1e-4)
+        exact = x @ weight
+        torch.testing.assert_close(OnnxProduct(weight)(x), exact, atol=1e-4, rtol=1e-4)
+        # the parser's: int8 steps of each column's scale, x quantised per call
+        error = (direct.relation_product(x) - exact).abs().max() / exact.abs().max()
+        assert 1e-6 < error < 0.02
