@@ -12,12 +12,8 @@ from pathlib import Path
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[str]:
-    """Yield a temporary path in ``path``'s folder; on success it replaces ``path``.
-
-    A crash or an exception leaves ``path`` as it was (never half written). The file
-    is world-readable (0644), not mkstemp's private 0600, so that a service running
-    as another user can load it.
-    """
+    """Yield a temporary path in ``path``'s folder that replaces ``path`` on success (a
+    crash leaves ``path`` as it was); world-readable (0644), for a service's other user."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -29,6 +25,15 @@ def atomic_path(path: Path) -> Iterator[str]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def sync(path: Path | str) -> None:
+    """``fsync`` a written file, so a rename after it never exposes a half-written one."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def sha256_file(path: Path) -> str:
@@ -47,11 +52,8 @@ def write_text(path: Path, text: str) -> None:
 
 
 def torch_save(obj: object, path: Path) -> None:
-    """``torch.save`` atomically and byte-for-byte reproducibly.
-
-    Saving through a file object names the archive's root ``archive`` instead of the
-    (random) temporary file name, so equal objects give equal files.
-    """
+    """``torch.save`` atomically and reproducibly (through a file object the archive's
+    root is ``archive``, not the random temporary name)."""
     import torch
 
     with atomic_path(path) as tmp, open(tmp, "wb") as f:

@@ -11,30 +11,19 @@
         photo = gs.photo(page.results[0].id)             # the photo's bytes
         gs.describe(photo).generated[0].text             # "A dog runs through the grass ."
 
-Every route has a method: ``search`` (and ``search_pages``), ``search_image`` (and
-``search_image_pages``), ``similar`` (and ``similar_pages``), ``describe``,
-``paraphrase``, ``arithmetic``, ``arithmetic_upload``, ``explain``, ``photo``,
-``filters`` (the photo filters every listing method takes as keywords),
-``add_photo`` and ``remove_photo`` (gallery writes: ``Client(token=...)``), ``ready``,
-``wait_ready`` and ``health``. Answers come back as the dataclasses below, which mirror
-the service's response models field for field (``service/http/schemas.py``;
-``tests/test_client.py`` checks they stay alike); ``dataclasses.asdict`` gives the API's
-JSON back.
-
-Every 4xx and 5xx answer raises ``GroundsearchError``, which carries the RFC 9457 problem
-document the server sent (``status``, ``type``, ``title``, ``detail``, ``errors``); a
-server that cannot be reached raises it too, with ``status`` None. A 429 (the server's
-waiting line is full) is retried after its ``Retry-After``, ``retries`` times.
-
-The module imports nothing of the service, the model or the index (only ``httpx`` and
-the standard library): the service's pydantic models would pull in FAISS, numpy and
-torch through their imports (``ImageHit.of`` reads an ``index.gallery.ImageRecord``),
-seconds of imports for a program that only talks HTTP.
+Every route has a method; listing methods take the photo filters (``filters()``) as
+keywords, and gallery writes need ``Client(token=...)``. Answers are the dataclasses
+below, mirroring ``service/http/schemas.py`` field for field (``dataclasses.asdict``
+gives the JSON back). Every 4xx and 5xx answer, and a server that cannot be reached
+(``status`` None), raises ``GroundsearchError`` with the RFC 9457 problem document; a
+429 is retried after its ``Retry-After``, ``retries`` times. Only ``httpx`` and the
+standard library are imported (the service's models would pull in FAISS and torch).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 import types
@@ -78,14 +67,12 @@ PhotoInput = bytes | str | os.PathLike[str] | IO[bytes]
 #: for ``within_km``, text for the rest.
 Filter = str | float | date | datetime | tuple[float, float]
 Order = Literal["relevance", "date", "-date"]
+Sentences = Literal["both", "generated", "retrieved"]
 #: The longest a 429's Retry-After is waited for (seconds).
 MAX_RETRY_WAIT = 30.0
 
 T = TypeVar("T")
 Paged = TypeVar("Paged", "SearchResponse", "ImagesResponse", "LibraryResponse")
-
-
-# --- the answers (mirroring service/http/schemas.py) ---------------------------------------
 
 
 @dataclass(frozen=True)
@@ -299,9 +286,6 @@ class FieldError:
     type: str
 
 
-# --- errors -------------------------------------------------------------------------------------
-
-
 class GroundsearchError(Exception):
     """An error answer (4xx, 5xx) with its RFC 9457 problem document, or a server that
     could not be reached (``status`` None, ``type`` ``"unreachable"``)."""
@@ -369,9 +353,6 @@ def _seconds(value: str | None) -> float | None:
         return None  # an HTTP date: not sent by this server
 
 
-# --- reading answers into the dataclasses -------------------------------------------------------
-
-
 def _read(kind: Any, value: Any) -> Any:
     """``value`` (parsed JSON) as ``kind`` (a dataclass, a list or dict of them, a union
     with None, or a plain type)."""
@@ -393,28 +374,36 @@ def _build(cls: type[T], data: Any) -> T:
     """A dataclass from a JSON object; fields the client does not know are ignored (a
     newer server's), missing ones take their defaults."""
     if not isinstance(data, dict):
-        raise GroundsearchError(
-            None, "invalid-answer", "Invalid answer", f"expected a JSON object, got {data!r:.200}"
-        )
+        raise _invalid(f"expected a JSON object, got {data!r:.200}")
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     values = {k: _read(hints[k], v) for k, v in data.items() if k in known}
     try:
         return cls(**values)
     except TypeError as exc:
-        raise GroundsearchError(
-            None, "invalid-answer", "Invalid answer", f"{cls.__name__}: {exc}"
-        ) from None
+        raise _invalid(f"{cls.__name__}: {exc}") from None
 
 
-# --- the client ---------------------------------------------------------------------------------
+def _invalid(detail: str, status: int | None = None) -> GroundsearchError:
+    return GroundsearchError(status, "invalid-answer", "Invalid answer", detail)
+
+
+def _answer(kind: Any, res: httpx.Response, request: str) -> Any:
+    """An answer as ``kind``: a dataclass, ``bytes`` (the body) or None (the JSON)."""
+    if kind is bytes:
+        return res.content
+    try:
+        answer = res.json()
+    except ValueError:
+        detail = f"{request}: the answer is not JSON: {res.text[:200]!r}"
+        raise _invalid(detail, res.status_code) from None
+    return answer if kind is None else _build(kind, answer)
 
 
 class Client:
     """A groundsearch server at ``base_url`` (default: ``$GROUNDSEARCH_URL``, else
-    ``http://127.0.0.1:8000``). ``token``: the write token, for ``add_photo`` and
-    ``remove_photo``. ``retries``: how often a 429 is retried after its Retry-After.
-    Use it as a context manager, or ``close()`` it."""
+    ``DEFAULT_URL``); ``token``: the write token; ``retries``: how often a 429 is retried
+    after its Retry-After. Use it as a context manager, or ``close()`` it."""
 
     def __init__(
         self,
@@ -429,8 +418,7 @@ class Client:
         self.base_url = base.rstrip("/")
         self.token, self.retries = token, retries
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
-        self._filter_names: frozenset[str] | None = None
-        self._filter_specs: list[dict[str, Any]] = []
+        self._filter_specs: list[dict[str, Any]] | None = None
 
     def __enter__(self) -> Client:
         return self
@@ -444,8 +432,6 @@ class Client:
     def __repr__(self) -> str:
         return f"Client({self.base_url!r})"
 
-    # --- search ---------------------------------------------------------------------------------
-
     def search(
         self,
         text: str,
@@ -458,14 +444,12 @@ class Client:
     ) -> SearchResponse:
         """``POST /search``: the gallery photos that best match ``text`` among those that
         pass the filters, ``k`` a page (``cursor``: a previous page's ``next``)."""
-        params = _query(
-            text=text, k=k, min_relevance=min_relevance, order=order, cursor=cursor
-        ) + self._filters(filters)
-        return _build(SearchResponse, self._call("POST", "/search", params=params))
+        params = _query(text=text, k=k, min_relevance=min_relevance, order=order, cursor=cursor)
+        return self._ask(SearchResponse, "POST", "/search", params, filters)
 
     def search_pages(self, text: str, **options: Any) -> Iterator[SearchResponse]:
         """Every page of ``search(text, **options)``, first to last, following ``next``."""
-        return self._pages(lambda cursor: self.search(text, **options, cursor=cursor), options)
+        return _pages(functools.partial(self.search, text), options)
 
     def search_image(
         self,
@@ -481,21 +465,13 @@ class Client:
     ) -> SearchResponse:
         """``POST /search/image``: the gallery photos most like a photo (steered by
         ``text``: "at night"), filtered, ordered and paged as ``search``'s."""
-        params = _query(
-            text=text, k=k, min_relevance=min_relevance, order=order, cursor=cursor
-        ) + self._filters(filters)
-        files = {"image": _photo(image, filename)}
-        return _build(
-            SearchResponse, self._call("POST", "/search/image", params=params, files=files)
-        )
+        params = _query(text=text, k=k, min_relevance=min_relevance, order=order, cursor=cursor)
+        return self._ask(SearchResponse, "POST", "/search/image", params, filters, image, filename)
 
     def search_image_pages(self, image: PhotoInput, **options: Any) -> Iterator[SearchResponse]:
         """Every page of ``search_image(image, **options)`` (the photo is read once)."""
         name, data = _photo(image, options.pop("filename", None))
-        return self._pages(
-            lambda cursor: self.search_image(data, **options, filename=name, cursor=cursor),
-            options,
-        )
+        return _pages(functools.partial(self.search_image, data, filename=name), options)
 
     def similar(
         self,
@@ -510,39 +486,18 @@ class Client:
         """``GET /images/{id}/similar``: the gallery photos closest to this one (itself
         left out), filtered, ordered and paged as ``search``'s."""
         params = _query(k=k, min_relevance=min_relevance, order=order, cursor=cursor)
-        params += self._filters(filters)
-        path = f"/images/{int(image_id)}/similar"
-        return _build(ImagesResponse, self._call("GET", path, params=params))
+        return self._ask(ImagesResponse, "GET", f"/images/{int(image_id)}/similar", params, filters)
 
     def similar_pages(self, image_id: int, **options: Any) -> Iterator[ImagesResponse]:
         """Every page of ``similar(image_id, **options)``."""
-        return self._pages(lambda cursor: self.similar(image_id, **options, cursor=cursor), options)
-
-    def _pages(
-        self, fetch: Callable[[str | None], Paged], options: Mapping[str, Any]
-    ) -> Iterator[Paged]:
-        if "cursor" in options:
-            raise TypeError("the pages start at the first: pass no cursor")
-
-        def pages() -> Iterator[Paged]:
-            cursor: str | None = None
-            while True:
-                page = fetch(cursor)
-                yield page
-                cursor = getattr(page, "next", None)
-                if cursor is None:
-                    return
-
-        return pages()
-
-    # --- sentences ------------------------------------------------------------------------------
+        return _pages(functools.partial(self.similar, image_id), options)
 
     def describe(
         self,
         image: PhotoInput,
         *,
         k: int = 5,
-        sentences: Literal["both", "generated", "retrieved"] = "both",
+        sentences: Sentences = "both",
         beam: int | None = None,
         min_relevance: float | None = None,
         filename: str | None = None,
@@ -550,19 +505,15 @@ class Client:
         """``POST /describe``: sentences the decoder writes for a photo, the ``k``
         captions that fit it best, and what the backbone's classifier saw."""
         params = _query(k=k, sentences=sentences, beam=beam, min_relevance=min_relevance)
-        files = {"image": _photo(image, filename)}
-        return _build(DescribeResponse, self._call("POST", "/describe", params=params, files=files))
+        return self._ask(DescribeResponse, "POST", "/describe", params, None, image, filename)
 
     def paraphrase(self, text: str, *, beam: int | None = None) -> ParaphraseResponse:
         """``POST /paraphrase``: the text's vector written back into words."""
-        params = _query(text=text, beam=beam)
-        return _build(ParaphraseResponse, self._call("POST", "/paraphrase", params=params))
+        return self._ask(ParaphraseResponse, "POST", "/paraphrase", _query(text=text, beam=beam))
 
     def explain(self, text: str) -> ExplainResponse:
         """``GET /explain``: the text's dependency tree, each word's share of its vector."""
-        return _build(ExplainResponse, self._call("GET", "/explain", params=_query(text=text)))
-
-    # --- arithmetic -----------------------------------------------------------------------------
+        return self._ask(ExplainResponse, "GET", "/explain", _query(text=text))
 
     def arithmetic(
         self,
@@ -579,8 +530,7 @@ class Client:
         """``POST /arithmetic``: photos near ``photo − Σ minus + Σ plus`` from a gallery
         photo; ``sentence``: also what the result vector says in words."""
         params = _query(image_id=image_id) + _terms(plus, minus, k, rerank, sentence, min_relevance)
-        params += self._filters(filters)
-        return _build(ImagesResponse, self._call("POST", "/arithmetic", params=params))
+        return self._ask(ImagesResponse, "POST", "/arithmetic", params, filters)
 
     def arithmetic_upload(
         self,
@@ -597,22 +547,16 @@ class Client:
     ) -> ImagesResponse:
         """``POST /arithmetic/upload``: the same, from an uploaded photo."""
         params = _terms(plus, minus, k, rerank, sentence, min_relevance)
-        params += self._filters(filters)
-        files = {"image": _photo(image, filename)}
-        return _build(
-            ImagesResponse, self._call("POST", "/arithmetic/upload", params=params, files=files)
-        )
-
-    # --- photos and gallery writes --------------------------------------------------------------
+        path = "/arithmetic/upload"
+        return self._ask(ImagesResponse, "POST", path, params, filters, image, filename)
 
     def photo(self, image_id: int) -> bytes:
         """``GET /images/{id}``: the gallery photo's bytes, upright."""
-        return self._send("GET", f"/images/{int(image_id)}").content
+        return self._ask(bytes, "GET", f"/images/{int(image_id)}")
 
     def thumbnail(self, image_id: int, size: int = 256) -> bytes:
         """``GET /images/{id}/thumbnail``: the photo as a small JPEG, upright."""
-        params = _query(size=size)
-        return self._send("GET", f"/images/{int(image_id)}/thumbnail", params=params).content
+        return self._ask(bytes, "GET", f"/images/{int(image_id)}/thumbnail", _query(size=size))
 
     def library(
         self,
@@ -622,64 +566,51 @@ class Client:
         cursor: str | None = None,
         **filters: Filter | None,
     ) -> LibraryResponse:
-        """``GET /images``: the gallery's photos by when they were taken (newest first by
-        default), filtered and paged as ``search``'s."""
+        """``GET /images``: the gallery's photos by date taken (newest first by default),
+        filtered and paged as ``search``'s."""
         params = _query(k=k, order=order, cursor=cursor)
-        params += self._filters(filters)
-        return _build(LibraryResponse, self._call("GET", "/images", params=params))
+        return self._ask(LibraryResponse, "GET", "/images", params, filters)
 
     def library_pages(self, **options: Any) -> Iterator[LibraryResponse]:
         """Every page of ``library(**options)``."""
-        return self._pages(lambda cursor: self.library(**options, cursor=cursor), options)
+        return _pages(self.library, options)
 
     def describe_photo(
         self,
         image_id: int,
         *,
         k: int = 5,
-        sentences: Literal["both", "generated", "retrieved"] = "both",
+        sentences: Sentences = "both",
         beam: int | None = None,
         min_relevance: float | None = None,
     ) -> DescribeResponse:
         """``GET /images/{id}/describe``: what ``describe`` answers for a gallery photo."""
         params = _query(k=k, sentences=sentences, beam=beam, min_relevance=min_relevance)
-        path = f"/images/{int(image_id)}/describe"
-        return _build(DescribeResponse, self._call("GET", path, params=params))
+        return self._ask(DescribeResponse, "GET", f"/images/{int(image_id)}/describe", params)
 
     def add_photo(
-        self,
-        image: PhotoInput,
-        *,
-        captions: Iterable[str] = (),
-        filename: str | None = None,
+        self, image: PhotoInput, *, captions: Iterable[str] = (), filename: str | None = None
     ) -> AddedPhoto:
         """``POST /gallery/images`` (needs the token): add a photo with its captions; the
         same bytes again add the captions to the photo already there (``new`` False)."""
-        files = {"image": _photo(image, filename)}
-        data = {"captions": list(captions)}
-        answer = self._call("POST", "/gallery/images", files=files, data=data, auth=True)
-        return _build(AddedPhoto, answer)
+        data, path = {"captions": list(captions)}, "/gallery/images"
+        return self._ask(AddedPhoto, "POST", path, [], {}, image, filename, data=data, auth=True)
 
     def remove_photo(self, image_id: int) -> RemovedPhoto:
-        """``DELETE /gallery/images/{id}`` (needs the token): remove a photo and its
-        captions."""
-        path = f"/gallery/images/{int(image_id)}"
-        return _build(RemovedPhoto, self._call("DELETE", path, auth=True))
-
-    # --- operations -----------------------------------------------------------------------------
+        """``DELETE /gallery/images/{id}`` (needs the token): remove a photo, its captions."""
+        return self._ask(RemovedPhoto, "DELETE", f"/gallery/images/{int(image_id)}", auth=True)
 
     def health(self) -> Health:
         """``GET /health``: the process answers."""
-        return _build(Health, self._call("GET", "/health"))
+        return self._ask(Health, "GET", "/health")
 
     def ready(self) -> Readiness:
         """``GET /ready``: what the server loaded (GroundsearchError 503 while loading)."""
-        return _build(Readiness, self._call("GET", "/ready"))
+        return self._ask(Readiness, "GET", "/ready")
 
     def wait_ready(self, timeout: float = 300.0, every: float = 0.5) -> Readiness:
-        """``ready()`` once the server has loaded (and is up): waits through 503s and
-        refused connections for at most ``timeout`` seconds, then raises the last
-        error."""
+        """``ready()`` once the server has loaded: waits through 503s and refused
+        connections for at most ``timeout`` seconds, then raises the last error."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -689,66 +620,70 @@ class Client:
                     raise
             time.sleep(every)
 
-    # --- HTTP -----------------------------------------------------------------------------------
-
     def filters(self) -> list[dict[str, Any]]:
-        """``GET /filters``: the photo filters the server takes (name, kind, help,
-        example), read once; every method that lists photos takes them as keywords."""
-        if self._filter_names is None:
-            specs = self._call("GET", "/filters")
-            self._filter_names = frozenset(spec["name"] for spec in specs)
-            self._filter_specs = specs
+        """``GET /filters`` (read once): the filters every listing method takes as keywords."""
+        if self._filter_specs is None:
+            self._filter_specs = self._ask(None, "GET", "/filters")
         return list(self._filter_specs)
 
-    def _filters(self, filters: Mapping[str, Filter | None]) -> list[tuple[str, str]]:
-        """The photo filters as ``/search`` reads them (docs/API.md); a keyword that names
-        no filter of the server's (``filters()``) is a TypeError, not a filter ignored."""
-        given = {name: value for name, value in filters.items() if value is not None}
-        if given:
-            self.filters()
-            unknown = sorted(set(given) - (self._filter_names or frozenset()))
-            if unknown:
-                raise TypeError(
-                    f"unknown filter {', '.join(unknown)}: the server takes "
-                    f"{', '.join(sorted(self._filter_names or ()))}"
-                )
-        near = given.get("near")
-        if near is not None and not isinstance(near, str):
-            given["near"] = f"{float(near[0])!r},{float(near[1])!r}"  # type: ignore[index]
-        return _query(**given)
+    def _ask(
+        self,
+        kind: Any,
+        method: str,
+        path: str,
+        params: list[tuple[str, str]] | None = None,
+        filters: Mapping[str, Filter | None] | None = None,
+        image: PhotoInput | None = None,
+        filename: str | None = None,
+        **request: Any,
+    ) -> Any:
+        """A request's answer as ``kind``; a filter the server lacks is a TypeError."""
+        given = {name: value for name, value in (filters or {}).items() if value is not None}
+        known = {spec["name"] for spec in self.filters()} if given else set()
+        if unknown := sorted(set(given) - known):
+            names = ", ".join(sorted(known))
+            raise TypeError(f"unknown filter {', '.join(unknown)}: the server takes {names}")
+        if image is not None:
+            request["files"] = {"image": _photo(image, filename)}
+        res = _send(self, method, path, params=(params or []) + _query(**given), **request)
+        return _answer(kind, res, f"{method} {path}")
 
-    def _call(self, method: str, path: str, auth: bool = False, **request: Any) -> Any:
-        """The JSON answer of a request; GroundsearchError for an error answer."""
-        res = self._send(method, path, auth, **request)
+
+def _send(
+    client: Client, method: str, path: str, auth: bool = False, **request: Any
+) -> httpx.Response:
+    """A request's answer, a 429 retried after its Retry-After ``client.retries`` times;
+    GroundsearchError for an error answer or no answer."""
+    headers = {"Authorization": f"Bearer {client.token}"} if auth and client.token else {}
+    for attempt in range(client.retries + 1):
         try:
-            return res.json()
-        except ValueError:
-            raise GroundsearchError(
-                res.status_code,
-                "invalid-answer",
-                "Invalid answer",
-                f"{method} {path}: the answer is not JSON: {res.text[:200]!r}",
-            ) from None
+            res = client._http.request(method, path, headers=headers, **request)
+        except httpx.TransportError as exc:
+            detail = f"no answer from {client.base_url} ({type(exc).__name__}: {exc})"
+            raise GroundsearchError(None, "unreachable", "Unreachable", detail) from exc
+        if res.status_code < 400:
+            return res
+        error = GroundsearchError.of(res)
+        if res.status_code != 429 or attempt == client.retries:
+            raise error
+        time.sleep(min(error.retry_after or 1.0, MAX_RETRY_WAIT))
+    raise AssertionError("unreachable")  # pragma: no cover
 
-    def _send(self, method: str, path: str, auth: bool = False, **request: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token}"} if auth and self.token else {}
-        for attempt in range(self.retries + 1):
-            try:
-                res = self._http.request(method, path, headers=headers, **request)
-            except httpx.TransportError as exc:
-                raise GroundsearchError(
-                    None,
-                    "unreachable",
-                    "Unreachable",
-                    f"no answer from {self.base_url} ({type(exc).__name__}: {exc})",
-                ) from exc
-            if res.status_code < 400:
-                return res
-            error = GroundsearchError.of(res)
-            if res.status_code != 429 or attempt == self.retries:
-                raise error
-            time.sleep(min(error.retry_after or 1.0, MAX_RETRY_WAIT))
-        raise AssertionError("unreachable")  # pragma: no cover
+
+def _pages(read: Callable[..., Paged], options: dict[str, Any]) -> Iterator[Paged]:
+    """Every page of ``read(**options)``, following ``next`` from the first."""
+    if "cursor" in options:
+        raise TypeError("the pages start at the first: pass no cursor")
+
+    def pages() -> Iterator[Paged]:
+        cursor: str | None = None
+        while True:
+            page = read(**options, cursor=cursor)
+            yield page
+            if (cursor := page.next) is None:
+                return
+
+    return pages()
 
 
 def _query(**values: Any) -> list[tuple[str, str]]:
@@ -761,6 +696,8 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, date | datetime):
         return value.isoformat()
+    if isinstance(value, tuple):  # a place: "lat,lon"
+        return f"{float(value[0])!r},{float(value[1])!r}"
     return str(value)
 
 
@@ -772,16 +709,14 @@ def _terms(
     sentence: bool,
     min_relevance: float | None,
 ) -> list[tuple[str, str]]:
-    """The parameters of both arithmetic routes (the phrases repeated, in order)."""
-    phrases = [("plus", p) for p in _phrases(plus)]
-    phrases += [("minus", p) for p in _phrases(minus)]
+    """The parameters of both arithmetic routes (the phrases repeated, in order; a string
+    is one phrase, not its letters)."""
+    phrases = [
+        (sign, str(p))
+        for sign, values in (("plus", plus), ("minus", minus))
+        for p in ([values] if isinstance(values, str) else values)
+    ]
     return phrases + _query(k=k, rerank=rerank, sentence=sentence, min_relevance=min_relevance)
-
-
-def _phrases(values: Iterable[str]) -> list[str]:
-    if isinstance(values, str):  # one phrase, not its letters
-        return [values]
-    return [str(v) for v in values]
 
 
 def _photo(image: PhotoInput, filename: str | None) -> tuple[str, bytes]:

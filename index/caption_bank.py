@@ -1,9 +1,5 @@
 """Captions ``/describe`` may answer with when the gallery has few or none of its own.
 
-    texts, name = training_captions(data_dir, sample_captions)   # or captions_from(file)
-    bank = CaptionBank.load_or_build(name, texts, model, parser, identity, cache_dir)
-    bank.search(vector, k)                                  # [(text, score), …]
-
 A user's gallery usually has photos and no captions. The default bank is the captions
 the model was trained on, those of each collection of the data folder that is there
 (Flickr8k train and dev, 35,000 sentences; cc-web train and dev, 17,645 web alt-texts),

@@ -1,33 +1,14 @@
 """A gallery: photos and captions in a SQLite database, searched through FAISS.
 
-    gallery = Gallery.create(folder, dim, checkpoint_identity(checkpoint))
-    gallery = Gallery.open(folder, checkpoint_identity(checkpoint))   # refuses another model
-    gallery.search_images(vector, k)            # [Hit(id, score, item=ImageRecord), …]
-    gallery.search_images(vector, k, PhotoFilter(folder="/photos/2024"))   # filtered
-    gallery.writes.add_photo(data, "jpg", vector, captions, caption_vectors)   # an upload
-    gallery.writes.remove_photo(image_id)
-    gallery.close()                              # snapshots the search indexes
+A gallery folder holds ``gallery.db`` (``index.store.records``, the system of record),
+``index/`` (snapshots of the two FAISS indexes, ``index.search.search_indexes``: derived,
+rebuilt when missing or stale) and ``uploads/`` (``index.store.upload_files``). The index
+kind is fixed at creation or ``auto`` (picked by size, changed by a rebuild).
 
-A gallery folder holds ``gallery.db`` (``groundsearch.index.store.records``: the system of
-record, and the only module that knows its schema), ``index/`` (snapshots of the two
-FAISS indexes, ``groundsearch.index.search.search_indexes``: derived, rebuilt when missing or
-stale) and ``uploads/`` (the files of photos added through the API,
-``groundsearch.index.store.upload_files``). Indexed photos stay where they are; an indexing
-run records their files through ``groundsearch.index.store.indexing_runs``. The index kind is
-fixed at creation or ``auto``: picked by size and changed by a rebuild when the gallery
-outgrows it.
-
-Several processes may serve one gallery: one writer (it compacts and snapshots) and
-any number opened ``read_only``, which write nothing, follow the records like the
-writer and take up the writer's rebuilt indexes from its snapshots.
-
-Each write (``gallery.writes``, ``groundsearch.index.photo_writes``) is one database
-transaction, so a photo and its captions appear together or not at all; the search
-indexes then read what was committed after their watermark (``SearchIndexes.refresh``),
-which is also how a process sees another's writes (``gallery.indexes.follow`` does it
-every second in a background thread). An uploaded photo's file is written (and synced)
-before its transaction and deleted after its removal's; files no record names are
-cleared when a writer opens the gallery.
+One writer (it compacts and snapshots) and any number of ``read_only`` processes may
+serve one gallery; all follow the records (``gallery.indexes.follow``, every second).
+Each write (``gallery.writes``) is one transaction; an upload's file is synced before it
+and deleted after its removal, and files no record names are cleared when a writer opens.
 """
 
 from __future__ import annotations
@@ -125,8 +106,6 @@ class Gallery:
         #: photos' stored classes read so far (a photo's never change once stored)
         self._classes = ClassCache(lambda ids: records.classes_of(self.records.reader(), ids))
 
-    # --- opening ----------------------------------------------------------------------------
-
     @classmethod
     def create(cls, folder: Path, dim: int, identity: dict[str, str], kind: str = AUTO) -> Gallery:
         """A new, empty gallery in ``folder`` (``kind``: one of ``INDEX_KINDS`` or ``auto``)."""
@@ -181,8 +160,6 @@ class Gallery:
         self.indexes.close(snapshot)
         self.records.close()
 
-    # --- reading ----------------------------------------------------------------------------
-
     def counts(self) -> dict[str, int]:
         return self.indexes.counts()
 
@@ -227,10 +204,8 @@ class Gallery:
         return np.stack([found[i] for i in want]) if want else np.zeros((0, self.dim))
 
     def image_classes(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The stored classes of photos ``ids``, in order (``records.classes_of``): class
-        ids (photos × k, a row of -1 for a photo without) and probabilities; kept in
-        memory once read (``ClassCache``: relevance reads those of up to 1,000 hits a
-        query)."""
+        """The stored classes of photos ``ids``, in order (``records.classes_of``; a row of
+        -1 for a photo without), and their probabilities; cached (``ClassCache``)."""
         return self._classes(ids)
 
     def stores_classes(self) -> bool:
@@ -309,10 +284,8 @@ class Gallery:
         after: DateKey | None = None,
         passing: int | None = None,
     ) -> list[ImageRecord]:
-        """The ``k`` photos that pass ``where`` after ``after`` (a ``DateKey``, or
-        ``date_key`` of the last photo of a page) by when they were taken, newest or
-        oldest first, the undated last (``filter_sql.photos_by_date``; ``passing``: how many
-        photos pass ``where``, if known, which picks the plan)."""
+        """The ``k`` photos that pass ``where`` after the ``DateKey`` ``after``, by date taken
+        (undated last; ``filter_sql.photos_by_date``, ``passing`` picking its plan)."""
         db = self.records.reader()
         keys = filter_sql.photos_by_date(db, where, k, newest_first, after, passing)
         found = self.image_records([key.id for key in keys])

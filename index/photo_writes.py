@@ -1,17 +1,7 @@
 """A gallery's writes (``Gallery.writes``): uploaded photos in, photos out.
 
-    writes = gallery.writes
-    image_id, caption_ids, new = writes.add_photo(data, "jpg", vector, captions, vectors)
-    writes.remove_photo(image_id)                # returns how many captions went
-    writes.fill_upload_metadata()                # a format-2 gallery's uploads, read again
-
-Each write is one database transaction (``Records.transaction``), so a photo and its
-captions appear together or not at all, and costs the same whatever the gallery's size;
-the search indexes then read what was committed after their watermark
-(``SearchIndexes.refresh``). An uploaded photo's file (``uploads/``,
-``groundsearch.index.store.upload_files``) is written (and synced) before its
-transaction and deleted after its removal's; files no record names are cleared when a
-writer opens the gallery (``clear_leftovers``).
+Each write is one transaction, so a photo and its captions appear together or not at
+all; an upload's file is synced before it and deleted after its removal's.
 """
 
 from __future__ import annotations
@@ -53,13 +43,10 @@ class PhotoWrites:
         meta: PhotoMetadata | None = None,
         classes: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[int, list[int], bool]:
-        """Keep an uploaded photo in ``uploads/`` and add it with its captions in one
-        transaction, durable when it returns. A photo already in the gallery (same
-        bytes) is not stored twice: its new captions are added to it (and ``meta`` only
-        if it had none). ``meta``: what the upload says (``read_upload_metadata``: read
-        here from ``data`` when not given); ``classes``: the classifier's most probable
-        classes (ids, probabilities), stored with a new photo. Returns the image id, the
-        new caption ids and whether the photo was new."""
+        """Keep an uploaded photo in ``uploads/`` and add it with its captions in one durable
+        transaction; the same bytes again add only new captions (and ``meta`` if it had none).
+        ``meta``: read from ``data`` when not given; ``classes``: (ids, probabilities) stored
+        with a new photo. Returns the image id, the new caption ids and whether it was new."""
         sha = hashlib.sha256(data).hexdigest()
         file = self.uploads.name_for(sha, extension)
         vec = as_matrix(vector, self.dim, "vector")[0]

@@ -59,10 +59,8 @@ def build_parser(groups: tuple[ModuleType, ...] = GROUPS) -> argparse.ArgumentPa
 
 
 def parser_for(argv: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
-    """The parser of every command, or, when ``argv`` runs a command of a group that
-    lists its ``COMMANDS``, of that group alone (other groups' flags are made from the
-    model's and training's config classes, whose imports take a second or two), with
-    ``argv`` as that group's ``normalise`` reads it."""
+    """The parser of every command, or of the group alone whose ``COMMANDS`` ``argv`` runs
+    (the others' flags import the model), with ``argv`` as its ``normalise`` reads it."""
     for group in GROUPS:
         if argv and argv[0] in getattr(group, "COMMANDS", ()):
             return build_parser((group,)), getattr(group, "normalise", list)(argv)

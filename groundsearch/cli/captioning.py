@@ -43,11 +43,9 @@ def _threads(args: argparse.Namespace) -> None:
 def _split_vectors(
     args: argparse.Namespace, split: str, hold_out: list[str] | None = None
 ) -> tuple[ExportedVectors, list[list[str]]]:
-    """The vectors of a split's photos and captions (less the photos of ``hold_out``
-    concepts), and each photo's reference captions, over every ``--source``, one after
-    another: from the gallery's stored vectors (``--gallery``, one Flickr8k-layout
-    source), or from the backbone's features through the checkpoint (photos: ``W_I z``;
-    captions: their parses embedded), which any collection has."""
+    """A split's photo and caption vectors (less ``hold_out``'s photos) and each photo's
+    reference captions, over every ``--source``: the gallery's stored vectors
+    (``--gallery``), or the backbone's features through the checkpoint."""
     from groundsearch.index.errors import StoreError
     from groundsearch.index.store.export import ExportedVectors
     from groundsearch.model.data import DatasetError

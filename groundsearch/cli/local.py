@@ -1,18 +1,9 @@
 """The service's capabilities over a gallery on disk, for one command and no server.
 
-    local = LocalGallery.open(settings)          # the gallery, read-only, and its checkpoint
-    local.search(text, ask, min_relevance)       # the API's /search answer, as a dict
-    local.describe(photo_path, k)                # the API's /describe answer, as a dict
-
-The gallery is opened as a read-only replica opens it (``Gallery.open(read_only=True)``):
-its records through SQLite's WAL, which sees a consistent committed state while an
-indexer or a server writes, its search indexes from the writer's snapshots caught up
-from the records (nothing is written: no snapshot, no migration). The answers are the
-service's own: its core (``Components.open``, ``Capabilities``) and the response models
-of ``service.http.schemas`` — no FastAPI module is imported. What one command does not
-need is not loaded: a search loads no image backbone, decoder or caption bank, and reads
-the query's parse from the disk parse cache (stanza is loaded only for a text never
-parsed before).
+The gallery is opened as a read-only replica (nothing written), and the answers are the
+service core's (``Components.open``, ``Capabilities``, ``service.http.schemas``; no
+FastAPI). Only what a command needs is loaded: a search loads no backbone, decoder or
+caption bank and reads its parse from the disk cache.
 """
 
 from __future__ import annotations

@@ -54,9 +54,6 @@ nearest to it whose relevance reaches --min-relevance; --json prints the API's
 """
 
 
-# --- what both commands share -------------------------------------------------------------------
-
-
 def normalise(argv: list[str]) -> list[str]:
     """``argv`` with a dashed value joined to its flag (``--order=-date``)."""
     from groundsearch.index.filters.conditions import FILTER_NAMES
@@ -139,9 +136,6 @@ def client_error(exc: GroundsearchError) -> CliError:
 
 def print_json(answer: Any) -> None:
     print(json.dumps(answer, indent=2, ensure_ascii=False))
-
-
-# --- search -------------------------------------------------------------------------------------
 
 
 def read_filter(args: argparse.Namespace) -> PhotoFilter:
@@ -240,9 +234,6 @@ def remote_search(args: argparse.Namespace) -> dict[str, Any]:
         raise client_error(exc) from None
 
 
-# --- describe -----------------------------------------------------------------------------------
-
-
 def cmd_describe(args: argparse.Namespace) -> int:
     photo = Path(args.photo)
     if not photo.is_file():
@@ -317,9 +308,6 @@ def remote_describe(args: argparse.Namespace, photo: Path) -> dict[str, Any]:
         url = hit["image_url"]
         hit["path"] = f"{args.url.rstrip('/')}{url}" if url else None
     return answer
-
-
-# --- flags --------------------------------------------------------------------------------------
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

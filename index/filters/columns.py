@@ -1,30 +1,13 @@
 """Every photo's filter columns held in memory, with an index for each condition.
 
-    columns = FilterColumns()
-    with records.snapshot() as db:
-        columns.refresh(db)                    # follow the records (new, removed, edited)
-    columns.matching(where)                    # sorted ids of the photos that pass
-    columns.passing(ids, where)                # those of ``ids`` that pass
-
-A filtered search must know which photos pass before (exact plan) or after (overfetch
-plan) it scores them, in far less than the search itself (a fraction of a millisecond at
-1M photos); SQLite's indexes take milliseconds to return 10,000 ids. So a gallery keeps
-the columns a filter reads (``records.FILTER_COLUMNS``: 41 bytes a photo) in numpy
-arrays, ordered by id, and for the rows read at the last *reindex*:
-
-* ``date``: the dated rows sorted by ``taken_at`` — a date range is two binary searches;
-* ``folder``, ``camera``: the rows grouped by value — a folder and the folders under it
-  are a range of the sorted folder names, a camera one group;
-* ``near``: the rows with GPS sorted by a grid cell of ``CELL_DEG`` degrees — the
-  circle's bounding box is one range of cells per row of the grid;
-* ``source``: the uploaded rows.
-
-A query takes the rows of its rarest condition from its index, adds the rows read or
-edited since the reindex (the *tail*, reindexed once it passes ``REINDEX_SHARE`` of the
-photos), and checks every condition on those rows (``PhotoFilter.masks``), so what an
-index holds need only be a superset. Rows follow the records' logs: new photos by id,
-``removals`` (marked dead) and ``edits`` (the trigger-filled log of photos whose filter
-columns changed in place: a backfill, a moved file; their rows re-read).
+A filtered search must know which photos pass in a fraction of a millisecond at 1M
+photos, faster than SQLite's indexes. So the columns (``records.FILTER_COLUMNS``) are
+numpy arrays by id, with, for the rows read at the last *reindex*: ``date`` (sorted by
+``taken_at``), ``folder`` and ``camera`` (grouped by value), ``near`` (sorted by a
+``CELL_DEG`` grid cell) and ``source`` (the uploads). A query takes the rows of its
+rarest condition plus those read or edited since (the *tail*, reindexed past
+``REINDEX_SHARE``) and checks every condition on them (``PhotoFilter.masks``). Rows
+follow the records' ``removals`` and ``edits`` logs.
 """
 
 from __future__ import annotations
@@ -128,8 +111,6 @@ class FilterColumns:
         """Live photos."""
         return self.live
 
-    # --- following the records ----------------------------------------------------------------
-
     def refresh(self, db: sqlite3.Connection) -> int:
         """Read what the records committed since the last refresh (inside one snapshot);
         returns the rows changed."""
@@ -228,8 +209,6 @@ class FilterColumns:
         self._by_cell, self._cells = placed[order], cells[order]
         self._uploads = np.flatnonzero(self.uploaded[:n])
         self._indexed, self._edited = n, set()
-
-    # --- answering ----------------------------------------------------------------------------
 
     def matching(self, where: PhotoFilter) -> np.ndarray:
         """The sorted ids of the live photos that pass ``where`` (every live photo for an

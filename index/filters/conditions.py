@@ -1,35 +1,16 @@
 """What a search may be narrowed to: a photo's date, folder, camera, place and source.
 
-    where = PhotoFilter(after=t0, before=t1, folder="/photos/2024", near=(48.85, 2.35))
-    gallery.search_images(query, k, where)          # k hits whenever k photos pass
-    PhotoFilter.from_query(after="2024-07-01", near="48.85,2.35", within_km="5")
+Each filter is declared once, in ``FILTER_PARAMS``; the route's parameters, the CLI's
+flags, the client's keywords and the page's form are made from it. A bad value raises
+``FilterError`` naming its parameter (a 422). All conditions must hold:
 
-**Each filter is declared once, here** (``FILTER_PARAMS``): its query parameter, what
-passes, an example and how a form asks for it. The route's parameters
-(``service.http.routes.filters``), the CLI's flags (``groundsearch search --after …``),
-the client's keywords (checked against ``GET /filters``) and the page's form (built from
-``GET /filters``) are all made from it.
+* ``after`` / ``before``: ``after <= taken_at < before`` (an unknown date never passes).
+* ``folder``: the folder or under it, component by component; uploads never pass.
+* ``camera``: equal, ignoring ASCII case.
+* ``near`` with ``within_km`` (default 1 km): haversine distance; no GPS never passes.
+* ``source``: ``folder`` or ``upload``.
 
-A filter is checked when it is made: a bad value raises ``FilterError`` naming the query
-parameter it came from (``after``, ``before``, ``folder``, ``camera``, ``near``,
-``within_km``, ``source``), so the service answers a 422 problem naming it. The
-conditions (all must hold):
-
-* ``after`` / ``before``: ``taken_at >= after`` and ``taken_at < before`` (seconds since
-  the epoch, UTC); a photo whose date is unknown never passes a date condition.
-* ``folder``: the photo's folder is ``folder`` or lies under it, path component by
-  component (``/a/b`` takes ``/a/b`` and ``/a/b/c``, not ``/a/bc``); uploads have no
-  folder and never pass.
-* ``camera``: the photo's camera equals ``camera``, ignoring ASCII case.
-* ``near`` (latitude, longitude) with ``within_km`` (default 1 km): the great-circle
-  (haversine) distance on a sphere of the Earth's mean radius is at most ``within_km``;
-  a photo without GPS never passes.
-* ``source``: ``folder`` (indexed from a folder) or ``upload`` (added through the API).
-
-The SQL for a filter lives in ``groundsearch.index.filters.sql`` (the records' other
-statements in ``groundsearch.index.store.records``); ``masks`` here states the same
-conditions over columns held in memory, which is how a gallery estimates a filter's
-selectivity from a sample of its photos (``groundsearch.index.filters.filtered_search``).
+The SQL lives in ``index.filters.sql``; ``masks`` states the same over in-memory columns.
 """
 
 from __future__ import annotations
@@ -250,8 +231,6 @@ class PhotoFilter:
             within_km=within_km,
             source=source,
         )
-
-    # --- the same conditions over columns in memory ----------------------------------------
 
     def masks(self, columns: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Which rows pass each condition, by name (``conditions``), over columns as

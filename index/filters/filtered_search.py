@@ -1,43 +1,20 @@
 """Searches narrowed by a ``PhotoFilter``, applied inside the vector search.
 
-    search = FilteredSearch(indexes)                # a gallery's SearchIndexes
-    search.search(query, k, where)                  # [(id, score)], best first
-    search.count(where)                             # photos that pass
-
-Every photo's filter columns are held in memory (``FilterColumns``, following the
-records with the indexes, and at once after this process's own writes), so which photos
-pass is known in a fraction of a millisecond. Three plans. Each query's is chosen by what
-it is estimated to cost, from the filter's estimated share of the photos (each
-condition's share in a random sample of the photos, ``filter_sql.filter_sample``, drawn
-again when the gallery has changed by a tenth or is older than ``RESAMPLE_AFTER_S``) and
+The filter columns are held in memory (``FilterColumns``). Each query's plan is chosen
+by its estimated cost, from the filter's share of the photos (a random sample,
+``filter_sql.filter_sample``, redrawn after a tenth changed or ``RESAMPLE_AFTER_S``) and
 per-item costs measured at 1M photos (``ROW_US``, ``SCORE_US``, ``HIT_US``):
 
-* **exact** — the passing photos' ids come from the filter columns
-  (``FilterColumns.matching``) and are scored from the index's own copies without a
-  FAISS search (``VectorIndex.score_likeliest``: in a large HNSW or flat index, the
-  photos whose 32-d sketch scores best, 32 per hit asked for, then exactly). Its cost
-  grows with the photos that pass: the plan of selective filters (and of a ``flat``
-  index up to ``FLAT_EXACT_SHARE``).
-* **overfetch** — the index's plain search for ``k / share × OVERFETCH_MARGIN`` hits
-  (HNSW's candidate list half as long, the IVF lists probed widened), the
-  fetched ids checked against the filter columns (``FilterColumns.passing``).
-  Its cost grows as the share falls: the plan of broad filters. When fewer than ``k``
-  pass (the estimate was high, or the fetched ones were unlucky), it fetches
-  ``OVERFETCH_AGAIN`` times as many once, then another plan answers.
-* **selector** — only ``ivfpq`` chooses it, for a filter too broad to score every
-  passing photo (more than ``EXACT_UP_TO``) and too narrow to overfetch: the passing
-  ids restrict the IVF search through a FAISS ``IDSelector`` (with the tombstones),
-  more lists probed as the share falls (``VectorIndex.search_among``); when it comes
-  back short of ``min(k, photos passing)``, the passing photos are scored exactly. An
-  HNSW graph restricted by a selector was measured slower than exact scoring and far
-  from exact (recall@10 0.77 at 0.1 %: the graph's walk is cut off by the photos
-  it may not return), so HNSW never chooses it.
+* **exact**: the passing ids scored from the index's copies (``score_likeliest``); for
+  selective filters.
+* **overfetch**: a plain search for ``k / share × OVERFETCH_MARGIN`` hits, checked
+  against the columns; retried once ``OVERFETCH_AGAIN`` times larger, then another plan.
+* **selector**: ``ivfpq`` only, between the two: the passing ids restrict the IVF search
+  (``search_among``), exact scoring when it comes back short. (HNSW restricted by a
+  selector was measured slower than exact and far from it.)
 
-So every plan answers exactly ``min(k, photos passing)`` hits, whatever the kind; the
-estimate only decides how fast. "Photos passing" are those the records hold and the
-index has read (a photo committed in the last second, before the follower read it, is
-found by neither a filtered nor an unfiltered search yet). The figures behind the
-constants are in docs/BENCHMARKS.md, "Filtered search".
+Every plan answers exactly ``min(k, photos passing)`` hits; the estimate only decides
+how fast (docs/BENCHMARKS.md, "Filtered search").
 """
 
 from __future__ import annotations
@@ -54,7 +31,7 @@ from groundsearch.index.filters.columns import FilterColumns
 from groundsearch.index.filters.conditions import PhotoFilter
 from groundsearch.index.search.index_kinds import COMPRESSED, IndexSettings
 from groundsearch.index.search.search_indexes import SearchIndexes
-from groundsearch.index.search.vectors import VectorIndex
+from groundsearch.index.search.vectors import VectorIndex, check_k
 
 __all__ = ["PLANS", "FilteredSearch", "Plan"]
 
@@ -105,10 +82,8 @@ def widened(settings: IndexSettings, share: float, graph: bool) -> IndexSettings
 
 
 def overfetch_settings(settings: IndexSettings, fetch: int, share: float) -> IndexSettings:
-    """``settings`` for the plain search of ``fetch`` hits: HNSW's candidate list
-    ``OVERFETCH_GRAPH`` times that long (FAISS keeps ``efSearch`` whatever ``k``, and
-    the hits beyond it are poor), the IVF lists probed ``√(1 / share)`` times (the
-    passing hits lie further out)."""
+    """``settings`` for the plain search of ``fetch`` hits: HNSW's candidates
+    ``OVERFETCH_GRAPH`` times ``fetch``, the IVF lists probed ``√(1 / share)`` times."""
     lists = min(MAX_WIDEN, math.sqrt(1 / max(share, 1e-12)))
     return settings.widened(lists, fetch * OVERFETCH_GRAPH / settings.ef_search)
 
@@ -146,8 +121,6 @@ class FilteredSearch:
                 self._columns.refresh(db)
             self._seen_commits = commits
         return self._columns
-
-    # --- estimating ---------------------------------------------------------------------------
 
     def sample(self) -> dict[str, Any]:
         """The sampled photos' filter columns, drawn again when stale."""
@@ -187,11 +160,9 @@ class FilteredSearch:
         return share, expected
 
     def plan(self, index: VectorIndex, share: float, k: int, expected: dict[str, float]) -> Plan:
-        """The plan for ``k`` hits of a filter passing ``share`` of ``index``'s photos
-        (``expected``: each condition's photos): the cheaper of exact and overfetch
-        (``costs``); ``ivfpq`` takes the selector instead of exact beyond ``EXACT_UP_TO``
-        passing photos. A flat index scans everything anyway: exact up to
-        ``FLAT_EXACT_SHARE``."""
+        """The plan for ``k`` hits of a filter passing ``share`` of ``index``'s photos: the
+        cheaper of exact and overfetch (``costs``); ``ivfpq`` takes the selector instead of exact
+        beyond ``EXACT_UP_TO``, a flat index exact up to ``FLAT_EXACT_SHARE``."""
         if index.kind == "flat" or not index.built:
             return "exact" if share <= FLAT_EXACT_SHARE else "overfetch"
         passing = share * len(index)
@@ -199,8 +170,6 @@ class FilteredSearch:
         if over < exact:
             return "overfetch"
         return "selector" if index.kind in COMPRESSED and passing > EXACT_UP_TO else "exact"
-
-    # --- searching ----------------------------------------------------------------------------
 
     def count(self, where: PhotoFilter | None) -> int:
         """How many photos pass ``where`` (every photo for None or an empty filter)."""
@@ -212,8 +181,7 @@ class FilteredSearch:
         """The ``k`` photos nearest to ``query`` (one vector) among those passing
         ``where`` (a non-empty filter), best first, as (id, score): exactly ``min(k,
         photos passing)`` of them. ``plan`` forces one of ``PLANS`` (benchmarks)."""
-        if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"k must be a positive int, got {k!r}")
+        check_k(k)
         index = self.indexes["images"]
         share, expected = self.estimate(where)
         chosen = plan or self.plan(index, share, int(k), expected)

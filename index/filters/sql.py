@@ -26,11 +26,8 @@ _DEFAULT_ORDER = ("near", "camera", "folder", "date", "source")
 
 
 def filter_conditions(f: PhotoFilter) -> dict[str, tuple[str, list[Any]]]:
-    """Each condition of ``f`` (``PhotoFilter.conditions``) as SQL over the columns of
-    ``photos`` with its bound parameters, each answerable from one index (``photos_taken``,
-    ``photos_folder``, ``photos_camera`` (NOCASE), ``photos_place``, ``photos_uploaded``)
-    without reading the photos' rows. ``near`` is the bounding box of its circle: the
-    exact distance is checked on the rows it returns (``matching_ids``)."""
+    """Each condition of ``f`` as SQL over ``photos`` with its parameters, each answered
+    from one index; ``near`` is its circle's bounding box (``matching_ids`` checks rows)."""
     out: dict[str, tuple[str, list[Any]]] = {}
     if f.after is not None or f.before is not None:
         parts: list[str] = []
@@ -115,12 +112,10 @@ def _ids_where(
 def matching_ids(
     db: sqlite3.Connection, f: PhotoFilter, expected: dict[str, float] | None = None
 ) -> np.ndarray:
-    """The sorted ids of every photo that passes ``f`` (ValueError for an empty filter:
-    every photo passes). ``expected``: about how many photos each condition passes (a
-    sample's estimate), which decides the plan: the rarest condition's ids from its
-    index first; each further condition looked up in its own index and intersected
-    while it is not much commoner than the photos left (``FETCH_RATIO``), the rest
-    checked on those photos' rows in one statement."""
+    """The sorted ids of every photo that passes ``f`` (ValueError for an empty filter).
+    ``expected`` (each condition's estimated count) plans it: the rarest condition's index
+    first, further ones intersected while not much commoner (``FETCH_RATIO``), the rest
+    checked on the rows."""
     if not f:
         raise ValueError("an empty filter: every photo passes")
     known = expected or {}
@@ -153,19 +148,10 @@ def photos_by_date(
     passing: int | None = None,
 ) -> list[DateKey]:
     """The first ``limit`` photos that pass ``f`` (None or empty: all) after ``after`` in
-    date order: by ``taken_at``, newest or oldest first, ties (the same second) by id in
-    the same direction; the photos whose date is unknown last, by id in the same
-    direction. A *keyset*: the photos after a key are the same whatever was added or
-    removed before it. Each part of the order is one range of ``photos_taken`` (on
-    ``(taken_at, id)``), read with the filter's conditions (``filter_conditions``;
-    ``near`` checked exactly on its box's rows), ``limit`` rows at a time.
-
-    ``passing``: about how many photos pass ``f``, when the caller knows (the listing
-    counts them for its total). Walking ``photos_taken`` in order and checking each row
-    reads about ``limit × photos / passing`` rows; reading the filter's own index and
-    sorting what passes reads ``passing``: the date index is walked when it reads fewer
-    (a filter that many photos pass, a camera), SQLite's own plan is left otherwise (a
-    folder of a few photos among millions)."""
+    date order (``taken_at`` newest or oldest first, ties by id; undated photos last): a
+    *keyset*, each part of the order one range of ``photos_taken``. ``passing``: about how
+    many photos pass, when known: the date index is walked only when that reads fewer rows
+    than SQLite's own plan (``limit × photos / passing`` against ``passing``)."""
     conditions = filter_conditions(f) if f else {}
     walk = (
         bool(conditions)

@@ -74,12 +74,9 @@ def ensure_gallery(
     sample: bool = False,
     empty: bool = False,
 ) -> str:
-    """Index the default collection into ``folder`` if it has no gallery; say what is
-    served. ``flickr8k``: the Flickr8k folder to index when it is there (``sample``
-    takes the sample photos anyway); ``empty``: make an empty gallery instead (a server
-    that watches folders fills it). Raises ``StoreError`` (``IdentityMismatch``) for a
-    gallery built by another checkpoint.
-    """
+    """Index the default collection into ``folder`` if it has no gallery (``flickr8k`` when
+    there, else or with ``sample`` the sample photos; ``empty``: an empty gallery); say what
+    is served. ``StoreError`` (``IdentityMismatch``) for another checkpoint's gallery."""
     if is_gallery(folder):
         gallery = Gallery.open(folder, checkpoint_identity(checkpoint))
         try:

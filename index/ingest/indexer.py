@@ -1,32 +1,18 @@
 """``groundsearch index``: photo folders (and optional captions) into a gallery.
 
-    report = index_photos([Path("~/Photos")], gallery_dir, checkpoint, parser)
+The one way a gallery is filled (folders, Flickr8k, the sample photos). It streams: files
+are walked (``photo_files``), each new or changed one hashed; content the gallery holds
+becomes another file of its photo; each file's metadata (``read_metadata``, headers only)
+is read beside the hash while the rest go through the CNN in worker processes
+(``FeaturePool``) or, with ``ray=ADDRESS``, on Ray actors (``RayFeaturePool``). Photos are
+committed in batches with their captions, so a killed run keeps what it committed and a
+re-run skips unchanged files (size and mtime). Unusable files are skipped with a reason
+(``IndexReport.skipped``); files gone since the last run are forgotten at the end.
 
-The one way a gallery is filled: a user's folders, Flickr8k (its captions file as the
-captions) and the shipped sample photos all come through here. It streams: files are
-found by walking (``photo_files``), each new or changed file is hashed, photos whose
-content the gallery already holds are recorded as another file of that photo (stored
-once); what each new or changed file says (``photo_metadata.read_metadata``: EXIF date,
-camera, GPS, pixel size — its headers only, read here beside the hash while the workers
-run the CNN, so no photo is decoded twice) is stored with its photo, and the rest go
-through the CNN in worker processes (``FeaturePool``, one per
-core, a bounded number of batches in flight), or, with ``ray=ADDRESS``, on a Ray
-cluster's actors (``RayFeaturePool``, Ray Data batch inference). Results are committed
-in batches, each
-photo with its captions in the same transaction, so a run killed half way keeps what it
-committed and a re-run skips files whose size and mtime are unchanged. Every file that
-cannot be used is skipped with its reason (``IndexReport.skipped``); files under the
-indexed folders that have disappeared since the last run are forgotten at the end.
-
-**Backfill.** A gallery migrated from format 2 (``records.py``, "Formats") holds photos
-whose metadata was never read. A run over their folders reads each unchanged file's
-metadata and stores it with the seen-marks (``IndexedFiles.mark_seen``) without
-embedding anything again; uploads without metadata are read from ``uploads/`` at the end
-(``PhotoWrites.fill_upload_metadata``). ``IndexReport.backfilled`` counts them. A photo
-indexed before each photo's classes were kept (``records.py``, ``photo_classes``) goes
-through the CNN once more on a run over its folder, for its classes alone: its vector,
-id and captions stay (``IndexReport.classes_backfilled``); one that cannot be read now
-stays as it was.
+**Backfill.** Photos of a migrated format-2 gallery get their metadata read without
+being embedded again (uploads' from ``uploads/``): ``IndexReport.backfilled``. A photo
+indexed before classes were kept goes through the CNN once more for its classes alone
+(``IndexReport.classes_backfilled``).
 """
 
 from __future__ import annotations
@@ -38,7 +24,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -199,7 +184,7 @@ class _Run:
                 self.for_classes.add(sha)  # its vector stays; the CNN pass is for its classes
                 self.in_flight[sha] = []
                 return _Pending(file, sha, texts, meta)
-            if texts and self._missing_captions(state.photo_id, texts):
+            if texts and set(texts) - {c.text for c in self.gallery.captions_of(state.photo_id)}:
                 self._queue(_Pending(file, state.sha256, texts, meta), None)
             else:
                 self.seen.append(path)
@@ -226,10 +211,6 @@ class _Run:
             return None
         self.in_flight[sha] = []
         return pending
-
-    def _missing_captions(self, photo_id: int, texts: list[str]) -> bool:
-        have = {c.text for c in self.gallery.captions_of(photo_id)}
-        return any(t not in have for t in texts)
 
     def _skip(self, path: Path, reason: str, message: str) -> None:
         self.report.skipped.append(Skipped(path, reason, message))
@@ -369,19 +350,15 @@ def count_files(
 
 
 class Indexer:
-    """An indexing session over ``paths``: the model, the CNN workers, the captions and
-    the gallery, open for several passes. ``index_photos`` makes one pass over every
-    path; a folder watcher (``index.ingest.watcher``) one per batch of changes.
+    """An indexing session over ``paths`` (``index_photos``'s arguments), open for several
+    passes: ``index_photos`` makes one, a folder watcher one per batch of changes.
 
         with Indexer([Path("~/Photos")], gallery_dir, checkpoint, parser) as indexer:
             report = indexer.index()                      # every file under the paths
             report = indexer.index([changed], gone=[deleted_path])
 
-    The arguments are ``index_photos``'s. ``model`` and ``gallery``: ones already
-    loaded (a server that watches folders: its own model and gallery, which then sees
-    each commit at once); the session closes only what it opened. Raises
-    ``IndexingError`` for a path that does not exist.
-    """
+    ``model``, ``gallery``: ones already loaded (a watching server's); the session closes
+    only what it opened. ``IndexingError`` for a path that does not exist."""
 
     def __init__(
         self,
@@ -476,23 +453,20 @@ class Indexer:
         keep: Callable[[Path], bool] | None = None,
         commit_seconds: float | None = None,
     ) -> IndexReport:
-        """One pass: every file under ``paths`` (folders walked, files as given; default
-        the session's paths) is recorded, new content embedded; then the files under each
-        folder of ``forget`` (default: the session's paths that are folders) that this
-        pass did not see are forgotten, and so are the files at or under each of ``gone``
-        (photos left with no file go with them). ``stop``: asked after each photo; when it
-        says yes, what was embedded is committed and nothing is forgotten (a pass cut
-        short has not seen every file). ``keep``: asked at the end for each folder of
-        ``forget`` and path of ``gone``; yes leaves the files under it alone (a watcher
-        keeps those of a folder that looks unmounted). A folder of ``forget`` that is no
-        folder by then, and a path of ``gone`` that is there again, forget nothing.
-        ``commit_seconds``: commit what is embedded once this long has passed since the
-        last commit too, not only every ``COMMIT_EVERY`` photos (a watcher's photos are
-        then searchable within about that time in a burst as well)."""
+        """One pass: every file under ``paths`` (default: the session's) recorded, new content
+        embedded; then files under each folder of ``forget`` (default: the session's folders)
+        not seen, and those at or under each of ``gone``, are forgotten. ``stop``: asked after
+        each photo (yes: commit, forget nothing). ``keep``: yes leaves a folder's files alone (a
+        watcher's unmounted folder). ``commit_seconds``: also commit after this long, not only
+        every ``COMMIT_EVERY`` photos."""
         start = time.perf_counter()
         paths = self.roots if paths is None else [Path(os.path.abspath(p)) for p in paths]
         report = IndexReport(str(self.gallery_dir))
-        bar = _progress_bar(progress)
+        from tqdm import tqdm
+
+        bar = tqdm(
+            unit="photo", desc="indexing", disable=not progress, file=sys.stderr, smoothing=0.1
+        )
         try:
             run = _Run(
                 self.gallery,
@@ -543,19 +517,12 @@ def index_photos(
     progress: bool = False,
     ray: str | None = None,
 ) -> IndexReport:
-    """Index ``paths`` (folders, recursively, and files) into the gallery at
-    ``gallery_dir`` (created if missing) with ``checkpoint``'s model.
-
-    ``captions``: a TSV or JSONL captions file; ``only``: index only files with these
-    names (or paths relative to a folder in ``paths``), e.g. a dataset split;
-    ``workers``: CNN processes (default: one per core; 0 runs it in this process);
-    ``ray``: embed on the Ray cluster at this address instead (``local``, ``auto`` or
-    an address for ``ray.init``; see ``RayFeaturePool``), with ``workers`` actors
-    (default: one per CPU of the cluster).
-    Raises ``IndexingError`` for a path that does not exist, ``RayClusterError`` for a
-    cluster that cannot be used; everything wrong with a single file is reported, not
-    raised.
-    """
+    """Index ``paths`` (folders, recursively, and files) into the gallery at ``gallery_dir``
+    (created if missing) with ``checkpoint``'s model. ``captions``: a TSV or JSONL file;
+    ``only``: these names (or paths relative to a folder) alone; ``workers``: CNN processes
+    (default one per core; 0: in this process); ``ray``: embed on that Ray cluster
+    (``RayFeaturePool``) with ``workers`` actors. Raises ``IndexingError`` for a missing
+    path, ``RayClusterError`` for an unusable cluster; a bad file is reported, not raised."""
     start = time.perf_counter()
     session = Indexer(
         paths,
@@ -585,15 +552,5 @@ def index_photos(
 
 def image_dim(model: Embedder) -> int:
     """The size of the joint space ``model`` puts photos in (a gallery's ``dim``)."""
-    features = np.zeros((1, get_spec(_backbone(model)).dim), np.float32)
+    features = np.zeros((1, get_spec(model.backbone.partition("-10crop")[0]).dim), np.float32)
     return int(model.embed_images(features).shape[1])
-
-
-def _backbone(model: Embedder) -> str:
-    return model.backbone.partition("-10crop")[0]
-
-
-def _progress_bar(enabled: bool) -> Any:  # a tqdm bar: photos/s and ETA
-    from tqdm import tqdm
-
-    return tqdm(unit="photo", desc="indexing", disable=not enabled, file=sys.stderr, smoothing=0.1)

@@ -1,33 +1,23 @@
 """The shipped default gallery: sample photos from the scikit-image wheel, captioned by us.
 
-    root = prepare_sample_dataset(cache / "sample-data")      # Images/ + Flickr8k.token.txt
-    groundsearch index --sample                                  # indexes root's photos
+No Flickr8k, no download: the photos are copied from the installed ``skimage`` package's
+``data`` folder and captioned by ``index/ingest/sample_captions.txt`` (Flickr8k's token
+format). Grayscale and transparent photos become RGB PNGs (on white); RGB files are
+copied as they are.
 
-It needs no Flickr8k and downloads nothing: the photos are copied from the ``data``
-folder inside the installed ``skimage`` package (never through its pooch fetchers), and
-the captions are ``index/ingest/sample_captions.txt``, written for this project in Flickr8k's
-``<file>#<n><TAB><caption>`` format. Grayscale and transparent photos are converted to
-RGB PNGs (transparency flattened onto white); RGB files are copied byte for byte.
-
-Provenance, as stated in the docstrings of ``skimage.data`` (scikit-image 0.26; the
-wheel's own ``data/README.txt`` gives no licences, and scikit-image's BSD-3-Clause
-licence covers its code, not these photos):
+Provenance, per ``skimage.data``'s docstrings (scikit-image 0.26):
 
 * CC0 by the photographer: ``camera.png`` (Lav Varshney), ``chelsea.png`` (Stefan van
   der Walt), ``coffee.png`` (Rachel Michetti).
-* CC0 at the source: ``brick.png`` and ``gravel.png`` (CC0Textures), ``grass.png``
-  (DeviantArt, linolafett), ``horse.png`` (openclipart, Andreas Preuss),
-  ``retina.jpg`` (Wikimedia Commons, Mikael Häggström, CC0 1.0).
-* Public domain: ``astronaut.png`` (NASA portrait of Eileen Collins), ``rocket.jpg``
-  (SpaceX launch of DSCOVR on Falcon 9, released by SpaceX), ``hubble_deep_field.jpg``
-  (NASA Hubble eXtreme Deep Field), ``clock_motion.png`` (released by the photographer,
-  Stefan van der Walt), ``text.png`` (Wikipedia's Corner.png).
-* "No known copyright restrictions": ``coins.png`` (Greek coins from Pompeii, Brooklyn
-  Museum collection) and ``ihc.png`` (immunohistochemistry slide, CMMI).
+* CC0 at the source: ``brick.png``, ``gravel.png`` (CC0Textures), ``grass.png``
+  (DeviantArt, linolafett), ``horse.png`` (openclipart, Andreas Preuss), ``retina.jpg``
+  (Wikimedia Commons, Mikael Häggström).
+* Public domain: ``astronaut.png`` (NASA), ``rocket.jpg`` (SpaceX),
+  ``hubble_deep_field.jpg`` (NASA), ``clock_motion.png`` (Stefan van der Walt),
+  ``text.png`` (Wikipedia's Corner.png).
+* No known copyright restrictions: ``coins.png`` (Brooklyn Museum), ``ihc.png`` (CMMI).
 
-Photos the wheel ships without any licence statement (``motorcycle_left.png``, a
-Middlebury stereo benchmark image; ``moon.png``; ``page.png``; ``color.png``;
-``logo.png``) are left out, as are synthetic or tiny test images.
+Photos without a licence statement, and synthetic or tiny images, are left out.
 """
 
 from __future__ import annotations

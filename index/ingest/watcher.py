@@ -1,49 +1,25 @@
 """Folders that stay indexed: what changes under them reaches the gallery within seconds.
 
-    stop = threading.Event()
-    with Indexer([Path("~/Photos")], gallery_dir, checkpoint, parser) as indexer:
-        FolderWatcher(indexer, on_event=print).run(stop)    # until ``stop`` is set
-
 ``groundsearch index PATH… --watch`` runs this in its own process, ``groundsearch serve
---watch PATH`` in a thread of the server (over the server's own gallery, so each commit
-is searchable at once). Every write goes through the indexer (``Indexer.index``), the
-one way a gallery is filled: there is no second write path.
+--watch PATH`` in a server thread; every write goes through ``Indexer.index``.
 
-1. **Watch, then catch up.** The operating system's notifications (``watchfiles``:
-   inotify on Linux, FSEvents on macOS; ``WATCHFILES_FORCE_POLLING=true`` polls, for
-   network shares) are set up first; then one full pass over the folders records
-   whatever changed while nothing watched (the first start, a stop, a crash). What
-   changes during that pass waits in the watch and comes next.
-2. **Debounced batches.** Changes are grouped until ``step_ms`` pass without a new one
-   (at most ``debounce_ms``): a file lands and is handled about ``step_ms`` later; a
-   burst of a thousand files arrives as a few batches, each one pass of the indexer
-   (photos committed every second or every 64, whichever comes first, searchable as each
-   commit lands); changes that come while a batch is embedded make the next one.
-3. **A batch** looks at each changed path as it is *now*, whatever the events said: a
-   file is recorded (new content embedded; content the gallery holds, as after a rename
-   or a move, is recorded as another file of its photo, which keeps its id); a folder
-   (one moved in, or created) is walked, and files under it not found are forgotten; a
-   path that is gone has the files at or under it forgotten — after the additions, so a
-   renamed photo is never dropped and embedded again. Photos left with no file go.
-   Hidden names and the gallery's own folder are left out, as ``walk_photos`` does.
-4. **A folder that disappears** (deleted, an unmounted drive): while it is missing,
-   nothing under it is forgotten — deletions the watch reports under it wait — and its
-   photos stay searchable. The watcher looks every ``tick_ms`` for it, and when it is
-   back (or another file system is mounted there) watches it again and catches up with
-   a full pass. A folder that is **empty** while the gallery holds files under it looks
-   like a mount point without its drive: a pass forgets nothing under it (files deleted
-   one by one while watched are forgotten as they go); once something lands in it, it is
-   walked again whole and what is no longer there is forgotten.
-5. **Crash-safe and resumable** as the indexer is: each commit is one transaction, so
-   a watcher killed at any point leaves whole photos, and its next start catches up
-   (step 1). A stop (``stop`` set: SIGINT or SIGTERM for the CLI, the server's
-   shutdown) ends the batch at the next photo, commits what was embedded, and returns.
+1. **Watch, then catch up**: notifications (``watchfiles``; ``WATCHFILES_FORCE_POLLING=
+   true`` polls) first, then one full pass records what changed while nothing watched.
+2. **Debounced batches**: changes are grouped until ``step_ms`` pass without a new one
+   (at most ``debounce_ms``); each batch is one indexer pass.
+3. **A batch** looks at each path as it is *now*: a file is recorded (known content
+   becomes another file of its photo, keeping its id), a folder is walked, a gone path
+   has its files forgotten — after the additions, so a renamed photo is never embedded
+   again. Hidden names and the gallery's own folder are left out.
+4. **A folder that disappears** (an unmounted drive) forgets nothing while missing; it is
+   watched again and caught up when back. An **empty** folder the gallery holds files
+   under is treated alike until something lands in it.
+5. **Crash-safe**: each commit is one transaction; a stop ends the batch at the next
+   photo, commits what was embedded, and returns.
 
-Events for the caller (``on_event(kind, data)``): ``caught-up`` (the full pass's
-summary), ``changes`` (a batch's summary, with ``paths``), ``missing``, ``back``,
-``kept`` (an empty folder left alone), ``polling`` (notifications failed: polling
-instead), ``error`` (a pass that failed: the watcher waits and catches up again). The
-summaries' ``lines`` name each file skipped, with why.
+Events (``on_event(kind, data)``): ``caught-up``, ``changes`` (with ``paths``),
+``missing``, ``back``, ``kept``, ``polling``, ``error``; summaries' ``lines`` name each
+file skipped, with why.
 """
 
 from __future__ import annotations
@@ -112,8 +88,6 @@ class FolderWatcher:
         self.force_polling: bool | None = None  # watchfiles' default (its env variable)
         self._missing: set[Path] = set()
         self._kept: set[Path] = set()
-
-    # --- the loop ---------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         """Watch until ``stop`` is set (each round: watch the folders there, catch up,
@@ -214,8 +188,6 @@ class FolderWatcher:
     def _replaced(self, present: dict[Path, _Identity]) -> bool:
         """Whether a watched folder went, or came back, or another took its place."""
         return any(folder_identity(root) != present.get(root) for root in self.roots)
-
-    # --- one batch --------------------------------------------------------------------------
 
     def _handle(self, changed: set[Path], stop: threading.Event) -> IndexReport | None:
         """One pass of the indexer over a batch of changed paths."""

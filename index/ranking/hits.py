@@ -1,9 +1,5 @@
 """The one hit type, from the gallery's search to the API's answer.
 
-    ranking = gallery.rank_images(vector, 1000, where)  # arrays: ids, scores, best first
-    page = photo_page(gallery, fetch, judge, ask, …)    # the page's hits, judged, with records
-    ImageHit.of(page.hits[0])                           # the answer's photo (service.http)
-
 A ranking is read and judged as arrays (``pages.Ranking``); the hits a page shows become
 ``Hit`` objects with what the stages learnt of them — when the photo was taken (a date
 order), its relevance (the judgement), the record it names — so a hit is one thing

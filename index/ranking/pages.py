@@ -1,33 +1,20 @@
 """Pages of a ranked answer: its order, a cursor, and the total above the relevance cutoff.
 
-A query's answer is its *ranking*: the gallery photos that pass its filters, best score
-first (the filters are applied inside the search: ``index.filters.conditions``). A page is up to
-``k`` hits of it, in one of three orders:
+A page is up to ``k`` hits of the ranking (the photos passing the filters, best first),
+in one of three orders:
 
-- ``relevance`` (the default): the ranking's good matches (relevance at or above
-  ``min_relevance``, among its first ``WINDOW`` hits) by score, then the rest by score,
-  ``k`` hits a page, each page split into ``results`` and ``weak`` as a single answer is.
-  While relevance falls with the score (a query judged without per-hit evidence) that is
-  the ranking itself; with evidence a lower-scored photo can be the good match, and it
-  comes before the guesses that outscore it;
-- ``date`` / ``-date``: only the hits at or above ``min_relevance`` (a date-sorted list
-  holds good matches only), oldest or newest first by when each photo was taken; photos
-  without a date come last, ties by id. A date order reads at most ``WINDOW`` hits of the
-  ranking.
+- ``relevance`` (default): the good matches (relevance ≥ ``min_relevance`` among the
+  first ``WINDOW`` hits) by score, then the rest, each page split into ``results`` and
+  ``weak``;
+- ``date`` / ``-date``: only the good matches, by when taken; undated last, ties by id.
 
-**The cursor** is opaque (base64url JSON): the sort key of the last hit served and its id
-(*keyset* paging, not an offset), the order, how many hits came before it, and a
-fingerprint of the query and its filters (a cursor given to another query is refused).
-The next page holds the hits that sort after that key. What a client sees when photos
-are added or removed between two pages: a new photo that sorts before the cursor is not
-shown (it belongs to a page already read), one that sorts after it appears in its place,
-a removed one is skipped; a photo present at both requests is never shown twice and never
-skipped. (The scores of the photos already there do not change: the model does not.)
+**The cursor** is opaque base64url JSON: the last hit's sort key and id (keyset paging),
+the order, the hits before it, and a fingerprint of the query and filters (another
+query's cursor is refused). Photos present at both requests are never shown twice nor
+skipped.
 
-**total** counts the hits at or above ``min_relevance`` that pass the filters, read from
-the ranking up to ``WINDOW`` hits: ``total_exact`` is false when the window ends above the
-cutoff (a query that many photos match), and ``total`` is then a lower bound. Without a
-relevance model every hit counts.
+**total** counts the good matches in the first ``WINDOW`` hits; ``total_exact`` is false
+when the window ends above the cutoff. Without a relevance model every hit counts.
 """
 
 from __future__ import annotations
@@ -180,18 +167,11 @@ def paginate(
     window: int = WINDOW,
     monotone: bool = True,
 ) -> Page:
-    """The page of ``k`` hits after ``cursor`` (the first without one) of a ranking read
-    through ``fetch``, in ``order``; its next cursor and the total above ``threshold``.
-
-    One search and one judgement: the ranking's first ``window`` hits (more for a page
-    past them) are fetched and judged at once, as arrays, which is what the total needs
-    anyway, and the page is cut from them (only its hits become ``Hit`` objects).
-    ``monotone``: relevance never rises down the ranking, so a window whose last hit is
-    below the threshold holds every good match (with per-hit evidence it may rise: the
-    total is then exact only for a ranking the window holds whole). A relevance-order
-    page never serves a guess before a good match of the window. Sort keys, ascending:
-    (group, key, id) — in relevance order the good matches (group 0) by score, then the
-    rest; in a date order the dated photos by date, then the undated (group 1) by id."""
+    """The page of ``k`` hits after ``cursor`` of a ranking read through ``fetch``, in
+    ``order``, with its next cursor and the total above ``threshold``. The first ``window``
+    hits are fetched and judged at once as arrays; only the page's become ``Hit`` objects.
+    ``monotone``: relevance never rises down the ranking (else the total is exact only for
+    a ranking the window holds whole). Sort keys ascend by (group, key, id)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     n = max(window, 2 * k + (cursor.served if cursor else 0))

@@ -1,37 +1,16 @@
 """Compressed indexes built in bounded memory, shard by shard, and served from disk.
 
-    built = build_compressed(dim, "ivfpq", n, sample, chunks, work, settings)  # resumable
-    move_to(work, folder / "images-<token>.main.faiss")
-    part = CompressedIndex.open(folder / "images-<token>.main.faiss")         # mapped
+A compressed main (``ivfpq``, ``ivfopq``) is four files named by one path ``P``: ``P``
+(the IVF-PQ index in FAISS's single-file layout, mapped by name), ``P.codes`` (one
+re-rank or PQ code a vector, by position), ``P.ids`` (the sorted int64 ids) and
+``P.codec`` (the trained codec of ``P.codes``).
 
-A compressed main (``ivfpq``, ``ivfopq``: ``index_kinds``) is four files named by one
-path ``P``:
-
-* ``P``: a FAISS inverted file (IVF) of product-quantised codes — trained quantisers and
-  every inverted list, in FAISS's own single-file layout (``ArrayInvertedLists``), so a
-  server maps the whole file by name and touches only the lists it probes;
-* ``P.codes``: one code a vector, by position (ids increasing): the re-rank store
-  (``ivfpq``: float16, or 8- or 4-bit scalar codes, ``IndexSettings.rerank``) that the
-  best ``k × k_factor`` candidates are scored exactly from, or (``ivfopq``) the vector's
-  PQ code, read only to score given ids (filters);
-* ``P.ids``: the int64 ids by position (sorted): where an id's code is;
-* ``P.codec``: the trained codec of ``P.codes`` (a FAISS index used for ``sa_decode``).
-
-**The build** (``build_compressed``, clip-retrieval's and autofaiss's plan): the
-quantisers are trained on a sample; then the vectors come in chunks and are added to the
-trained IVF in memory until a shard (``IndexSettings.shard_size`` vectors) is full; the
-shard's inverted lists are written to the work folder and the IVF is emptied; each
-chunk's store codes and ids are appended to their files as they come. A manifest
-(``manifest.json``) records each finished shard (rows, last id, bytes of the appended
-files) after its files are synced, so a build killed between shards resumes after the
-last finished one (the appended files are cut back to the manifest's lengths). Last, the
-lists of every shard are merged list by list, read with ``pread`` and written streamed
-into the served file (the layout FAISS would write for a one-piece build, byte for byte):
-peak memory is one shard's codes, never the gallery's. FAISS's own ``merge_ondisk``
-(``OnDiskInvertedLists``) was not used: it maps every shard and the output, so the
-build's RSS grows with the gallery (file-backed, but counted), and the merged index
-names its ``.ivfdata`` file by an absolute path, which breaks when a gallery folder
-moves.
+**The build**: quantisers trained on a sample; chunks added to the IVF until a shard
+(``IndexSettings.shard_size``) is full, its lists written out and the IVF emptied; codes
+and ids appended as they come. ``manifest.json`` records each synced shard, so a killed
+build resumes after the last one. Last, the shards' lists are merged list by list into
+the served file (the layout of a one-piece build): peak memory is one shard's codes.
+(FAISS's ``merge_ondisk`` maps everything and names its data file by absolute path.)
 """
 
 from __future__ import annotations
@@ -50,6 +29,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from groundsearch.common.files import sync
 from groundsearch.index.search.index_kinds import (
     FAISS,
     IndexSettings,
@@ -76,14 +56,6 @@ DISK_MARGIN = 64 * 2**20
 
 class DiskSpaceError(OSError):
     """Not enough free disk for a build; the message names the bytes needed and free."""
-
-
-def _sync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _codec(kind: str, dim: int, trained: Any, settings: IndexSettings) -> Any:
@@ -177,9 +149,7 @@ class CompressedIndex:
         np.ascontiguousarray(self.codes).tofile(path.with_name(path.name + ".codes"))
         np.ascontiguousarray(self.ids).tofile(path.with_name(path.name + ".ids"))
         for p in files_of(path):
-            _sync(p)
-
-    # --- reading ----------------------------------------------------------------------------
+            sync(p)
 
     def positions(self, ids: np.ndarray) -> np.ndarray:
         """Where each of ``ids`` sits, -1 where it is not held."""
@@ -237,9 +207,6 @@ def _code_width(codec: Any) -> int:
     return int(codec.sa_code_size())
 
 
-# --- building -----------------------------------------------------------------------------------
-
-
 def _fingerprint(dim: int, kind: str, n: int, settings: IndexSettings, key: str) -> dict[str, Any]:
     searching = ("nprobe", "k_factor", "ef_search")
     shape = {f: v for f, v in asdict(settings).items() if f not in searching}
@@ -289,7 +256,7 @@ class _Manifest:
         self.doc["shards"].append(shard)
         tmp = self.path.with_name(MANIFEST + ".tmp")
         tmp.write_text(json.dumps(self.doc), encoding="utf-8")
-        _sync(tmp)
+        sync(tmp)
         os.replace(tmp, self.path)
 
 
@@ -305,12 +272,10 @@ def build_compressed(
     on_shard: Callable[[int], None] | None = None,
 ) -> Path:
     """Build a compressed main of ``kind`` over ``chunks`` (about ``n`` vectors, ids
-    increasing) in the folder ``work``; returns where it is (``work/main.faiss``: open
-    it there, or ``move_to`` its files). A build already begun in ``work`` with the
-    same shape and ``key`` resumes after its last finished shard: chunks' ids up to it
-    are skipped (a ``chunks`` with an ``after(last_id)`` method is asked for the rest
-    instead). ``on_shard(i)`` is called after shard ``i`` is recorded (tests stop a build
-    there). ``DiskSpaceError`` before anything is written if the disk is too small."""
+    increasing) in ``work``; returns ``work/main.faiss``. A build begun there with the same
+    shape and ``key`` resumes after its last finished shard (``chunks.after(last_id)`` when
+    it has one). ``on_shard(i)``: called after shard ``i`` is recorded. ``DiskSpaceError``
+    before anything is written if the disk is too small."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     manifest = _Manifest(work, _fingerprint(dim, kind, n, settings, key))
@@ -326,7 +291,7 @@ def build_compressed(
         trained = new_index(dim, kind, n, settings)
         trained.train(np.ascontiguousarray(sample, np.float32))
         faiss.write_index(trained, str(trained_path))
-        _sync(trained_path)
+        sync(trained_path)
     codec = _codec(kind, dim, trained, settings)
     if not codec.is_trained:
         codec.train(np.ascontiguousarray(sample, np.float32))
@@ -376,7 +341,7 @@ def build_compressed(
     os.replace(store_path, work / "main.faiss.codes")
     os.replace(ids_path, work / "main.faiss.ids")
     for p in files_of(work / "main.faiss"):
-        _sync(p)
+        sync(p)
     for p in work.glob("shard-*"):
         p.unlink()
     log.info("built %s of %d vectors in %d shards", kind, rows, len(manifest.shards))
@@ -411,8 +376,8 @@ def _finish_shard(
         for i in np.flatnonzero(sizes):
             fh.write(faiss.rev_swig_ptr(lists.get_ids(int(i)), int(sizes[i])).tobytes())
     np.save(stem.with_suffix(".sizes.npy"), sizes)
-    _sync(stem.with_suffix(".sizes.npy"))
-    _sync(stem.with_suffix(".lists.tmp"))
+    sync(stem.with_suffix(".sizes.npy"))
+    sync(stem.with_suffix(".lists.tmp"))
     os.replace(stem.with_suffix(".lists.tmp"), stem.with_suffix(".lists"))
     for fh in (store, id_file):
         fh.flush()
@@ -464,7 +429,7 @@ def _merge(
                     if sizes[i]:
                         at = count * code_size + int(starts[i]) * 8
                         fh.write(os.pread(fd, int(sizes[i]) * 8, at))
-        _sync(tmp)
+        sync(tmp)
         os.replace(tmp, out)
     finally:
         for fd, *_ in parts:

@@ -1,29 +1,15 @@
 """The kinds of FAISS index a gallery can search with, and how each is made.
 
-* ``flat``: exact inner product over float32 vectors (``IndexFlatIP``) — every vector in
-  RAM, search time linear in the gallery.
-* ``hnsw``: a graph over the float32 vectors (``IndexHNSWFlat``, M=32) — vectors and
-  graph in RAM, search time nearly constant.
-* ``ivfpq``: for galleries larger than RAM, the layout clip-retrieval serves LAION-5B
-  with: an inverted file (IVF) of product-quantised codes (PQ, ``m`` bytes a vector)
-  whose lists are memory-mapped from the index file (FAISS reads them as
-  ``OnDiskInvertedLists``), and an exact re-rank of the best ``k × k_factor`` candidates
-  from float16 copies of the vectors (``IndexRefine`` over ``SQfp16``), also mapped. A process holds
-  only the coarse centroids and the pages it touches. It must be trained (``train``) on a
-  sample of the vectors and is immutable once written: a gallery adds to an exact delta
-  beside it and rebuilds it when the delta grows (``groundsearch.index.search.vectors``). It is
-  built shard by shard in bounded memory and served from its files
-  (``groundsearch.index.search.compressed``); ``IndexSettings.rerank`` may store the re-rank
-  copies as 8- or 4-bit scalar codes instead of float16 (smaller, less exact).
-* ``ivfopq``: for short disks, the same inverted file behind a learned rotation (OPQ)
-  and no re-rank copy: PQ codes only (at 10M about 1.5 GB with the codes kept by
-  position for filters, against 13 GB with the float16 copies; −0.5 rsum on Flickr8k
-  test: docs/BENCHMARKS.md, "Vector size"). ``auto`` picks it when not even 8-bit
-  copies would fit the disk; when only the float16 ones would not, it keeps ``ivfpq``
-  with an SQ8 re-rank store (``choose_rerank``: half the size, −0.1 rsum).
+* ``flat``: exact inner product (``IndexFlatIP``), linear in the gallery.
+* ``hnsw``: a graph over the vectors (``IndexHNSWFlat``, M=32), nearly constant time.
+* ``ivfpq``: for galleries larger than RAM: an IVF of PQ codes (``m`` bytes a vector),
+  memory-mapped, with an exact re-rank of the best ``k × k_factor`` from float16 copies
+  (or 8-/4-bit codes, ``IndexSettings.rerank``). Trained on a sample and immutable once
+  written (``index.search.vectors``, ``index.search.compressed``).
+* ``ivfopq``: for short disks: the same behind a learned rotation (OPQ), PQ codes only.
 
-``choose_kind`` is the gallery's rule when it is told ``auto`` (docs/BENCHMARKS.md, "Scale",
-has the measurements behind the thresholds).
+``choose_kind`` is the rule for ``auto``; ``choose_rerank`` keeps ``ivfpq`` with SQ8
+copies when float16 ones would not fit (docs/BENCHMARKS.md, "Scale", "Vector size").
 """
 
 from __future__ import annotations
@@ -125,14 +111,10 @@ def pq_bytes(dim: int, kind: str, m: int) -> int:
 
 @dataclass
 class IndexSettings:
-    """Shape and search settings of the approximate kinds.
-
-    ``ivfpq``, ``ivfopq``: ``nlist`` inverted lists (None: about √n, a power of two),
-    ``m`` PQ bytes a vector (``pq_bytes``), ``nprobe`` lists searched, ``k_factor``
-    candidates re-ranked exactly per result asked for (``ivfpq``), ``rerank`` and
-    ``shard_size`` (the build, ``groundsearch.index.search.compressed``). ``hnsw``:
-    ``ef_search``, the candidate list a search keeps (FAISS's default, 16, loses recall at 640-d).
-    """
+    """Shape and search settings of the approximate kinds: ``nlist`` (None: about √n),
+    ``m`` (PQ bytes), ``nprobe``, ``k_factor`` (re-ranked per result), ``rerank`` and
+    ``shard_size`` for ``ivfpq``/``ivfopq``; ``ef_search`` for ``hnsw`` (16 loses recall at
+    640-d)."""
 
     nlist: int | None = None
     m: int = 64
@@ -168,10 +150,8 @@ class IndexSettings:
 
 
 def new_index(dim: int, kind: str, n: int = 0, ivfpq: IndexSettings | None = None) -> faiss.Index:
-    """An empty index of ``kind``: ``flat`` and ``hnsw`` in an ``IndexIDMap``; for a
-    compressed kind the untrained IVF (behind its OPQ rotation for ``ivfopq``) shaped
-    for about ``n`` vectors, holding its ids itself (``groundsearch.index.search.compressed``
-    builds and serves it)."""
+    """An empty index of ``kind``: ``flat`` and ``hnsw`` in an ``IndexIDMap``; a compressed
+    kind's untrained IVF (OPQ-rotated for ``ivfopq``) for about ``n`` vectors."""
     if kind not in INDEX_KINDS:
         raise ValueError(f"kind must be one of {INDEX_KINDS}, got {kind!r}")
     if kind == "flat":

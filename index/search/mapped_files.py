@@ -1,17 +1,10 @@
 """Telling the kernel how a memory-mapped index file is read.
 
-A compressed index's float16 re-rank codes are read at random, 1,280 bytes a candidate,
-but the kernel's default read-ahead for a mapping brings in up to 128 KB around each
-page fault: a 10M-vector gallery's server then holds gigabytes of pages it never reads
-(docs/BENCHMARKS.md, "Scale"). ``advise_random`` marks every mapping of a file
-``MADV_RANDOM`` (no read-ahead), found in ``/proc/self/maps`` since FAISS does not expose
-its mapping. Linux only; elsewhere, or if the call fails, nothing changes.
-
-``gather`` reads rows of a mapped array at many random positions with several threads: a
-store larger than memory waits on the disk for each row it does not hold (about 60 µs),
-and the disk serves many reads at once (docs/BENCHMARKS.md, "100M vectors": 2,000 cold
-reads in about a sixth of the time with 32 readers). numpy lets go of the GIL while it
-copies.
+``advise_random`` marks every mapping of a file ``MADV_RANDOM`` (found in
+``/proc/self/maps``: FAISS does not expose it), so random re-rank reads do not pull in
+128 KB of read-ahead each (Linux only; otherwise nothing changes). ``gather`` reads rows
+of a mapped array at many positions with several threads, since a disk serves many reads
+at once (docs/BENCHMARKS.md, "Scale" and "100M vectors").
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """A gallery's two search indexes (FAISS), derived from its records and kept up with them.
 
-    indexes = SearchIndexes(folder / "index", records, read_only, settings)
-    indexes["images"].search(queries, k)
-    indexes.refresh()              # read what was committed after each index's watermark
-    indexes.follow(1.0)            # … every second in a background thread, maintaining
-    indexes.close()                # stops following; snapshots what changed
-
-An index is loaded from its snapshot in ``index/`` (``groundsearch.index.search.snapshots``) and
-caught up from the records, or built from them when the snapshot is missing, stale or
-ahead of the records. Its kind is the gallery's, or picked by size when that is ``auto``
-(``index_kinds.choose_kind``). Maintenance rebuilds an index with many removed vectors,
-a large delta or the wrong kind for its size (searches go on meanwhile), and snapshots
-after many changes; a read-only process writes nothing and takes up the writer's
-snapshots instead.
+An index is loaded from its snapshot and caught up, or built from the records when the
+snapshot is missing, stale or ahead. Maintenance rebuilds one with many removals, a large
+delta or the wrong kind for its size (``choose_kind``), and snapshots after many changes;
+a read-only process writes nothing and takes up the writer's snapshots.
 """
 
 from __future__ import annotations
@@ -93,8 +84,6 @@ class SearchIndexes:
         """Delete the temp and replaced files of interrupted or superseded snapshots."""
         clear_leftovers(self.folder, VECTOR_KINDS)
 
-    # --- loading and building -------------------------------------------------------------------
-
     def _header(self, kind: str) -> dict[str, object]:
         return {
             "identity": self.identity,
@@ -120,9 +109,7 @@ class SearchIndexes:
 
     def _kind_for(self, n: int, current: str | None = None) -> str:
         """The index kind for ``n`` vectors: the gallery's, or by size when ``auto`` (a
-        smaller kind only once the gallery has shrunk to half its threshold; ``ivfopq``
-        instead of ``ivfpq`` when not even 8-bit re-rank copies would fit the disk, and
-        a compressed index keeps its kind)."""
+        smaller kind only below half its threshold; ``ivfopq`` when the disk is short)."""
         if self.kind != AUTO:
             return self.kind
         wanted = choose_kind(n, self.dim, _free_bytes(self.folder), self.settings.rerank)
@@ -167,8 +154,6 @@ class SearchIndexes:
             return self.settings
         log.info("the disk is short for %s re-rank copies: storing them as %s", wanted, rerank)
         return replace(self.settings, rerank=rerank)
-
-    # --- following the records ------------------------------------------------------------------
 
     def refresh(self) -> int:
         """Bring the indexes up to the committed records; returns the changes read."""

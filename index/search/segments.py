@@ -1,17 +1,8 @@
-"""Reading a ``VectorIndex``'s segments in place (``groundsearch.index.search.vectors``).
+"""Reading a ``VectorIndex``'s segments in place (``index.search.vectors``).
 
-    scores, labels = segments.search(parts, queries, k, settings, selector)
-    segments.hits(scores, labels)                    # [[(id, score), …] per query row]
-    segments.held(parts, removed, ids)               # the live ids among ``ids`` held
-    segments.stored(parts, removed, ids, dim)        # their float32 copies, or None
-    segments.score(parts, removed, query, ids)       # (ids, exact scores)
-    segments.score_likeliest(parts, removed, query, ids, k, sketches)
-
-``parts`` are an index's segments, main then delta: FAISS ``IndexIDMap`` indexes whose
-ids increase, or a built ``CompressedIndex``; ``removed``: its ``Tombstones``, sorted. Their id
-maps and vectors are read where FAISS keeps them, so the caller holds the index's lock
-meanwhile. What these answer for given ids (``held``, ``stored``, ``score``,
-``score_likeliest``) is what filtered search asks (``groundsearch.index.filters``).
+``parts``: main then delta (``IndexIDMap`` with increasing ids, or a ``CompressedIndex``);
+``removed``: the sorted ``Tombstones``. They are read where FAISS keeps them, so the
+caller holds the index's lock.
 """
 
 from __future__ import annotations
@@ -138,11 +129,9 @@ def stored(
 def score(
     parts: Sequence[Any], removed: np.ndarray, query: np.ndarray, ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact inner products of ``query`` (a float32 vector) with the vectors of the ids
-    among ``ids`` (sorted, unique int64) that a segment holds, removed ones left out:
-    (ids, scores). Read from the segments' own copies: the float32 vectors of ``flat``,
-    ``hnsw`` and the delta, the re-rank store of a built compressed main (so a score is
-    the one its search reports)."""
+    """Exact inner products of ``query`` with the live vectors a segment holds among ``ids``
+    (sorted, unique int64): (ids, scores), from the segments' own copies (so a score is the
+    one its search reports)."""
     ids = ids[~np.isin(ids, removed, assume_unique=True)]
     out_ids, out_scores = [], []
     for part in parts:
@@ -164,12 +153,9 @@ def score_likeliest(
     k: int,
     sketches: SketchKeeper | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``score`` for the search of the ``k`` best among ``ids``: when they are more than
-    ``CANDIDATES_PER_HIT`` per hit (at least ``MIN_CANDIDATES``) and main (``parts[0]``,
-    flat or HNSW) is large enough for ``sketches`` to keep a trustworthy sketch of it
-    (``groundsearch.index.search.sketches``), only that many of main's, the likeliest by
-    the sketch, are scored, with every other one; otherwise every one. ``sketches``: None
-    for a compressed main."""
+    """``score`` for the ``k`` best among ``ids``: when they are many and main (flat or
+    HNSW) has a trustworthy sketch (``sketches``; None for a compressed main), only
+    ``CANDIDATES_PER_HIT`` per hit of main's, the likeliest by the sketch, are scored."""
     count = max(MIN_CANDIDATES, CANDIDATES_PER_HIT * int(k))
     main = parts[0]
     sketch = None

@@ -1,48 +1,20 @@
 """A gallery's photo vectors split into shards, each its own ``VectorIndex`` snapshot,
 and a front that searches them all as one index.
 
-    shard_set = write_shards(gallery_folder, out, shards=2)      # groundsearch shard
-    shard = Shard.open(ShardSet.read(out), 0)                    # what one shard server holds
-    images = ShardedIndex(fanout, ShardSet.read(out))            # the front: a VectorIndex
-    gallery = open_sharded(gallery_folder, images)               # a read-only Gallery over it
+Photo ``i`` lives in shard ``i mod S`` (new photos spread evenly); only the ``images``
+index is sharded. On disk: ``out/shards.json`` (``ShardSet``: scheme, count, kind,
+identity, the records' watermarks) and ``out/shard-<s>/`` (a ``VectorIndex`` snapshot,
+built from the records with ``VectorIndex.build``; ``auto`` picks the kind by the shard's
+size and the free disk, ``choose_kind``/``choose_rerank``).
 
-**Scheme.** Photo ``i`` lives in shard ``i mod S``. Ids are the records' ascending
-integers, so every shard holds about ``N / S`` photos whatever the gallery's history,
-and photos added later spread evenly too (contiguous id ranges would send every new
-photo to the last shard). Only the ``images`` index is sharded; the captions index
-(``/describe``) stays whole in the front.
-
-**On disk.** ``out/shards.json`` (``ShardSet``: the scheme, the shard count, the kind,
-the gallery's identity and the watermarks of the records the shards were written from:
-``last_id``, ``last_removal``) and ``out/shard-<s>/images.json`` with its FAISS files:
-a plain ``VectorIndex`` snapshot (``VectorIndex.save``), memory-mapped when its kind is
-``ivfpq``. Each shard is built from the records alone (one pass over them, keeping its
-ids) with ``VectorIndex.build``: the kind is the one asked for, the gallery's, or for
-``auto`` ``choose_kind`` of the shard's size and of the disk ``out`` is on, which holds
-every shard (``ivfopq`` when not even 8-bit re-rank copies of all of them would fit,
-``ivfpq`` with SQ8 copies when float16 ones would not: ``choose_rerank``); an ``ivfpq``
-shard is trained on a random sample of the whole gallery.
-
-**Serving.** A shard server (``Shard``; ``groundsearch.service.core.sharding`` runs one per
-Ray Serve deployment) answers what ``VectorIndex`` answers, for its ids: ``search``,
-``score``, ``held``, ``search_among``, and takes ``add``/``remove`` of its ids. The front
-(``ShardedIndex``) is a ``VectorIndex`` to everything above it: a search goes to every
-shard at once through a ``Fanout`` and their best ``k`` are merged (``merge_hits``:
-highest inner product first, ties by the smaller id); a call naming ids (``score``,
-``held``, ``search_among``, ``add``, ``remove``) sends each shard only its own. So
-``FilteredSearch`` runs unchanged over shards: the filter is resolved to passing ids
-from the records in the front, and each plan (exact, overfetch, selector) asks the
-shards for what it asked the one-piece index. With exact shards (``flat``) every answer
-is the one-piece index's, ids and scores; approximate shards answer as approximately
-as one approximate index (each shard probes its own lists: recall per shard).
-
-The front (``open_sharded``) is a read-only gallery: it follows the records every second
-like any replica and pushes the photos added and removed since the shards were written
-to the shards that own them (``ShardedIndex.add``/``remove``; a shard ignores ids it
-already holds, so a restarted front replays safely). The shards keep such photos in
-memory (an exact delta, like one index): a restarted shard server reloads its snapshot,
-so writing the shards again (``write_shards``) is how they take up a gallery that
-changed a lot.
+A shard server (``Shard``; one per Ray Serve deployment in ``service.core.sharding``)
+answers what ``VectorIndex`` answers for its ids. The front (``ShardedIndex``) is a
+``VectorIndex``: a search goes to every shard through a ``Fanout`` and the best ``k``
+are merged (``merge_hits``: highest score first, ties by smaller id); calls naming ids
+send each shard its own, so ``FilteredSearch`` runs unchanged. Exact shards answer as
+the one-piece index does. The front (``open_sharded``) follows the records like a replica
+and pushes later adds and removes to their shards (idempotent); shards keep them in
+memory until ``write_shards`` runs again.
 """
 
 from __future__ import annotations
@@ -70,7 +42,13 @@ from groundsearch.index.search.index_kinds import (
     disk_free,
 )
 from groundsearch.index.search.search_indexes import SearchIndexes
-from groundsearch.index.search.vectors import VectorIndex, as_additions, as_matrix, check_after
+from groundsearch.index.search.vectors import (
+    VectorIndex,
+    as_additions,
+    as_matrix,
+    check_after,
+    check_k,
+)
 from groundsearch.index.store import records
 from groundsearch.index.store.records import DB_FILE, Records
 
@@ -119,9 +97,6 @@ def merge_hits(parts: Sequence[Sequence[tuple[int, float]]], k: int) -> Hits:
     every = [(int(i), float(s)) for part in parts for i, s in part]
     every.sort(key=lambda hit: (-hit[1], hit[0]))
     return every[:k]
-
-
-# --- the shards on disk ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -193,12 +168,9 @@ def write_shards(
     settings: IndexSettings | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ShardSet:
-    """Split the photo vectors of the gallery in folder ``gallery`` into ``shards``
-    shards (``id mod shards``) written to ``out`` as ``VectorIndex`` snapshots, one
-    folder each, and ``out/shards.json`` last (a crash leaves the previous manifest, or
-    none). ``kind``: every shard's index kind (default: the gallery's; ``auto`` picks by
-    the shard's size). The gallery is only read (any writer may go on meanwhile: the
-    manifest names the records' watermarks the shards hold)."""
+    """Split the photo vectors of the gallery in ``gallery`` into ``shards`` (``id mod
+    shards``) written to ``out`` as ``VectorIndex`` snapshots, ``out/shards.json`` last.
+    ``kind``: default the gallery's (``auto``: by shard size). The gallery is only read."""
     if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
         raise ValueError(f"shards must be a positive int, got {shards!r}")
     if kind is not None and kind not in (AUTO, *INDEX_KINDS):
@@ -262,9 +234,6 @@ def _shard_chunks(
         if mine.any():
             yield np.asarray(ids, np.int64)[mine].tolist(), vectors[mine]
         after = ids[-1]
-
-
-# --- one shard's server ---------------------------------------------------------------------------
 
 
 class Shard:
@@ -349,9 +318,6 @@ def _rss_mb() -> float | None:
     return None
 
 
-# --- the front --------------------------------------------------------------------------------
-
-
 class Fanout(Protocol):
     """Calls one ``Shard`` method on every shard at once: ``args[s]`` for shard ``s``
     (None: shard ``s`` is not called, its answer is None); the answers in shard order."""
@@ -400,25 +366,15 @@ class ShardedIndex(VectorIndex):
     def _read_infos(self) -> None:
         self._infos = self.fanout.call("info", [()] * self.fanout.shards)
 
-    # --- what it is -----------------------------------------------------------------------------
-
     def __len__(self) -> int:
         return sum(int(i["live"]) for i in self._infos)
 
     def __repr__(self) -> str:
         return f"ShardedIndex(shards={self.fanout.shards}, kind={self.kind!r}, live={len(self)})"
 
-    @property
-    def tombstones(self) -> int:
-        return sum(int(i["tombstones"]) for i in self._infos)
-
-    @property
-    def total(self) -> int:
-        return sum(int(i["total"]) for i in self._infos)
-
-    @property
-    def delta(self) -> int:
-        return sum(int(i["delta"]) for i in self._infos)
+    tombstones = property(lambda self: sum(int(i["tombstones"]) for i in self._infos))
+    total = property(lambda self: sum(int(i["total"]) for i in self._infos))
+    delta = property(lambda self: sum(int(i["delta"]) for i in self._infos))
 
     @property
     def built(self) -> bool:
@@ -430,8 +386,6 @@ class ShardedIndex(VectorIndex):
     def describe(self) -> str:
         parts = "; ".join(str(i["describe"]) for i in self._infos)
         return f"{self.fanout.shards} shards ({self.shard_set.scheme}): {parts}"
-
-    # --- changing (the front pushes the records' changes) -----------------------------------------
 
     def add(self, ids: Any, vectors: np.ndarray) -> None:
         id_arr, arr = as_additions(ids, vectors, self.dim)
@@ -453,14 +407,12 @@ class ShardedIndex(VectorIndex):
             self.fanout.call("remove", [(p,) if p.size else None for p in parts])
             self._read_infos()
 
-    # --- searching ------------------------------------------------------------------------------
-
     def search(
         self, queries: np.ndarray, k: int, settings: IndexSettings | None = None
     ) -> list[Hits]:
         """Every shard's ``k`` best for each query row, merged (``merge_hits``)."""
         arr = as_matrix(queries, self.dim, "queries")
-        _check_k(k)
+        check_k(k)
         settings = settings or self.settings
         answers = self.fanout.call("search", [(arr, int(k), settings)] * self.fanout.shards)
         return [merge_hits([a[row] for a in answers], int(k)) for row in range(arr.shape[0])]
@@ -489,22 +441,19 @@ class ShardedIndex(VectorIndex):
         return None
 
     def score(self, query: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        q = as_matrix(query, self.dim, "query")
-        parts = split_ids(ids, self.fanout.shards)
-        answers = self.fanout.call("score", [(q, p) if p.size else None for p in parts])
-        found = [a for a in answers if a is not None and a[0].size]
-        if not found:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
-        return np.concatenate([a[0] for a in found]), np.concatenate([a[1] for a in found])
+        return self._scored("score", query, ids)
 
     def score_likeliest(
         self, query: np.ndarray, ids: np.ndarray, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """Each shard's likeliest of its ``ids`` scored (``VectorIndex.score_likeliest``)."""
+        return self._scored("score_likeliest", query, ids, int(k))
+
+    def _scored(self, method: str, query: np.ndarray, ids: np.ndarray, *more: Any) -> Any:
+        """Each shard's (ids, scores) answer to ``method`` for its ``ids``, concatenated."""
         q = as_matrix(query, self.dim, "query")
         parts = split_ids(ids, self.fanout.shards)
-        args = [(q, p, int(k)) if p.size else None for p in parts]
-        answers = self.fanout.call("score_likeliest", args)
+        answers = self.fanout.call(method, [(q, p, *more) if p.size else None for p in parts])
         found = [a for a in answers if a is not None and a[0].size]
         if not found:
             return np.empty(0, np.int64), np.empty(0, np.float32)
@@ -514,7 +463,7 @@ class ShardedIndex(VectorIndex):
         self, query: np.ndarray, k: int, ids: np.ndarray, settings: IndexSettings | None = None
     ) -> Hits:
         arr = as_matrix(query, self.dim, "query")
-        _check_k(k)
+        check_k(k)
         settings = settings or self.settings
         parts = split_ids(ids, self.fanout.shards)
         answers = self.fanout.call(
@@ -522,15 +471,8 @@ class ShardedIndex(VectorIndex):
         )
         return merge_hits([a for a in answers if a], int(k))
 
-    # --- snapshots: the shards are written by ``write_shards``, not by the front ---------
-
     def save(self, stem: Path, header: dict[str, Any]) -> None:
         raise StoreError("a sharded index is written by write_shards, not snapshotted")
-
-
-def _check_k(k: Any) -> None:
-    if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
 
 
 class ShardedIndexes(SearchIndexes):

@@ -1,24 +1,11 @@
 """A low-dimensional copy of an index's vectors, to pick candidates among many ids.
 
-    sketch = Sketch.train(sample)             # None when it would lose true neighbours
-    sketch.extend(vectors)                    # rows in the index's order
-    at = sketch.best(query, rows, count)      # where in ``rows`` the likeliest are
-
-A filtered search that scores the photos passing a filter exactly reads every passing
-photo's vector: 10,000 photos of 690 float32 dimensions are 27 MB, about 1.5 ms, three
-times an unfiltered HNSW search of a million photos. The sketch holds each vector's
-first ``DIMS`` principal components (the basis from a sample: the vectors of a joint
-space are far from isotropic), 128 bytes a vector; scoring rows with it reads a
-twentieth of that, and only the best ``count`` (``CANDIDATES_PER_HIT`` per hit asked
-for) are scored exactly by the caller. Subtracting the mean changes every inner product
-with a query by the same amount, so it keeps the order.
-
-A sketch is trained only where it is trustworthy: on the sample itself, the exact top 10
-of ``CHECK_QUERIES`` held-out vectors among a fifth of the sample must be among the
-sketch's ``CHECK_CANDIDATES`` best at least ``CHECK_RECALL`` of the time; otherwise
-``train`` returns None and every passing photo is scored exactly (random vectors, an
-isotropic cloud, fail it). Recall against exact filtered search is measured by
-``bench/filtered_search.py``.
+Scoring every passing photo exactly reads all their vectors; the sketch holds each
+vector's first ``DIMS`` principal components (128 bytes), so only the best ``count``
+(``CANDIDATES_PER_HIT`` a hit) are scored exactly. Subtracting the mean keeps the order.
+``train`` returns None unless, on the sample, the exact top 10 of ``CHECK_QUERIES``
+held-out vectors are among the sketch's ``CHECK_CANDIDATES`` best at least
+``CHECK_RECALL`` of the time (``bench/filtered_search.py`` measures recall).
 """
 
 from __future__ import annotations

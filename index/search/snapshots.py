@@ -1,22 +1,11 @@
-"""The files a ``VectorIndex`` (``groundsearch.index.search.vectors``) keeps beside its stem.
+"""The files a ``VectorIndex`` (``index.search.vectors``) keeps beside its stem.
 
-    snapshots.write(stem, header, Snapshot(...))      # VectorIndex.save
-    snapshots.read(stem, header)                     # VectorIndex.load: a Snapshot or None
-    main, name = snapshots.build_main(stem, ...)     # VectorIndex.build: a sealed main
-    main, name = snapshots.write_main(stem, main)    # VectorIndex.seal: one built in memory
-    snapshots.clear_leftovers(folder, stems)         # what interrupted writes left
-
-A snapshot is ``NAME.json`` naming ``NAME-<random>.faiss`` (main) or, for a sealed
-main, ``NAME-<random>.main.faiss`` (written once, when sealed, with its store, ids and
-codec beside it: ``.main.faiss.codes``, ``.ids``, ``.codec``) and
-``NAME-<random>.delta.faiss``; the JSON also holds the header (identity, dimension,
-kind, watermarks, tombstones). It is replaced atomically after the files it names are
-written, so a crash leaves the previous snapshot in force; a missing or unreadable
-snapshot only means a rebuild from the records.
-
-One process at a time writes a folder's snapshot files (``snapshot.lock``), and each
-snapshot written deletes its stem's files the JSON no longer names (a sealed main is
-kept while young: it is written before the snapshot that names it).
+``NAME.json`` (the header: identity, dimension, kind, watermarks, tombstones) names
+``NAME-<random>.faiss`` or a sealed ``NAME-<random>.main.faiss`` (with ``.codes``,
+``.ids``, ``.codec``) and ``NAME-<random>.delta.faiss``. It is replaced atomically after
+its files are written; a missing or unreadable snapshot means a rebuild from the records.
+One process writes a folder's snapshots (``snapshot.lock``) and each deletes the files
+the JSON no longer names (a young sealed main is kept).
 """
 
 from __future__ import annotations
@@ -38,7 +27,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from groundsearch.common.files import write_text
+from groundsearch.common.files import sync, write_text
 from groundsearch.index.search import compressed, index_kinds
 from groundsearch.index.search.compressed import CompressedIndex
 from groundsearch.index.search.index_kinds import IndexSettings
@@ -142,11 +131,9 @@ def build_main(
     settings: IndexSettings,
     key: str,
 ) -> tuple[CompressedIndex, str | None]:
-    """A sealed main of compressed ``kind`` built shard by shard
-    (``compressed.build_compressed``) and its file name: when ``stem`` is given, in the
-    work folder ``.NAME.build`` beside it (a build interrupted there with the same shape
-    and ``key`` resumes), then moved next to it and mapped back; without a ``stem``, in a
-    temporary folder and read into memory (no file name)."""
+    """A sealed main of compressed ``kind`` (``compressed.build_compressed``) and its file
+    name: with ``stem``, built in ``.NAME.build`` beside it (resumable), moved next to it and
+    mapped; without, built in a temporary folder and read into memory (no name)."""
     if stem is None:
         with tempfile.TemporaryDirectory(prefix="groundsearch-build-") as tmp:
             built = compressed.build_compressed(
@@ -198,11 +185,7 @@ def _write_synced(index: faiss.Index, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         faiss.write_index(index, str(tmp))
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        sync(tmp)
         os.replace(tmp, path)
     finally:
         if tmp.exists():

@@ -1,32 +1,14 @@
 """The gallery's search structure: FAISS inner-product indexes derived from the records.
 
-    index = VectorIndex(dim, "flat")             # or "hnsw", "ivfpq", "ivfopq" (index_kinds)
-    index.add(ids, vectors); index.remove(ids)          # removal: a tombstone
-    scores, ids = index.search(queries, k)
-    index.save(folder / "images", header); VectorIndex.load(folder / "images", header)
+The records are the truth; the index remembers how far it read them (``last_id``,
+``last_removal``) to catch up. Removed ids are tombstones an ``IDSelector`` leaves out;
+``tombstones`` says when a compaction is due.
 
-The records (``groundsearch.index.store.records``) are the truth; this index only answers
-"which ids are nearest". It remembers how far it has read the records (``last_id``: the
-highest id added, ``last_removal``: the last removal applied), so it can be brought up
-to date by reading what came after. Removed ids become tombstones that a FAISS
-``IDSelector`` leaves out of every search (no over-fetching); ``tombstones`` tells the
-gallery when a rebuild (compaction) is due.
-
-Two segments: the *main* index of the kind asked for, and an exact *delta*. ``flat`` and
-``hnsw`` take every addition into main. A compressed main (``ivfpq``, ``ivfopq``) is
-trained and filled once (``build``: shard by shard in bounded memory, resumable,
-``groundsearch.index.search.compressed``), then sealed: it is written once and read back
-memory-mapped, and later
-additions go to the delta, searched beside it; ``delta_due`` tells the gallery when
-the delta is large enough to fold into a rebuilt main. Until an ``ivfpq`` index is
-built, everything is in the (exact) delta.
-
-The segments and the tombstones are read in place, under the index's lock, by
-``groundsearch.index.search.segments``: the searches, and what filtered search asks of
-given ids (``held``, ``stored``, ``score``, ``score_likeliest``; ``search_among`` is the
-search restricted to them). A snapshot (``save``/``load``) is a JSON naming FAISS files
-beside its stem, where a sealed main is written once too (``build``, ``seal``): those
-files, their format and their lock are ``groundsearch.index.search.snapshots``.
+Two segments: the *main* index and an exact *delta*. ``flat`` and ``hnsw`` add to main; a
+compressed main (``ivfpq``, ``ivfopq``) is built once (``index.search.compressed``),
+sealed and memory-mapped, later additions going to the delta until ``delta_due`` asks
+for a rebuild. Searches over segments are ``index.search.segments``; snapshot files,
+their format and lock are ``index.search.snapshots``.
 """
 
 from __future__ import annotations
@@ -148,8 +130,6 @@ class VectorIndex:
             return f"{self._main.name} + {self.delta} exact"
         return f"{index_kinds.index_name(self._main)} + {self.delta} exact"
 
-    # --- building an ivfpq index ----------------------------------------------------------------
-
     @classmethod
     def build(
         cls,
@@ -162,14 +142,9 @@ class VectorIndex:
         settings: IndexSettings | None = None,
         key: str = "",
     ) -> VectorIndex:
-        """An index of ``kind`` over ``chunks`` (about ``n`` vectors in all, ids
-        increasing). A compressed index is trained on ``sample`` and built shard by
-        shard (``snapshots.build_main``): when ``stem`` is given, in the work folder
-        ``.NAME.build`` beside it (a build interrupted there with the same shape and
-        ``key`` resumes), then moved next to it and mapped back; without a ``stem``, in a
-        temporary folder and read into memory. ``sample`` is unused by the other kinds.
-        Too few vectors to train on: everything goes to the exact delta. A disk too
-        small for the build raises ``compressed.DiskSpaceError``."""
+        """An index of ``kind`` over ``chunks`` (about ``n`` vectors, ids increasing); a
+        compressed one is trained on ``sample`` (too few: all in the delta) and built by
+        ``snapshots.build_main``; ``compressed.DiskSpaceError`` for a disk too small."""
         self = cls(dim, kind, settings)
         if kind in COMPRESSED:
             sample = as_matrix(sample, dim, "training sample")
@@ -194,8 +169,6 @@ class VectorIndex:
                 written = snapshots.write_main(Path(stem), self._main)
                 if written is not None:  # None: a read-only folder, main stays in memory
                     self._main, self._main_file = written
-
-    # --- changing -------------------------------------------------------------------------------
 
     def add(self, ids: Iterable[int], vectors: np.ndarray) -> None:
         """Add vectors under ids larger than every id added so far."""
@@ -225,7 +198,7 @@ class VectorIndex:
         """``search``'s answer as FAISS gives it: (scores, ids), a row per query, ids of
         -1 where fewer were found."""
         arr = as_matrix(queries, self.dim, "queries")
-        _check_k(k)
+        check_k(k)
         settings = settings or self.settings
         with self._lock:
             k_live = min(int(k), len(self))
@@ -235,8 +208,6 @@ class VectorIndex:
             live = self._tombstones.live()
             with _one_thread_for(arr.shape[0]):
                 return segments.search((self._main, self._delta), arr, k_live, settings, live)
-
-    # --- given ids (filters): ``segments`` reads them ------------------------------------------
 
     def held(self, ids: np.ndarray) -> np.ndarray:
         """The live ids among ``ids`` (sorted, unique int64) that this index holds."""
@@ -254,10 +225,8 @@ class VectorIndex:
             return segments.stored(parts, removed, want, self.dim)
 
     def score(self, query: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Exact inner products of ``query`` (one vector) with the live vectors among
-        ``ids`` (sorted, unique int64) that this index holds: (ids, scores), ids left out
-        when removed or not (yet) held (``segments.score``: a score is the one a search
-        of this index reports)."""
+        """(ids, scores): exact inner products of ``query`` (one vector) with the live
+        vectors among ``ids`` (sorted, unique int64) this index holds (``segments.score``)."""
         q, ids = as_matrix(query, self.dim, "query")[0], np.asarray(ids, np.int64)
         with self._lock:
             return segments.score((self._main, self._delta), self._tombstones.sorted(), q, ids)
@@ -277,14 +246,12 @@ class VectorIndex:
     def search_among(
         self, query: np.ndarray, k: int, ids: np.ndarray, settings: IndexSettings | None = None
     ) -> list[tuple[int, float]]:
-        """The ``k`` nearest live ids among ``ids`` (sorted, unique int64) of one query,
-        best first: the index's own search restricted by a FAISS ``IDSelector`` (the ids,
-        and not the tombstones), with ``settings`` (default: the index's; a filter's
-        search is wider, ``IndexSettings.widened``). Approximate kinds may return fewer
-        than ``k`` (or miss some of the best): the caller checks (``score``)."""
+        """The ``k`` nearest live ids among ``ids`` (sorted, unique int64) of one query, best
+        first, through a FAISS ``IDSelector`` with ``settings`` (default: the index's).
+        Approximate kinds may return fewer or miss some: the caller checks (``score``)."""
         arr = as_matrix(query, self.dim, "query")
         ids = np.ascontiguousarray(ids, np.int64)
-        _check_k(k)
+        check_k(k)
         if not ids.size:
             return []
         allowed = faiss.IDSelectorBatch(ids)
@@ -295,8 +262,6 @@ class VectorIndex:
             k_live = min(int(k), int(ids.size))
             found = segments.search((self._main, self._delta), arr, k_live, settings, sel)
         return segments.hits(*found)[0]
-
-    # --- snapshots: ``snapshots`` writes and reads the files ------------------------------------
 
     def save(self, stem: Path, header: dict[str, Any]) -> None:
         """Write a snapshot as ``stem.json`` + ``stem-<random>.faiss`` (``snapshots``)."""
@@ -340,7 +305,7 @@ class VectorIndex:
         return self
 
 
-def _check_k(k: Any) -> None:
+def check_k(k: Any) -> None:
     if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
 

@@ -1,9 +1,6 @@
 """Every photo and caption vector of a gallery, with the photos' file names: what a
 caption decoder is trained from (the gallery is the cache of joint vectors).
 
-    vectors = export_vectors(folder, checkpoint_identity(checkpoint))
-    test = vectors.subset(names)          # StoreError naming photos the gallery lacks
-
 Read only: the records are opened, read in one read transaction, and closed.
 """
 

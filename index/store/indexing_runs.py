@@ -1,17 +1,6 @@
 """The photo files a gallery records where they lie: what an indexing run reads and writes.
 
-    files = IndexedFiles(gallery)
-    run = files.next_run()
-    files.add_files([IndexedFile(path, size, mtime_ns, sha, vector, captions, vectors, meta)])
-    files.mark_seen(unchanged_paths, run, [(photo_id, read_metadata(path))])  # a backfill
-    files.forget_unseen(roots, run)              # files gone from disk, and their photos
-    files.forget([deleted_path])                 # a file (or folder) a watcher saw go
-
-Uploads are the gallery's own (``PhotoWrites.add_photo``); indexed photos stay in the user's
-folders, and a gallery records every file that holds a photo's content with its size and
-mtime (a re-run skips unchanged files without reading them) and the run that last saw it
-(files gone from disk are noticed). Each call is one transaction of the records; the
-search indexes read it at once.
+Each call is one transaction of the records; the search indexes read it at once.
 """
 
 from __future__ import annotations
@@ -84,14 +73,10 @@ class IndexedFiles:
         return records.has_files_under(self.gallery.records.reader(), str(folder))
 
     def add_files(self, files: Sequence[IndexedFile], run: int = 0) -> Added:
-        """Record indexed photo files (and their captions) in one transaction.
-
-        A file's content already in the gallery is recorded as another file of that
-        photo; a file whose content changed moves to its new photo, and a photo left
-        with no file (and not uploaded) is removed. ``run`` marks the files as seen by
-        that indexing run (see ``forget_unseen``). A new photo is stored with its
-        file's ``meta``; a photo already there gets it only if it had none.
-        """
+        """Record indexed photo files (and their captions) in one transaction: known content
+        becomes another file of its photo, a changed file moves to its new photo (photos left
+        with no file go), files are marked seen by ``run``, and ``meta`` is stored with a new
+        photo (or one that had none)."""
         added, dim = Added(), self.gallery.dim
         with self.gallery.records.transaction() as db:
             for item in files:

@@ -1,14 +1,9 @@
 """Move a gallery of the format before the database (two FAISS store folders) into one.
 
-    migrate_legacy(folder)        # groundsearch index --index FOLDER --migrate
-
-The old format kept ``images/`` and ``captions/``, each ``index.faiss`` (an
-``IndexIDMap2``, so every vector can be read back) and ``meta.json`` (per-id metadata).
-Every live photo and caption is written into a new ``gallery.db`` built beside the old
-folders under a temporary name and renamed into place only when complete, so an
-interrupted migration leaves the old gallery as it was. Each photo's metadata is read
-from its file as it is moved (``photo_metadata``; None when the file is gone). The old
-folders are then moved into ``legacy/`` (delete it once the new gallery serves).
+Every live photo and caption of ``images/`` and ``captions/`` (an ``IndexIDMap2`` and a
+``meta.json`` each) goes into a new ``gallery.db``, renamed into place only when
+complete; each photo's metadata is read from its file. The old folders then move into
+``legacy/``.
 """
 
 from __future__ import annotations

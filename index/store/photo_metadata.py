@@ -1,43 +1,21 @@
 """What a photo file says about itself: when it was taken, by which camera, where, and
 its pixel size — read from the file's header and EXIF block, never from its pixels.
 
-    meta = read_metadata(Path("/photos/2024/IMG_0001.jpg"))     # an indexed file
-    meta = read_upload_metadata(data, "IMG_0001.jpg")            # an upload's bytes
+* **taken**: EXIF ``DateTimeOriginal`` with ``OffsetTimeOriginal``, else
+  ``DateTimeDigitized``, else IFD0's ``DateTime`` (each with its offset). ``taken`` is
+  the ISO 8601 time as written, ``taken_at`` seconds since the epoch (wall-clock read as
+  UTC without an offset). Without an EXIF date an indexed file's mtime is used
+  (``taken_source`` ``"file"``); an upload's ``taken`` stays None.
+* **camera**: ``Make`` and ``Model`` joined, the make left out when the model starts
+  with it (``Canon`` + ``Canon EOS R5`` → ``Canon EOS R5``).
+* **place**: GPS latitude/longitude as WGS84 degrees; None when missing, out of range or
+  exactly (0, 0).
+* **width**, **height**: as shown (swapped for EXIF orientations 5–8).
+* **folder**, **name**: an indexed file's folder and name; an upload has no folder.
 
-Pillow's EXIF support reads it (``Image.open`` parses the headers only; nothing here
-decodes a pixel, so reading costs a small fraction of one photo's CNN pass, see
-docs/BENCHMARKS.md, "Photo metadata"):
-
-* **taken**: EXIF ``DateTimeOriginal`` (0x9003, in the Exif IFD 0x8769) with its
-  ``OffsetTimeOriginal`` (0x9011) when present; else ``DateTimeDigitized`` (0x9004) with
-  ``OffsetTimeDigitized`` (0x9012); else IFD0's ``DateTime`` (0x0132) with
-  ``OffsetTime`` (0x9010). ``taken`` is the ISO 8601 time as the file says it
-  (``2024-07-01T18:03:05+02:00``; no offset when the file gives none) and ``taken_at``
-  the instant in seconds since the epoch: with an offset the true instant, without one
-  the wall-clock time read as if it were UTC (a camera that writes no offset does not
-  say where its clock was). Without a usable EXIF date an indexed file's modification
-  time is used (``taken_source`` ``"file"``, ``taken`` in UTC with ``+00:00``); an
-  upload has no meaningful modification time, so its ``taken`` stays None.
-* **camera**: ``Make`` (0x010F) and ``Model`` (0x0110), whitespace-trimmed, joined by
-  a space, the make left out when the model already starts with it
-  (``Apple`` + ``iPhone 12`` → ``Apple iPhone 12``; ``Canon`` + ``Canon EOS R5`` →
-  ``Canon EOS R5``).
-* **place**: the GPS IFD (0x8825): latitude and longitude as degree, minute, second
-  rationals with their ``N``/``S``/``E``/``W`` references, as WGS84 degrees (south and
-  west negative); None when missing, out of range, or exactly (0, 0) (what a receiver
-  without a fix writes).
-* **width**, **height**: the pixel size as shown — swapped for EXIF orientations 5–8,
-  whose pixels are stored turned a quarter. (A HEIF's reader gives its size as shown and
-  its EXIF orientation as 1, since its decoder turns it; an AVIF's gives the container's
-  turn as the EXIF orientation: both come out right.)
-* **folder**, **name**: an indexed file's absolute folder and file name; an upload has
-  no folder, and its name is the one it was uploaded with (its last path component).
-
-HEIC/HEIF and AVIF files (iPhones' and many Android phones') are read the same way:
-their readers (``photos.register_formats``) give the file's Exif item as ``info["exif"]``.
-A broken or absent value gives None for that field, never an exception; a file Pillow
-cannot open at all gives only its folder, name and modification time. A PNG's EXIF
-chunk after the pixel data is not read (finding it would mean reading the pixels).
+HEIC/HEIF and AVIF are read the same way (``photos.register_formats``). A broken value
+gives None for that field, never an exception; a PNG's EXIF chunk after the pixel data
+is not read.
 """
 
 from __future__ import annotations
@@ -135,9 +113,6 @@ def upload_name(name: str | None) -> str | None:
     last = re.split(r"[/\\]", name)[-1]
     cleaned = "".join(c for c in last if c.isprintable()).strip()
     return cleaned[:MAX_TEXT] or None
-
-
-# --- reading ------------------------------------------------------------------------------
 
 
 def _read(fp: BinaryIO) -> PhotoMetadata:

@@ -1,57 +1,22 @@
-"""The gallery's system of record: one SQLite database in WAL mode.
+"""The gallery's system of record: one SQLite database (``gallery.db``) in WAL mode.
 
-Tables (``gallery.db``):
+Tables: ``photos`` (one row per distinct content, ``sha256`` unique; its vector, its file:
+an absolute path, or ``uploads/…`` for an upload; and the filter columns of
+``photo_metadata``, an indexed photo's ``folder``/``name`` always its path's), ``files``
+(every indexed file holding a photo, with size, mtime and the run that last saw it),
+``captions`` (``UNIQUE (photo_id, text)``), ``removals`` and ``edits`` (append-only logs,
+filled by triggers, that the FAISS indexes and the in-memory filter columns follow),
+``photo_classes`` (a photo's most probable ImageNet classes; optional, created on open)
+and ``meta`` (format, dimension, index kind, checkpoint identity).
 
-* ``photos``: one row per distinct photo content (``sha256`` is unique, so identical
-  photos are stored once), its image vector, its file (an absolute path for an indexed
-  photo, ``uploads/…`` inside the gallery for an uploaded one), and what the file says
-  (``groundsearch.index.store.photo_metadata``), typed and indexed for filters: ``taken_at``
-  (seconds since the epoch, UTC), ``taken`` (ISO 8601 as the file says it),
-  ``taken_source`` (``exif``, ``file`` or NULL), ``camera``, ``lat``/``lon`` (WGS84),
-  ``width``/``height`` (as shown), ``folder`` (an indexed photo's absolute folder, NULL
-  for uploads) and ``name`` (its file name; an upload's name as uploaded). An indexed
-  photo's folder and name are always those of its recorded path.
-* ``files``: every indexed file that holds a photo's content (path → photo, with its
-  size and mtime, so a re-run skips unchanged files without reading them, and the run
-  that last saw it, so files gone from disk are noticed).
-* ``captions``: caption text and vector, ``photo_id`` indexed (a photo's captions are
-  an index lookup), ``UNIQUE (photo_id, text)``.
-* ``removals``: an append-only log of removed photo and caption ids, filled by
-  triggers (cascaded caption deletes included), from which the FAISS indexes of every
-  process follow deletes.
-* ``edits``: an append-only log of the photos whose filter columns changed in place
-  (a backfill's metadata, a photo's file moved), filled by a trigger, from which the
-  filter columns held in memory follow (``groundsearch.index.filters.columns``).
-* ``photo_classes``: a photo's most probable ImageNet classes, as the backbone's
-  classifier saw them when it was indexed (ids and probabilities, best first): what
-  relevance reads as evidence for a query's nouns. Optional: a photo added by a model
-  without a concept channel, or before the table existed, has no row (its hits are
-  judged without the classifier's evidence); created on open like the edits log, so no
-  format change.
-* ``meta``: format version, dimension, index kind, the checkpoint identity.
+Format 3 (``FORMAT``) added the metadata columns to format 2; a writer migrates a format-2
+database in place in one transaction (``Records.migrate_format``), its metadata NULL
+(``NOT_READ``) until an indexing run backfills it (``fill_metadata``). Ids come from
+``AUTOINCREMENT`` (never reused, increasing in commit order), so "everything after id N"
+is how a search index catches up; every write is one ``synchronous=FULL`` transaction.
 
-**Formats.** 2: photos without metadata; 3 (``FORMAT``): the metadata columns and their
-indexes. A format-2 database is migrated in place when a writer opens it
-(``Records.open(…, migrate=True)``): ``ALTER TABLE … ADD COLUMN`` for each column, the
-four indexes, and the format bumped, in one transaction — a crash leaves format 2 or
-format 3, never a mix; no vector is touched. Its photos' metadata is then NULL ("not
-read yet", ``NOT_READ``) until an indexing run backfills it (``fill_metadata``).
-
-Ids come from ``AUTOINCREMENT``: never reused, increasing in commit order (SQLite has
-one writer at a time), so "everything after id N" is how a search index catches up.
-Every write is one transaction with ``synchronous=FULL``: acknowledged means on disk,
-and a crash leaves it whole or absent.
-
-This module and ``groundsearch.index.filters.sql`` (the filters' statements) are the
-only ones that know the schema: ``Records`` holds the connections,
-and every statement is a function of the connection it runs on (a thread's reader, a
-read ``snapshot`` or a write ``transaction``), so a caller chooses what runs together:
-
-    with store.transaction() as db:                       # store: a Records
-        photo = photo_of_sha(db, sha)
-        if photo is None:
-            photo = insert_photo(db, sha, path, vector, uploaded=True)
-        insert_captions(db, photo, caption_rows(texts, vectors, dim))
+Only this module and ``index.filters.sql`` know the schema. Every statement is a function
+of the connection it runs on (a thread's reader, a ``snapshot`` or a ``transaction``).
 """
 
 from __future__ import annotations
@@ -164,9 +129,8 @@ NOT_READ = "taken_source IS NULL AND width IS NULL"
 
 
 def folder_sql(path: str) -> str:
-    """An indexed photo's folder from the SQL expression ``path`` of its path: ``rtrim``
-    by every character but ``/`` leaves the path up to its last ``/`` (``file_parts``
-    in Python)."""
+    """An indexed photo's folder from the SQL expression of its path (``rtrim`` by every
+    character but ``/`` leaves the path up to its last ``/``)."""
     return f"coalesce(nullif(rtrim(rtrim({path}, replace({path}, '/', '')), '/'), ''), '/')"
 
 
@@ -260,8 +224,6 @@ class Records:
         with contextlib.suppress(sqlite3.OperationalError):
             self._writer.executescript(CLASSES_TABLE)
 
-    # --- creation and identity --------------------------------------------------------------
-
     @classmethod
     def create(cls, path: Path, dim: int, kind: str, identity: dict[str, str]) -> Records:
         """A new, empty database (StoreError if one is there)."""
@@ -347,8 +309,6 @@ class Records:
             self._readers.clear()
             self._writer.close()
 
-    # --- connections ------------------------------------------------------------------------
-
     def reader(self) -> sqlite3.Connection:
         """This thread's read connection."""
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
@@ -393,9 +353,6 @@ class Records:
             db.execute("COMMIT")
 
 
-# --- following changes (the search indexes) ---------------------------------------------------
-
-
 def vectors_after(
     db: sqlite3.Connection, kind: str, after: int, dim: int, limit: int | None = None
 ) -> tuple[list[int], np.ndarray]:
@@ -418,13 +375,8 @@ def sample_vectors(
         return matrix([], dim)
     rng = np.random.default_rng(seed)
     ids = np.sort(rng.choice(top, size=min(n, top), replace=False) + 1)
-    out: list[bytes] = []
-    for start in range(0, ids.size, 900):  # SQLite's bound-parameter limit
-        part = ids[start : start + 900].tolist()
-        marks = ",".join("?" * len(part))
-        sql = f"SELECT vector FROM {TABLES[kind]} WHERE id IN ({marks})"
-        out += [r[0] for r in db.execute(sql, part)]
-    return matrix(out, dim)
+    rows = _rows_in(db, f"SELECT vector FROM {TABLES[kind]} WHERE id IN", ids.tolist())
+    return matrix([r[0] for r in rows], dim)
 
 
 def removals_after(db: sqlite3.Connection, after: int) -> list[tuple[int, str, int]]:
@@ -485,9 +437,6 @@ def last_id(db: sqlite3.Connection, kind: str) -> int:
     return int(found[0]) if found else 0
 
 
-# --- reading ----------------------------------------------------------------------------------
-
-
 def photo_ids(db: sqlite3.Connection) -> list[int]:
     """Every photo's id, oldest first."""
     return [r[0] for r in db.execute("SELECT id FROM photos ORDER BY id")]
@@ -500,54 +449,33 @@ def photos(
     db: sqlite3.Connection, ids: Sequence[int]
 ) -> dict[int, tuple[str, str, bool, PhotoMetadata]]:
     """id → (path, sha256, uploaded, metadata) of the live photos among ``ids``."""
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    rows = db.execute(
-        f"SELECT id, path, sha256, uploaded, {_META} FROM photos WHERE id IN ({marks})",
-        list(ids),
-    )
+    rows = _rows_in(db, f"SELECT id, path, sha256, uploaded, {_META} FROM photos WHERE id IN", ids)
     return {r[0]: (r[1], r[2], bool(r[3]), PhotoMetadata(*r[4:])) for r in rows}
-
-
-def file_parts(path: str) -> tuple[str, str]:
-    """An indexed photo's (folder, name) from its absolute path (``folder_sql`` and
-    ``name_sql`` in SQL)."""
-    folder, _, name = path.rpartition("/")
-    return folder or "/", name
 
 
 def metadata_row(meta: PhotoMetadata, path: str, uploaded: bool) -> tuple[Any, ...]:
     """``meta`` as the values of ``METADATA_COLUMNS``: an indexed photo's folder and name
     are its path's; an upload has no folder."""
-    folder, name = (None, meta.name) if uploaded else file_parts(path)
     values = dict(zip(METADATA_COLUMNS, astuple(meta), strict=True))
-    return tuple({**values, "folder": folder, "name": name}.values())
+    folder, _, name = path.rpartition("/")
+    values |= {"folder": None} if uploaded else {"folder": folder or "/", "name": name}
+    return tuple(values.values())
 
 
 def caption_texts(
     db: sqlite3.Connection, photo_ids: Sequence[int]
 ) -> dict[int, list[tuple[int, str]]]:
     """photo id → [(caption id, text)], in caption order."""
-    if not photo_ids:
-        return {}
-    marks = ",".join("?" * len(photo_ids))
     out: dict[int, list[tuple[int, str]]] = {}
-    rows = db.execute(
-        f"SELECT photo_id, id, text FROM captions WHERE photo_id IN ({marks}) ORDER BY id",
-        list(photo_ids),
-    )
-    for photo_id, caption_id, text in rows:
+    select = "SELECT photo_id, id, text FROM captions WHERE photo_id IN"
+    for photo_id, caption_id, text in _rows_in(db, select, photo_ids, "ORDER BY id"):
         out.setdefault(photo_id, []).append((caption_id, text))
     return out
 
 
 def captions(db: sqlite3.Connection, ids: Sequence[int]) -> dict[int, tuple[str, int]]:
     """caption id → (text, photo id) of the live captions among ``ids``."""
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    rows = db.execute(f"SELECT id, text, photo_id FROM captions WHERE id IN ({marks})", list(ids))
+    rows = _rows_in(db, "SELECT id, text, photo_id FROM captions WHERE id IN", ids)
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
@@ -556,12 +484,15 @@ def vector(db: sqlite3.Connection, kind: str, item: int) -> np.ndarray | None:
     return None if row is None else unblob(row[0]).copy()
 
 
-def _rows_in(db: sqlite3.Connection, select: str, ids: Sequence[int]) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``select`` (ending ``IN``) for ``ids``, one query per 500 ids."""
+def _rows_in(
+    db: sqlite3.Connection, select: str, ids: Sequence[int], then: str = ""
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``select`` (ending ``IN``; ``then`` after it) for ``ids``, one query
+    per 500 ids (SQLite's bound-parameter limit)."""
     wanted = [int(i) for i in ids]
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
-        yield from db.execute(f"{select} ({','.join('?' * len(chunk))})", chunk)
+        yield from db.execute(f"{select} ({','.join('?' * len(chunk))}) {then}", chunk)
 
 
 def vectors_of(db: sqlite3.Connection, kind: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
@@ -667,9 +598,8 @@ def indexed_files(db: sqlite3.Connection) -> list[tuple[str, int]]:
 
 def named_files(db: sqlite3.Connection) -> list[tuple[str, int]]:
     """(path, photo id) of every indexed file (by path), then of every uploaded photo."""
-    files = db.execute("SELECT path, photo_id FROM files ORDER BY path").fetchall()
     uploads = db.execute("SELECT path, id FROM photos WHERE uploaded = 1").fetchall()
-    return [(str(p), int(i)) for p, i in files + uploads]
+    return indexed_files(db) + [(str(p), int(i)) for p, i in uploads]
 
 
 def has_files_under(db: sqlite3.Connection, folder: str) -> bool:
@@ -683,9 +613,6 @@ def next_run(db: sqlite3.Connection) -> int:
     """A number for a new indexing run (larger than every run before)."""
     row = db.execute("SELECT max(seen_run) FROM files").fetchone()
     return int(row[0] or 0) + 1
-
-
-# --- writing (inside ``Records.transaction``) -------------------------------------------------
 
 
 def insert_photo(

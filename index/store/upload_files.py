@@ -1,17 +1,7 @@
 """A gallery's ``uploads/``: the files of photos added through the API.
 
-    uploads = UploadFiles(gallery_folder)
-    name = uploads.name_for(sha256, "jpg")       # "uploads/<sha256>.jpg", as recorded
-    with uploads.locked():                        # shared: from the file to its commit
-        uploads.write(name, data)                 # synced, before its record
-    with uploads.locked(exclusive=True):
-        uploads.delete(name)                      # after its record's removal
-    uploads.clear(recorded_names)                 # what interrupted writes left
-
-A file is written before the transaction that records it and deleted after the one that
-removes it, so a crash leaves at most a file no record names; a writer clears those when
-it opens the gallery, holding the lock exclusively so that it never takes a file whose
-record is on its way.
+A crash leaves at most a file no record names; a writer clears those on open, holding
+the lock exclusively so it never takes a file whose record is on its way.
 """
 
 from __future__ import annotations

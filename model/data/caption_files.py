@@ -1,11 +1,8 @@
 """Captions for the photos being indexed, read from a TSV or JSON Lines file.
 
-TSV: ``photo<TAB>caption`` per line; a Flickr8k key's ``#<n>`` suffix is dropped, so
-``Flickr8k.token.txt`` works as is. JSON Lines (``.jsonl``/``.json``): one object per
-line, ``{"photo": …, "caption": …}`` or ``{"photo": …, "captions": […]}`` ("path",
-"file" and "image" also name the photo). Malformed lines become ``problems``; a file
-with no usable line at all raises ``CaptionFileError``. ``CaptionFile.for_photo`` finds
-an indexed photo's captions and remembers which keys were claimed (``unused``).
+TSV: ``photo<TAB>caption`` (a Flickr8k key's ``#<n>`` dropped). JSON Lines: ``{"photo":
+…, "caption": …}`` or ``"captions": […]`` ("path", "file", "image" also name the photo).
+Malformed lines become ``problems``; no usable line raises ``CaptionFileError``.
 """
 
 from __future__ import annotations
@@ -44,9 +41,8 @@ class CaptionFile:
         return len(self.captions)
 
     def for_photo(self, photo: Path, roots: Sequence[Path]) -> list[str]:
-        """Captions of an indexed photo (absolute path), by the first key that names it:
-        the path itself; relative to this file's folder; relative to each root; its bare
-        name, when only one key has that name and no other photo claimed it first."""
+        """Captions of an indexed photo (absolute path), by the first key naming it: the
+        path, relative to this file's folder or a root, or its bare name when unique."""
         photo = Path(os.path.abspath(photo))
         for key in self._keys(photo, roots):
             if key in self.captions:

@@ -1,13 +1,5 @@
-"""Read any dataset laid out like Flickr8k.
-
-A captions file of ``<image>#<n><TAB><caption>`` lines, a folder of images and,
-optionally, a split list of image names (one a line)::
-
-    >>> ds = load_captioned_images(data_dir / "flickr8k", split="test")
-    >>> len(ds.images), len(ds.captions)
-    (1000, 5000)
-
-Captions whose image file does not exist are skipped (Flickr8k has one such bogus id).
+"""Read any dataset laid out like Flickr8k: ``<image>#<n><TAB><caption>`` lines, a folder
+of images and optional split lists (captions whose image file is missing are skipped).
 """
 
 from __future__ import annotations
@@ -35,12 +27,9 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class CaptionedImages:
-    """Images and their captions, in a fixed order.
-
-    ``caption_image[j]`` is the position in ``images`` of the image caption ``j`` describes.
-    Photos are files under ``image_dir`` (default: ``root/Images``), or, for a collection
-    given as CNN features only, the rows of ``features`` computed by ``backbone``.
-    """
+    """Images and their captions, in a fixed order (``caption_image[j]``: the image of
+    caption ``j``). Photos are files under ``image_dir`` (default ``root/Images``), or
+    the rows of ``features`` computed by ``backbone``."""
 
     root: Path
     images: tuple[str, ...]
@@ -60,8 +49,7 @@ class CaptionedImages:
         return [self.image_path(i) for i in range(len(self.images))]
 
     def subset(self, keep: list[int]) -> CaptionedImages:
-        """The photos at positions ``keep`` (in that order) with their captions (in the
-        photos' order, each photo's in theirs)."""
+        """The photos at positions ``keep`` (in that order) with their captions."""
         new_index = {old: new for new, old in enumerate(keep)}
         linked = zip(self.captions, self.caption_image, strict=True)
         pairs = sorted(
@@ -106,8 +94,7 @@ def _read_captions(path: Path) -> list[tuple[str, int, str]]:
 
 
 def read_caption_ids(root: Path, captions_file: str = CAPTIONS_FILE) -> dict[str, str]:
-    """Every caption of ``root``'s captions file by its id ``<image>#<n>``, whether or
-    not its image file exists (judgment files pair images with others' captions)."""
+    """Every caption of ``root``'s captions file by its id, its image file there or not."""
     return {
         f"{name}#{number}": text
         for name, number, text in _read_captions(Path(root) / captions_file)
@@ -120,14 +107,9 @@ def load_captioned_images(
     captions_file: str = CAPTIONS_FILE,
     files: bool = True,
 ) -> CaptionedImages:
-    """Load ``root`` (a Flickr8k-layout folder), restricted to ``split`` if given.
-
-    ``split`` is ``train``/``dev``/``test`` (Flickr8k's list files in ``root``) or the
-    path of any list of image names. ``files``: keep only captions whose photo file
-    exists (False: every caption, for a collection given as features). Raises
-    DatasetError for a missing or malformed file and for a dataset or split with no
-    usable image.
-    """
+    """Load ``root`` (a Flickr8k-layout folder), restricted to ``split`` (``train``,
+    ``dev``, ``test`` or the path of a list of image names). ``files``: keep only captions
+    whose photo file exists. DatasetError for a missing or malformed file or no image."""
     root = Path(root)
     if files and not (root / IMAGES_DIR).is_dir():
         raise DatasetError(f"image folder not found: {root / IMAGES_DIR}")

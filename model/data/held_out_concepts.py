@@ -1,10 +1,8 @@
 """Concepts held out of training, and which captions mention them.
 
-The held-out-concept protocol (docs/RESULTS.md, "Concepts Flickr8k never showed") trains
-with every photo whose captions mention any of ``HELD_OUT`` removed, then asks the model
-for those concepts on the test photos. A caption *mentions* a concept when one of its
-lower-cased words is one of the concept's forms (whole words, no stemming beyond the
-listed forms).
+The held-out-concept protocol trains without the photos whose captions mention any of
+``HELD_OUT``, then asks for those concepts. A caption *mentions* a concept when one of its
+lower-cased words is one of the concept's forms.
 """
 
 from __future__ import annotations
@@ -43,17 +41,11 @@ HELD_OUT: dict[str, tuple[str, ...]] = {
     "snow": ("snow", "snowy", "snowboard", "snowboarder", "snowboarding", "snowman"),
 }
 
-#: Words that name a *kind* of a held-out concept, or misspell it, which its forms leave
-#: out: a photo captioned "a blue jeep" shows a car, "a person on a motorcyle" a motorcycle.
-#: The relevance protocol (``model.training.relevance``) counts them as showing the
-#: concept and leaves them out of the gallery that must lack it; the held-out training
-#: sets and the P@5 and mention-F1 protocols keep ``HELD_OUT`` alone (their models were
-#: trained on it). Found by listing the words of captions whose photo another caption
-#: names the concept for (Flickr8k train), then read one by one. Left out on purpose:
-#: words with a common other sense in captions ("calves" of legs, "steer" the verb,
-#: "chick(s)" for girls, "crane" the machine, "robin" a name, "turkey", "sailing" through
-#: the air, "cab" of a truck), and neighbours that are not kinds ("donkey", "truck",
-#: "van", "unicycle", "biker" — a motorcyclist as often as a cyclist).
+#: Words that name a *kind* of a held-out concept, or misspell it ("jeep" is a car,
+#: "motorcyle"): the relevance protocol counts them as showing the concept (the training
+#: sets and the P@5 and F1 protocols keep ``HELD_OUT`` alone). Left out on purpose: words
+#: with a common other sense ("calves", "steer", "crane") and neighbours that are not
+#: kinds ("donkey", "truck", "biker").
 HYPONYMS: dict[str, tuple[str, ...]] = {
     "cat": (),
     "horse": ("horseback", "stallion", "mare", "foal", "colt"),

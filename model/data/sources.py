@@ -1,22 +1,8 @@
 """Captioned collections to train and select on, named on the command line.
 
-    >>> sources = [parse_source("flickr8k", data_dir), parse_source("cc-web=0.5", data_dir)]
-    >>> load_source(sources[1], "dev")          # CaptionedImages with .features set
-
-Three kinds, told apart by what the path holds:
-
-- ``flickr8k``: a Flickr8k-layout folder (``Flickr8k.token.txt``, ``Images/``, split lists).
-- ``features``: a collection given as CNN features, laid out like ``cc-web/``:
-  ``captions.tsv`` (``<photo>#<n><TAB><caption>``), ``train.txt`` / ``dev.txt`` (and
-  optionally ``test.txt``), ``features/<backbone>.npy`` whose row *i* is the photo of
-  line *i* of ``captions.tsv``.
-- ``captions``: a user's own captions file in the formats ``groundsearch index --captions``
-  reads (``caption_files``), photos relative to the file's folder. Its photos are split
-  by a hash of their name: one in ten is ``dev``, one in ten ``test``, the rest ``train``.
-
-``NAME=W`` gives the source the weight W: its captions are drawn W times an epoch (the
-mixing rule of ``model.training.loop``); the names ``flickr8k`` and ``cc-web`` are the
-data folder's collections.
+Kinds, by what the path holds: ``flickr8k``, ``features`` (like ``cc-web/``:
+``captions.tsv``, split lists, ``features/<backbone>.npy``) and ``captions`` (an index
+captions file, split by a hash of the photo's name). ``NAME=W`` weighs a source by W.
 """
 
 from __future__ import annotations
@@ -55,8 +41,7 @@ class Source:
 
 
 def parse_source(text: str, data_dir: Path) -> Source:
-    """``flickr8k``, ``cc-web``, or a folder or captions file, optionally ``=WEIGHT``
-    (DatasetError naming what is wrong)."""
+    """``flickr8k``, ``cc-web``, a folder or a captions file, optionally ``=WEIGHT``."""
     spec, eq, weight_text = text.rpartition("=")
     if not eq:
         spec, weight_text = text, "1"
@@ -87,10 +72,8 @@ def source_kind(path: Path) -> str:
 
 
 def load_source(source: Source, split: str | None, backbone: str = "") -> CaptionedImages:
-    """The photos and captions of one split of ``source`` (None: all of them).
-
-    ``backbone``: for a features collection, the CNN whose features to read (default:
-    the only one it has)."""
+    """The photos and captions of one split of ``source`` (None: all), a features
+    collection's read for ``backbone`` (default: the only one it has)."""
     if source.kind == "flickr8k":
         return load_captioned_images(source.path, split=split)
     if source.kind == "features":

@@ -1,8 +1,5 @@
-"""Embedding arithmetic (Kiros, Salakhutdinov & Zemel 2014): ``photo − "blue" + "red"``.
-
-One place for the vector sums, so that the service (``/arithmetic``) and the measured
-protocol (``groundsearch evaluate-arithmetic``) compute exactly the same query.
-"""
+"""Embedding arithmetic (Kiros, Salakhutdinov & Zemel 2014): ``photo − "blue" + "red"``,
+the same query for the service (``/arithmetic``) and the measured protocol."""
 
 from __future__ import annotations
 
@@ -22,11 +19,9 @@ def arithmetic_query(
     minus: Sequence[np.ndarray] = (),
     channel_columns: int = 0,
 ) -> np.ndarray:
-    """The unit query ``base + Σ plus − Σ minus``: joint-space vectors of a photo and of
-    the phrases added and taken away, each as its model embeds it. The photo's last
-    ``channel_columns`` (the concept channel, ``model.runtime.concepts``) are left out:
-    a photo enters by its joint vector, and the channel speaks only for the words (so
-    "− dog + giraffe" can bring a giraffe in, and trained words add what they did)."""
+    """The unit query ``base + Σ plus − Σ minus`` of joint-space vectors; the photo's last
+    ``channel_columns`` (the concept channel) are left out: the channel speaks only for
+    the words."""
     query = np.array(base, dtype=np.float32, copy=True)
     if channel_columns:
         query[..., -channel_columns:] = 0.0
@@ -38,9 +33,8 @@ def arithmetic_query(
 
 
 def centre_rerank(vectors: np.ndarray, top: int = 5) -> tuple[np.ndarray, np.ndarray]:
-    """Kiros et al.'s outlier filter: candidates (rows of ``vectors``, best first) are
-    re-sorted by their similarity to the mean of the first ``top``. Returns the new
-    order (indices into ``vectors``) and each candidate's score, in that order."""
+    """Kiros et al.'s outlier filter: candidates (best first) re-sorted by similarity to
+    the mean of the first ``top``; the new order and each one's score, in that order."""
     centre = vectors[:top].mean(axis=0)
     scores = vectors @ centre / max(float(np.linalg.norm(centre)), 1e-12)
     order = np.argsort(-scores, kind="stable")

@@ -1,14 +1,8 @@
 """Checkpoint formats, their identity, errors and origin checks: every model file goes through here.
 
-Two formats: a joint model (config, vocabulary, matrix inventory, weights, snapshot
-ensemble) and the kCCA baseline (kernel projections and vocabulary, tensors only, so a
-weights-only load reads it). Both record the parser and the image backbone they were
-made with, and are refused against others: their trees or features would not match
-what the model learned.
-
-    model = load_checkpoint(path, parser=parser.version)     # an ``Embedder``
-    identity = checkpoint_identity(path)    # what vectors made with it depend on
-    save_joint(joint_model, path, extra=summary, half=True)
+Two formats: a joint model (config, vocabulary, inventory, weights, snapshots) and the
+kCCA baseline (tensors only). Both record the parser and backbone they were made with,
+and are refused against others.
 """
 
 from __future__ import annotations
@@ -37,8 +31,7 @@ class CheckpointError(ValueError):
 
 
 def checkpoint_identity(checkpoint: Path) -> dict[str, str]:
-    """What vectors made with a checkpoint depend on (a gallery's, a caption bank's, a
-    decoder's): the checkpoint's bytes. CheckpointError if it cannot be read."""
+    """What vectors made with a checkpoint depend on: its bytes' SHA-256."""
     try:
         return {"checkpoint_sha256": sha256_file(checkpoint)}
     except OSError as exc:
@@ -48,8 +41,7 @@ def checkpoint_identity(checkpoint: Path) -> dict[str, str]:
 def check_origin(
     path: Path, state: dict[str, Any], parser: str | None, backbone: str | None, made: str
 ) -> None:
-    """CheckpointError if ``state`` was made with another parser or backbone than the
-    ones given (None: not checked)."""
+    """CheckpointError if ``state`` was made with another parser or backbone."""
     if parser is not None and state["parser"] != parser:
         raise CheckpointError(
             f"{path} was {made} with parser {state['parser']}, but this parser is "
@@ -105,9 +97,6 @@ def record_concepts(path: Path, out: Path, **changes: Any) -> ConceptConfig:
     state["extra"] = {**extra, "concepts": asdict(config)}
     torch_save(state, out)
     return config
-
-
-# --- joint models -------------------------------------------------------------------------
 
 
 def save_joint(
@@ -201,9 +190,6 @@ def load_joint(path: Path, parser: str | None = None, backbone: str | None = Non
     return model
 
 
-# --- kCCA ---------------------------------------------------------------------------------
-
-
 def save_kcca(model: KCCAModel, path: Path, extra: dict[str, Any] | None = None) -> None:
     """Write a kCCA checkpoint atomically (tensors and plain values only)."""
     torch_save(
@@ -226,8 +212,7 @@ def save_kcca(model: KCCAModel, path: Path, extra: dict[str, Any] | None = None)
 
 
 def _read_kcca_state(path: Path) -> dict[str, Any] | None:
-    """The contents of a kCCA checkpoint, or None for any other file that exists
-    (a joint checkpoint holds arrays that a weights-only load refuses)."""
+    """A kCCA checkpoint's contents, or None for any other file that exists."""
     try:
         state = torch_read(path, "groundsearch checkpoint", CheckpointError)
     except CheckpointError:

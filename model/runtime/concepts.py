@@ -1,26 +1,20 @@
 """The open-vocabulary channel: ImageNet's classes and GloVe beside the joint space.
 
-The joint space is learned from Flickr8k's 6,000 training photos, so a word their
-captions never use ("zebra", "broccoli") has no trained meaning there. The backbone,
-though, was trained on ImageNet's 1,000 classes, and GloVe knows their names. ConSE
+A word Flickr8k's training captions never use ("zebra") has no trained meaning in the
+joint space, but the backbone knows ImageNet's 1,000 classes and GloVe their names. ConSE
 (Norouzi et al. 2014) joins the two without training:
 
     c(z) = Σ_{k ∈ top T} p_k(z) · e_k / Σ p_k     (p: the backbone's own classifier;
                                                     e_k: GloVe of class k's name)
     g(s) = mean over the sentence's nouns n of a_n · GloVe(n)   (untuned, all 400k words)
 
-with ``a_n = 1`` for a noun the joint model never trained (not in its vocabulary, or
-seen fewer than ``rare`` times in its training captions) and ``a_n = familiar`` for the
-others, so that the channel speaks where the joint space cannot and stays quiet where
-it was trained. The retrieval score becomes
+with ``a_n = 1`` for a noun the joint model never trained (seen fewer than ``rare``
+times) and ``familiar`` for the others. The retrieval score becomes
 
     (1 − ρ(s)) · joint cosine + weight · c(z)·g(s),    ρ(s) = mean a_n (the novelty share)
 
-so a text none of whose nouns the joint model trained ("a giraffe") is ranked by the
-channel alone, and one whose nouns it all trained by the joint space alone. The text's
-joint vector is scaled by 1 − ρ and both channel vectors by √weight, and the channel's
-are appended to the joint embeddings, so one inner product (one FAISS index) still
-scores a pair.
+The text's joint vector is scaled by 1 − ρ, both channel vectors by √weight and appended
+to the joint embeddings, so one inner product (one FAISS index) still scores a pair.
 """
 
 from __future__ import annotations
@@ -58,20 +52,16 @@ class ConceptConfig:
     top: int = 10
     #: a_n of a noun the joint model trained on (1 for the others)
     familiar: float = 0.0
-    #: nouns seen fewer times than this in training count as untrained (2, chosen on
-    #: dev: a word seen once is as good as unseen; docs/RESULTS.md)
+    #: nouns seen fewer times than this in training count as untrained (chosen on dev)
     rare: int = 2
-    #: 0: the step rule above; > 0: a noun seen n times in training counts
-    #: a_n = familiar + (1 − familiar) / (1 + (n / halfway)²), so the channel fades as
-    #: the joint space has seen a word more often (a_n = ½ at n = halfway)
+    #: > 0: a noun seen n times counts a_n = familiar + (1 − familiar) / (1 + (n /
+    #: halfway)²) instead of the step rule
     halfway: float = 0.0
-    #: what a class is called on the photo side: ``imagenet`` (its own name, "tabby,
-    #: tabby cat"), ``entry`` (the everyday word people say, "cat": model/artifacts/
-    #: entry_level.tsv; classes never named keep their own) or ``both`` (the two averaged)
+    #: what a class is called on the photo side: ``imagenet`` ("tabby, tabby cat"),
+    #: ``entry`` (the everyday word, "cat": entry_level.tsv) or ``both`` (averaged)
     names: str = "imagenet"
-    #: the word tagger's share of the photo side (``model.runtime.tagger``: Flickr8k's
-    #: caption nouns, for what ImageNet has no class for): c(z) = (1 − tagger) · the
-    #: classes' part + tagger · the tagged words' part, each built the same way
+    #: the word tagger's share of the photo side (``model.runtime.tagger``):
+    #: c(z) = (1 − tagger) · the classes' part + tagger · the tagged words' part
     tagger: float = 0.0
 
     def __post_init__(self) -> None:
@@ -92,8 +82,7 @@ class ConceptConfig:
 
 
 def imagenet_classes() -> list[str]:
-    """ImageNet-1k class names in the classifier's order (torchvision's weight metadata,
-    which ships inside the wheel; nothing is downloaded)."""
+    """ImageNet-1k class names in the classifier's order (torchvision's metadata)."""
     from groundsearch.model.runtime.images.torchvision_guard import import_torchvision
 
     tv = import_torchvision()
@@ -132,8 +121,7 @@ def class_words(name: str) -> list[str]:
 
 
 def content_words(tree: DependencyTree) -> list[str]:
-    """The words of a text matched against class names: its nouns, or, when it has
-    none (a parser may tag a bare "broccoli" otherwise), every content word."""
+    """The words of a text matched against class names: its nouns, else its content words."""
     nouns = [n for n in tree if n.upos in NOUNS]
     chosen = nouns or [n for n in tree if n.upos not in FUNCTION_TAGS]
     index = glove_table()[0]
@@ -169,13 +157,9 @@ def top_k(p: np.ndarray, k: int) -> np.ndarray:
 
 
 class ConceptChannel:
-    """ConSE vectors of photos (from backbone features) and of texts (from parses).
-
-    Args:
-        backbone: the backbone whose pooled features the photos come as; its ImageNet
-            classifier (the last linear layer) gives the class probabilities.
-        config: the weight and top-k.
-    """
+    """ConSE vectors of photos (from ``backbone``'s pooled features, through its ImageNet
+    classifier) and of texts (from parses). ``trained_words``: the joint model's
+    training-caption word counts (or its vocabulary); the photo side loads on first use."""
 
     def __init__(
         self,
@@ -184,19 +168,13 @@ class ConceptChannel:
         trained_words: Mapping[str, int] | Collection[str] | None = None,
     ) -> None:
         self.backbone, self.config = backbone, config
-        #: the joint model's training-caption word counts (or its vocabulary: each word
-        #: then counts as seen often); None: every noun counts as untrained
         counts = trained_words or {}
         self.trained: Mapping[str, int] = (
             counts if isinstance(counts, Mapping) else dict.fromkeys(counts, config.rare)
         )
-        # The photo side (the backbone's classifier, the class names and their GloVe
-        # vectors) is read on first use: a process that only embeds texts (a search from
-        # the terminal) never imports torchvision or builds the backbone for it.
 
     @cached_property
     def _head(self) -> ImageNetHead:
-        """The backbone's ImageNet classifier."""
         from groundsearch.model.runtime.images.backbones import imagenet_head
 
         return imagenet_head(self.backbone)
@@ -218,9 +196,8 @@ class ConceptChannel:
 
     @cached_property
     def class_mean(self) -> np.ndarray:
-        """What every photo's ConSE vector shares: subtracted, so that a word that is
-        merely close to "things" in general (clock, microscope) gains no photo (over
-        distinct names: 118 breeds called "dog" would pull every photo off animals)."""
+        """What every photo's ConSE vector shares (over distinct names), subtracted so
+        that a word close to "things" in general gains no photo."""
         distinct = self.class_vectors
         if self.config.names != "imagenet":
             distinct = np.unique(self.class_vectors, axis=0)
@@ -255,9 +232,7 @@ class ConceptChannel:
 
     @cached_property
     def tag_mask(self) -> np.ndarray:
-        """1 for the tagged words no ImageNet class is called by (snow, motorcycle,
-        beach, man): the classifier speaks for the others ("cat", "horse"), better than
-        a tagger fitted on a handful of Flickr8k photos of them."""
+        """1 for the tagged words no ImageNet class is called by (snow, beach, man)."""
         from groundsearch.model.runtime.captioning.entry_level import EntryLevel
 
         named = set(EntryLevel.load().vocabulary)
@@ -266,12 +241,11 @@ class ConceptChannel:
 
     @cached_property
     def tag_mean(self) -> np.ndarray:
-        """What every photo's tagged part shares (the tagged words' mean vector)."""
+        """The tagged words' mean vector."""
         return np.asarray(self.tag_vectors.mean(axis=0))
 
     def image_vectors(self, features: np.ndarray) -> np.ndarray:
-        """Unit ConSE vectors: the top-k classes' name vectors weighted by probability
-        (and, with a tagger share, the top-k tagged words' likewise)."""
+        """Unit ConSE vectors: the top-k classes' name vectors (and tagged words') weighted."""
         k = self.config.top
         out = _unit(top_k(self.class_probabilities(features), k) @ self.class_vectors)
         out = out - self.class_mean
@@ -282,8 +256,8 @@ class ConceptChannel:
         return out.astype(np.float32)
 
     def novelty(self, word: str) -> float:
-        """a_n: 1 for a word the joint model never trained; for one it trained on,
-        ``familiar`` (the step rule) or fading with its training count (``halfway``)."""
+        """a_n: 1 for a word the joint model never trained, else ``familiar`` (or fading
+        with its training count, ``halfway``)."""
         seen = self.trained.get(word.lower(), 0)
         c = self.config
         if c.halfway > 0:
@@ -291,13 +265,12 @@ class ConceptChannel:
         return 1.0 if seen < max(c.rare, 1) else c.familiar
 
     def sentence_vectors(self, trees: Sequence[DependencyTree]) -> np.ndarray:
-        """g(s) of each text: its content words' unit GloVe vectors, each weighted by its
-        novelty, averaged (zero when GloVe knows none of them)."""
+        """g(s) of each text (``sentence_parts``)."""
         return self.sentence_parts(trees)[0]
 
     def sentence_parts(self, trees: Sequence[DependencyTree]) -> tuple[np.ndarray, np.ndarray]:
-        """g(s) of each text and its novelty share ρ(s): the mean a_n of its content
-        words (1 when the joint model trained none of them, 0 when it trained all)."""
+        """g(s) of each text (its content words' GloVe vectors weighted by a_n, averaged)
+        and its novelty share ρ(s) (their mean a_n)."""
         index, unit = glove_table()
         out = np.zeros((len(trees), DIM), np.float32)
         share = np.zeros(len(trees), np.float32)

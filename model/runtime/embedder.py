@@ -1,11 +1,8 @@
 """The runtime contract: what a loaded model is to everything that answers queries.
 
-``Embedder`` is the protocol the service, the indexer, the caption bank and evaluation use:
-captions (as dependency trees) and image features into one space, in which the inner
-product is the model's retrieval score. ``JointEmbedder`` is it for a ``JointModel``, and
-joins the open-vocabulary concept channel on (``model.runtime.concepts``): 50 columns
-appended to both sides' vectors, the text's joint part yielding to the channel by its
-novelty share. How models are stored is ``model.runtime.checkpoints``' business.
+``Embedder``: captions (as trees) and image features into one space whose inner product
+is the retrieval score. ``JointEmbedder`` is it for a ``JointModel``, with the concept
+channel's 50 columns appended (``model.runtime.concepts``).
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ from groundsearch.model.runtime.shares import node_shares, supports_shares
 
 
 class Embedder(Protocol):
-    """A loaded model as the service and evaluation use it: captions and image features
-    into one space, in which the inner product is the model's retrieval score."""
+    """A loaded model: captions and image features into one space (inner product: score)."""
 
     kind: str
     parser: str
@@ -43,8 +39,7 @@ class Embedder(Protocol):
 
 
 class JointEmbedder:
-    """A JointModel scored as it was trained: cosine when trained with normalised
-    vectors, the inner product otherwise (snapshot ensembles included)."""
+    """A JointModel scored as trained: cosine when normalised, else the inner product."""
 
     kind = "joint"
 
@@ -80,8 +75,7 @@ class JointEmbedder:
         return CONCEPT_DIM if self.concepts is not None else 0
 
     def require_known_words(self, trees: Sequence[DependencyTree], what: str = "caption") -> None:
-        """NoKnownWordError for a text with no word the model can read: neither one of
-        the joint vocabulary nor, with the concept channel, a content word GloVe knows."""
+        """NoKnownWordError for a text with no word the model (or its channel) knows."""
         if self.concepts is not None:
             channel = self.concepts
             trees = [t for t in trees if not any(channel.knows(w) for w in content_words(t))]

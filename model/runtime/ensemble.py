@@ -1,10 +1,5 @@
-"""An ensemble of different encoders: the mean of their scores as one inner product.
-
-Each member's embeddings (unit length per snapshot when trained normalised) are scaled
-by √(w_i / Σw) and concatenated, so ``v · y`` is the weighted mean of the members'
-scores, and the ensemble is searched, stored and evaluated like any single model.
-
-    ensemble = EnsembleEmbedder([load_checkpoint(a), load_checkpoint(b)])
+"""An ensemble of different encoders: each member's embeddings scaled by √(w_i / Σw) and
+concatenated, so ``v · y`` is the weighted mean of their scores.
 """
 
 from __future__ import annotations

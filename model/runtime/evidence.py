@@ -1,23 +1,11 @@
 """Evidence: what the backbone's classifier says, on a hit photo, about a query's nouns.
 
-A retrieval score says how close a photo is to a query in the joint space; it cannot
-say whether the thing the query names is in the photo ("a cat" scores a dog photo
-high). The backbone's own ImageNet classifier can, for the nouns its classes name:
-``model/artifacts/noun_classes.tsv`` (``model.training.noun_classes``) lists for each
-noun the classes that are that thing ("bird": 59 bird species; "guitar": acoustic and
-electric guitar), and a hit's **evidence** for a query is
+A retrieval score cannot say whether the thing a query names is in the photo ("a cat"
+scores a dog photo high); the backbone's ImageNet classifier can, for the nouns its
+classes name (``noun_classes.tsv``: "bird" → 59 bird species). A hit's **evidence** is
 
-    max over the query's nameable nouns n of  Σ_{c ∈ classes(n) ∩ top-10 of the photo} p_c
-
-where p is the classifier's softmax on the photo, read from its ``TOP_CLASSES`` most
-probable classes only (what a gallery stores per photo). A query with no nameable noun
-("snow", "a man in a red shirt" — no class is a man or snow) has no evidence
-(``None``): its relevance is judged as without it.
-
-    table = NounClasses.load()
-    nouns = table.nouns(tree)                          # ["bird"] for "a bird flying"
-    ids, probs = top_classes(channel.class_probabilities(features))
-    evidence = table.evidence(nouns, ids[hits], probs[hits])   # None without nouns
+read from the photo's ``TOP_CLASSES`` most probable classes (what a gallery stores). A
+query with no nameable noun has no evidence (``None``).
 """
 
 from __future__ import annotations
@@ -30,7 +18,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from groundsearch.model.runtime.concepts import FUNCTION_TAGS, NOUNS
 from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.model.runtime.relevance import TOP
 
 if TYPE_CHECKING:
     from groundsearch.model.runtime.tagger import WordTagger
@@ -39,12 +29,6 @@ FILE_NAME = "noun_classes.tsv"
 #: How many of a photo's most probable classes the evidence reads.
 TOP_CLASSES = 10
 COLUMNS = ("noun", "classes")
-#: Tags whose words name things; without any, every content word is tried (a parser may
-#: tag a bare "broccoli" otherwise).
-NOUNS = frozenset({"NOUN", "PROPN"})
-FUNCTION_TAGS = frozenset(
-    {"DET", "ADP", "PRON", "AUX", "CCONJ", "SCONJ", "PART", "PUNCT", "SYM", "NUM"}
-)
 
 
 def default_path(name: str = FILE_NAME) -> Path:
@@ -53,15 +37,19 @@ def default_path(name: str = FILE_NAME) -> Path:
 
 
 def top_classes(probabilities: np.ndarray, k: int = TOP_CLASSES) -> tuple[np.ndarray, np.ndarray]:
-    """Each photo's ``k`` most probable classes, best first (ties by class), and their
-    probabilities: (photos × k) int64 and float32."""
-    p = np.asarray(probabilities, np.float32)
-    k = min(k, p.shape[1])
-    part = np.argpartition(-p, k - 1, axis=1)[:, :k]
-    vals = np.take_along_axis(p, part, axis=1)
+    """Each photo's ``k`` most probable classes (int64) and their probabilities."""
+    ids, probs = top_of(np.asarray(probabilities, np.float32), k)
+    return ids.astype(np.int64), probs
+
+
+def top_of(scores: np.ndarray, top: int = TOP) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``top`` largest columns, best first (ties by column), and their scores."""
+    k = min(top, scores.shape[1])
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    vals = np.take_along_axis(scores, part, axis=1)
     order = np.lexsort((part, -vals), axis=1)
-    ids = np.take_along_axis(part, order, axis=1).astype(np.int64)
-    return ids, np.take_along_axis(p, ids, axis=1)
+    idx = np.take_along_axis(part, order, axis=1)
+    return idx, np.take_along_axis(scores, idx, axis=1)
 
 
 #: A query's noun words as evidence reads them: (lemma, written form), lower case.
@@ -69,8 +57,7 @@ NounWords = tuple[tuple[str, str], ...]
 
 
 def noun_words(tree: DependencyTree) -> NounWords:
-    """A parsed query's nouns (its content words when it has no noun), each as
-    (lemma, written form) in lower case, each pair once."""
+    """A parsed query's nouns (else its content words) as unique (lemma, written form)."""
     nodes = [n for n in tree if n.upos in NOUNS] or [n for n in tree if n.upos not in FUNCTION_TAGS]
     return tuple(dict.fromkeys((n.lemma.lower(), n.text.lower()) for n in nodes))
 
@@ -78,8 +65,7 @@ def noun_words(tree: DependencyTree) -> NounWords:
 def evidence_nouns(
     words: NounWords, table: NounClasses | None, tagger: WordTagger | None
 ) -> list[str]:
-    """A query's nouns with evidence: those the classifier's classes name
-    (``NounClasses.named``), then the lemmas the tagger tags; [] for none."""
+    """A query's nouns the classes name (``NounClasses.named``), then those the tagger tags."""
     named = table.named(words) if table is not None else []
     if tagger is not None:
         named += [lemma for lemma, _ in words if tagger.lemma_column(lemma) is not None]
@@ -93,12 +79,9 @@ def hit_evidence(
     tagger: WordTagger | None = None,
     vectors: np.ndarray | None = None,
 ) -> np.ndarray | None:
-    """Each hit's evidence for a query's ``nouns`` (``evidence_nouns``; None without):
-    the larger of the classifier's — its best noun's probability among the hit's top
-    ``classes`` (ids, probabilities: hits × k; a hit whose row is all -1 has none, NaN)
-    — and the tagger's on the hit's vector (its worst noun: "a man riding a horse" needs
-    both). What relevance is fitted on and what the service passes; NaN where neither
-    is known."""
+    """Each hit's evidence for ``nouns`` (None without): the larger of the classifier's
+    (its best noun among the hit's top ``classes``; a row of -1 has none) and the
+    tagger's on the hit's vector (its worst noun); NaN where neither is known."""
     if not nouns:
         return None
     out: np.ndarray | None = None
@@ -114,9 +97,7 @@ def hit_evidence(
 
 
 def photo_classes(model: object, features: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The photos' most probable classes (``top_classes``) by ``model``'s concept
-    channel, from their pooled backbone features; None for a model without a channel
-    (nothing to store: its photos are judged without the classifier's evidence)."""
+    """The photos' ``top_classes`` by ``model``'s concept channel (None without one)."""
     channel = getattr(model, "concepts", None)
     if channel is None or len(features) == 0:
         return None
@@ -166,8 +147,7 @@ class NounClasses:
         return self.named(noun_words(tree))
 
     def named(self, words: NounWords) -> list[str]:
-        """The nameable of a query's noun words: each one's lemma, or its written form
-        when only that has classes ("glasses")."""
+        """The nameable of a query's noun words: its lemma, else its written form ("glasses")."""
         return self.nameable(
             lemma if lemma in self.classes or text not in self.classes else text
             for lemma, text in words
@@ -176,10 +156,8 @@ class NounClasses:
     def evidence(
         self, nouns: Sequence[str], class_ids: np.ndarray, class_probs: np.ndarray
     ) -> np.ndarray | None:
-        """Each hit's evidence (``max`` over the nameable ``nouns`` of the probability on
-        that noun's classes among the hit's top classes), from each hit's top class ids
-        and probabilities (hits × k; an id of -1 is no class). None when no noun has
-        classes: the query has no evidence."""
+        """Each hit's evidence from its top class ids and probabilities (hits × k; -1:
+        no class); None when no noun has classes."""
         named = self.nameable(nouns)
         if not named:
             return None

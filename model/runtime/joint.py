@@ -37,11 +37,8 @@ ENCODERS = sorted(ENCODER_SPECS)
 
 @dataclass
 class JointConfig:
-    """Architecture of a joint model (training options live elsewhere): what every
-    encoder shares, and the chosen encoder's own options (``encoders.registry``).
-
-    Stored flat (``to_dict``): the shared fields beside the encoder's options.
-    """
+    """Architecture of a joint model: what every encoder shares and the chosen encoder's
+    own options, stored flat (``to_dict``)."""
 
     encoder: str = field(default="sdt-rnn", metadata={"help": "the sentence encoder"})
     hidden: int = field(default=50, metadata={"help": "size of the joint space"})
@@ -78,9 +75,7 @@ class JointConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> JointConfig:
-        """The config of a flat dict: ``to_dict``'s, or an older checkpoint's, which
-        holds every family's options (only the encoder's own are kept: no other
-        encoder read them)."""
+        """The config of a flat dict (an older one's other families' options are dropped)."""
         shared = {f.name for f in fields(cls)} - {"options"}
         unknown = set(values) - shared - option_names()
         if unknown:
@@ -152,11 +147,8 @@ class JointModel(nn.Module):
         if self.spec.uses_words:
             self.vocab.require_known([t.words for t in trees], what)
 
-    # --- embeddings for retrieval (snapshot ensembles included) ---------------------------
-
     def members(self) -> list[JointModel]:
-        """The models whose embeddings are combined: the snapshots when the checkpoint
-        holds a snapshot ensemble (Merkx & Frank 2019), otherwise this model alone."""
+        """The models whose embeddings are combined: the snapshots, else this model alone."""
         return self._built_ensemble()[0]
 
     def _built_ensemble(self) -> tuple[list[JointModel], StackedTreeRNN | None]:
@@ -186,9 +178,8 @@ class JointModel(nn.Module):
     def embed_sentences(
         self, trees: Sequence[DependencyTree], normalize: bool, batch_size: int = 1000
     ) -> np.ndarray:
-        """Caption embeddings for retrieval: each member's vectors (unit length when
-        ``normalize``) scaled by 1/√M and concatenated, so that an inner product equals
-        the members' mean score."""
+        """Caption embeddings: each member's (unit when ``normalize``) scaled by 1/√M and
+        concatenated, so an inner product is the members' mean score."""
         members, stacked = self._built_ensemble()
         if stacked is not None:
             roots = [

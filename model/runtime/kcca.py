@@ -1,8 +1,5 @@
-"""The kCCA baseline as a retrieval model: two kernel projections into one space.
-
-Sentences are the mean GloVe vector of their words, images their CNN features; each
-goes through its fitted ``KernelProjection`` (fitting: ``groundsearch.model.training.kcca``).
-"""
+"""The kCCA baseline as a retrieval model: sentences (mean GloVe vectors) and CNN features
+through their fitted ``KernelProjection`` (fitting: ``model.training.kcca``)."""
 
 from __future__ import annotations
 
@@ -58,8 +55,7 @@ class KernelProjection:
 
 
 def mean_word_vectors(trees: Sequence[DependencyTree], vocab: Vocabulary) -> np.ndarray:
-    """Sentence features: the mean vector of the words ``vocab`` knows, punctuation left
-    out; a sentence with no known word gets the unknown-word vector."""
+    """Sentence features: the mean vector of the known words (else the unknown word's)."""
     out = np.empty((len(trees), vocab.dim))
     for i, tree in enumerate(trees):
         ids = [vocab.index(n.text) for n in tree if n.upos != "PUNCT"]
@@ -74,11 +70,7 @@ def unit(x: np.ndarray) -> np.ndarray:
 
 
 class KCCAModel:
-    """A fitted kCCA with its vocabulary: captions and image features into one space.
-
-    Embeddings are unit length, so inner products are the cosine kCCA ranks by. Its
-    checkpoint format is in ``groundsearch.model.runtime.checkpoints``.
-    """
+    """A fitted kCCA with its vocabulary; unit-length embeddings (cosine)."""
 
     kind = encoder = "kcca"
 

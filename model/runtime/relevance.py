@@ -1,62 +1,22 @@
 """Relevance: a calibrated probability that a hit matches its query.
 
-A retrieval score ranks a query's hits, but its level says little about whether the best
-of them is a match: "a giraffe" on a gallery without giraffes still gets a best photo,
-scored in the range of real matches. The relevance model reads, for each hit, what is
-known at query time and turns it into a probability:
+A retrieval score ranks hits but its level says little ("a giraffe" on a gallery without
+giraffes still gets a best photo). Each hit's features (``FEATURES``) are read at query
+time: ``score`` (its inner product with the query), ``mean`` of the query's top ``top``
+scores and ``lead`` (best less mean), the text query's concept-channel ``novelty`` ρ
+(``model.runtime.concepts``), ``log_words`` (log(1 + words)), and for a text query with a
+nameable noun ``evidence``, the classifier's probability for the noun's classes among the
+photo's top 10 (``model.runtime.evidence``), with ``log_evidence`` = log(0.01 + evidence).
 
-- ``score``: the hit's inner product with the query (the served space: the joint cosine,
-  the text's part scaled by 1 − ρ, plus the concept channel's);
-- ``mean``: the mean of the query's top ``top`` scores (``top`` = 20) and ``lead``, its
-  best score less that mean: the shape of the query's score distribution (a query many
-  photos match scores high far down its list; a match stands out of the crowd, a guess
-  does not);
-- ``novelty``: the concept channel's novelty share ρ of a text query (how much of it the
-  joint space never trained: ``model.runtime.concepts``); 0 for photo queries;
-- ``log_words``: log(1 + the number of words of a text query); 0 for photo queries. A
-  short query ("a cat") names a kind of thing many photos show, a caption-long one
-  one scene: the same score means more for the first;
-- ``evidence`` (a hit-level input, for text queries with a *nameable* noun): the
-  probability the backbone's ImageNet classifier gives the hit photo's classes that are
-  the query's nouns ("bird": its 59 bird classes), read from the photo's top 10 classes
-  (``model.runtime.evidence``); ``log_evidence`` is log(0.01 + evidence).
+One model per kind of query (``QUERY_KINDS``): a logistic regression on standardised
+features mapped through an isotonic regression, fitted on Flickr8k dev by ``groundsearch
+fit-relevance`` (``model.training.relevance``) and stored as JSON (``relevance.json``, no
+pickle) with the checkpoint it was fitted for and the default threshold. A model must rise
+with the score (and with the evidence); relevance never changes a hit's score or rank.
 
-One model per kind of query (``QUERY_KINDS``): the scores of a text against photos, a photo
-against captions, a photo against photos and an arithmetic sum do not share a scale. Each
-is a logistic regression on the standardised features, whose output is mapped through an
-isotonic regression (piecewise linear between its thresholds, clipped at the ends), both
-fitted with scikit-learn by ``groundsearch fit-relevance`` (``model.training.relevance``)
-on Flickr8k dev. The fitted numbers are stored as JSON (``relevance.json`` in the
-artifacts: no pickle) with the checkpoint they were fitted for, since the scores are
-that checkpoint's, and the default threshold chosen on dev. Evaluating them needs only
-numpy.
-
-A fit whose score coefficient is not positive is refused. Without evidence every
-feature but ``score`` is one value per query, so relevance never rises down a query's
-ranking. Relevance never changes a hit's score or its place in the ranking.
-
-**Evidence** (format 3). Each kind may also have an *evidence* model
-(``RelevanceModel.evidence``: the same logistic + isotonic fit, on the hits of the dev
-queries that have a nameable noun, reading ``evidence`` beside the query's features),
-used for a query when its hits' evidence is passed (``predict(…, evidence=…)``); a
-query without it (no nameable noun, no class probabilities stored for its hits) is
-judged exactly as before by the kind's own model. Evidence is a hit's own, so with it
-relevance **may rise down a ranking**: a dog photo ranked above a cat photo for "a cat"
-can come out less relevant than it. Such a model must rise with the score *and* with the
-evidence (both coefficients positive, refused at load otherwise): of two hits with the
-same evidence the higher-ranked is at least as relevant, and of two with the same score
-the one the classifier sees the noun in. ``evidence_threshold`` is the default
-``min_relevance`` chosen on dev for queries judged with evidence (``threshold`` stays the
-one without). A format-1 or format-2 file still loads, without evidence models.
-
-**Small galleries.** ``mean`` and ``lead`` describe a query's top 20 scores out of a
-gallery of a thousand photos (Flickr8k dev); a query with fewer than ``top`` scores (a
-gallery of fewer than 20 photos) puts them out of the range they were fitted on (a caption
-against its own photo among 8 came out 0.04). Each kind therefore also has a *score-only*
-model (``small``: the same logistic + isotonic fit on the same dev hits, reading
-``score`` alone), used for every query with fewer than ``top`` scores. Format 2 stores
-them; a format-1 file (no score-only models) still loads, and then scores every query
-with its full model.
+Each kind may also have a *score-only* model (``small``, format 2) for queries with fewer
+than ``top`` scores, and *evidence* models (format 3) for queries whose hits' evidence is
+passed; with evidence relevance may rise down a ranking. Format-1 and -2 files still load.
 """
 
 from __future__ import annotations
@@ -87,6 +47,8 @@ RISING = ("score", "evidence", "log_evidence")
 SHORT_WORDS = 3
 #: What ``log_evidence`` adds to the evidence before the log.
 EVIDENCE_FLOOR = 0.01
+#: The model tables of a relevance file.
+MODEL_KEYS = ("kinds", "small", "evidence", "evidence_small")
 
 
 class RelevanceError(ValueError):
@@ -100,10 +62,8 @@ def features(
     words: int = 0,
     evidence: Sequence[float] | np.ndarray | None = None,
 ) -> np.ndarray:
-    """Every feature (``FEATURES``, columns) of each hit (rows) of one query, from its
-    scores best first (at least its first ``top``, when the gallery holds that many), a
-    text query's novelty share and its number of words, and each hit's evidence (0
-    without)."""
+    """``FEATURES`` (columns) of each hit (rows) of one query, from its scores best first
+    (at least its top ``top``), novelty, number of words and each hit's evidence (0 without)."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     if s.size == 0:
         return np.zeros((0, len(FEATURES)))
@@ -131,8 +91,7 @@ def features(
 
 @dataclass(frozen=True)
 class KindModel:
-    """One kind's fitted model: logistic regression on standardised features, then an
-    isotonic map of its probability."""
+    """One kind's fitted model: a logistic regression, then an isotonic map."""
 
     features: tuple[str, ...]
     mean: np.ndarray
@@ -210,26 +169,11 @@ class KindModel:
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """Every kind's model, the checkpoint they were fitted for and the default threshold.
-
-    Args:
-        kinds: each kind's model (a kind without one has no relevance).
-        threshold: the default ``min_relevance``: below it a hit is weak (chosen on dev).
-        identity: the checkpoint the scores come from (``checkpoint_identity``).
-        top: how many top scores the distribution features read.
-        info: how it was fitted (data, command), kept for the record.
-        small: each kind's score-only model, for queries with fewer than ``top`` scores
-            (a kind without one uses its full model for them).
-        evidence: each kind's evidence model, for queries whose hits' evidence is given
-            (a kind without one ignores evidence).
-        evidence_small: each kind's score-and-evidence model, for such queries with
-            fewer than ``top`` scores (without one: the score-only model, no evidence).
-        evidence_threshold: the default ``min_relevance`` for queries judged with
-            evidence (None: ``threshold``).
-        short_threshold: the default for queries of at most ``SHORT_WORDS`` words
-            judged with evidence ("a cat", "snow": does the gallery hold one?), chosen on
-            dev by the concept rule alone (None: ``evidence_threshold``).
-    """
+    """Every kind's model (``kinds``), the checkpoint they were fitted for (``identity``)
+    and the default ``min_relevance`` (``threshold``); optionally score-only models for
+    fewer than ``top`` scores (``small``), evidence models (``evidence``,
+    ``evidence_small``) and the defaults for queries judged with evidence
+    (``evidence_threshold``; ``short_threshold`` for at most ``SHORT_WORDS`` words)."""
 
     kinds: Mapping[str, KindModel]
     threshold: float
@@ -273,24 +217,17 @@ class RelevanceModel:
         words: int = 0,
         evidence: Sequence[float] | np.ndarray | None = None,
     ) -> np.ndarray:
-        """The relevance of each hit of one query of ``kind``, from its scores best
-        first (pass at least its top ``top``), and for a text query its novelty share and
-        number of words; KeyError for a kind without a model. A query with fewer than
-        ``top`` scores (a gallery smaller than that) is scored by the kind's score-only
-        model when it has one (``model_for``).
-
-        ``evidence``: each hit's evidence for a text query with a nameable noun
-        (``model.runtime.evidence``: ``NounClasses.evidence`` over the hits' top classes),
-        or None (no nameable noun, or the hits' classes are unknown): the query is then
-        judged exactly as without evidence models."""
+        """The relevance of each hit of one query of ``kind`` from its scores best first
+        (at least its top ``top``), a text query's novelty and number of words, and each
+        hit's ``evidence`` (None: judged as without evidence models); KeyError for a kind
+        without a model."""
         table = features(scores, novelty, self.top, words, evidence)
         return self.model_for(kind, table.shape[0], evidence is not None).predict(table)
 
     def model_for(self, kind: str, n_scores: int, evidence: bool = False) -> KindModel:
-        """The model that scores a query of ``kind`` with ``n_scores`` scores: with
-        ``evidence``, the kind's evidence model (its small one below ``top`` scores) when
-        it has one; else the score-only one below ``top`` scores (when fitted), else the
-        full one."""
+        """The model for a query of ``kind`` with ``n_scores`` scores: with ``evidence``
+        the kind's evidence model when it has one, else (below ``top`` scores) the
+        score-only one when fitted, else the full one."""
         few = n_scores < self.top
         if evidence:
             chosen = (self.evidence_small if few else self.evidence) or {}
@@ -302,8 +239,7 @@ class RelevanceModel:
         return self.kinds[kind]
 
     def default_threshold(self, evidence: bool = False, words: int = 0) -> float:
-        """The default ``min_relevance``: for queries judged with evidence (when chosen
-        for them; for a short one of 1 … ``SHORT_WORDS`` ``words`` its own) or without."""
+        """The default ``min_relevance`` for a query judged with ``evidence`` or without."""
         if evidence and self.short_threshold is not None and 0 < words <= SHORT_WORDS:
             return self.short_threshold
         if evidence and self.evidence_threshold is not None:
@@ -311,17 +247,20 @@ class RelevanceModel:
         return self.threshold
 
     def score_only(self) -> RelevanceModel:
-        """The same model with every kind scored by its score-only model alone (to
-        measure those on a split)."""
+        """The same model with every kind scored by its score-only model alone."""
         return RelevanceModel(dict(self.small or {}), self.threshold, self.identity, self.top)
 
     def without_evidence(self) -> RelevanceModel:
-        """The same model without its evidence models (how it judges without them)."""
+        """The same model without its evidence models."""
         return RelevanceModel(
             self.kinds, self.threshold, self.identity, self.top, self.info, self.small
         )
 
     def to_dict(self) -> dict[str, Any]:
+        models = {
+            key: {k: m.to_dict() for k, m in (getattr(self, key) or {}).items()}
+            for key in MODEL_KEYS
+        }
         return {
             "format": FORMAT,
             "identity": dict(self.identity),
@@ -329,10 +268,7 @@ class RelevanceModel:
             "evidence_threshold": self.evidence_threshold,
             "short_threshold": self.short_threshold,
             "top": self.top,
-            "kinds": {k: m.to_dict() for k, m in self.kinds.items()},
-            "small": {k: m.to_dict() for k, m in (self.small or {}).items()},
-            "evidence": {k: m.to_dict() for k, m in (self.evidence or {}).items()},
-            "evidence_small": {k: m.to_dict() for k, m in (self.evidence_small or {}).items()},
+            **models,
             "info": dict(self.info or {}),
         }
 
@@ -342,6 +278,13 @@ class RelevanceModel:
             raise RelevanceError(
                 f"not a relevance model of format {' or '.join(map(str, READABLE))}"
             )
+
+        def models(key: str) -> dict[str, KindModel]:
+            return {k: KindModel.from_dict(m) for k, m in (d.get(key) or {}).items()}
+
+        def number(key: str) -> float | None:
+            return None if d.get(key) is None else float(d[key])
+
         try:
             return cls(
                 kinds={k: KindModel.from_dict(m) for k, m in d["kinds"].items()},
@@ -349,17 +292,11 @@ class RelevanceModel:
                 identity={str(k): str(v) for k, v in d["identity"].items()},
                 top=int(d["top"]),
                 info=d.get("info") or {},
-                small={k: KindModel.from_dict(m) for k, m in (d.get("small") or {}).items()},
-                evidence={k: KindModel.from_dict(m) for k, m in (d.get("evidence") or {}).items()},
-                evidence_small={
-                    k: KindModel.from_dict(m) for k, m in (d.get("evidence_small") or {}).items()
-                },
-                evidence_threshold=(
-                    None if d.get("evidence_threshold") is None else float(d["evidence_threshold"])
-                ),
-                short_threshold=(
-                    None if d.get("short_threshold") is None else float(d["short_threshold"])
-                ),
+                small=models("small"),
+                evidence=models("evidence"),
+                evidence_small=models("evidence_small"),
+                evidence_threshold=number("evidence_threshold"),
+                short_threshold=number("short_threshold"),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise RelevanceError(f"a relevance model is malformed: {exc!r}") from None
@@ -372,8 +309,7 @@ class RelevanceModel:
 
 
 def load_relevance(path: Path, identity: Mapping[str, str] | None = None) -> RelevanceModel:
-    """The relevance model in ``path`` (JSON); RelevanceError if it cannot be read, or,
-    with ``identity``, was fitted for another checkpoint."""
+    """The relevance model in ``path``; RelevanceError if unreadable or for another ``identity``."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -385,15 +321,12 @@ def load_relevance(path: Path, identity: Mapping[str, str] | None = None) -> Rel
 
 
 def word_count(text: str) -> int:
-    """The words of a text query as ``log_words`` counts them: its space-separated
-    tokens with a letter or digit (so "A dog runs ." and "A dog runs." both have 3)."""
+    """The space-separated tokens with a letter or digit ("A dog runs ." has 3)."""
     return sum(any(ch.isalnum() for ch in token) for token in text.split())
 
 
 def novelty_of(vector: np.ndarray, channel_columns: int) -> float:
-    """ρ of a text query, read off its vector: a normalised ``JointEmbedder`` scales the
-    text's unit joint part by 1 − ρ (``model.runtime.embedder``), so ρ = 1 − its norm.
-    0 without a concept channel."""
+    """ρ of a text query: 1 − the norm of its joint part (0 without a concept channel)."""
     if channel_columns <= 0:
         return 0.0
     joint = np.asarray(vector, np.float64).reshape(-1)[:-channel_columns]

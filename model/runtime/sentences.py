@@ -1,22 +1,9 @@
 """The one way in for text: raw texts → cleaned once → parsed → the usable-text rule → vectors.
 
-    door = Sentences(model, parse)                  # parse: texts → trees (or per-text errors)
-    door.vectors(["a dog runs"], ["text"])          # UnusableText says why a text is refused
-    door.usable(texts)                              # [(text, tree)], [UnusableText] — no raise
-    door.trees(texts)                               # one outcome per text, in order
-
-Every caller that turns text into trees or vectors — the service's queries and uploads,
-the caption bank, the indexer's captions, the captioning CLI and training — goes through
-here, so a text is refused by one rule with one message:
-
-1. **clean**: Unicode NFC, control characters to spaces, whitespace collapsed; longer than
-   ``max_chars`` → ``too-long``; nothing left or no letter or digit → ``no-words``;
-2. **parse** with the caller's parse callable (the service's batcher, the indexer's process
-   pool, a plain ``Parser``); a batch a text spoils is parsed again text by text, so only
-   that text fails (``unparsable``);
-3. **a word the model knows** (``Embedder.require_known_words``: the joint vocabulary, or a
-   content word the concept channel's GloVe knows) else ``unknown-words``;
-4. **embed** the usable trees with ``Embedder.embed_sentences``.
+Every caller goes through here, so a text is refused by one rule with one message:
+**clean** (NFC, controls to spaces, whitespace collapsed; ``too-long``, ``no-words``),
+**parse** (a batch a text spoils is parsed again text by text: ``unparsable``), **a word
+the model knows** (``Embedder.require_known_words``: ``unknown-words``), then **embed**.
 """
 
 from __future__ import annotations
@@ -40,8 +27,7 @@ ParseFn = Callable[[Sequence[str]], Sequence[DependencyTree | BaseException]]
 
 
 class SentenceModel(Protocol):
-    """What the door needs of a model (any ``Embedder``, an ensemble too): its rule for
-    a known word and its sentence vectors."""
+    """What the door needs of a model: its known-word rule and sentence vectors."""
 
     def require_known_words(self, trees: Sequence[DependencyTree], what: str) -> None: ...
 
@@ -55,12 +41,8 @@ ADVICE = (
 
 
 class UnusableText(ValueError):
-    """A text that cannot become a vector: ``what`` names it (``"text"``, ``"caption 2"``),
-    ``reason`` says why; the message is the one users read.
-
-    Empty or punctuation-only texts and texts with no known word read alike (``no-words``
-    and ``unknown-words`` share a message): to a user both say "no word the model knows".
-    """
+    """A text that cannot become a vector: ``what`` names it (``"caption 2"``), ``reason``
+    says why (``no-words`` and ``unknown-words`` share the message users read)."""
 
     def __init__(self, what: str, reason: Reason, detail: str = "") -> None:
         self.what, self.reason, self.detail = what, reason, detail
@@ -74,8 +56,7 @@ class UnusableText(ValueError):
 
 
 def clean(text: str, what: str = "text", max_chars: int = MAX_TEXT_CHARS) -> str:
-    """The cleaned text (what is parsed, and the query cache's key); UnusableText if it is
-    over ``max_chars`` or holds no letter or digit."""
+    """The cleaned text; UnusableText if over ``max_chars`` or without a letter or digit."""
     if isinstance(text, str) and len(text) > max_chars:  # before cleaning: the raw length
         raise _too_long(what, len(text), max_chars)
     try:
@@ -99,8 +80,7 @@ def labels(n: int, noun: str = "caption") -> list[str]:
 
 
 def parse_each(parse: ParseFn, texts: Sequence[str]) -> list[DependencyTree | ParseError]:
-    """One batch through ``parse``; if a text spoils it, each text alone, so only that one
-    fails (its ParseError in its place)."""
+    """One batch through ``parse``; if a text spoils it, each text alone."""
     if not texts:
         return []
     try:

@@ -1,12 +1,9 @@
 """Each word's share of the sentence vector of a tree RNN (SDT-RNN / DT-RNN).
 
-With the gains ``g_i = h_i / a_i`` (``f(a)/a`` elementwise, 1 where ``a`` = 0) Eq. 4
-becomes linear in the word terms, so the root vector splits exactly into one part per
-node: node ``k``'s part starts as ``g_k ⊙ W_v x_k / ℓ_k`` and, at each step up to a
-parent ``p``, becomes ``g_p ⊙ (ℓ_j/ℓ_p) W_{m(p,j)} c``. The parts add up to ``h_root``;
-a node's share is its part projected on ``h_root``, ``<c_k, h> / |h|²`` (shares sum to
-1; a negative share pulls the vector away). An ensemble averages its members' shares.
-Unweighted models (Eq. 1–3) use ℓ = 1; f must vanish at 0 (tanh, relu, none: not sigmoid).
+With the gains ``g_i = h_i / a_i`` Eq. 4 is linear in the word terms, so the root vector
+splits into one part per node: ``g_k ⊙ W_v x_k / ℓ_k``, becoming ``g_p ⊙ (ℓ_j/ℓ_p)
+W_{m(p,j)} c`` at each step up. A node's share is ``<c_k, h> / |h|²`` (shares sum to 1).
+An ensemble averages its members'; unweighted models use ℓ = 1; f must vanish at 0.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What a trained SDT-RNN learned: its relation matrices ranked by size (paper §6.7).
 
-Each matrix ``W[i]`` of the SDT-RNN belongs to ``inventory.names[i]``: a frequent
-collapsed relation (``obl:on``), a base label that rarer subtypes fall back to
-(``obl``), or the shared ``<other>`` matrix (index 0) for everything else. All start
-near the identity, whose Frobenius norm is ``sqrt(hidden)``; a larger norm means the
-relation passes more of its child into the parent. The inventory keeps names only, so
-no edge counts are reported.
+Each matrix ``W[i]`` belongs to ``inventory.names[i]``; all start near the identity
+(Frobenius norm ``sqrt(hidden)``), and a larger norm passes more of the child into the
+parent.
 """
 
 from __future__ import annotations
@@ -20,10 +17,8 @@ from groundsearch.model.runtime.joint import JointModel
 
 
 def relation_norms(model: JointModel) -> list[tuple[str, float]]:
-    """``(relation, Frobenius norm of its matrix)`` for every SDT-RNN matrix, largest first.
-
-    Ties are broken by name. Raises ValueError for a model that is not an SDT-RNN.
-    """
+    """``(relation, Frobenius norm)`` of every SDT-RNN matrix, largest first (then by name);
+    ValueError for another model."""
     encoder = model.config.encoder
     rnn = model.encoder
     if (

@@ -1,13 +1,9 @@
 """Train a caption decoder on joint-space vectors: teacher forcing, cross-entropy, Adam,
-dropout, the best epoch by dev loss (Kiros, Salakhutdinov & Zemel 2014, here with the
-frozen SDT-RNN's space).
+dropout, the best epoch by dev loss (Kiros, Salakhutdinov & Zemel 2014).
 
-The decoder reads only vectors: a photo's ``W_I z`` and, with probability
-``sentence_share``, the vector of *another* caption of the same photo instead (never the
-target's own, which would teach copying), so that a free sentence's vector decodes to
-a paraphrase too. Word vectors start from GloVe 6B 50-d.
-
-    decoder, summary = train_decoder(train, dev, DecoderTrainConfig(), DecoderConfig(dim=640))
+The decoder reads a photo's ``W_I z`` or, with probability ``sentence_share``, the vector
+of another caption of the same photo (never the target's own), so a free sentence's
+vector decodes to a paraphrase too. Word vectors start from GloVe 6B 50-d.
 """
 
 from __future__ import annotations
@@ -30,8 +26,7 @@ from groundsearch.model.runtime.text.glove import load_glove
 
 @dataclass(frozen=True)
 class CaptionSet:
-    """Photo vectors and their captions with vectors; ``caption_photo[j]`` is the row in
-    ``photo_vectors`` of caption ``j``'s photo."""
+    """Photo vectors and their captions with vectors (``caption_photo[j]``: its photo's row)."""
 
     photo_vectors: np.ndarray
     caption_texts: tuple[str, ...]
@@ -95,8 +90,7 @@ def pad(sequences: list[list[int]]) -> torch.Tensor:
 
 
 def batches(lengths: np.ndarray, size: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Shuffled batches of similar lengths (little padding): shuffle, sort pools of 50
-    batches by length, cut, shuffle the batches."""
+    """Shuffled batches of similar lengths (pools of 50 batches sorted by length)."""
     order = rng.permutation(len(lengths))
     pool = size * 50
     out = []

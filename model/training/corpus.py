@@ -1,10 +1,7 @@
 """From a Flickr8k-layout folder to training-ready splits: parse once, embed once.
 
-    >>> split = build_split(load_captioned_images(root, split="train"), parser, extractor)
-
-Captions go through the text front door (``model.runtime.sentences``) over the parser's
-disk cache, and photos through the feature cache, so the second call costs only the
-look-ups.
+Captions go through the text front door over the parser's cache and photos through the
+feature cache, so a second call costs only the look-ups.
 """
 
 from __future__ import annotations
@@ -35,16 +32,13 @@ def corpus_door(parser: Parser, model: SentenceModel | None = None) -> Sentences
 def named_trees(
     door: Sentences, texts: Sequence[str], noun: str = "caption"
 ) -> list[DependencyTree]:
-    """Every text's tree; UnusableText naming the first one refused by its number and
-    text (``caption 3 ('…') has no word the model knows: …``)."""
+    """Every text's tree; UnusableText naming the first refused by number and text."""
     whats = [f"{w} ({t[:80]!r})" for w, t in zip(labels(len(texts), noun), texts, strict=True)]
     return door.trees(texts, whats)
 
 
 def text_trees(parser: Parser) -> TreesFn:
-    """Texts → trees through a model-less ``corpus_door``, for protocols that embed
-    sentences whatever their words (sentence benchmarks, expert judgments, concept
-    queries); UnusableText names a text that cannot be parsed (``text 3 ('…'): …``)."""
+    """Texts → trees through a model-less ``corpus_door``."""
     door = corpus_door(parser)
     return lambda texts: named_trees(door, texts, "text")
 
@@ -65,9 +59,8 @@ def build_split(
 def photo_features(
     ds: CaptionedImages, extractor: FeatureExtractor, progress: bool = False
 ) -> np.ndarray:
-    """The backbone's pooled features of ``ds``'s photos: its own rows for a collection
-    given as features (DatasetError if another backbone computed them), else the files'
-    through the extractor's cache."""
+    """The pooled features of ``ds``'s photos: its own rows (DatasetError for another
+    backbone's), else the files' through the extractor's cache."""
     if ds.features is None:
         return extractor.embed_files(ds.image_paths(), progress=progress)
     if ds.backbone != extractor.identity:
@@ -78,8 +71,7 @@ def photo_features(
 
 
 def joined(splits: Sequence[Split], weights: Sequence[float] = ()) -> Split:
-    """Several collections' splits as one: photos and captions one after another, each
-    caption's draw rate (``Split.rate``) its collection's weight (default 1)."""
+    """Several collections' splits as one, each caption drawn by its collection's weight."""
     if len(splits) == 1 and not weights:
         return splits[0]
     weights = list(weights) or [1.0] * len(splits)

@@ -1,30 +1,14 @@
 """Propose the entry-level word of each ImageNet class, and keep the reviewed choices.
 
-The backbone's classifier names 1,000 WordNet synsets ("notebook, notebook computer",
-"trifle", "Walker hound"); people say "laptop", "cake", "dog" (the *entry-level*
-category, Ordonez et al. 2013, "From large scale image categorization to entry-level
-categories"). This script proposes a word for every class from local data only:
-
-- **WordNet 3.0** as METEOR 1.5 ships it (``synonym/english.synsets`` and
-  ``english.relations`` inside pycocoevalcap's ``meteor-1.5.jar``, the ``dev`` extra):
-  each class's synset is recovered from its torchvision name — ImageNet's classes are
-  in the order of their WordNet noun offsets (``n01440764`` tench … ``n15075141``
-  toilet tissue), so of the synsets holding a class's name the script takes the
-  assignment whose offsets increase (a longest increasing chain); its lemmas are the
-  class's synonyms and its hypernyms its ancestors;
-- **family rules**: a class under one of ``FAMILIES`` (dog, bird, snake, monkey, …)
-  is called by the family's word — a dog breed is "dog";
-- otherwise **GloVe frequency**: the most frequent single-word lemma of the synset,
-  or of its hypernym (up to two levels) when the class's own words are rare (GloVe's
-  400k words are in frequency order: rank ≥ ``RARE_RANK`` counts as rare); a
-  multi-word name's head noun ("school bus" → "bus") when an ancestor has it as a lemma.
-
-Then the reviewed overrides: rows of the existing file whose ``source`` is ``review``
-are kept as they are (a word, or empty: never named) with their reason. The result is
-``model/artifacts/entry_level.tsv``: index, class, wnid, word (empty: never named),
-source (family / name / parent / head / review), reason.
-
-    python -m groundsearch.model.training.entry_level [--out model/artifacts/entry_level.tsv]
+The classifier names WordNet synsets ("notebook, notebook computer"); people say "laptop"
+(the *entry-level* category, Ordonez et al. 2013). A word is proposed from local data:
+the class's synset recovered from METEOR 1.5's WordNet (``meteor-1.5.jar``, the ``dev``
+extra; ImageNet's classes are in noun-offset order, so the longest increasing chain of
+candidate offsets), then a **family** word (``FAMILIES``: a dog breed is "dog"), else the
+most frequent single-word lemma by **GloVe rank** (its hypernym's when rarer than
+``RARE_RANK``), or a multi-word name's head noun. Rows of the existing file whose
+``source`` is ``review`` are kept. The result is ``model/artifacts/entry_level.tsv``:
+index, class, wnid, word (empty: never named), source, reason.
 """
 
 from __future__ import annotations
@@ -70,8 +54,7 @@ HEADER = ("index", "class", "wnid", "word", "source", "reason")
 
 def _pairs(text: str, sorted_part: bool = False) -> dict[str, list[str]]:
     """``key\\nvalues\\n`` pairs; with ``sorted_part`` only the first run of increasing
-    keys (the relations file lists the 82,115 noun synsets, then the verbs', whose
-    offsets start again from 0)."""
+    keys (the nouns' synsets, before the verbs')."""
     lines = text.split("\n")
     out: dict[str, list[str]] = {}
     last = ""
@@ -140,9 +123,8 @@ def lemma_key(name: str) -> str:
 
 
 def recover_synsets(classes: list[str], wn: WordNet) -> list[str | None]:
-    """Each class's synset offset: of the synsets holding its name, the choice whose
-    offsets increase with the class index (ImageNet orders classes by wnid), the
-    longest such chain; None where no synset fits."""
+    """Each class's synset offset: the longest chain of candidates whose offsets increase
+    with the class index (ImageNet's wnid order); None where no synset fits."""
     options = [
         sorted(o for o in set(wn.synsets.get(lemma_key(c), [])) if o in wn.relations)
         for c in classes

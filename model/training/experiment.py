@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -77,17 +78,12 @@ def run_training(
     concepts: ConceptConfig | None = None,
     init: Path | None = None,
 ) -> dict[str, Any]:
-    """Train on the ``train`` splits of ``sources`` (mixed by their weights), select on
-    their ``dev`` splits (the mean of their rsums, ``loop.dev_score``); write the best
-    model to ``out``, its summary beside it (``.json``) and the training curve (``.png``).
-
-    ``hold_out``: concepts (name → word forms) whose photos are left out of ``train``.
-    ``concepts``: the open-vocabulary channel recorded in the checkpoint (not trained;
-    with ``init``, default: the one it records). ``init``: a joint checkpoint to go on
-    training (fine-tuning, ``loop.fine_tune``: each member of its snapshot ensemble)
-    instead of a new model: its architecture is kept (``joint`` is not used) and its
-    vocabulary grows by the new captions' words that GloVe knows.
-    """
+    """Train on the ``train`` splits of ``sources`` (mixed by weight), select on their
+    ``dev`` splits (``loop.dev_score``); write the best model to ``out`` with its summary
+    (``.json``) and training curve (``.png``). ``hold_out``: concepts whose photos are
+    left out of ``train``; ``concepts``: the channel recorded in the checkpoint;
+    ``init``: a joint checkpoint to fine-tune (``loop.fine_tune``) instead of a new model,
+    its vocabulary grown by the new captions' GloVe words (``with_words``)."""
     torch.manual_seed(cfg.seed)
     if init is not None:
         backbone = load_joint(init, parser=parser.version).backbone
@@ -105,11 +101,8 @@ def run_training(
         joint, inherited = model.config, model.extra
         if concepts is None and inherited.get("concepts"):
             concepts = ConceptConfig(**inherited["concepts"])
-    report = print if progress else None
-    if init is None:
-        hist = train(model, tr, splits["dev"], cfg, progress=report)
-    else:
-        hist = fine_tune(model, tr, splits["dev"], cfg, progress=report)
+    fit = train if init is None else fine_tune
+    hist = fit(model, tr, splits["dev"], cfg, progress=print if progress else None)
     dev = dev_score(model, splits["dev"], cfg.normalize)
     summary: dict[str, Any] = {
         "encoder": joint.encoder,
@@ -135,8 +128,7 @@ def run_training(
         summary["train_images"] = len(tr.features)
     if concepts is not None and concepts.weight > 0:
         summary["concepts"] = asdict(concepts)
-    # the channel's notion of a trained word (model.runtime.concepts): kept in the
-    # checkpoint, not in the summary JSON
+    # the channel's trained words: in the checkpoint, not in the summary JSON
     counts = Counter(w.lower() for t in tr.trees for w in t.words)
     counts.update(inherited.get("word_counts") or {})
     save_joint(model, out, extra={**summary, "word_counts": dict(counts)}, half=half)
@@ -147,8 +139,7 @@ def run_training(
 
 
 def with_words(model: JointModel, trees: Sequence[DependencyTree]) -> JointModel:
-    """``model`` (and its snapshots) with a row for each word of ``trees`` that GloVe
-    knows and its vocabulary lacks: GloVe's vector, the tuned rows kept."""
+    """``model`` (and its snapshots) with a GloVe row for each word of ``trees`` it lacks."""
     new = glove_vocabulary(t.words for t in trees)
     known = set(model.vocab.words)
     glove_rows = {w for w in new.words if w not in known} & set(load_glove()[0])
@@ -185,12 +176,10 @@ def evaluate_checkpoint(
     concept_weight: float | None = None,
     ensemble_with: Sequence[Path] = (),
 ) -> dict[str, Any]:
-    """The evaluation protocol (GUIDE §3) for a saved JointModel or kCCA on a split of
-    ``source``: retrieval and sentence similarity on the split, the expert judgments of
-    a Flickr8k-layout source when it has them, and STS-B / SICK-R test pairs from
-    ``benchmarks_dir`` (the data folder; None skips them). ``concept_weight`` overrides
-    the checkpoint's open-vocabulary channel (0: off); ``ensemble_with`` names more
-    checkpoints scored together with it (the mean of their scores)."""
+    """The evaluation protocol (GUIDE §3) for a saved model on a split of ``source``:
+    retrieval and sentence similarity, a Flickr8k source's expert judgments, and STS-B /
+    SICK-R from ``benchmarks_dir`` (None skips them). ``concept_weight`` overrides the
+    channel's (0: off); ``ensemble_with``: more checkpoints whose scores are averaged in."""
     model: JointEmbedder | KCCAModel | EnsembleEmbedder = load_checkpoint(
         checkpoint, parser=parser.version, concept_weight=concept_weight
     )
@@ -231,8 +220,7 @@ def evaluate_checkpoint(
 
 
 def concept_weight_of(model: object) -> float:
-    """The open-vocabulary channel's weight in a model (the first member's in an
-    ensemble; 0 when there is none)."""
+    """The channel's weight in a model (an ensemble's first member's; 0 without)."""
     if isinstance(model, EnsembleEmbedder):
         model = model.members[0]
     channel = getattr(model, "concepts", None)
@@ -249,8 +237,7 @@ def compare_checkpoints(
     resamples: int = 1000,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Retrieval of two saved models on the same split, and ``second − first`` with
-    paired bootstrap intervals over the split's photos (``retrieval.paired_bootstrap``)."""
+    """Retrieval of two saved models on a split, and ``second − first`` (paired bootstrap)."""
     models = [load_checkpoint(path, parser=parser.version) for path in (first, second)]
     ds = load_source(source, split, models[0].backbone)
     caption_image = np.asarray(ds.caption_image)
@@ -291,8 +278,7 @@ def evaluate_arithmetic_checkpoint(
     min_b_photos: int = MIN_B_PHOTOS,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """The arithmetic protocol (``evaluation.arithmetic``) for a saved model on a
-    Flickr8k-layout split: its photos are the gallery, its captions say what they show."""
+    """The arithmetic protocol (``evaluation.arithmetic``) on a Flickr8k-layout split."""
     model = load_checkpoint(checkpoint, parser=parser.version)
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=cache_dir)
     ds = load_captioned_images(data_root, split=split)
@@ -330,9 +316,7 @@ def run_kcca_training(
     ten_crop: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Fit the kCCA baseline on ``train`` (mean GloVe vectors of the caption words vs
-    image features), pick its size and regularisation on ``dev`` rsum; write it to
-    ``out`` and its summary beside it (``.json``)."""
+    """Fit the kCCA baseline, select it on dev; write it and its summary."""
     splits, extractor, prep_s = _train_and_dev(
         sources, parser, cache_dir, backbone, ten_crop, progress
     )
@@ -346,7 +330,7 @@ def run_kcca_training(
         parser.version,
         extractor.identity,
         cfg,
-        progress=_to_stderr if progress else None,
+        progress=partial(print, file=sys.stderr, flush=True) if progress else None,
     )
     summary: dict[str, Any] = {
         "encoder": "kcca",
@@ -373,9 +357,7 @@ def _train_and_dev(
     progress: bool,
     hold_out: Mapping[str, Collection[str]] | None = None,
 ) -> tuple[dict[str, Any], FeatureExtractor, float]:
-    """``train``: the sources' train splits parsed, embedded and joined (less the photos
-    of ``hold_out`` concepts; each caption drawn by its source's weight); ``dev``: each
-    source's dev split by its name. With the extractor and the seconds it took."""
+    """The sources' train splits joined and dev splits by name, extractor and seconds."""
     if not sources:
         raise ValueError("no source to train on")
     names = [s.name for s in sources]
@@ -398,7 +380,3 @@ def _train_and_dev(
 def _write_summary(checkpoint: Path, summary: dict[str, Any]) -> None:
     """The run's summary as JSON beside its checkpoint (``.json``)."""
     write_text(Path(checkpoint).with_suffix(".json"), json.dumps(summary, indent=2) + "\n")
-
-
-def _to_stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

@@ -1,13 +1,8 @@
 """Kernel CCA between sentence and image features (the paper's kCCA baseline).
 
-Both views go through an RBF kernel approximated with Nyström landmarks (an exact
-kernel over 30k captions would not fit in memory), then regularised linear CCA finds
-directions in which the two views are maximally correlated. Sentences are the mean of
-their GloVe word vectors, as in the paper's bag-of-words input.
-
-``fit_kcca`` fits it on a training split and picks its size and regularisation on dev;
-the result is a ``KCCAModel`` (``groundsearch.model.runtime.kcca``), the retrieval model
-the service and evaluation load.
+Both views go through an RBF kernel approximated with Nyström landmarks, then
+regularised linear CCA; sentences are the mean of their GloVe word vectors. ``fit_kcca``
+picks its size and regularisation on dev and returns a ``KCCAModel``.
 """
 
 from __future__ import annotations
@@ -47,8 +42,7 @@ class Nystrom:
 
     @classmethod
     def fit(cls, x: np.ndarray, n_landmarks: int, rng: np.random.Generator) -> Nystrom:
-        """Landmarks drawn from the distinct rows of ``x`` (an image repeated for each of
-        its captions would otherwise be drawn several times)."""
+        """Landmarks drawn from the distinct rows of ``x``."""
         x = _distinct_rows(x)
         idx = rng.choice(len(x), size=min(n_landmarks, len(x)), replace=False)
         land = x[idx]
@@ -132,8 +126,7 @@ class KCCA:
         return len(self.correlations)
 
     def truncated(self, dim: int) -> KCCA:
-        """The same model keeping its ``dim`` most correlated directions (what fitting
-        with that ``dim`` gives)."""
+        """The same model keeping its ``dim`` most correlated directions."""
         return KCCA(
             self.sent_map,
             self.img_map,
@@ -197,10 +190,8 @@ def fit_kcca(
     cfg: KCCAConfig,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[KCCAModel, dict[str, object], list[dict[str, float]]]:
-    """Fit on ``train`` pairs (every caption with its image, once: a joined split's draw
-    rates are not used) for each regularisation, keep the (reg, dim) with the best dev
-    rsum (with a dev split per collection, the mean of theirs). Returns the model, its
-    dev metrics and the grid of dev rsums."""
+    """Fit on ``train`` pairs for each regularisation and keep the (reg, dim) with the best
+    dev rsum; the model, its dev metrics and the grid of dev rsums."""
     sentences = mean_word_vectors(train.trees, vocab)
     images = np.asarray(train.features, np.float64)[np.asarray(train.caption_image)]
     fits = KCCA.fit_grid(sentences, images, cfg.regs, max(cfg.dims), cfg.n_landmarks, cfg.seed)

@@ -1,33 +1,13 @@
 """Make the noun → ImageNet classes table the relevance model's evidence reads.
 
-A text query names things ("a bird", "a man riding a horse"); the backbone's classifier
-says which of its 1,000 classes a photo shows. ``model/artifacts/noun_classes.tsv`` joins
-the two: for each noun, the classes that are that thing, so that the probability the
-classifier gives them on a hit photo is evidence that the photo shows it
-(``model.runtime.evidence``). A noun gets class ``c`` when
+``model/artifacts/noun_classes.tsv`` lists for each noun the classes that are that thing
+(``model.runtime.evidence``). A noun gets class ``c`` when it is ``c``'s **entry-level
+word** (``entry_level.tsv``: every dog breed is "dog"), or a one-word lemma of ``c``'s
+WordNet synset or one of its **hypernyms** ("canoe" → "boat"), provided that synset is
+the noun's **first sense** ("car" is the automobile, not the railway car) and not **too
+general** (at most ``MAX_SPAN`` classes, not one of ``TOO_GENERAL``).
 
-- it is ``c``'s **entry-level word** (``model/artifacts/entry_level.tsv``, reviewed:
-  every dog breed is "dog", "sorrel" is "horse", "ox" is "cow"); or
-- it is a one-word lemma of ``c``'s WordNet synset or of one of its **hypernyms** (all
-  of them, through every path: "canoe" → "boat", "vehicle"; "goose" →
-  "bird"), provided that synset is the noun's **first sense** — its most frequent
-  meaning in WordNet's sense order, so "car" is the automobile (sports car, jeep, limousine,
-  ambulance …) and not the railway car (passenger car, freight car), "bike" is
-  the motorcycle (and the bicycle through the entry-level word) — and the synset is
-  not **too general**: it spans at most ``MAX_SPAN`` classes ("animal", "artifact",
-  "object" go) and it is not one of ``TOO_GENERAL`` (abstract or catch-all categories
-  a query word rarely means as a visible kind of thing: "device", "container",
-  "structure", "instrumentality" …; each with its reason).
-
-WordNet 3.0 is read from Debian's ``wordnet-base`` (``/usr/share/wordnet``: its
-``index.noun`` holds each noun's senses in frequency order and ``data.noun`` the
-hypernym pointers; ``apt-get install wordnet-base``). The METEOR copy that
-``model.training.entry_level`` reads has neither the sense order nor the direction of
-its relations. Only this command needs it: the table is shipped, and the service reads
-it without WordNet.
-
-    python -m groundsearch.model.training.noun_classes [--wordnet /usr/share/wordnet]
-        [--out model/artifacts/noun_classes.tsv]
+WordNet 3.0 is read from Debian's ``wordnet-base``; only this command needs it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Training curves: per-epoch train loss and dev rsum of a training summary, as a PNG.
-
-Drawn with matplotlib's Agg canvas directly (never pyplot), so no display is needed
-and no global figure state is touched.
-"""
+"""Training curves: per-epoch train loss and dev rsum of a training summary, as a PNG
+(matplotlib's Agg canvas, never pyplot)."""
 
 from __future__ import annotations
 
@@ -72,12 +69,8 @@ def plot_history(
     best_epoch: int | None = None,
     ensemble_rsum: float | None = None,
 ) -> None:
-    """Write a PNG of loss (left axis) and dev rsum (right axis) per epoch to ``path``.
-
-    ``history`` is a summary's ``{"loss": [...], "dev_rsum": [...], "lr": [...]}``; the
-    best epoch (1-based; default: highest dev rsum) is marked, and the snapshot
-    ensemble's dev rsum drawn as a line when given. Written atomically.
-    """
+    """Write a PNG of a summary's ``history`` loss and dev rsum per epoch to ``path``
+    (atomically), marking the best epoch (1-based) and the ensemble's dev rsum."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -1,39 +1,17 @@
 """Fitting and measuring the relevance model (``model.runtime.relevance``).
 
-Every query below is answered as the service answers it: its top ``TOP`` hits by the
-model's inner product, best first, each hit labelled relevant or not:
+Every query is answered as the service answers it (its top ``TOP`` hits, best first),
+each hit labelled relevant or not: captions → photos (``text-image``: its own photo and
+every photo that fits its content, ``caption_photo_relevant``), photos → captions
+(``image-caption``, the same rule), photos → photos (``image-image``: sharing a consensus
+noun), the held-out-concept queries (``text-image``: a caption of the photo mentions the
+concept; asked against the split and against the split less the concept's photos) and
+``photo − "A" + "B"`` (``arithmetic``: the hit's captions mention B).
 
-- **captions → photos** (``text-image``): each caption of the split as a query against
-  the split's photos; relevant are its own photo and every photo that *fits its content*
-  (``caption_photo_relevant``): of the caption's *main nouns* — its noun lemmas that are
-  also consensus nouns (below) of its own photo, the things it names that the other
-  captions of its photo agree are there ("dog", "beach" for "A black dog runs on the
-  beach") — the photo's consensus nouns hold its subject ("dog") and at least half;
-- **photos → captions** (``image-caption``): each photo against the split's captions;
-  relevant are its own five and every caption that fits it by the same rule;
-- **photos → photos** (``image-image``, ``/images/{id}/similar``): each photo against the
-  others; relevant when the two share a *consensus noun*, a noun lemma at least three of
-  each photo's five captions use ("dog", "beach", "man");
-- **concept queries** (``text-image``, ``model.training.evaluation.held_out``): the
-  held-out-concept protocol's single-concept and compositional queries ("a cat", "a man
-  riding a horse"), relevant when a caption of the photo mentions the concept, asked
-  twice: against the split's photos, and against the split's photos less the concept's
-  own (where every hit is a guess: what "no match" must learn);
-- **arithmetic** (``arithmetic``): the measured protocol's pairs
-  (``model.training.evaluation.arithmetic``): ``photo − "A" + "B"`` from photos of A (at
-  most ``MAX_STARTS`` per pair), relevant when the hit's captions mention B.
-
-``fit`` fits each kind's logistic regression (scikit-learn, standardised features) and an
-isotonic regression on its out-of-fold probabilities (5 folds grouped by query), on the
-dev split; ``choose_threshold`` picks the default ``min_relevance`` on dev; ``measure``
-gives the figures on a split (test): expected calibration error, AUROC over the concept
-queries' hits, and the "no match" shares.
-
-**Evidence.** With the split's photos' top classes (``SplitData.classes``) and the noun →
-classes table (``SplitData.nouns``), each hit of a text query with a nameable noun also
-carries its evidence (``model.runtime.evidence``); ``fit_evidence`` fits the text →
-image evidence models on those queries' hits alone, and every figure is then measured
-as the service will judge: with evidence where the query has it, as before elsewhere.
+``fit`` fits each kind's logistic + isotonic model on dev (5 folds grouped by query),
+``choose_threshold`` picks the default ``min_relevance`` and ``measure`` gives the figures
+on a split. With the photos' top classes (``SplitData.classes``) a text query's hits carry
+evidence (``model.runtime.evidence``), read by the models ``fit_evidence`` fits.
 """
 
 from __future__ import annotations
@@ -54,10 +32,12 @@ from groundsearch.model.runtime.evidence import (
     evidence_nouns,
     hit_evidence,
     noun_words,
+    top_of,
 )
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.relevance import (
     FEATURES,
+    QUERY_KINDS,
     SMALL_FEATURES,
     TOP,
     KindModel,
@@ -97,7 +77,7 @@ EmbedFn = Callable[[Sequence[DependencyTree]], np.ndarray]
 
 @dataclass
 class Pool:
-    """Hits of many queries of one kind: their features, labels, query ids and sources."""
+    """Hits of many queries of one kind: features, labels, query ids, sources, evidence."""
 
     rows: list[np.ndarray] = field(default_factory=list)
     labels: list[np.ndarray] = field(default_factory=list)
@@ -115,9 +95,8 @@ class Pool:
         words: int = 0,
         evidence: np.ndarray | None = None,
     ) -> None:
-        """One query's hits: its top scores (best first) and whether each is relevant;
-        a text query's novelty share and number of words, and each hit's evidence when
-        the query has a nameable noun."""
+        """One query's hits: its top scores (best first), whether each is relevant, a
+        text query's novelty and words, and each hit's evidence (None: none)."""
         self.rows.append(features(scores, novelty, words=words, evidence=evidence))
         self.labels.append(np.asarray(relevant, dtype=np.int8))
         self.groups.append(np.full(len(scores), self.queries))
@@ -137,43 +116,36 @@ class Pool:
     def arrays(
         self, sources: Sequence[str] | None = None, named: bool = False
     ) -> tuple[np.ndarray, ...]:
-        """features, labels, groups, sources (only ``sources``' hits when given; only
-        the hits of queries with evidence when ``named``)."""
+        """features, labels, groups, sources (of ``sources``' hits when given; of the
+        queries with evidence when ``named``)."""
         x = np.concatenate(self.rows) if self.rows else np.zeros((0, len(FEATURES)))
-        y = np.concatenate(self.labels) if self.labels else np.zeros(0, np.int8)
-        g = np.concatenate(self.groups) if self.groups else np.zeros(0, int)
-        s = np.concatenate(self.sources) if self.sources else np.zeros(0, str)
-        keep = np.ones(len(y), bool)
-        if sources is not None:
-            keep &= np.isin(s, list(sources))
-        if named:
-            keep &= self.has_evidence()
+        y, g, s, e = (
+            np.concatenate(parts) if parts else np.zeros(0, kind)
+            for parts, kind in (
+                (self.labels, np.int8),
+                (self.groups, int),
+                (self.sources, str),
+                (self.named, bool),
+            )
+        )
+        keep = (e if named else np.ones(len(y), bool)) & self._of(s, sources)
         return x[keep], y[keep], g[keep], s[keep]
+
+    @staticmethod
+    def _of(s: np.ndarray, sources: Sequence[str] | None) -> np.ndarray:
+        return np.ones(len(s), bool) if sources is None else np.isin(s, list(sources))
 
     def has_evidence(self, sources: Sequence[str] | None = None) -> np.ndarray:
         """Whether each hit (of ``sources`` when given) carries evidence."""
         e = np.concatenate(self.named) if self.named else np.zeros(0, bool)
-        if sources is not None:
-            s = np.concatenate(self.sources) if self.sources else np.zeros(0, str)
-            e = e[np.isin(s, list(sources))]
-        return e
-
-
-def top_of(scores: np.ndarray, top: int = TOP) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's ``top`` largest columns, best first (ties by column), and their scores."""
-    k = min(top, scores.shape[1])
-    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    vals = np.take_along_axis(scores, part, axis=1)
-    order = np.lexsort((part, -vals), axis=1)
-    idx = np.take_along_axis(part, order, axis=1)
-    return idx, np.take_along_axis(scores, idx, axis=1)
+        s = np.concatenate(self.sources) if self.sources else np.zeros(0, str)
+        return e[self._of(s, sources)]
 
 
 @dataclass
 class SplitData:
-    """A split embedded once: photo and caption vectors, caption trees and novelty;
-    for evidence, each photo's top classes (ids and probabilities, photos × 10:
-    ``model.runtime.evidence.top_classes``) and the noun → classes table."""
+    """A split embedded once: caption trees, photo and caption vectors; for evidence,
+    each photo's top classes (ids, probabilities), the noun → classes table and tagger."""
 
     ds: CaptionedImages
     trees: list[DependencyTree]
@@ -182,7 +154,6 @@ class SplitData:
     channel_columns: int
     classes: tuple[np.ndarray, np.ndarray] | None = None
     nouns: NounClasses | None = None
-    #: the word tagger of the photo vectors (evidence)
     tagger: WordTagger | None = None
 
     @property
@@ -193,14 +164,12 @@ class SplitData:
         return np.array([novelty_of(v, self.channel_columns) for v in vectors])
 
     def query_nouns(self, tree: DependencyTree) -> list[str]:
-        """A text query's nouns with evidence (``evidence_nouns``: those the classifier's
-        classes name, and those the word tagger tags; [] without evidence)."""
+        """A text query's nouns with evidence (``evidence_nouns``; [] without)."""
         table = self.nouns if self.classes is not None else None
         return evidence_nouns(noun_words(tree), table, self.tagger)
 
     def evidence(self, nouns: Sequence[str], photos: np.ndarray) -> np.ndarray | None:
-        """Each of ``photos``' evidence for a query's ``nouns`` (None without), by the
-        rule the service serves (``hit_evidence``)."""
+        """Each of ``photos``' evidence for ``nouns`` (None without: ``hit_evidence``)."""
         idx = np.asarray(photos, np.int64)
         classes = None if self.classes is None else (self.classes[0][idx], self.classes[1][idx])
         return hit_evidence(nouns, self.nouns, classes, self.tagger, self.photos[idx])
@@ -212,8 +181,7 @@ def caption_nouns(data: SplitData) -> list[frozenset[str]]:
 
 
 def consensus_nouns(data: SplitData, least: int = CONSENSUS) -> list[frozenset[str]]:
-    """Each photo's noun lemmas used by at least ``least`` of its captions (by all of
-    them when it has fewer: a web photo's one alt-text names its nouns alone)."""
+    """Each photo's noun lemmas used by at least ``least`` (or all) of its captions."""
     counts: list[Counter[str]] = [Counter() for _ in data.ds.images]
     captions = np.bincount(data.caption_image, minlength=len(counts))
     for nouns, image in zip(caption_nouns(data), data.caption_image, strict=True):
@@ -225,16 +193,14 @@ def consensus_nouns(data: SplitData, least: int = CONSENSUS) -> list[frozenset[s
 
 
 def main_nouns(data: SplitData, least: int = CONSENSUS) -> list[frozenset[str]]:
-    """Each caption's main nouns: its noun lemmas that are consensus nouns of its own
-    photo (what it names that its photo's other captions agree is there)."""
+    """Each caption's noun lemmas that are consensus nouns of its own photo."""
     consensus = consensus_nouns(data, least)
     own = data.caption_image
     return [n & consensus[int(own[c])] for c, n in enumerate(caption_nouns(data))]
 
 
 def subject_noun(tree: DependencyTree, main: frozenset[str]) -> str | None:
-    """What a caption is about: the main noun that is its grammatical subject, else its
-    root when that is a main noun ("A dog in the snow"), else its first main noun."""
+    """The main noun that is the caption's subject, else its root, else its first."""
     lemmas = [n.lemma.lower() for n in tree]
     for n, lemma in zip(tree, lemmas, strict=True):
         if n.deprel.startswith("nsubj") and lemma in main:
@@ -245,11 +211,9 @@ def subject_noun(tree: DependencyTree, main: frozenset[str]) -> str | None:
 
 
 def caption_photo_relevant(data: SplitData, least: int = CONSENSUS) -> np.ndarray:
-    """captions × photos, True where the photo is relevant to the caption: its own photo,
-    or a photo that *fits its content*: its consensus nouns hold the caption's subject
-    main noun (``subject_noun``) and at least half of its main nouns. "A black dog runs on
-    the beach" (main nouns dog, beach) fits a photo of a dog on a beach or on grass, not a
-    beach without a dog; a caption without main nouns has its own photo alone."""
+    """captions × photos, True for the caption's own photo and each photo whose
+    consensus nouns hold its subject (``subject_noun``) and half of its main nouns ("A
+    black dog runs on the beach" fits a dog on grass, not a beach without a dog)."""
     consensus = consensus_nouns(data, least)
     main = main_nouns(data, least)
     subjects = [subject_noun(t, m) for t, m in zip(data.trees, main, strict=True)]
@@ -273,9 +237,8 @@ def caption_photo_relevant(data: SplitData, least: int = CONSENSUS) -> np.ndarra
 
 @dataclass
 class CaptionChecks:
-    """Caption queries (captions → photos) as the threshold choice reads them: each
-    one's top scores, number of words and novelty share, and the rank of its own photo
-    (-1 below the top); each one's hits' evidence (None: none)."""
+    """Caption queries (captions → photos): top scores, words, novelty, the rank of the
+    own photo (-1 below the top) and each one's hits' evidence (None: none)."""
 
     scores: np.ndarray
     words: np.ndarray
@@ -296,12 +259,10 @@ class CaptionChecks:
 
 
 def caption_pools(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) -> CaptionChecks:
-    """captions → photos and photos → captions (labelled by ``caption_photo_relevant``);
-    the caption queries' checks."""
+    """captions → photos and photos → captions; the caption queries' checks."""
     own = data.caption_image
     relevant = caption_photo_relevant(data)
-    idx, vals = top_of(data.captions @ data.photos.T, top)
-    caption_scores = vals
+    idx, caption_scores = top_of(data.captions @ data.photos.T, top)
     novelty = data.novelty(data.captions)
     words = np.array([word_count(c) for c in data.ds.captions])
     evidence = [
@@ -309,7 +270,7 @@ def caption_pools(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) ->
     ]
     for i in range(len(idx)):
         pools["text-image"].add(
-            vals[i], relevant[i, idx[i]], "captions", novelty[i], words[i], evidence[i]
+            caption_scores[i], relevant[i, idx[i]], "captions", novelty[i], words[i], evidence[i]
         )
     hit = idx == own[:, None]
     own_rank = np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
@@ -330,25 +291,18 @@ def similar_pool(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) -> 
         pools["image-image"].add(vals[i], rel, "similar")
 
 
-#: The concepts asked for: the held-out protocol's ten, with their word forms and kinds
-#: (``HYPONYMS``: a jeep is a car, so a photo of one is relevant to "a car" and left out of
-#: the gallery that must lack cars), each used where the split has a photo of it. The 40
-#: ImageNet-style words of the open-vocabulary check were tried too (dev): most are rare
-#: in Flickr8k, and with them the default threshold answered fewer absent concepts "no
-#: match" (50 % on dev against 80 %).
+#: The concepts asked for: the held-out protocol's ten with their forms and kinds (a
+#: jeep is a car). The open-vocabulary check's 40 words were tried too (dev): fewer absent
+#: concepts came out "no match" (50 % against 80 %).
 CONCEPTS: dict[str, tuple[str, ...]] = with_kinds(HELD_OUT)
 #: The same concepts with their forms alone (the labels of the figures before ``HYPONYMS``).
 FORMS_ONLY: dict[str, tuple[str, ...]] = dict(HELD_OUT)
 
 
-def concept_queries(concepts: Mapping[str, Sequence[str]] = CONCEPTS) -> list[ConceptQuery]:
-    return single_queries(concepts) + compositional_queries(concepts)
-
-
 @dataclass(frozen=True)
 class ConceptRun:
-    """One concept query on a split: its relevant photos and, against the whole split
-    (``present``) and the split less the concept's photos (``absent``), its top hits."""
+    """One concept query on a split: its relevant photos and its top hits against the
+    whole split (``present``) and the split less the concept's photos (``absent``)."""
 
     query: ConceptQuery
     single: bool
@@ -366,8 +320,7 @@ class ConceptRun:
         return word_count(self.query.text)
 
     def judge(self, model: RelevanceModel, present: bool = True) -> np.ndarray:
-        """Its hits' relevance against the whole split (``present``) or the split less
-        the concept's photos, with its evidence when the model has evidence models."""
+        """Its hits' relevance (``present`` or absent), with evidence where it has some."""
         scores = self.present_scores if present else self.absent_scores
         evidence = self.present_evidence if present else self.absent_evidence
         table = features(scores, self.novelty, model.top, self.words, evidence)
@@ -382,8 +335,10 @@ def concept_runs(
     concepts: Mapping[str, Sequence[str]] = CONCEPTS,
 ) -> list[ConceptRun]:
     """Every concept query with a relevant photo in the split, asked both ways."""
-    singles = {q.text for q in single_queries(concepts)}
-    queries = [q for q in concept_queries(concepts) if photos_mentioning(data.ds, *q.groups)]
+    single = single_queries(concepts)
+    singles = {q.text for q in single}
+    asked = single + compositional_queries(concepts)
+    queries = [q for q in asked if photos_mentioning(data.ds, *q.groups)]
     trees = parse([q.text for q in queries])
     vectors = embed(trees)
     scores = vectors @ data.photos.T
@@ -460,9 +415,8 @@ def gather(
     top: int = TOP,
     concepts: Mapping[str, Sequence[str]] = CONCEPTS,
 ) -> tuple[dict[str, Pool], list[ConceptRun], CaptionChecks]:
-    """Every kind's pooled hits on a split, the concept queries' runs (``concepts``: the
-    words that count as showing each) and the caption queries' checks."""
-    pools = {k: Pool() for k in ("text-image", "image-caption", "image-image", "arithmetic")}
+    """Every kind's pooled hits on a split, the concept runs and the caption checks."""
+    pools = {k: Pool() for k in QUERY_KINDS}
     checks = caption_pools(data, pools, top)
     similar_pool(data, pools, top)
     runs = concept_runs(data, embed, parse, top, concepts)
@@ -478,8 +432,7 @@ def gather_all(
     top: int = TOP,
     concepts: Mapping[str, Sequence[str]] = CONCEPTS,
 ) -> tuple[dict[str, Pool], list[ConceptRun], CaptionChecks]:
-    """``gather`` on each collection's split, pooled: every query is asked within its
-    own collection, and the hits of all of them are fitted and judged together."""
+    """``gather`` on each collection's split (each query within its own), pooled."""
     gathered = [gather(data, embed, parse, top, concepts) for data in splits]
     pools, runs, _ = gathered[0]
     for more, more_runs, _ in gathered[1:]:
@@ -489,11 +442,9 @@ def gather_all(
     return pools, runs, CaptionChecks.joined([checks for _, _, checks in gathered])
 
 
-#: The features each kind's model reads (novelty only where the query is a text).
+#: The features each kind's model reads.
 KIND_FEATURES: dict[str, tuple[str, ...]] = {
-    # novelty (ρ) is left out: no dev query the shipped model reads with ρ near 1 (its
-    # held-out concepts were trained words), so its weight would be an extrapolation
-    # ("a giraffe" on photos without one came out 0.58 with it)
+    # novelty is left out: no dev query has ρ near 1, so its weight would extrapolate
     "text-image": ("score", "mean", "lead", "log_words"),
     "image-caption": ("score", "mean", "lead"),
     "image-image": ("score", "mean", "lead"),
@@ -510,8 +461,7 @@ def fit_kind(
     folds: int = 5,
     seed: int = 0,
 ) -> KindModel:
-    """A logistic regression on the standardised ``names`` columns of ``x``, then an
-    isotonic regression fitted on its out-of-fold probabilities (folds by query)."""
+    """A logistic regression on standardised ``names`` columns, then an isotonic map."""
     from sklearn.isotonic import IsotonicRegression
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold
@@ -545,8 +495,7 @@ def fit_kind(
 
 
 def source_weights(sources: np.ndarray, share: Mapping[str, float]) -> np.ndarray:
-    """Weights giving each named source ``share`` of the total weight (others keep 1 per
-    hit and share what is left)."""
+    """Weights giving each named source ``share`` of the total (the rest share the rest)."""
     w = np.ones(len(sources))
     named = {s: f for s, f in share.items() if np.any(sources == s)}
     rest = ~np.isin(sources, list(named))
@@ -560,13 +509,10 @@ def source_weights(sources: np.ndarray, share: Mapping[str, float]) -> np.ndarra
     return w
 
 
-#: Of the text → image fit's weight, what the concept queries carry (present and absent
-#: galleries); the captions carry the rest. They are few (a few dozen queries against
-#: 5,000 captions) but they are the queries the threshold is for. Chosen on dev (shipped
-#: checkpoint, caption labels of ``caption_photo_relevant``): each share 0.25 / 0.15 /
-#: 0.1 / 0.05 gave a dev caption ECE of 0.078 / 0.047 / 0.033 / 0.018 and 6 / 6 / 5 / 1
-#: of 10 absent concepts "no match" at the chosen threshold: 0.1 keeps the ECE clear of
-#: its 0.05 target with the most "no match" left.
+#: Of the text → image fit's weight, what the concept queries carry (the captions carry
+#: the rest). On dev, shares 0.25 / 0.15 / 0.1 / 0.05 gave a caption ECE of 0.078 / 0.047
+#: / 0.033 / 0.018 and 6 / 6 / 5 / 1 of 10 absent concepts "no match": 0.1 keeps the ECE
+#: under 0.05 with the most "no match" left.
 CONCEPT_SHARE = {"concepts": 0.1, "concepts-absent": 0.1}
 
 
@@ -576,9 +522,8 @@ def fit(
     names: Mapping[str, Sequence[str]] | None = None,
     named: bool = False,
 ) -> dict[str, KindModel]:
-    """Each kind's model on its pooled hits, reading ``names[kind]`` (default
-    ``KIND_FEATURES``; a kind not in ``names`` is left out); the text → image hits
-    weighted by ``concept_share``. ``named``: only the hits that carry evidence."""
+    """Each kind's model on its pooled hits (``named``: those with evidence), reading
+    ``names[kind]`` (default ``KIND_FEATURES``), text → image weighted by ``concept_share``."""
     out = {}
     chosen = names or KIND_FEATURES
     for kind, pool in pools.items():
@@ -592,12 +537,9 @@ def fit(
     return out
 
 
-#: The features of the evidence models (text → image only: the queries that name
-#: things). Chosen on dev (shipped checkpoint, concept share 0.1 each): with the raw
-#: evidence the dev AUROC over the concept queries' hits was 0.889, with log(0.01 +
-#: evidence) 0.899 (both: 0.897); each answered 1 of 10 absent concepts "no match" at its
-#: threshold. The log reads a missing noun (evidence ≈ 0) as a strong sign against,
-#: which a linear term cannot.
+#: The features of the evidence models (text → image only). On dev the concept AUROC was
+#: 0.889 with the raw evidence, 0.899 with its log (which reads evidence ≈ 0 as a strong
+#: sign against).
 EVIDENCE_FEATURES: dict[str, tuple[str, ...]] = {
     "text-image": ("score", "mean", "lead", "log_words", "log_evidence"),
 }
@@ -611,8 +553,7 @@ def fit_evidence(
     names: Mapping[str, Sequence[str]] | None = None,
     small_names: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[dict[str, KindModel], dict[str, KindModel]]:
-    """The evidence models and their small-gallery ones, on the hits of the queries that
-    carry evidence (those with a nameable noun)."""
+    """The evidence models and their small-gallery ones, on the hits with evidence."""
     full = fit(pools, concept_share, names or EVIDENCE_FEATURES, named=True)
     small = fit(pools, concept_share, small_names or EVIDENCE_SMALL_FEATURES, named=True)
     return full, small
@@ -621,17 +562,15 @@ def fit_evidence(
 def fit_small(
     pools: Mapping[str, Pool], concept_share: Mapping[str, float] = CONCEPT_SHARE
 ) -> dict[str, KindModel]:
-    """Each kind's score-only model (``RelevanceModel.small``, for galleries smaller than
-    ``TOP``): ``fit`` on the same hits and weights, reading the score alone."""
+    """Each kind's score-only model (``RelevanceModel.small``)."""
     return fit(pools, concept_share, {k: SMALL_FEATURES for k in pools})
 
 
 def no_match_figures(
     runs: Sequence[ConceptRun], model: RelevanceModel, threshold: float, singles_only: bool = True
 ) -> dict[str, Any]:
-    """At ``threshold``: the share of concept queries answered "no match" (no hit at or
-    above it) against the split less the concept's photos, and the share of relevant
-    top-5 hits kept (at or above it) against the whole split."""
+    """At ``threshold``: the share of concept queries answered "no match" against the
+    split less the concept's photos, and the share of relevant top-5 hits kept."""
     chosen = [r for r in runs if r.single or not singles_only]
     no_match, kept, relevant = [], 0, 0
     for r in chosen:
@@ -651,46 +590,23 @@ def no_match_figures(
 
 
 def caption_relevance(checks: CaptionChecks, model: RelevanceModel) -> np.ndarray:
-    """The relevance of each caption query's top hits (queries × top), with their
-    evidence where they have it and the model reads it."""
+    """The relevance of each caption query's top hits (queries × top), with evidence."""
     n, top = checks.scores.shape
     evidence = checks.evidence or [None] * n
-    base = model.kinds["text-image"]
-    plain = [i for i in range(n) if evidence[i] is None]
-    out = np.zeros((n, top))
-    if plain:
-        table = np.concatenate(
-            [
-                features(checks.scores[i], checks.novelty[i], model.top, int(checks.words[i]))
-                for i in plain
-            ]
-        )
-        out[plain] = base.predict(table).reshape(len(plain), top)
-    named = [i for i in range(n) if evidence[i] is not None]
-    if named:
-        table = np.concatenate(
-            [
-                features(
-                    checks.scores[i],
-                    checks.novelty[i],
-                    model.top,
-                    int(checks.words[i]),
-                    evidence[i],
-                )
-                for i in named
-            ]
-        )
-        which = full_model(model, "text-image", evidence=True)
-        out[named] = which.predict(table).reshape(len(named), top)
-    return out
+    rows = [
+        features(checks.scores[i], checks.novelty[i], model.top, int(checks.words[i]), e)
+        for i, e in enumerate(evidence)
+    ]
+    table = np.concatenate([np.zeros((0, len(FEATURES))), *rows])
+    named = np.repeat([e is not None for e in evidence], top).astype(bool)
+    return predict_rows(model, "text-image", table, named).reshape(n, top)
 
 
 def caption_figures(
     checks: CaptionChecks, relevance: np.ndarray, threshold: float
 ) -> dict[str, Any]:
-    """At ``threshold``, for the caption queries (``relevance``: ``caption_relevance``):
-    the share answered "no match", and of those with their own photo in the top 5, the
-    share keeping it at or above the threshold."""
+    """At ``threshold``: the caption queries' "no match" share, and of those with their
+    own photo in the top 5, the share keeping it."""
     rank = checks.own_rank
     in5 = (rank >= 0) & (rank < 5)
     own = relevance[np.flatnonzero(in5), rank[in5]]
@@ -709,10 +625,9 @@ def choose_threshold(
     keep: float = KEEP,
     keep_captions: float = KEEP_CAPTIONS,
 ) -> float:
-    """The default ``min_relevance``: the highest threshold (a grid of 0.005) at which the
-    single-concept queries keep at least ``keep`` of their relevant top-5 hits and (with
-    ``checks``) the caption queries whose own photo is in their top 5 keep it in at least
-    ``keep_captions`` of cases."""
+    """The highest threshold (grid 0.005) at which the single-concept queries keep
+    ``keep`` of their relevant top-5 hits and (with ``checks``) the caption queries keep
+    their own photo in ``keep_captions`` of cases."""
     relevance = caption_relevance(checks, model) if checks is not None else None
     best = 0.0
     for t in np.round(np.arange(0.0, 1.0, 0.005), 3):
@@ -727,8 +642,7 @@ def choose_threshold(
 
 
 def calibration(p: np.ndarray, y: np.ndarray, bins: int = BINS) -> dict[str, Any]:
-    """Expected calibration error (equal-width bins, weighted by their hits) and each
-    bin's mean prediction, observed rate and count (the reliability diagram)."""
+    """Expected calibration error and each equal-width bin's figures."""
     edges = np.linspace(0.0, 1.0, bins + 1)
     which = np.clip(np.digitize(p, edges[1:-1]), 0, bins - 1)
     rows, ece = [], 0.0
@@ -743,17 +657,14 @@ def calibration(p: np.ndarray, y: np.ndarray, bins: int = BINS) -> dict[str, Any
 
 
 def full_model(model: RelevanceModel, kind: str, evidence: bool = False) -> KindModel:
-    """The model that judges a query of ``kind`` with a full top (the pools' queries):
-    its evidence model when ``evidence`` and it has one, else its full model."""
+    """The model for a full top of ``kind``: with ``evidence`` its evidence model if any."""
     if evidence and kind in (model.evidence or {}):
         return (model.evidence or {})[kind]
     return model.kinds[kind]
 
 
 def predict_rows(model: RelevanceModel, kind: str, x: np.ndarray, named: np.ndarray) -> np.ndarray:
-    """The relevance of pooled hits (rows of ``features``): those of queries with
-    evidence (``named``) by the kind's evidence model when it has one, the others by its
-    full model."""
+    """The relevance of rows of ``features`` (``named``: judged with evidence)."""
     p = np.zeros(len(x))
     plain = ~named
     if plain.any():
@@ -778,9 +689,8 @@ def measure(
     checks: CaptionChecks | None = None,
     short_threshold: float | None = None,
 ) -> dict[str, Any]:
-    """The figures of ``model`` on one split's pools (see the module docstring); the
-    single-concept queries ("no match") at ``short_threshold`` when given (they are
-    short queries), the caption queries at ``model.threshold``."""
+    """The figures of ``model`` on a split's pools; "no match" of the single concepts at
+    ``short_threshold`` when given, the caption queries at ``model.threshold``."""
     from sklearn.metrics import roc_auc_score
 
     out: dict[str, Any] = {"threshold": model.threshold}
@@ -835,8 +745,7 @@ def measure(
 
 
 def reliability_figure(figures: Mapping[str, Any], path: Any) -> None:
-    """The reliability diagram of ``measure``'s calibration (PNG): the full models, and
-    beside them the score-only ones when ``figures`` has their ``score_only`` figures."""
+    """The reliability diagram of ``measure``'s calibration (PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -847,11 +756,8 @@ def reliability_figure(figures: Mapping[str, Any], path: Any) -> None:
         panels.append(("score-only models (< 20 photos)", figures["score_only"]["calibration"]))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 5.0), dpi=110)
     for ax, (title, cal) in zip(np.atleast_1d(axes), panels, strict=True):
-        shown = [
-            k for k in ("text-image", "image-caption", "image-image", "arithmetic") if k in cal
-        ]
         ax.plot([0, 1], [0, 1], color="0.7", lw=1, ls="--", label="perfect")
-        for kind in shown:
+        for kind in (k for k in QUERY_KINDS if k in cal):
             rows = cal[kind]["bins"]
             ax.plot(
                 [r["predicted"] for r in rows],

@@ -1,14 +1,8 @@
 """Fit the word tagger (``model.runtime.tagger``): one logistic regression per caption
 noun over the backbone's pooled features, labels from the photos' own captions.
 
-    labels, words = photo_labels(ds, trees, least=25)   # photos × words, 0/1
-    tagger = fit_tagger(features, labels, words, backbone, weight_decay=1e-3)
-
-A photo is positive for a noun when one of its captions uses it as a noun (its lemma,
-lower case): DCC's lexical labels (Hendricks et al. 2016), the same rule the
-held-out-concept protocols use for a mention. All rows are fitted together (one linear
-layer, full batch, L-BFGS on the mean binary cross-entropy plus an L2 penalty), so a
-few hundred words take seconds.
+A photo is positive for a noun when one of its captions uses its lemma as a noun (DCC's
+lexical labels). All rows are fitted together (full-batch L-BFGS, mean BCE plus L2).
 """
 
 from __future__ import annotations
@@ -80,9 +74,8 @@ def choose_words(
     least: int = LEAST,
     share: float = NOUN_SHARE,
 ) -> tuple[list[str], list[str]]:
-    """The tagged nouns: their lemmas (the labels' words) and their written forms (the
-    tagger's words), for the lemmas on ``least`` photos whose written form is a noun at
-    least ``share`` of the times it is written (one lemma per written form)."""
+    """The tagged nouns' lemmas and written forms: lemmas on ``least`` photos whose written
+    form is a noun at least ``share`` of the times (one lemma per written form)."""
     lemmas = vocabulary(nouns, least)
     written = surface_forms(trees, lemmas)
     shares = noun_share(trees, written)

@@ -1,14 +1,10 @@
 """Dynamic batching of parses: requests that wait together are parsed together.
 
-The stanza pipeline serves one caller at a time, and one short sentence costs about as
-much as several parsed in one batch (22 ms alone, 8 ms each in a batch of 8, one torch
-thread). So request threads put their texts on a queue and wait; a batcher thread takes
-everything queued (up to ``max_batch``) and parses it in one call. Idle, a query is
-parsed alone, at once; under load, batches grow.
-
-With ``workers`` ≥ 1 each batcher thread hands its batches to a parser in a process of
-its own, so parsing runs on another core than the server's Python code (stanza's small
-operations hold the GIL). With ``workers=0`` the parser of this process is used.
+One short sentence costs about as much as several in one batch (22 ms alone, 8 ms each
+in a batch of 8), so request threads queue their texts and a batcher thread parses
+everything queued (up to ``max_batch``) in one call. With ``workers`` ≥ 1 each batcher
+hands its batches to a parser in a process of its own (stanza holds the GIL); with
+``workers=0`` the parser of this process is used.
 """
 
 from __future__ import annotations
@@ -46,9 +42,8 @@ class ParseBatcher:
             thread.start()
 
     def outcomes(self, texts: Sequence[str]) -> list[Outcome]:
-        """One outcome per (cleaned) text, in order: its tree, or the error that says why
-        it has none (``ParseError``; a crashed parser's error for every text of its batch).
-        Never raises for a bad text: ``model.runtime.sentences`` applies the verdicts."""
+        """One outcome per cleaned text, in order: its tree or its ``ParseError`` (a crashed
+        parser's for its whole batch); never raises for a bad text."""
         futures: list[Future[DependencyTree]] = []
         for text in texts:
             futures.append(Future())

@@ -1,20 +1,7 @@
-"""What the service loads once, shared by every capability — for the server, or for one
-command of the CLI.
+"""What the service loads once, shared by every capability (the server, or one CLI command).
 
-    components = Components.load(settings)     # the server: everything, warmed up
-    components = Components.open(settings)     # one command: the read-only gallery first
-    capabilities = Capabilities.over(components)
-    components.close()
-
-The checkpoint (``model``), the text front door over the parser (``sentences``,
-``queries``), the gallery, the relevance (``judge``) and the stage timer (``stages``) are
-loaded at once; the image backbone (``photos``), the caption decoder (``captioner``) and
-the caption bank (``bank``) when first used — ``load`` uses them all before it returns
-(the bank then loads in the background), so the server answers its first request as fast
-as its last, while a command loads only what it asks for. With ``GROUNDSEARCH_WATCH``
-(``serve --watch``) the server also keeps folders indexed (``watching``).
-``Capabilities.over(components)`` holds the small objects (``service.core.capabilities``)
-the routes and the commands use, each built once.
+The backbone, caption decoder and caption bank load when first used (``load`` uses them
+all before it returns); the rest at once.
 """
 
 from __future__ import annotations
@@ -127,10 +114,8 @@ class Components:
     def open(
         cls, settings: ServiceSettings, gallery: Gallery, identity: dict[str, str]
     ) -> Components:
-        """For one command over ``gallery`` (opened read-only by the caller for the
-        checkpoint of ``identity``): the checkpoint, the parser through its disk cache,
-        and the relevance; the rest as the command asks (the caption bank then loaded
-        before it answers)."""
+        """For one command over ``gallery`` (opened by the caller): the checkpoint, the
+        parser through its cache and the relevance; the rest as the command asks."""
         parser = Parser(settings.parser_dir, settings.cache_dir, direct=not settings.parse_pipeline)
         model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
         return cls._over(settings, model, identity, gallery, parser.parse, Stages())
@@ -173,8 +158,7 @@ class Components:
         )
 
     def _warm_up(self) -> None:
-        """Load the parser, the backbone, the decoder and the ensemble members now, not on
-        a first request; start the caption bank's loading."""
+        """Load the parser, backbone, decoder and members now; start loading the bank."""
         self.sentences.vectors(["A dog runs on the beach ."])
         features = self.photos.extractor.embed_images([Image.new("RGB", (64, 64))])
         vec = self.model.embed_images(features)  # not timed: no request's stage
@@ -183,8 +167,7 @@ class Components:
         _ = self.bank
 
     def close(self) -> None:
-        """Stop watching folders and the parser threads (and processes); close the gallery
-        (a command's without writing a snapshot)."""
+        """Stop watching and parsing; close the gallery (a command's without a snapshot)."""
         if self.watching is not None:
             self.watching.close()
         if self.batcher is not None:
@@ -202,8 +185,7 @@ class Capabilities:
 
     @classmethod
     def over(cls, c: Components) -> Capabilities:
-        """The capabilities of the server: all of them built now (none is built twice
-        by two requests at once)."""
+        """The server's capabilities, all built now (none twice by two requests)."""
         capabilities = cls(c)
         for name, member in vars(cls).items():
             if isinstance(member, cached_property):

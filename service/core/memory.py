@@ -1,11 +1,8 @@
 """Memory the server frees goes back to the system.
 
-glibc's malloc keeps freed memory in its heaps for reuse, and after the first large free
-it raises the size from which blocks are mmap'd (up to 32 MB), so the 16 MB blocks Pillow
-decodes photos into end up in per-thread heaps that rarely shrink: a burst of large
-uploads leaves the process gigabytes larger for good. A fixed mmap threshold (every block
-of 4 MB or more mapped on its own and unmapped when freed) and two heaps keep the resident
-size near what is in use. Only glibc has ``mallopt``; elsewhere this does nothing.
+glibc's dynamic mmap threshold leaves Pillow's large decode buffers in per-thread heaps
+that rarely shrink; a fixed threshold (4 MB) and two heaps keep the resident size near
+what is in use. Only glibc has ``mallopt``; elsewhere this does nothing.
 """
 
 from __future__ import annotations

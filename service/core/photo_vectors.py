@@ -34,8 +34,7 @@ class PhotoVectors:
     def features_and_vector(
         self, image: Image.Image, timings: Timings
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The backbone's pooled features of the photo (what its ImageNet classifier
-        reads) and its joint-space vector, from one CNN pass."""
+        """The photo's pooled backbone features and joint-space vector, from one CNN pass."""
         with self.stages.stage("cnn", timings):
             features = self.extractor.embed_images([image])
         with self.stages.stage("encode", timings):

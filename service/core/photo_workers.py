@@ -1,10 +1,7 @@
 """The threads that decode photos and run the backbone, at a lower CPU priority.
 
-A photo costs ~20× the CPU of a query, and on a small machine every core is shared by
-the event loop, the parser process and the query encoders. Run at equal priority, a
-steady stream of uploads takes a core away from the searches queued behind it; these
-threads run niced (``NICENESS``), so photo work uses the CPU the text work leaves, and a
-search stays fast while photos wait (their own waiting line is bounded by admission).
+A photo costs ~20× the CPU of a query; these threads run niced (``NICENESS``), so photo
+work uses the CPU the text work leaves and searches stay fast under uploads.
 """
 
 from __future__ import annotations

@@ -32,15 +32,13 @@ class QueryVectors:
         return self.door.clean(text, what)
 
     def is_cached(self, cleaned: str) -> bool:
-        """Whether the vector of ``cleaned`` is cached. Lock-free (one dict lookup is
-        atomic): the event loop never waits for a thread holding the cache's lock."""
+        """Whether the vector of ``cleaned`` is cached (lock-free: one dict lookup)."""
         return cleaned in self._cache
 
     def trees(
         self, cleaned: Sequence[str], whats: Sequence[str], timings: Timings
     ) -> list[DependencyTree]:
-        """Trees of cleaned texts, each with a word the model knows (UnusableText naming
-        the first that is not usable)."""
+        """Trees of cleaned texts (UnusableText naming the first unusable one)."""
         with self.stages.stage("parse", timings):
             return self.door.trees(cleaned, whats, cleaned=True)
 
@@ -51,8 +49,7 @@ class QueryVectors:
     def vector_and_nouns(
         self, cleaned: str, timings: Timings, what: str = "text"
     ) -> tuple[np.ndarray, NounWords]:
-        """The unit query vector of a cleaned text and its noun words (lemma, written
-        form: what relevance evidence is read for), cached by it."""
+        """The unit query vector and noun words of a cleaned text, cached."""
         with self._lock:
             cached = self._cache.get(cleaned)
             if cached is not None:

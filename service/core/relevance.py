@@ -1,32 +1,17 @@
 """Each hit's relevance (``model.runtime.relevance``) as the service serves it.
 
-The relevance model reads a query's top ``top`` scores (20), so a capability fetches at
-least that many hits (``fetch``) and keeps the first ``k`` it fetched before: on an exact
-(flat) index the first ``k`` of a longer list are the same hits, so relevance changes
-neither the hits, nor their order, nor their scores. A route then splits the hits at
-``min_relevance``: at or above it in ``results``, below it in ``weak`` (each list in the
-ranking's order), and ``no_match`` when ``results`` is empty.
-
-The shipped ``relevance.json`` is served when it was fitted for the served checkpoint
+A capability fetches at least the model's ``top`` hits (``fetch``) and keeps the first
+``k``, so relevance changes neither the hits, their order nor their scores. A route splits
+them at ``min_relevance`` into ``results`` and ``weak`` (``no_match``: no results). The
+shipped ``relevance.json`` is served when it was fitted for the served checkpoint
 (``GROUNDSEARCH_RELEVANCE``: ``default``, ``none`` or a file, which must match); without
-one every hit's relevance is null, every hit is in ``results``, and ``min_relevance`` is
-read but changes nothing.
+one every hit's relevance is null.
 
-**Evidence** (text → photo only): a text query with a noun that the backbone's classes
-name (``model/artifacts/noun_classes.tsv``: "laptop", "bird") or that the shipped vector
-tagger of the served checkpoint tags (``model/artifacts/vector_tagger.npz``: Flickr8k's
-caption nouns read off a photo's stored vector) is judged by the relevance model's
-evidence model, each hit reading ``model.runtime.evidence.hit_evidence``: the larger of
-the classifier's probability of the query's nouns among the photo's stored top classes
-(``Gallery.image_classes``, kept when it was indexed) and the tagger's least probability
-of its tagged nouns on the photo's vector. A gallery that does not store every photo's
-classes (some indexed before they were kept) has the tagger's evidence only, until an
-indexing run fills them (``ClassesKept`` asks again each minute); a hit whose classes
-went missing meanwhile is judged on the tagger's, or without evidence when the query has
-no tagged noun. Its default ``min_relevance`` is the evidence one — for a query of at most
-``SHORT_WORDS`` words ("a cat", "snow") the short one. Evidence is the hit's own, so
-relevance may rise down a ranking: its pages serve the good matches first, each part by
-score (``index.ranking.pages``).
+**Evidence** (text → photo only): a query with a noun the backbone's classes name
+(``noun_classes.tsv``) or the vector tagger tags (``vector_tagger.npz``) is judged by the
+evidence model, each hit reading ``hit_evidence`` from the photo's stored top classes and
+vector. A gallery that does not store every photo's classes has the tagger's evidence
+only until an indexing run fills them (``ClassesKept`` asks again each minute).
 """
 
 from __future__ import annotations
@@ -67,9 +52,7 @@ T = TypeVar("T")
 def served_relevance(
     settings: ServiceSettings, identity: dict[str, str]
 ) -> tuple[RelevanceModel | None, str]:
-    """The relevance model and a line for ``/ready``. The shipped one is skipped when it
-    was fitted for another checkpoint; a file named in the settings must match, or the
-    server does not start."""
+    """The relevance model and a line for ``/ready``."""
     if settings.relevance == "none":
         return None, "none"
     default = settings.relevance == "default"
@@ -89,9 +72,7 @@ def served_relevance(
 def served_tagger(
     settings: ServiceSettings, identity: dict[str, str], relevance: RelevanceModel | None
 ) -> WordTagger | None:
-    """The vector tagger whose probabilities are evidence: the shipped one when the
-    relevance model has evidence models and the tagger reads the served checkpoint's
-    vectors (else None: every query judged without evidence)."""
+    """The shipped vector tagger when evidence is served and it fits the checkpoint."""
     if relevance is None or "text-image" not in (relevance.evidence or {}):
         return None
     try:
@@ -109,10 +90,8 @@ ClassesFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 @dataclass(frozen=True)
 class Judge:
-    """The served relevance model (or None), how a text query's novelty is read, and
-    for evidence the vector tagger and how to read hit photos' vectors, the noun →
-    classes table and how to read hit photos' stored classes (``stores_classes``:
-    whether the gallery keeps any)."""
+    """The served relevance model (or None) and, for evidence, the tagger, the noun →
+    classes table and how to read hit photos' vectors and stored classes."""
 
     model: RelevanceModel | None
     channel_columns: int = 0
@@ -123,8 +102,7 @@ class Judge:
     stores_classes: Callable[[], bool] | None = None
 
     def named(self, words: NounWords) -> list[str]:
-        """A query's nouns with evidence ([]: it is judged without): those the classes
-        name when the gallery stores classes, and those the tagger tags."""
+        """A query's nouns with evidence ([]: judged without)."""
         if self.model is None or not self.model.evidence or self.vectors is None:
             return []
         table = None
@@ -133,8 +111,7 @@ class Judge:
         return evidence_nouns(words, table, self.tagger)
 
     def evidence(self, nouns: Sequence[str], ids: Sequence[int] | np.ndarray) -> np.ndarray | None:
-        """Each hit photo's evidence for a query whose nouns with evidence are
-        ``nouns`` (``hit_evidence``; NaN for a hit with none known, None without)."""
+        """Each hit photo's evidence for ``nouns`` (NaN: none known; None without)."""
         ids = np.asarray(ids, np.int64)
         if not nouns or self.vectors is None or not ids.size:
             return None
@@ -150,8 +127,7 @@ class Judge:
         return max(k, self.model.top) if self.model is not None else k
 
     def of(self, kind: str, scores: Sequence[float]) -> list[float | None]:
-        """``relevance`` of hits judged by their scores alone, as a list (None for each
-        without a model)."""
+        """``relevance`` of hits judged by their scores alone, as a list."""
         p = self.relevance(kind, scores)
         return [None] * len(scores) if p is None else p.tolist()
 
@@ -164,8 +140,7 @@ class Judge:
         evidence: np.ndarray | None = None,
     ) -> np.ndarray | None:
         """The relevance of each of a query's hits (scores best first; None without a
-        model); a text query's vector (its novelty share) and text (its number of words)
-        are features too, and each hit's ``evidence`` when the query has some."""
+        model), reading a text query's vector, text and its hits' ``evidence``."""
         if self.model is None or kind not in self.model.kinds:
             return None
         novelty = novelty_of(vector, self.channel_columns) if vector is not None else 0.0
@@ -179,9 +154,7 @@ class Judge:
     def threshold(
         self, asked: float | None, evidence: bool = False, text: str = ""
     ) -> float | None:
-        """The ``min_relevance`` applied: the one asked for, else the model's default
-        for the query (with ``evidence``: the evidence one, a short ``text``'s its own;
-        None without a model)."""
+        """The ``min_relevance`` applied: the one asked for, else the model's default."""
         if self.model is None:
             return None
         if asked is not None:
@@ -192,8 +165,7 @@ class Judge:
 def split(
     items: Sequence[T], relevance: Sequence[float | None], threshold: float | None
 ) -> tuple[list[T], list[T]]:
-    """``items`` at or above ``threshold`` and those below it, each in order (all of
-    them above when there is no threshold or no relevance)."""
+    """``items`` at or above ``threshold`` and those below it, each in order."""
     strong: list[T] = []
     weak: list[T] = []
     for item, r in zip(items, relevance, strict=True):
@@ -208,10 +180,7 @@ def serving_judge(
     model: object,
     gallery: Gallery,
 ) -> Judge:
-    """The judge a server (or the terminal's local search) uses: the relevance model, how
-    ``model``'s text vectors hold their novelty, and the vector tagger reading hit photos'
-    stored vectors (one query for a page; a photo removed since it was ranked reads as a
-    zero vector: it leaves the page)."""
+    """The judge a server (or a local search) uses."""
     tagger = served_tagger(settings, identity, relevance)
 
     def vectors(ids: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -244,9 +213,7 @@ def serving_judge(
 
 
 class ClassesKept:
-    """Whether every gallery photo's classes are stored (``Gallery.stores_classes``),
-    asked at most every ``every`` seconds until they are; then it stays so (the served
-    model stores a new photo's classes with it)."""
+    """Whether every photo's classes are stored, asked every ``every`` seconds."""
 
     def __init__(self, check: Callable[[], bool], every: float = 60.0) -> None:
         self.check, self.every = check, every
@@ -261,8 +228,7 @@ class ClassesKept:
 
 
 def served_nouns(settings: ServiceSettings) -> NounClasses | None:
-    """The noun → classes table of the classifier's evidence (the shipped one in the
-    model folder; None when it is missing or unreadable: the tagger's evidence only)."""
+    """The shipped noun → classes table (None when missing or unreadable)."""
     path = settings.model_dir / NOUNS_FILE_NAME
     try:
         return NounClasses.load(path)

@@ -1,18 +1,9 @@
 """The gallery's shards served by Ray Serve: one deployment per shard, one replica each,
 and the front's handles to them.
 
-    fanout = start_shards(ShardSet.read(folder))         # on the Ray cluster ray.init joined
-    gallery = sharded_gallery(gallery_folder, folder, identity)   # the front's Gallery
-    stop_shards(shard_set.shards)
-
-Each deployment (``ShardReplica``, application ``groundsearch-shard-<s>``) loads its
-shard (``groundsearch.index.search.shards.Shard``: a ``VectorIndex`` snapshot, memory-mapped
-when ``ivfpq``) when its replica starts and answers the ``Shard`` methods through one
-handle method, ``call``. The front is the FastAPI app (``Components.load`` with
-``GROUNDSEARCH_SHARDS``): it encodes each query once, and its ``ShardedIndex`` sends it
-to every shard at once (``RayFanout.call``: every request issued before any answer is
-awaited) and merges their top ``k``. No Serve HTTP proxy is started: the app is the only
-way in.
+Each deployment (``groundsearch-shard-<s>``) answers the ``Shard`` methods through
+``call``; the front encodes a query once and sends it to every shard at once
+(``RayFanout.call``), merging their top ``k``. No Serve HTTP proxy.
 """
 
 from __future__ import annotations
@@ -102,9 +93,8 @@ def start_shards(
     settings: IndexSettings | None = None,
     cpus: float = CPUS_PER_SHARD,
 ) -> RayFanout:
-    """Deploy one Ray Serve application per shard of ``shard_set`` (one replica each) on
-    the cluster this process joined (``ray.init``), and wait until each has loaded its
-    shard; returns the front's fan-out over their handles."""
+    """Deploy one Ray Serve application per shard on the joined cluster, wait until each
+    has loaded, and return the front's fan-out over their handles."""
     serve = _serve()
     serve.start(proxy_location="Disabled")  # no HTTP proxy: the FastAPI app is the front
     handles = []
@@ -153,9 +143,7 @@ def sharded_gallery(
     settings: IndexSettings | None = None,
     ray_address: str = "auto",
 ) -> Gallery:
-    """The gallery in ``gallery_folder``, read-only, its photos searched on the Ray
-    Serve shards of ``shards_folder`` (joining the Ray cluster at ``ray_address`` unless
-    this process already has)."""
+    """The gallery, read-only, searched on the shards of ``shards_folder``."""
     import ray
 
     shard_set = ShardSet.read(shards_folder)

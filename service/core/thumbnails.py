@@ -1,10 +1,7 @@
 """Small JPEGs of gallery photos for grids (``/images/{id}/thumbnail``), kept in memory.
 
-A phone's photo is 3–12 MB; a grid of a few hundred shows each in a box of about 200
-pixels. A thumbnail is made once (``thumbnail_jpeg``: decoded at reduced scale, so a
-12-megapixel JPEG costs a few tens of milliseconds) and kept in a least-recently-used
-cache bounded in bytes, keyed by the file's path, modification time and size: a file
-changed on disk gets a new thumbnail and a new ``ETag``.
+A thumbnail is made once (``thumbnail_jpeg``) and kept in an LRU cache bounded in bytes,
+keyed by the file's path, modification time and size (a changed file gets a new ``ETag``).
 """
 
 from __future__ import annotations
@@ -53,8 +50,7 @@ class Thumbnails:
         self._lock = threading.Lock()
 
     def get(self, path: Path, stat: os.stat_result, size: int, etag: str) -> Thumbnail:
-        """The thumbnail of the file at ``path`` (as ``stat`` found it); PhotoError if it
-        cannot be decoded."""
+        """The thumbnail of the file at ``path``; PhotoError if undecodable."""
         key = (str(path), stat.st_mtime_ns, stat.st_size, size)
         with self._lock:
             data = self._cache.get(key)

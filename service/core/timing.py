@@ -1,9 +1,7 @@
 """Stage timings: each stage of a request's work is timed into its answer and observed.
 
-    with stages.stage("parse", timings):     # timings["parse"] += milliseconds
-        ...
-
-``observe`` (the app's metrics, by default nothing) gets every stage's seconds.
+with stages.stage("parse", timings):     # timings["parse"] += milliseconds
+    ...     # and ``observe`` (the app's metrics) gets the seconds
 """
 
 from __future__ import annotations

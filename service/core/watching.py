@@ -1,16 +1,8 @@
 """``groundsearch serve --watch PATH``: the server keeps photo folders indexed itself.
 
-    watching = Watching.start(settings, model, gallery)    # a thread of the server
-    watching.close()                                       # before the gallery closes
-
-The one-container case: no second process writes the gallery. A ``FolderWatcher``
-(``index/ingest/watcher.py``) runs in a background thread over an ``Indexer`` that shares the
-server's checkpoint and gallery, so each commit refreshes the very indexes the routes
-search (``IndexedFiles.add_files`` → ``SearchIndexes.refresh``): a photo is searchable as
-soon as it is committed. Its photos are embedded by ``watch_workers`` CNN processes of
-their own (0: in this process, on the watcher's niced thread); the server's own photo
-routes keep their admission slots. What the watcher does is logged
-(``groundsearch.index.ingest.watcher``).
+A ``FolderWatcher`` runs in a background thread over an ``Indexer`` that shares the
+server's checkpoint and gallery, so a photo is searchable as soon as it is committed. Its
+photos are embedded by ``watch_workers`` CNN processes of their own (0: in this process).
 """
 
 from __future__ import annotations
@@ -45,8 +37,7 @@ class Watching:
 
     @classmethod
     def start(cls, settings: ServiceSettings, model: Embedder, gallery: Gallery) -> Watching:
-        """Start keeping ``settings.watch_folders`` indexed into ``gallery``; raises
-        ``IndexingError`` for a folder that does not exist."""
+        """Start keeping ``settings.watch_folders`` indexed (``IndexingError`` if missing)."""
         indexer = Indexer(
             settings.watch_folders,
             settings.index_path,
@@ -71,8 +62,7 @@ class Watching:
             log.exception("the folder watcher stopped")
 
     def close(self) -> None:
-        """Stop watching (the batch under way commits what it embedded), then the CNN
-        processes; the gallery stays open (the server's)."""
+        """Stop watching, then the CNN processes; the gallery stays open."""
         self.stop.set()
         self.thread.join(STOP_SECONDS)
         if self.thread.is_alive():

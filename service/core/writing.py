@@ -1,16 +1,10 @@
 """Written sentences: the caption decoder (Kiros et al. 2014) writes words for a vector.
 
-``served_decoder`` picks the decoder the settings name (the shipped one is skipped, not an
-error, when another checkpoint is served); ``served_captioner`` builds the ``Captioner``
-the server and the CLI both write with; ``Captioner`` writes for ``/describe``,
-``/paraphrase`` and ``/arithmetic?sentence=true``, re-ranking the beam by how close each
-sentence's own vector (through the text front door) is to the vector written for.
-
-For a photo (``/describe``), the backbone's ImageNet classifier reads the same pooled
-features (no second CNN pass) and its confident everyday words (``NovelWords``) constrain
-the sentence to name one of them. A vector of ``/paraphrase`` or ``/arithmetic`` has no
-features: what a photo's classes say need not hold of "photo − dog + cat", so those
-sentences are written unconstrained.
+``served_decoder`` picks the decoder the settings name (the shipped one is skipped when
+another checkpoint is served); ``Captioner`` writes for ``/describe``, ``/paraphrase`` and
+``/arithmetic?sentence=true``, re-ranking the beam by each sentence's own vector. For a
+photo, its classifier's confident everyday words (``NovelWords``) constrain the sentence;
+other vectors are written unconstrained.
 """
 
 from __future__ import annotations
@@ -49,9 +43,7 @@ def served_captioner(
     sentences: Sentences,
     stages: Stages,
 ) -> Captioner:
-    """The served caption decoder (``served_decoder``), its sentences constrained by the
-    classifier's and the word tagger's words (``decoder_novel``) and re-ranked through
-    ``sentences``."""
+    """The served decoder, with ``NovelWords`` and re-ranking through ``sentences``."""
     decoder, status = served_decoder(settings, identity)
     novel = NovelWords.for_decoder(
         decoder if settings.decoder_novel else None,
@@ -70,8 +62,7 @@ def served_captioner(
 
 
 def caption_tagger(backbone: str) -> WordTagger | None:
-    """The shipped word tagger when it reads ``backbone``'s features (a checkpoint on
-    another backbone writes with the classifier's words alone)."""
+    """The shipped word tagger when it reads ``backbone``'s features."""
     try:
         return WordTagger.load(backbone=backbone)
     except TaggerError as e:
@@ -86,9 +77,7 @@ class NoDecoder(RuntimeError):
 def served_decoder(
     settings: ServiceSettings, identity: dict[str, str]
 ) -> tuple[CaptionDecoder | None, str]:
-    """The caption decoder and a line for ``/ready``. The shipped decoder is skipped when
-    it was trained on another checkpoint; a decoder file named in the settings must
-    match, or the server does not start."""
+    """The caption decoder and a line for ``/ready``."""
     if settings.decoder == "none":
         return None, "none"
     default = settings.decoder == "default"

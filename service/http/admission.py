@@ -1,20 +1,11 @@
 """Admission control: a bounded amount of work of each kind, and a quick "no" beyond it.
 
-Each kind of work (``parse``: parsing and encoding sentences; ``cnn``: decoding photos and
-running the backbone) has a ``Gate`` of ``concurrency`` slots and a waiting line of
-``queue`` places. A request takes a slot, or a place in line while the slots are busy; when
-the line is full too it is refused at once (429 with ``Retry-After``) instead of waiting
-seconds behind work the machine cannot finish sooner. The gates live on the event loop's
-thread (no locks); their counters feed ``/metrics``.
-
-Each route declares its work where it is defined (``declare_work`` as its
-``openapi_extra``, shown in the API description): the kinds it takes, the query
-parameters that make it take them, and whether its body is a photo upload.
-``EarlyRefusal`` reads those declarations and answers the 429 before routing,
-dependencies or reading an upload's body, when a request's kind of work is already full:
-under overload most requests are refusals, and they must cost next to nothing. The
-routes take their slots from the same declarations (``Admission.slots_for``: a line may
-fill between the two), so what a route takes is written once, on its decorator.
+Each kind of work (``parse``, ``cnn``) has a ``Gate`` of ``concurrency`` slots and a line
+of ``queue`` places; beyond both a request is refused at once (429 with ``Retry-After``).
+Gates live on the event loop's thread (no locks) and feed ``/metrics``. Each route
+declares its work on its decorator (``declare_work``); ``EarlyRefusal`` reads the
+declarations to refuse before routing or reading a body, and the routes take their slots
+from the same declarations (``Admission.slots_for``).
 """
 
 from __future__ import annotations
@@ -43,9 +34,8 @@ _OFF = {"", "0", "false", "no", "off"}
 
 
 def declare_work(upload: bool = False, **kinds: tuple[str, ...]) -> dict[str, Any]:
-    """A route's ``openapi_extra``: each kind of work it takes (``parse``, ``cnn``) with
-    the query parameters that make it take that work (none: every request does), and
-    whether its body is a photo upload (``upload``: size-limited before it is read)."""
+    """A route's ``openapi_extra``: each kind of work it takes with the query parameters
+    that make it take it (none: always), and whether its body is a photo ``upload``."""
     return {WORK_KEY: {"kinds": {k: list(p) for k, p in kinds.items()}, "upload": upload}}
 
 
@@ -58,9 +48,7 @@ class RouteWork:
     upload: bool
 
     def needs(self, query: dict[str, list[str]]) -> tuple[str, ...]:
-        """The kinds of work a request with this query string takes (a parameter the
-        route reads from its body, such as an upload's captions, asks for none here: the
-        route takes that slot once it has read them)."""
+        """The kinds of work a request with this query string takes."""
         return _needed(self.kinds, query, {})
 
 
@@ -186,10 +174,9 @@ class Admission:
     def slots_for(
         self, request: Request, cached: bool = False, **read: object
     ) -> AbstractAsyncContextManager[None]:
-        """The slots this request takes, as its route declares them (``declare_work``):
-        each kind the route always takes, and each whose parameters this request asks for
-        — the values the route has read (``read``, e.g. an upload's ``captions``), else
-        the query string's. ``cached``: the query's vector is cached, no parse."""
+        """The slots this request takes as its route declares them: each kind it always
+        takes, and each whose parameters (``read``, else the query string's) it asks
+        for; ``cached``: the query's vector is cached, no parse."""
         query = parse_qs(request.scope.get("query_string", b"").decode("latin-1"))
         kinds = _needed(_declared(request.scope.get("route")), query, read)
         return self.slots(*(k for k in kinds if not (cached and k == "parse")))

@@ -1,13 +1,7 @@
 """The FastAPI application, made by ``create_app``.
 
-    app = create_app()                        # settings from GROUNDSEARCH_* variables
-    app = create_app(settings, components)    # components loaded elsewhere (tests)
-
-Without components, the app loads them (``Components.load``) in a worker thread at
-startup: ``/health`` answers at once, ``/ready`` says 503 until the checkpoint, parser,
-backbone and gallery are loaded, and the other routes answer 503 meanwhile. Once loaded,
-the capabilities over them (``Capabilities.over``) are built once; each route gets its
-own through ``service.http.deps``.
+Without components the app loads them in a worker thread at startup: ``/health`` answers
+at once, ``/ready`` and the other routes answer 503 until they are loaded.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Prometheus metrics: request latency per route, time per stage, admission (refusals,
-queue depths, work in flight) per kind of work, gallery sizes.
-
-Each app gets its own registry (apps made by the factory in one process, as in tests,
-never share or collide).
-"""
+"""Prometheus metrics: request latency per route, time per stage, admission per kind of
+work, gallery sizes; each app has its own registry."""
 
 from __future__ import annotations
 
@@ -80,8 +76,7 @@ class Metrics:
 
 
 class MetricsMiddleware:
-    """Pure ASGI middleware timing every request under its route template
-    (``/images/{image_id}``), so that ids do not make a label each."""
+    """ASGI middleware timing every request under its route template."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app, self.metrics = app, metrics

@@ -1,10 +1,7 @@
 """The OpenAPI document, made true to what the server does.
 
-FastAPI's document is completed with what it cannot know by itself: the limits that are
-settings (``k`` ≤ ``max_k``, text length, captions per photo, upload size), the photo
-formats an upload may be in (so clients, and fuzzers, send images), and one error body
-(``Problem``, ``application/problem+json``) in place of FastAPI's own validation-error
-shape, whose 422 answers the service reshapes into problems.
+FastAPI's document is completed with the limits that are settings, the photo formats
+an upload may be in, and one error body (``Problem``) in place of FastAPI's own.
 """
 
 from __future__ import annotations

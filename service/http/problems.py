@@ -1,15 +1,11 @@
-"""Every error the service answers, as RFC 9457 problem details.
-
-One body shape for all errors — the service's own refusals, FastAPI's validation errors,
-Starlette's 404/405 and the admission control's 429 — served as
-``application/problem+json``::
+"""Every error the service answers, as RFC 9457 problem details
+(``application/problem+json``)::
 
     {"type": "/problems/unusable-text", "title": "Unusable text", "status": 404,
      "detail": "text has no word the model knows ...", "instance": "/search"}
 
-``type`` names the kind of problem (a relative URI; docs/API.md lists them); validation
-errors add ``errors``, one entry per field. ``responses(...)`` declares a route's error
-statuses in the OpenAPI document with this schema.
+Validation errors add ``errors``, one per field. ``responses(...)`` declares a route's
+error statuses in the OpenAPI document.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Uploaded photos: bytes → RGB image, or an ``UploadError`` carrying the HTTP status.
 
-Nothing is decoded before the size checks: the byte limit is applied while reading,
-the pixel limit on the header (``groundsearch.model.runtime.images.photos``, the one
-photo decoder), so a decompression bomb is refused before it allocates anything.
+The byte limit is applied while reading and the pixel limit on the header, before
+anything is decoded.
 """
 
 from __future__ import annotations
@@ -37,8 +36,7 @@ def check_size(data: bytes, max_bytes: int) -> bytes:
 
 
 def read_photo(data: bytes, max_pixels: int, min_side: int) -> tuple[Image.Image, str]:
-    """Decode an upload to RGB (one of ``EXTENSIONS``' formats), no larger than a model
-    resizing it to ``min_side`` needs; UploadError if it fails."""
+    """Decode an upload to RGB, no larger than ``min_side`` needs; UploadError if it fails."""
     try:
         return decode_photo(data, max_pixels, formats=EXTENSIONS, min_side=min_side)
     except PhotoError as exc:

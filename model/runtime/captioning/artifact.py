@@ -1,9 +1,7 @@
 """Saving and loading caption decoders, with the joint model they were trained on.
 
-A decoder learned to read one joint model's space: the artifact records that model's
-identity (the SHA-256 of its checkpoint, as galleries record it) and dimension, and
-``load_decoder`` refuses it against another. Weights are stored as float16 (float32
-once loaded); the file holds only tensors and plain values (a weights-only load).
+The artifact records the joint model's identity and dimension, and ``load_decoder``
+refuses it against another. Weights are float16 tensors (a weights-only load).
 """
 
 from __future__ import annotations
@@ -68,9 +66,8 @@ def read_decoder_state(path: Path) -> dict[str, Any]:
 
 
 def restamp_decoder(path: Path, joint: Mapping[str, str]) -> None:
-    """Record another joint model's identity in a decoder (in place, atomically): for a
-    checkpoint whose channel settings changed but whose joint part (what the decoder
-    reads) did not (``groundsearch set-concepts --decoder``)."""
+    """Record another joint model's identity in a decoder (in place, atomically), for a
+    checkpoint whose joint part did not change (``set-concepts --decoder``)."""
     state = read_decoder_state(path)
     state["joint"] = dict(joint)
     torch_save(state, path)
@@ -79,9 +76,8 @@ def restamp_decoder(path: Path, joint: Mapping[str, str]) -> None:
 def load_decoder(
     path: Path, identity: Mapping[str, str] | None = None, dim: int | None = None
 ) -> CaptionDecoder:
-    """The decoder at ``path`` in eval mode; DecoderError if it was trained on another
-    joint model than ``identity`` (e.g. ``joint_identity(checkpoint)``) or for vectors
-    of another size than ``dim`` (None: not checked)."""
+    """The decoder at ``path`` in eval mode; DecoderError if trained on another joint
+    model than ``identity`` or for another ``dim`` (None: not checked)."""
     state = read_decoder_state(Path(path))
     if identity is not None and state["joint"] != dict(identity):
         raise DecoderError(

@@ -1,12 +1,9 @@
 """Beam search over a caption decoder, for many vectors at once.
 
-Each row keeps ``beam`` live hypotheses; a hypothesis that picks ``<eos>`` is finished
-and scored by its log-probability divided by length**``length_penalty`` (length counts
-``<eos>``). A row stops once it has ``beam`` finished sentences and no live one scores
-better than the last of them; at ``max_len`` words only ``<eos>`` may follow. Repeating
-a content word (any word but ``STOPWORDS``) or an n-gram of ``no_repeat_ngram`` words
-costs ``repeat_penalty`` (inf: forbidden). No sampling: the same input gives the same
-sentences.
+Each row keeps ``beam`` live hypotheses; a finished one is scored by its log-probability
+over length**``length_penalty``. A row stops once no live hypothesis beats its ``beam``
+finished ones. Repeating a content word or an n-gram of ``no_repeat_ngram`` words costs
+``repeat_penalty`` (inf: forbidden). Deterministic.
 """
 
 from __future__ import annotations
@@ -154,10 +151,8 @@ def _settled(
 @dataclass(frozen=True)
 class Constraints:
     """Words a row's sentence must contain one of (Anderson et al. 2017), as ids of the
-    decoder's vocabulary extended by ``borrowed`` words: id ``len(vocab) + j`` is
-    ``borrowed[j]``, written where the decoder would write its trained word
-    ``sources[j]`` (DCC, Hendricks et al. 2016: a word the captions never used borrows
-    the input and output weights of its nearest trained word)."""
+    vocabulary extended by ``borrowed`` words: id ``len(vocab) + j`` is ``borrowed[j]``,
+    which borrows the weights of trained word ``sources[j]`` (DCC)."""
 
     rows: list[list[int]]  # per row, the constraint word ids (empty: unconstrained)
     borrowed: tuple[str, ...] = ()
@@ -182,12 +177,9 @@ def constrained_search(
     decoder: CaptionDecoder, v: torch.Tensor, s: BeamSettings, constraints: Constraints
 ) -> list[list[Generated]]:
     """``s.beam`` sentences for each unit vector of ``v`` (n × dim), best first, that
-    contain one of its row's constraint words (constrained beam search, Anderson et al.
-    2017, with a two-state automaton: not yet / already met). Each state keeps its own
-    ``beam`` hypotheses; a hypothesis moves to the met state by writing a constraint
-    word. Sentences that never met a constraint (none fitted in ``max_len`` words) come
-    after those that did. A borrowed word's log-probability is its source word's, and
-    it is written only as a constraint."""
+    contain one of its row's constraint words (constrained beam search with two states,
+    not yet / already met, each with its own beam; sentences that never met one come
+    last). A borrowed word scores as its source word, written only as a constraint."""
     vocab = decoder.vocab
     n, k, size = len(v), s.beam, len(vocab)
     extra = len(constraints.borrowed)

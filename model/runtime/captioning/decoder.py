@@ -1,11 +1,7 @@
 """An LSTM language model conditioned on a point of the joint space (Kiros et al. 2014).
 
-The unit joint vector ``v`` (a photo's ``W_I z`` or a sentence's vector) sets the LSTM's
-initial state (``h0, c0 = tanh(A v), tanh(B v)``) and, projected (``C v``), is fed beside
-the word vector at every step, so the sentence cannot drift away from it::
-
-    decoder = load_decoder(path)
-    decoder.generate(vectors, beam=3)    # [[Generated(text, score), …] per row, best first]
+The unit joint vector ``v`` sets the initial state (``h0, c0 = tanh(A v), tanh(B v)``)
+and ``C v`` is fed beside the word vector at every step.
 """
 
 from __future__ import annotations
@@ -66,12 +62,8 @@ class CaptionDecoder(nn.Module):
         )
         self.eval()
 
-    # --- the model ------------------------------------------------------------------------
-
     def unit(self, vectors: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """The first ``dim`` columns of ``vectors`` (n × ≥ dim) as float32 rows of unit
-        length. Columns after the joint part (the concept channel that a checkpoint may
-        append, ``model.runtime.concepts``) are not read."""
+        """The first ``dim`` columns of ``vectors`` (the joint part) as unit float32 rows."""
         v = torch.as_tensor(np.asarray(vectors, dtype=np.float32))
         if v.ndim != 2 or v.shape[1] < self.config.dim:
             raise ValueError(f"vectors must be n × {self.config.dim}, got {tuple(v.shape)}")
@@ -83,8 +75,7 @@ class CaptionDecoder(nn.Module):
         return torch.tanh(self.cond(v)), state
 
     def forward(self, v: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        """Next-word logits (B × T × V) for input tokens (B × T, starting with ``<bos>``)
-        under unit vectors ``v`` (B × dim): teacher forcing."""
+        """Next-word logits (B × T × V) for tokens (B × T) under vectors ``v``: teacher forcing."""
         cond, state = self.start(v)
         words = self.drop(self.embed(tokens))
         steps = torch.cat([words, cond[:, None].expand(-1, tokens.shape[1], -1)], dim=2)
@@ -102,8 +93,6 @@ class CaptionDecoder(nn.Module):
         hidden, state = self.lstm(x, state)
         return torch.log_softmax(self.out(hidden[:, 0]), dim=1), state
 
-    # --- writing --------------------------------------------------------------------------
-
     @torch.no_grad()
     def generate(
         self,
@@ -116,13 +105,9 @@ class CaptionDecoder(nn.Module):
         batch_size: int = 256,
         constraints: Constraints | None = None,
     ) -> list[list[Generated]]:
-        """For each row of ``vectors`` (n × dim; normalised here), ``beam`` sentences,
-        best first, by beam search: scores are log-probabilities divided by
-        length**``length_penalty``; a repeated content word or n-gram of
-        ``no_repeat_ngram`` words costs ``repeat_penalty`` (inf: never). A row with
-        ``constraints`` (``beam.Constraints``; e.g. ``NovelWords.constraints``) gets the
-        best sentences that contain one of its words; the others are searched as
-        without (the same sentences, bit for bit)."""
+        """For each row of ``vectors``, ``beam`` sentences, best first, by beam search
+        (``captioning.beam``); a row with ``constraints`` gets the best sentences that
+        contain one of its words, the others exactly as without."""
         if self.training:
             raise RuntimeError("generate() needs eval mode (call .eval())")
         settings = BeamSettings(beam, max_len, length_penalty, repeat_penalty, no_repeat_ngram)

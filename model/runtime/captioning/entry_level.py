@@ -1,13 +1,7 @@
 """The everyday noun people say for each ImageNet class (the *entry-level* word).
 
-``model/artifacts/entry_level.tsv`` (made by ``model.training.entry_level`` and
-reviewed) maps each of the classifier's 1,000 classes to one word ("laptop" for
-"notebook", "dog" for every breed, "burger" for "cheeseburger") or to none (a class
-never named: ambiguous, too fine to say, or a misfire risky to put in a sentence).
-
-    names = EntryLevel.load()
-    names.word(620)          # "laptop"
-    names.classes[620]       # "laptop"  (the classifier's own name)
+``model/artifacts/entry_level.tsv`` (``model.training.entry_level``, reviewed) maps each
+class to one word ("laptop" for "notebook", "dog" for every breed) or to none.
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
-"""Sentences that name what the CNN sees: the backbone's ImageNet classifier, read on the
-same pooled features the joint model embeds, says which everyday words
-(``entry_level``) a photo shows; the decoder is then asked for the best sentence that
-contains one of the confident ones (constrained beam search, Anderson et al. 2017). A
-word the decoder never learned borrows its nearest trained word's weights (DCC,
-Hendricks et al. 2016): it is scored as that word and fed back as it. With a word
-tagger (``model.runtime.tagger``: Flickr8k's caption nouns, DCC's lexical classifier),
-the caption nouns a decoder never learned are candidates too, for what ImageNet has no
-class for (snow, a motorcycle) or sees poorly in Flickr8k's scenes (a horse far off).
+"""Sentences that name what the CNN sees.
 
-    novel = NovelWords.for_decoder(decoder, backbone)
-    seen = novel.seen(features)                    # what the classifier saw, per photo
-    c = novel.constraints(features)                # the confident words, as Constraints
-    decoder.generate(vectors, constraints=c)
+The backbone's classifier says which everyday words (``entry_level``) a photo shows (and
+the word tagger which caption nouns), and the decoder writes the best sentence containing
+a confident one (constrained beam search, Anderson et al. 2017); a word it never learned
+borrows its nearest trained word's weights (DCC, Hendricks et al. 2016).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,31 +21,22 @@ from groundsearch.model.runtime.images.backbones import ImageNetHead
 from groundsearch.model.runtime.tagger import WordTagger
 
 #: A word the decoder never learned is a constraint when the classes it names add up to
-#: this probability (chosen on Flickr8k dev: the best held-out-concept mention F1 of the
-#: settings that cost the shipped decoder at most 1 CIDEr-D and 0.5 BLEU-4 on dev;
-#: docs/RESULTS.md, "Sentences that name what the CNN sees").
+#: this probability (chosen on Flickr8k dev; docs/RESULTS.md).
 THRESHOLD = 0.15
-#: A word the decoder learned is one from this probability only: it says such words
-#: unaided where it can, and the classifier overrules it only when nearly sure (chosen on
-#: the shipped decoder's dev captions, under the same cost bound).
+#: A word the decoder learned is one from this probability only (chosen on dev).
 LEARNED_THRESHOLD = 0.8
 #: At most this many confident words per photo (the sentence must contain one of them).
 COUNT = 3
 #: A word the decoder never learned is a constraint when the word tagger gives it this
-#: probability (chosen on Flickr8k dev with the held-out decoder, 0.1–0.3 tried, for the
-#: image-layer model and its tagger: docs/RESULTS.md).
+#: probability (chosen on Flickr8k dev; docs/RESULTS.md).
 TAGGER_THRESHOLD = 0.1
-#: Of the words only the tagger speaks for, at most this many per photo (its most
-#: probable): its nouns include people and parts ("biker", "racer") that a sentence can
-#: fit anywhere, and given the choice the decoder took them over the thing ("bike").
+#: Of the words only the tagger speaks for, at most this many per photo (its nouns
+#: include people and parts, "biker", that the decoder took over the thing, "bike").
 TAGGER_COUNT = 1
 #: Learned words among the decoder's this many most frequent are always left to it.
 KNOWN = 0
-#: Entry-level words Flickr8k's captions mostly use in another sense ("people watch",
-#: "an orange shirt", "a tank top", "a dog can…"): a decoder that knows them would meet
-#: the constraint with the wrong sense, and a borrowed word would take their place as a
-#: verb or an adjective. They are never constraints for a decoder that knows them, and
-#: never lend their weights.
+#: Entry-level words Flickr8k's captions mostly use in another sense ("people watch", "an
+#: orange shirt"): never constraints for a decoder that knows them, never lenders.
 AMBIGUOUS = frozenset(
     {
         "bow", "box", "can", "dock", "drink", "duck", "fan", "fly", "light", "monitor",
@@ -63,8 +47,8 @@ AMBIGUOUS = frozenset(
 
 @dataclass(frozen=True)
 class Seen:
-    """One class the classifier saw: its everyday word (``""``: never named), its
-    ImageNet name and index, its probability, and the word's (its classes' sum)."""
+    """One class the classifier saw: its word (``""``: never named), ImageNet name and
+    index, probability, and the word's (its classes' sum)."""
 
     word: str
     imagenet_class: str
@@ -74,16 +58,8 @@ class Seen:
 
 
 class NovelWords:
-    """The classifier's confident classes as words a decoder can be constrained to.
-
-    Args:
-        head: the backbone's ImageNet classifier.
-        table: class → entry-level word.
-        decoder: the decoder the constraints are for (its vocabulary decides which
-            words are borrowed, and from which trained word); None: only ``seen``.
-        tagger: the word tagger; its words the decoder never learned become candidates
-            from ``tagger_threshold`` (the table's words: from either source's threshold).
-    """
+    """The classifier's (``head``, named by ``table``) and the ``tagger``'s confident
+    words, as constraints for ``decoder`` (None: only ``seen``)."""
 
     def __init__(
         self,
@@ -113,9 +89,7 @@ class NovelWords:
             self.tagged = tagger_words(tagger, decoder)
             self.words = self.words + [w for w in self.tagged if w not in set(self.words)]
         column = {w: j for j, w in enumerate(self.words)}
-        #: class × word: which word each class is called by (never-named classes: none)
         self.to_word = np.zeros((len(table), len(self.words)), np.float32)
-        #: tagger column → word column, for the tagged words
         own = {w: j for j, w in enumerate(tagger.words)} if tagger is not None else {}
         self.tag_columns = [own[w] for w in self.tagged]
         self.tag_targets = [column[w] for w in self.tagged]
@@ -139,28 +113,13 @@ class NovelWords:
         decoder: CaptionDecoder | None,
         backbone: str,
         table: EntryLevel | None = None,
-        threshold: float = THRESHOLD,
-        count: int = COUNT,
-        known: int = KNOWN,
-        learned_threshold: float = LEARNED_THRESHOLD,
-        tagger: WordTagger | None = None,
-        tagger_threshold: float = TAGGER_THRESHOLD,
+        **options: Any,
     ) -> NovelWords:
-        """The words of ``backbone``'s own ImageNet classifier (and ``tagger``'s), for
-        ``decoder``."""
+        """The words of ``backbone``'s own classifier for ``decoder`` (``options``: the
+        keyword arguments of ``NovelWords``)."""
         from groundsearch.model.runtime.images.backbones import imagenet_head
 
-        return cls(
-            imagenet_head(backbone),
-            table or EntryLevel.load(),
-            decoder,
-            threshold,
-            count,
-            known,
-            learned_threshold,
-            tagger,
-            tagger_threshold,
-        )
+        return cls(imagenet_head(backbone), table or EntryLevel.load(), decoder, **options)
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """The classifier's softmax (n × 1000) for pooled (un-normalised) features."""
@@ -201,11 +160,10 @@ class NovelWords:
         return out
 
     def speaks_for(self, word: str, probability: float, tagged: float = 0.0) -> bool:
-        """Whether the classifier constrains ``word`` seen with ``probability``: a word
-        the decoder never learned from ``threshold`` (or the tagger's ``tagged``
-        probability from ``tagger_threshold``); one it learned from
-        ``learned_threshold``, unless among its ``known`` most frequent (ids 4 …
-        known + 3) or ``AMBIGUOUS``."""
+        """Whether ``word`` seen with ``probability`` (the tagger's: ``tagged``) is a
+        constraint: a word the decoder never learned from ``threshold`` (or
+        ``tagger_threshold``), one it learned from ``learned_threshold`` unless among
+        its ``known`` most frequent or ``AMBIGUOUS``."""
         if self.decoder is None or word not in self.ids:
             return False
         i = self.ids[word]
@@ -220,16 +178,14 @@ class NovelWords:
         )
 
     def confident(self, features: np.ndarray) -> list[list[str]]:
-        """For each photo, the words (at most ``count``) the classifier speaks for
-        (``speaks_for``), most probable first."""
+        """For each photo, the words (at most ``count``) spoken for, most probable first."""
         return self.pick(
             self.word_probabilities(self.probabilities(features)), self.tag_probabilities(features)
         )
 
     def pick(self, pw: np.ndarray, tw: np.ndarray) -> list[list[str]]:
-        """``confident`` from the word probabilities of the classifier (``pw``) and the
-        tagger (``tw``): most probable first, at most ``count`` words, of which at most
-        ``TAGGER_COUNT`` spoken for by the tagger alone."""
+        """``confident`` from the classifier's (``pw``) and tagger's (``tw``) word
+        probabilities, at most ``TAGGER_COUNT`` spoken for by the tagger alone."""
         out = []
         for row, tags in zip(pw, tw, strict=True):
             words: list[str] = []
@@ -276,10 +232,8 @@ def tagger_words(tagger: WordTagger, decoder: CaptionDecoder) -> tuple[str, ...]
 def borrow_sources(
     decoder: CaptionDecoder, words: tuple[str, ...], nouns: list[str] | None = None
 ) -> list[int]:
-    """For each word the decoder never learned, the row of its nearest trained word by
-    GloVe cosine (DCC), among the decoder's content words GloVe knows — among
-    ``nouns`` only when given (the entry-level words less ``AMBIGUOUS``: a noun borrows
-    a noun's place in a sentence, not a verb's or an adjective's)."""
+    """For each word the decoder never learned, the row of its nearest trained content
+    word by GloVe cosine (DCC), among ``nouns`` less ``AMBIGUOUS`` when given."""
     from groundsearch.model.runtime.concepts import glove_table
 
     index, unit = glove_table()

@@ -26,8 +26,7 @@ def rerank(
     embed_texts: EmbedTexts,
     lm_weight: float = 0.0,
 ) -> list[list[Generated]]:
-    """Each beam re-sorted by cosine(vector, embedding of the sentence) plus
-    ``lm_weight`` × its decoder score; the new score is that sum."""
+    """Each beam re-sorted by cosine(vector, sentence) + ``lm_weight`` × decoder score."""
     if len(vectors) != len(beams):
         raise ValueError(f"{len(vectors)} vectors but {len(beams)} beams")
     texts = [g.text for b in beams for g in b]

@@ -39,8 +39,7 @@ def sentence(tokens: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class DecoderVocab:
-    """The decoder's words: the four specials (``<pad>`` is row 0), then training words
-    by frequency."""
+    """The decoder's words: four specials (``<pad>`` row 0), then words by frequency."""
 
     words: tuple[str, ...]
 

@@ -74,11 +74,8 @@ class WordRNN(nn.Module):
 
 
 class CharGRUAttention(nn.Module):
-    """Characters → 1-layer bi-GRU → self-attention pooling → joint space.
-
-    Merkx & Frank (2019): 20-d character embeddings, a bidirectional GRU and an
-    attention layer with 128 hidden units.
-    """
+    """Characters → 1-layer bi-GRU → self-attention pooling → joint space (Merkx & Frank
+    2019: 20-d character embeddings, attention with 128 hidden units)."""
 
     def __init__(
         self,
@@ -141,12 +138,9 @@ class CharInventory:
 
 
 class MerkxFrankCharEncoder(nn.Module):
-    """Merkx & Frank (2019) as published: 20-d embeddings of raw characters, one
-    bidirectional GRU layer and vector-valued self-attention (an MLP with 128 hidden
-    units gives a weight per time step *and dimension*, softmax over time, applied
-    element-wise). The pooled 2·``rnn_hidden`` vector is the sentence embedding: there
-    is no projection, so ``hidden`` must be 2·``rnn_hidden``. Their variants: ``cell``
-    ``lstm`` and ``pooling`` ``max`` (max over time instead of attention).
+    """Merkx & Frank (2019) as published: 20-d character embeddings, a bi-GRU and
+    vector-valued self-attention (a weight per time step and dimension); no projection,
+    so ``hidden`` must be 2·``rnn_hidden``. Variants: ``cell`` ``lstm``, ``pooling`` ``max``.
     """
 
     def __init__(

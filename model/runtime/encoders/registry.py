@@ -1,14 +1,10 @@
 """Every sentence encoder by name: what it reads, its own options, how it is built, which
-matrices it needs.
+matrices it needs. Adding an encoder touches this table only.
 
-Adding an encoder touches this table only: the joint model, its checkpoints, the
-command line (``--encoder`` and the options' flags) and the service find it here.
-
-Each encoder family owns a frozen options dataclass (``TreeRNNOptions``, …); the joint
-model's ``JointConfig`` holds what every encoder shares (the space's size, the image
-projection, the seed) and the chosen encoder's options. Option names are one flat
-namespace across families (a checkpoint stores them flat beside the shared fields, and
-each becomes one ``groundsearch train`` flag), so a name two families share means the same.
+Each encoder family owns a frozen options dataclass (``TreeRNNOptions``, …) beside the
+shared part of ``JointConfig``. Option names are one flat namespace across families (a
+checkpoint stores them flat, each is one ``groundsearch train`` flag), so a name two
+families share means the same.
 """
 
 from __future__ import annotations
@@ -49,8 +45,6 @@ INVENTORIES: dict[str, type[Inventory]] = {
 }
 #: p of the left/right Tree-LSTM when ``max_child_order`` is left at 0.
 TREE_LSTM_LR_ORDER = 3
-
-# --- the options each family owns ----------------------------------------------------------
 
 
 def _freeze_words() -> Any:
@@ -202,9 +196,6 @@ class EncoderSpec(Generic[OptionsT]):
                 f"{self.name} takes {self.options.__name__}, not {type(options).__name__}"
             )
         return options
-
-
-# --- builders and inventories --------------------------------------------------------------
 
 
 def _shared(config: JointConfig) -> dict[str, Any]:

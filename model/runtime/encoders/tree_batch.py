@@ -21,12 +21,9 @@ OTHER = "<other>"
 
 @dataclass(frozen=True)
 class TreeBatch:
-    """Flattened trees. Index ``k`` runs over all nodes of all trees.
-
-    ``matrix_ids[k]`` picks the composition matrix for the edge from node ``k`` to its
-    parent (``-1`` for roots); ``parents[k]`` is the parent's flat index (``-1`` for
-    roots); ``levels[h]`` lists the nodes of height ``h``.
-    """
+    """Flattened trees (index ``k`` over all nodes): ``matrix_ids[k]`` picks the matrix of
+    node ``k``'s edge to its parent, ``parents[k]`` is its parent's index (``-1`` for
+    roots) and ``levels[h]`` lists the nodes of height ``h``."""
 
     word_ids: torch.Tensor
     matrix_ids: torch.Tensor
@@ -80,11 +77,8 @@ def make_batch(
 
 @dataclass(frozen=True)
 class RelationInventory:
-    """The SDT-RNN's matrices: one per frequent collapsed relation.
-
-    A rare relation falls back to its base label (``obl:beneath`` → ``obl``) and then
-    to one shared matrix (``<other>``, index 0).
-    """
+    """The SDT-RNN's matrices: one per frequent collapsed relation; a rare one falls back
+    to its base label (``obl:beneath`` → ``obl``), then to ``<other>`` (index 0)."""
 
     names: tuple[str, ...]
 
@@ -115,12 +109,9 @@ class RelationInventory:
 
 @dataclass(frozen=True)
 class PositionInventory:
-    """Child matrices chosen by the child's side and word distance (ours, the
-    ``dt-rnn-distance`` encoder; the paper's DT-RNN counts children: ``ChildOrderInventory``).
-
-    ``l1`` is the word just left of its head, ``r2`` two words to the right, and so on.
-    A distance never seen in training uses the identity (index ``len(self)``).
-    """
+    """Child matrices by the child's side and word distance (``l1``: just left of its head,
+    ``r2``: two words right; the ``dt-rnn-distance`` encoder). A distance never seen in
+    training uses the identity (index ``len(self)``)."""
 
     names: tuple[str, ...]
 
@@ -174,16 +165,11 @@ def child_orders(tree: DependencyTree) -> list[str]:
 
 @dataclass(frozen=True)
 class ChildOrderInventory:
-    """The paper's DT-RNN matrices (Socher et al. 2014, Eq. 1–3): one per side and
-    order of the child among its head's children on that side (``l1``, ``l2``, …,
-    ``r1``, …, nearest the head first), not per word distance.
-
-    A side keeps its orders up to the last one kept; a child of a higher order shares
-    that last matrix (``build``: the orders seen ``min_count`` times, at most
-    ``max_order`` per side). The left/right Tree-LSTM uses the same inventory with
-    ``max_order = p``: separate parameters for the first p−1 children of each side,
-    the p-th and later ones summed into one slot.
-    """
+    """The paper's DT-RNN matrices (Socher et al. 2014, Eq. 1–3): one per side and order
+    of the child among its head's children (``l1``, ``l2``, …, ``r1``, …, nearest first).
+    A child of a higher order than a side keeps (``build``: seen ``min_count`` times, at
+    most ``max_order``) shares its last matrix; the left/right Tree-LSTM uses it with
+    ``max_order = p``."""
 
     names: tuple[str, ...]
 

@@ -1,11 +1,6 @@
 """Child-sum dependency Tree-LSTM (Tai et al. 2015; as used by Dufour et al.).
 
-    i = σ(W_i x + U_i h̃ + b_i),  o = σ(W_o x + U_o h̃ + b_o),  u = tanh(W_u x + U_u h̃ + b_u)
-    f_k = σ(W_f x + U_f h_k + b_f) for each child k,   h̃ = Σ_k h_k
-    c = i ⊙ u + Σ_k f_k ⊙ c_k,   h = o ⊙ tanh(c)
-
-Composed level by level over a ``TreeBatch`` like the tree RNNs: all nodes of equal
-height in the batch at once, children's sums gathered with ``index_add``.
+Composed level by level over a ``TreeBatch`` (children's sums with ``index_add``).
 """
 
 from __future__ import annotations
@@ -65,18 +60,15 @@ class ChildSumTreeLSTM(nn.Module):
 
 class LeftRightTreeLSTM(nn.Module):
     """Dufour et al.'s left/right dependency Tree-LSTM (their Appendix A): an N-ary
-    Tree-LSTM (Tai et al. 2015) whose child positions are the side and order of a child
-    among its head's children (``ChildOrderInventory``, ``max_order = p``).
-
-    Position ``s`` holds the first, second, … p−1-th left (right) child alone and the
-    p-th and later ones summed: ``h̃_s``, ``c̃_s`` are the sums of the states of the
-    children in ``s``. With ``h̃`` the positions' ``h̃_s`` side by side:
+    Tree-LSTM whose positions ``s`` are a child's side and order (``ChildOrderInventory``,
+    ``max_order = p``: the p-th and later children summed), ``h̃_s``, ``c̃_s`` the sums of
+    the states of the children in ``s``, ``h̃`` them side by side:
 
         i, o, u = σ, σ, tanh(W_iou x + U_iou h̃ + b_iou)      (U_iou: one block per position)
         f_s = σ(W_f^s x + U_f^s h̃_s + b_f^s)                  (a forget gate per position)
         c = i ⊙ u + Σ_s f_s ⊙ c̃_s,   h = o ⊙ tanh(c)
 
-    The batch's ``matrix_ids`` give each child's position. Composed level by level.
+    The batch's ``matrix_ids`` give each child's position.
     """
 
     def __init__(

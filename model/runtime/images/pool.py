@@ -1,14 +1,10 @@
 """CNN features of photo files, computed in worker processes, streamed in order.
 
-``FeaturePool(identity, workers)`` starts ``workers`` "spawn" processes (torch is not
-fork-safe), each with one torch thread and one ``FeatureExtractor``; ``map`` sends them
-batches of paths, at most two batches per worker in flight, and yields each item with
-its float32 features or its ``PhotoError``, in the order the items came. With
-``workers=0`` the same code runs in the calling process.
-
-A worker that dies (a decoder crash) breaks the pool: it is restarted, and the batches
-that were in flight are run again one at a time, alone, a batch that crashes alone then
-photo by photo; a photo that crashes alone is a ``PhotoError("corrupt")``.
+``FeaturePool(identity, workers)`` starts ``workers`` "spawn" processes (one torch thread
+each; ``workers=0``: in this process); ``map`` keeps two batches per worker in flight and
+yields each item with its features or ``PhotoError``, in order. A worker that dies is
+restarted and the batches in flight are rerun alone, then photo by photo; a photo that
+crashes alone is a ``PhotoError("corrupt")``.
 """
 
 from __future__ import annotations
@@ -60,9 +56,7 @@ def _init_worker(identity: str, max_pixels: int, parent: int | None = None) -> N
 
 
 def _exit_with_parent(parent: int, every: float = 1.0) -> None:
-    """End this worker once ``parent`` is gone. A parent killed by SIGKILL runs no
-    shutdown, and its workers would otherwise wait forever (blocked writing a result
-    to a pipe no one reads), each holding its model in memory."""
+    """End this worker once ``parent`` is gone (a parent killed by SIGKILL runs no shutdown)."""
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -91,14 +85,9 @@ class _Job(Generic[T]):
 
 
 class FeaturePool(FeatureBackend):
-    """Worker processes that turn photo files into CNN features (a ``FeatureBackend``).
-
-    Args:
-        identity: the ``FeatureExtractor`` identity (e.g. ``efficientnet-lite0``).
-        workers: processes to start; 0 computes in the calling process.
-        batch_size: photos per task.
-        max_pixels: photos with more pixels are refused (``PhotoError("too-large")``).
-    """
+    """Worker processes that turn photo files into CNN features (a ``FeatureBackend``):
+    ``workers`` processes (0: the calling process) of the ``FeatureExtractor``
+    ``identity``, ``batch_size`` photos per task, refusing more than ``max_pixels``."""
 
     #: The task a worker runs on a batch of paths (tests replace it).
     task: Callable[[list[str]], list[Outcome]] = staticmethod(_run_batch)
@@ -130,8 +119,7 @@ class FeaturePool(FeatureBackend):
     def map(
         self, items: Iterable[T], path_of: Callable[[T], Path]
     ) -> Iterator[tuple[T, np.ndarray | PhotoError]]:
-        """Each item with its photo's features (float32) or ``PhotoError``, in order;
-        ``items`` is read lazily, a few batches ahead of what has been yielded."""
+        """Each item with its photo's features or ``PhotoError``, in order, read lazily."""
         source = iter(items)
         ahead = max(1, 2 * self.workers)
         jobs: deque[_Job[T]] = deque()

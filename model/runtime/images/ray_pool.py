@@ -1,28 +1,12 @@
 """CNN features of photo files on a Ray cluster (``groundsearch index --ray ADDRESS``): the
-``FeatureBackend`` (``images.backend``) beside the local ``FeaturePool``.
+``FeatureBackend`` beside the local ``FeaturePool``.
 
-    with RayFeaturePool("efficientnet-lite2", "local") as pool:
-        for item, result in pool.map(items, lambda item: item.path):
-            ...  # float32 features or PhotoError, as FeaturePool gives them
-
-Ray Data batch inference: the pending photos are read lazily from ``items`` in windows
-(1,024 first, doubling up to ``window``: by default 2,048 per actor, at least 16,384),
-each window one dataset of (index, path) rows (``ray.data.from_items``) mapped by a
-fixed pool of actors (``map_batches`` with a callable class, ``ActorPoolStrategy``),
-each actor loading the backbone once and running ``PhotoBatchEmbedder``, the code
-``FeaturePool``'s workers run, so both paths compute the same features. Ray Data's
-streaming executor bounds what is in flight; results come back unordered, as they
-finish, each with its item. While a window runs, the next one is read from ``items``
-(the caller's hashing overlaps the CNN). An actor pool lives as long as its dataset, so
-each window starts its actors afresh (seconds): large windows keep that a few percent.
-
-Each actor asks for 0.9 CPU (0.9 × CPUs / actors when there are more actors than CPUs):
-actors that take whole CPUs leave Ray Data no room for its own tasks on a small machine.
-Photos must be readable at the same path on every node (a shared filesystem), and
-groundsearch installed there. An actor that dies on a photo (a decoder crash) is
-restarted and its batch retried twice; a window whose job still fails is finished in
-this process by a one-worker ``FeaturePool``, which isolates a crashing photo (unless
-the cluster has embedded nothing yet: then it is the cluster, a ``RayClusterError``).
+Photos are read lazily in windows (1,024 first, doubling up to ``window``), each one Ray
+dataset mapped by a pool of actors running ``PhotoBatchEmbedder``; results come back
+unordered as they finish, while the next window is read. Each actor asks for 0.9 CPU.
+Photos must be readable at the same path on every node. A dying actor's batch is
+retried twice; a window that still fails is finished here by a one-worker
+``FeaturePool`` (a ``RayClusterError`` if the cluster embedded nothing yet).
 """
 
 from __future__ import annotations
@@ -73,11 +57,8 @@ class RayClusterError(RuntimeError):
 
 
 class EmbedBatch:
-    """The Ray Data callable class: one backbone per actor, a batch of paths → features.
-
-    Output columns: ``index`` (as given), ``features`` (float32, zeros for a photo that
-    failed), ``reason`` and ``message`` (empty for a photo that worked).
-    """
+    """The Ray Data callable class: one backbone per actor, a batch of paths → columns
+    ``index``, ``features`` (zeros on failure), ``reason`` and ``message`` (empty on success)."""
 
     def __init__(self, identity: str, max_pixels: int) -> None:
         self.embedder = PhotoBatchEmbedder.in_worker(identity, max_pixels)
@@ -103,17 +84,15 @@ class EmbedBatch:
 
 
 def _retries(map_batches: Callable[..., Any]) -> dict[str, int]:
-    """Bounded retries of a batch whose actor died, where Ray still takes actor options
-    as keywords (deprecated, gone in Ray 2.64): Ray Data's default retries forever, so a
-    photo that crashes the decoder would stall the run."""
+    """Bounded retries of a batch whose actor died, where Ray still takes them as keywords
+    (Ray Data's default retries forever)."""
     kinds = {p.kind for p in inspect.signature(map_batches).parameters.values()}
     return {"max_task_retries": TASK_RETRIES} if inspect.Parameter.VAR_KEYWORD in kinds else {}
 
 
 def _check_reachable(address: str) -> None:
-    """Raise ``OSError`` unless ``host:port`` (or ``ray://host:port``) accepts a TCP
-    connection within ``CONNECT_TIMEOUT``: ``ray.init`` retries an address that does not
-    answer for many minutes."""
+    """``OSError`` unless ``host:port`` (or ``ray://host:port``) accepts a TCP connection
+    within ``CONNECT_TIMEOUT`` (``ray.init`` would retry for minutes)."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         return  # not host:port: left to ray.init
@@ -133,21 +112,12 @@ def _import_ray() -> Any:
 
 
 class RayFeaturePool(FeatureBackend):
-    """Photo files → CNN features on Ray Data actors (a ``FeatureBackend``, like
-    ``FeaturePool``).
+    """Photo files → CNN features on Ray Data actors (a ``FeatureBackend``).
 
-    Args:
-        identity: the ``FeatureExtractor`` identity (e.g. ``efficientnet-lite2``).
-        address: ``local`` starts a cluster on this machine (every core) and stops it at
-            the end; ``auto`` connects to the running cluster; anything else is passed
-            to ``ray.init(address=...)`` (e.g. ``ray://head:10001``). When Ray is already
-            initialised in this process, that connection is used as it is.
-        actors: actors in the pool (default: one per CPU of the cluster).
-        batch_size: photos per actor call.
-        max_pixels: photos with more pixels are refused (``PhotoError("too-large")``).
-        window: pending photos per Ray dataset at most (default: ``PER_ACTOR`` per actor,
-            at least ``WINDOW``).
-        progress: show Ray's progress bars and logs (otherwise only errors).
+    ``address``: ``local`` starts (and stops) a cluster on this machine, ``auto`` joins the
+    running one, anything else goes to ``ray.init`` (an initialised Ray is used as it is).
+    ``actors``: default one per CPU; ``window``: pending photos per dataset (default
+    ``PER_ACTOR`` per actor, at least ``WINDOW``); ``progress``: Ray's bars and logs.
     """
 
     def __init__(
@@ -180,8 +150,7 @@ class RayFeaturePool(FeatureBackend):
         return self
 
     def check(self) -> None:
-        """Fail now (``RayClusterError``) if Ray is missing or the cluster cannot be
-        joined; a ``local`` cluster is started later, once there is a photo to embed."""
+        """``RayClusterError`` now if Ray is missing or the cluster cannot be joined."""
         _import_ray()
         if self.address != "local":
             self.connect()
@@ -241,8 +210,7 @@ class RayFeaturePool(FeatureBackend):
         self._owned = True
 
     def close(self) -> None:
-        """Restore Ray Data's settings; leave the cluster if this pool joined it (a
-        ``local`` one stops)."""
+        """Restore Ray Data's settings; leave the cluster if this pool joined it."""
         if self._ray is not None:
             context = self._ray.data.DataContext.get_current()
             for k, v in self._saved.items():
@@ -258,8 +226,7 @@ class RayFeaturePool(FeatureBackend):
     def map(
         self, items: Iterable[T], path_of: Callable[[T], Path]
     ) -> Iterator[tuple[T, np.ndarray | PhotoError]]:
-        """Each item with its photo's features (float32) or ``PhotoError``, unordered
-        (as the cluster finishes them); ``items`` is read lazily, a window at a time."""
+        """Each item with its features or ``PhotoError``, unordered, a window at a time."""
         source = iter(items)
         size = min(FIRST_WINDOW, self.window)
         window = list(itertools.islice(source, size))

@@ -1,10 +1,8 @@
 """Import torchvision on a CPU-only torch.
 
-PyPI's torchvision 0.28.0 is a CUDA build; on the CPU torch 2.13.0 its import fails
-while registering ``torchvision::nms``. Declaring the schemas of the two operators it
-expects (``nms`` and ``qnms``) first lets models and transforms import and work;
-``torchvision.io`` and ``torchvision.ops`` stay unusable, so images are decoded with
-Pillow. Import torchvision only through :func:`import_torchvision`.
+PyPI's torchvision 0.28.0 (a CUDA build) fails to import on the CPU torch 2.13.0;
+declaring the ``nms`` and ``qnms`` schemas first lets models and transforms work
+(``torchvision.io``/``ops`` do not). Import it only through :func:`import_torchvision`.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ import torch
 
 from groundsearch.model.runtime.parsing import networks
 from groundsearch.model.runtime.parsing.onnx_graphs import (
+    OnnxInt8Product,
     OnnxNetwork,
-    OnnxProduct,
     parser_head,
     tagger_head,
 )
@@ -102,7 +102,7 @@ class DirectParser:
             parser.parserlstm_c_init,
             parser_head(parser),
         )
-        self.relation_product = OnnxProduct(networks.relation_weight(self.depparse), int8=True)
+        self.relation_product = OnnxInt8Product(networks.relation_weight(self.depparse))
         self.tagger_rows = networks.tagger_word_rows(self.tagger)
         self.parser_rows = networks.parser_word_rows(self.depparse)
         with torch.inference_mode():

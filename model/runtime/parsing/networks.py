@@ -1,18 +1,12 @@
 """The tagger's and the parser's forward passes for sentences of one length.
 
 Stanza's modules expect batches of sentences of mixed lengths, packed; a query is one
-sentence, and a corpus sorted by length is mostly runs of equal lengths. With every
-sentence of a batch the same length there is nothing to pack: the highway BiLSTM stacks
-run on plain tensors (in ONNX Runtime: :mod:`.onnx_graphs`), the 23 tag classifiers run as
-one matrix product, and the arc scorers as plain products. Same weights and the same
-arithmetic as stanza's ``Tagger.forward`` and ``GraphParser.forward_scores`` in
-evaluation mode (no dropout); the trees are compared with the pipeline's in
-docs/PARSER.md.
-
-What each network reads of a word alone — its word and pretrained embeddings and its
-character LSTM's vector — depends on nothing else in the sentence, so it is remembered by
-the word (``WordRows``): the words of a query are mostly known, and for them the
-character LSTMs do not run.
+sentence, and a corpus sorted by length is mostly runs of equal lengths, so nothing needs
+packing. Here are the inputs each network reads — a word's own columns (its embeddings and
+its character LSTM's vector, which depend on the word alone, so ``WordRows`` remembers
+them), tags, lemmas — and what their outputs mean; the networks themselves run in ONNX
+Runtime (:mod:`.onnx_graphs`). Same weights and arithmetic as stanza's ``Tagger.forward``
+and ``GraphParser.forward_scores`` in evaluation mode (docs/PARSER.md).
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ modules.
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,40 +40,31 @@ def _session(graph: Any) -> ort.InferenceSession:
     )
 
 
-class OnnxProduct:
-    """``x @ weight`` for a fixed (in, out) matrix and any (rows, in) ``x``.
-
-    ``int8``: the weight stored as int8 steps of each column's own scale and ``x``
-    quantised per call (ONNX's ``DynamicQuantizeLinear`` → ``MatMulInteger``): a quarter of
-    the bytes to read and 2–3 × faster; used for the relation scorer, whose labels it keeps
-    for 99.9 % of captions (docs/PARSER.md), not for the LSTMs, whose tags it does not.
+class OnnxInt8Product:
+    """``x @ weight`` for a fixed (in, out) matrix and any (rows, in) ``x``, in int8: the
+    weight as int8 steps of each column's own scale, ``x`` quantised per call (ONNX's
+    ``DynamicQuantizeLinear`` → ``MatMulInteger``): a quarter of the bytes to read and 2–3 ×
+    faster than float32. Used for the relation scorer, whose labels it keeps for 99.8 % of
+    captions (docs/PARSER.md); not for the LSTMs, whose tags it does not keep.
     """
 
-    def __init__(self, weight: torch.Tensor, int8: bool = False) -> None:
-        w = weight.detach().float().contiguous().numpy()
-        node, rows, cols = helper.make_node, w.shape[0], w.shape[1]
-        if int8:
-            scale = np.maximum(np.abs(w).max(0), 1e-12) / 127
-            steps = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
-            nodes = [
+    def __init__(self, weight: torch.Tensor) -> None:
+        w = weight.detach().float().numpy()
+        scale = (np.maximum(np.abs(w).max(0), 1e-12) / 127).astype(np.float32)
+        steps = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+        node = helper.make_node
+        graph = helper.make_graph(
+            [
                 node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
                 node("MatMulInteger", ["xq", "w", "xz"], ["yi"]),
                 node("Cast", ["yi"], ["yf"], to=TensorProto.FLOAT),
                 node("Mul", ["xs", "ws"], ["s"]),
                 node("Mul", ["yf", "s"], ["y"]),
-            ]
-            weights = [
-                numpy_helper.from_array(steps, "w"),
-                numpy_helper.from_array(scale.astype(np.float32), "ws"),
-            ]
-        else:
-            nodes, weights = [node("MatMul", ["x", "w"], ["y"])], [numpy_helper.from_array(w, "w")]
-        graph = helper.make_graph(
-            nodes,
+            ],
             "product",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", rows])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", cols])],
-            weights,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", w.shape[0]])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", w.shape[1]])],
+            [numpy_helper.from_array(steps, "w"), numpy_helper.from_array(scale, "ws")],
         )
         self.session = _session(graph)
 
@@ -138,17 +128,6 @@ def _layer_nodes(hlstm: Any, layer: int, x: str) -> tuple[list[Any], list[Any], 
     return nodes, initializers, p + "out"
 
 
-def _linear(p: str, x: str, layer: Any, relu: bool = False) -> tuple[list[Any], dict[str, Any]]:
-    """``x @ W.T + b`` (then ReLU) of a ``torch.nn.Linear``, output ``p``."""
-    node = helper.make_node
-    nodes = [node("MatMul", [x, p + "_W"], [p + "_xw"])]
-    nodes.append(node("Add", [p + "_xw", p + "_b"], [p + "_pre" if relu else p]))
-    if relu:
-        nodes.append(node("Relu", [p + "_pre"], [p]))
-    weights = {p + "_W": layer.weight.detach().float().T, p + "_b": layer.bias.detach().float()}
-    return nodes, weights
-
-
 @dataclass
 class Head:
     """What a network does with its BiLSTM stack's output ``x`` in the same session."""
@@ -159,9 +138,16 @@ class Head:
     #: inputs that depend on the sentence length only: name → (length → array)
     by_length: dict[str, Callable[[int], np.ndarray]] = field(default_factory=dict)
 
-    def add(self, more: tuple[list[Any], dict[str, Any]]) -> None:
-        self.nodes += more[0]
-        self.weights.update(more[1])
+    def linear(self, p: str, x: str, weight: Any, bias: Any, relu: bool = False) -> str:
+        """``x @ weight.T + bias`` (then ReLU), named ``p``."""
+        node, out = helper.make_node, p + "_pre" if relu else p
+        self.nodes += [
+            node("MatMul", [x, p + "_W"], [p + "_xw"]),
+            node("Add", [p + "_xw", p + "_b"], [out]),
+        ]
+        self.nodes += [node("Relu", [out], [p])] if relu else []
+        self.weights.update({p + "_W": weight.detach().float().T, p + "_b": bias.detach().float()})
+        return p
 
 
 def tagger_head(model: Any) -> Head:
@@ -170,10 +156,9 @@ def tagger_head(model: Any) -> Head:
     classifier's best class."""
     head, node = Head(outputs={"ids": TensorProto.INT64}), helper.make_node
     layers = [model.upos_clf, model.tag_clf["xpos"], *model.tag_clf["feats"]]
-    head.add(_linear("upos", "x", model.upos_hid, relu=True))
-    weight = torch.cat([layer.weight for layer in layers])
-    bias = torch.cat([layer.bias for layer in layers])
-    head.add(_linear("clf", "upos", types.SimpleNamespace(weight=weight, bias=bias)))
+    hidden = head.linear("upos", "x", model.upos_hid.weight, model.upos_hid.bias, relu=True)
+    weight, bias = (torch.cat([getattr(layer, k) for layer in layers]) for k in ("weight", "bias"))
+    head.linear("clf", hidden, weight, bias)
     sizes = [layer.out_features for layer in layers]
     parts = [f"clf{i}" for i in range(len(sizes))]
     head.weights["clf_split"] = np.array(sizes, dtype=np.int64)
@@ -187,7 +172,7 @@ def _sides(head: Head, p: str, scorer: Any) -> tuple[str, str]:
     """A ``DeepBiaffineScorer``'s two sides of ``x``, each with its bias column of ones."""
     node = helper.make_node
     for side, layer in (("a", scorer.W1), ("b", scorer.W2)):
-        head.add(_linear(f"{p}_{side}", "x", layer, relu=True))
+        head.linear(f"{p}_{side}", "x", layer.weight, layer.bias, relu=True)
         head.nodes.append(node("Concat", [f"{p}_{side}", "ones"], [f"{p}_{side}1"], axis=2))
     return f"{p}_a1", f"{p}_b1"
 
@@ -301,7 +286,7 @@ class OnnxNetwork:
             nodes += more
             initializers += weights
         nodes.append(helper.make_node("Identity", [x], ["x"]))
-        outputs = {"x": TensorProto.FLOAT}
+        outputs: dict[str, int] = {"x": TensorProto.FLOAT}
         if head is not None:
             nodes += head.nodes
             initializers += [

@@ -1,8 +1,7 @@
 """A vocabulary of lower-cased training words with GloVe 6B 50-d vectors.
 
-Row 0 is the unknown word; its vector is the mean of all GloVe vectors (a neutral
-point of the space rather than the origin). Words of the training captions that GloVe
-lacks also get that vector, so they behave like unknown words until fine-tuned.
+Row 0 is the unknown word, with the mean GloVe vector, which training words GloVe lacks
+also get.
 """
 
 from __future__ import annotations
@@ -50,9 +49,7 @@ class Vocabulary:
         return sum(1 for w in words if w.lower() in self._index)
 
     def require_known(self, sentences: Sequence[Sequence[str]], what: str = "caption") -> None:
-        """Raise NoKnownWordError naming the first sentence none of whose words (with a
-        letter or digit: punctuation alone says nothing) is known (its vector would be the
-        unknown word's alone: a meaningless match)."""
+        """NoKnownWordError naming the first sentence with no known word."""
         for i, words in enumerate(sentences):
             if self.known([w for w in words if any(c.isalnum() for c in w)]) == 0:
                 text = " ".join(words)

@@ -1,30 +1,14 @@
 """Embedding arithmetic, measured: does ``photo − "A" + "B"`` find photos of B?
 
-The protocol (docs/RESULTS.md, "Arithmetic, measured"). For a pair of concepts A → B
-(dog → man, beach → snow, red → blue, running → sitting, …), every photo of the split
-whose captions mention A and not B is a start photo. Four queries rank the split's
-photos (the start photo itself left out):
-
-- ``arithmetic``: ``photo − "A" + "B"``, the service's ``/arithmetic`` query
-  (``model.runtime.arithmetic.arithmetic_query``, so what is measured is what users get);
-- ``text``: the text "B" alone;
-- ``photo``: the start photo alone (its nearest neighbours);
-- ``plus_only``: ``photo + "B"`` without taking A away, to see what the minus adds.
-
-Each is scored by the share of its top ``k`` (5) whose captions mention B, and, to see
-what was taken away, the share that mention A. A photo *mentions* a concept when a word
-of any of its captions has the concept's word or lemma (stanza's lemma of the parsed
-caption, so "dogs" mentions dog and "ran" mentions run), compared whole-word and
-lower-cased. ``overlap_with_text`` is the share of the arithmetic top ``k`` that the
-text-alone query also returns: low when the photo still shapes the answer. With the
-photos' CNN features, ``likeness`` is the mean cosine (× 100) of each found photo's
-features with the start photo's: how much the answers still look like the start,
-measured outside the joint space, so it compares models too.
-
-Each pair keeps its start photos' shares of B (``per_start``, in the split's order), so
-``mean["ci95"]`` can give 95 % intervals of the mean share of B (a stratified bootstrap:
-start photos resampled within each pair), and two models' results can be compared start
-photo by start photo (``paired_difference``).
+For a pair A → B (dog → man, beach → snow), every photo whose captions mention A and not
+B is a start photo, and four queries rank the split's other photos: ``arithmetic`` (the
+service's ``/arithmetic`` query, ``arithmetic_query``), ``text`` ("B" alone), ``photo``
+(the start photo alone) and ``plus_only`` (``photo + "B"``). Each is scored by the share
+of its top ``k`` whose captions mention B (word or lemma, whole-word) and the share that
+mention A; ``overlap_with_text`` is the share of the arithmetic top ``k`` the text query
+also returns, and ``likeness`` the mean CNN-feature cosine (× 100) of the found photos
+with the start. Each pair keeps its start photos' shares (``per_start``) for a stratified
+bootstrap interval (``mean["ci95"]``) and model comparisons (``paired_difference``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Scores of generated captions against references: the COCO caption metrics and how
-often a sentence is copied from the training captions.
+"""Scores of generated captions: the COCO caption metrics and the copy share.
 
-BLEU-1..4, METEOR, CIDEr-D and ROUGE-L are pycocoevalcap's (the ``dev`` extra), after
-its PTB tokenizer; both need Java. Without Java, the tokenizer falls back to
-``captioning.words.tokenize`` and METEOR is left out (``None``), and ``notes`` says so.
-
-    scores = caption_scores({"a.jpg": ["A dog runs .", …]}, {"a.jpg": "A dog runs."})
+BLEU-1..4, METEOR, CIDEr-D and ROUGE-L are pycocoevalcap's (the ``dev`` extra); without
+Java our tokenizer is used, METEOR is ``None`` and ``notes`` says so.
 """
 
 from __future__ import annotations
@@ -50,8 +46,7 @@ def _tokenized(
 def caption_scores(
     references: Mapping[str, Sequence[str]], generated: Mapping[str, str], meteor: bool = True
 ) -> dict[str, Any]:
-    """BLEU-1..4, METEOR, CIDEr-D and ROUGE-L (×100) of one generated sentence per key
-    against that key's references, and ``notes`` on anything left out."""
+    """BLEU-1..4, METEOR, CIDEr-D and ROUGE-L (×100) per key, and ``notes``."""
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
     from pycocoevalcap.rouge.rouge import Rouge
@@ -94,8 +89,7 @@ def copy_share(generated: Iterable[str], training: Iterable[str]) -> float:
 def generated_retrieval(
     photo_vectors: np.ndarray, sentence_vectors: np.ndarray
 ) -> dict[str, float]:
-    """R@1/5/10, median and mean rank of each photo when its own generated sentence
-    (row ``i`` of ``sentence_vectors``) ranks all the photos."""
+    """R@1/5/10, median and mean rank of each photo by its own generated sentence."""
     scores = np.asarray(photo_vectors, np.float64) @ np.asarray(sentence_vectors, np.float64).T
     return summarize(t2i_ranks(scores, np.arange(len(photo_vectors))))
 
@@ -105,9 +99,8 @@ def mention_f1(
     references: Sequence[Sequence[str]],
     concepts: Mapping[str, Collection[str]],
 ) -> dict[str, Any]:
-    """DCC's held-out-concept F1 (Hendricks et al. 2016), per concept and averaged: a
-    photo is positive when one of its references mentions the concept (one of its word
-    forms), predicted when its generated sentence does (×100)."""
+    """DCC's held-out-concept F1 (×100) per concept and averaged: positive when a
+    reference mentions the concept, predicted when the generated sentence does."""
     from groundsearch.model.data.held_out_concepts import mentions
 
     per: dict[str, dict[str, float]] = {}
@@ -129,8 +122,7 @@ def mention_f1(
 
 
 def main_noun(tree: DependencyTree) -> str | None:
-    """What a caption is about: the noun lemma of its subject, else of its root, else its
-    first noun's (None without a noun)."""
+    """A caption's noun lemma: of its subject, else its root, else its first noun."""
     nouns = [n for n in tree if n.upos in ("NOUN", "PROPN") and n.lemma.isalpha()]
     for rule in (lambda n: n.deprel.startswith("nsubj"), lambda n: n is tree.root):
         found = next((n for n in nouns if rule(n)), None)
@@ -140,9 +132,8 @@ def main_noun(tree: DependencyTree) -> str | None:
 
 
 def main_noun_share(generated: Sequence[str], references: Sequence[DependencyTree]) -> dict:
-    """The share (×100) of generated sentences that name their reference's main noun
-    (``main_noun``: its lemma or the reference's own form of it, as a word of the
-    sentence), over the photos whose reference has one."""
+    """The share (×100) of generated sentences that name their reference's ``main_noun``
+    (its lemma or written form), over the photos whose reference has one."""
     named, counted = 0, 0
     for text, tree in zip(generated, references, strict=True):
         lemma = main_noun(tree)
@@ -191,11 +182,9 @@ def evaluate_decoder(
     constraints: Constraints | None = None,
     **search: float,
 ) -> dict[str, Any]:
-    """Caption each photo (the best of the beam, re-ranked by ``embed_texts`` when
-    ``reranked``; with ``constraints``, the best that contains one of a row's words)
-    and score it: the caption metrics, the copy share and, with ``embed_texts``, the
-    retrieval of each photo by its own sentence. ``search``: more options of
-    ``CaptionDecoder.generate`` (``length_penalty``, ``repeat_penalty``, …)."""
+    """Caption each photo (the beam's best, ``reranked`` by ``embed_texts``) and score it:
+    caption metrics, copy share and, with ``embed_texts``, each photo's retrieval by its
+    sentence. ``search``: more options of ``CaptionDecoder.generate``."""
     if reranked and embed_texts is None:
         raise ValueError("re-ranking needs embed_texts")
     start = time.perf_counter()

@@ -1,18 +1,11 @@
 """The held-out-concept protocol: does search find what training never showed?
 
-A model trained without the photos of ``model.data.held_out_concepts.HELD_OUT`` is asked, on a
-split's photos (Flickr8k test), for
-
-- **single concepts** ("a cat"): precision@5 and R@10, where a photo is relevant when one
-  of its captions mentions the concept, and R@10 is the share of relevant photos in the
-  top ten, out of at most ten (``|relevant ∩ top 10| / min(|relevant|, 10)``);
-- **short compositions** ("a man riding a horse"): the same, relevant when one caption
-  mentions every part (queries with no relevant photo in the split are left out);
-- **the split's own captions** that mention a held-out concept, as text→image queries:
-  R@1/5/10 of their photo, beside the same figures for the other captions.
-
-``photo_best_words`` is the open-vocabulary check on any gallery: each photo's best
-query among ImageNet-style concept words.
+A model trained without the photos of ``HELD_OUT`` is asked, on a split's photos, for
+single concepts ("a cat": precision@5 and R@10 = ``|relevant ∩ top 10| / min(|relevant|,
+10)``, relevant when a caption mentions the concept), short compositions ("a man riding a
+horse": a caption mentions every part) and the split's own captions that mention a
+held-out concept (R@1/5/10 of their photo, beside the other captions'). ``photo_best_words``
+is the open-vocabulary check: each photo's best query among ImageNet-style words.
 """
 
 from __future__ import annotations
@@ -96,8 +89,7 @@ def compositional_queries(concepts: Mapping[str, Collection[str]]) -> list[Conce
 
 
 def ranked_query_metrics(scores: np.ndarray, relevant: Sequence[set[int]]) -> list[dict[str, Any]]:
-    """P@5 and R@10 (capped, see the module docstring) of each query's row of
-    ``scores`` (queries × photos)."""
+    """P@5 and R@10 (capped) of each query's row of ``scores`` (queries × photos)."""
     top = np.argsort(-scores, axis=1, kind="stable")[:, :10]
     out = []
     for row, rel in zip(top, relevant, strict=True):
@@ -213,9 +205,8 @@ def photo_best_words(
     words: Sequence[str] = CONCEPT_WORDS,
     truth: Mapping[str, Collection[str]] = SAMPLE_TRUTH,
 ) -> dict[str, Any]:
-    """Each photo's three best queries among ``words`` ("a cat", …) and how many
-    photos' best query is one of its ``truth`` words; and the other way, each truth
-    word's best photo (search) and how many are right."""
+    """Each photo's three best queries among ``words`` and how many are right by
+    ``truth``; and each truth word's best photo and how many are right."""
     texts = [w if w in {"snow", "grass", "coffee"} else f"a {w}" for w in words]
     scores = photo_vectors @ embed_sentences(parse(texts)).T
     rows = []

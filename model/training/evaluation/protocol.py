@@ -1,14 +1,8 @@
-"""The full evaluation protocol (GUIDE §3) for any model that embeds captions and photos.
-
-- retrieval both ways (R@K, median and mean rank, rsum) on a dataset split, with 95 %
-  bootstrap intervals over the split's photos, and image search split by whether the
-  caption has a verb (the paper's §6.6 error analysis);
-- sentence similarity (paper §6.1): the mean rank of the nearest same-image caption;
-- Flickr8k expert judgments: Spearman of image–caption cosine with the mean expert score;
-- STS Benchmark and SICK-R test pairs: Pearson and Spearman of sentence cosine.
-
-Correlations are reported × 100, as in the literature. A benchmark whose files are
-absent gives ``{"skipped": reason}`` instead of numbers; a malformed file is an error.
+"""The full evaluation protocol (GUIDE §3) for any model that embeds captions and photos:
+retrieval both ways (R@K, ranks, rsum, bootstrap intervals; image search split by whether
+the caption has a verb), sentence similarity (§6.1), Flickr8k expert judgments (Spearman)
+and STS-B / SICK-R test pairs (Pearson, Spearman). Correlations are × 100; a benchmark
+whose files are absent gives ``{"skipped": reason}``, a malformed file is an error.
 """
 
 from __future__ import annotations
@@ -46,8 +40,7 @@ SICK_FILE = Path("sick") / "SICK.txt"
 
 
 class Embedder(Protocol):
-    """A model as evaluation sees it: captions and image features into one space, in
-    which the inner product is the model's retrieval score."""
+    """A model as evaluation sees it: captions and image features into one space."""
 
     parser: str
     backbone: str
@@ -62,8 +55,7 @@ def skipped(reason: str) -> dict[str, Any]:
 
 
 def has_verb(tree: DependencyTree) -> bool:
-    """Whether the parse has a word tagged VERB (auxiliaries and copulas are AUX: "A dog
-    is in the snow" has none)."""
+    """Whether the parse has a word tagged VERB (copulas are AUX)."""
     return any(node.upos == "VERB" for node in tree)
 
 
@@ -80,9 +72,8 @@ def split_metrics(
     caption_image: np.ndarray,
     resamples: int = 1000,
 ) -> dict[str, Any]:
-    """Retrieval metrics (with bootstrap intervals over the photos, ``ci95``), image
-    search by caption group (``t2i_groups``) and the sentence-similarity mean rank of
-    one split."""
+    """One split's retrieval metrics (``ci95``), image search by caption group
+    (``t2i_groups``) and sentence-similarity mean rank."""
     y = model.embed_sentences(trees)
     v = model.embed_images(features)
     scores = v @ y.T
@@ -134,9 +125,8 @@ def sentence_benchmarks(
 def expert_correlation(
     model: Embedder, root: Path, parse: ParseFn, embed_files: ImageFn
 ) -> dict[str, Any]:
-    """Spearman (× 100) of image–caption cosine with the mean of the three expert
-    scores, over the judgments of ``root/ExpertAnnotations.txt`` whose photo is in
-    ``root/Images`` and whose caption id is in the captions file."""
+    """Spearman (× 100) of image–caption cosine with the mean expert score, over the
+    usable judgments of ``root/ExpertAnnotations.txt``."""
     root = Path(root)
     path = root / EXPERT_FILE
     if not path.is_file():

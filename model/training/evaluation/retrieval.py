@@ -1,12 +1,9 @@
 """Image search and image description metrics (R@K, median and mean rank, rsum), their
 bootstrap confidence intervals, and image search split by a property of the captions.
 
-``scores[i, j]`` is the similarity of image ``i`` and caption ``j``; ``caption_image[j]``
-is the image caption ``j`` belongs to. Ranks are 1-based.
-
-- image search (t2i): each caption ranks all images; the rank of its own image.
-- describing images (i2t): each image ranks all captions; the rank of its best
-  (highest-ranked) correct caption.
+``scores[i, j]`` is the similarity of image ``i`` and caption ``j``, ``caption_image[j]``
+caption ``j``'s image. Ranks are 1-based: t2i the rank of a caption's own image, i2t the
+rank of an image's best correct caption.
 """
 
 from __future__ import annotations
@@ -58,8 +55,7 @@ def _checked(scores: np.ndarray, caption_image: np.ndarray) -> tuple[np.ndarray,
 
 
 def retrieval_metrics(scores: np.ndarray, caption_image: np.ndarray) -> dict[str, Any]:
-    """Both directions and rsum (the six R@1/5/10 summed; R@20 and R@50 are reported
-    but not summed)."""
+    """Both directions and rsum (R@1/5/10 summed; R@20 and R@50 reported only)."""
     scores, caption_image = _checked(scores, caption_image)
     i2t = summarize(i2t_ranks(scores, caption_image))
     t2i = summarize(t2i_ranks(scores, caption_image))
@@ -89,11 +85,8 @@ def bootstrap_intervals(
     level: float = 0.95,
 ) -> dict[str, Any]:
     """Percentile bootstrap intervals of R@K, mean rank and rsum, resampling the test
-    **photos** with replacement (each drawn photo brings its captions), as Merkx &
-    Frank (2019) report. Ranks are computed once against the whole gallery; only the
-    queries are resampled, and both directions use the same draws, so rsum's interval
-    is that of their sum. ``{"i2t": {"R@1": [low, high], …}, "t2i": …, "rsum": [low,
-    high], "resamples", "seed", "level"}``."""
+    photos (with their captions; as Merkx & Frank 2019), both directions on the same
+    draws: ``{"i2t": {"R@1": [low, high], …}, "t2i": …, "rsum": …, "resamples", …}``."""
     if resamples < 1 or not 0 < level < 1:
         raise ValueError(f"need resamples ≥ 1 and 0 < level < 1, got {resamples}, {level}")
     scores, caption_image = _checked(scores, caption_image)
@@ -147,10 +140,9 @@ def paired_bootstrap(
     seed: int = 0,
     level: float = 0.95,
 ) -> dict[str, Any]:
-    """``b − a`` for two models scored on the same photos and captions: the difference of
-    R@K, mean rank and rsum, each with a percentile interval from the **same** bootstrap
-    draws of photos for both models (a paired comparison, sharper than two separate
-    intervals). ``{"i2t": {"R@1": {"difference", "ci95"}, …}, "t2i": …, "rsum": …}``."""
+    """``b − a`` of R@K, mean rank and rsum for two models on the same split, each with an
+    interval from the same bootstrap draws for both (paired):
+    ``{"i2t": {"R@1": {"difference", "ci95"}, …}, "t2i": …, "rsum": …}``."""
     if not 0 < level < 1:
         raise ValueError(f"need 0 < level < 1, got {level}")
     scores_a, caption_image = _checked(scores_a, caption_image)

@@ -16,8 +16,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def same_image_mean_rank(captions: np.ndarray, caption_image: np.ndarray) -> float:
-    """Paper §6.1: each caption ranks all others by cosine; the mean rank of the
-    nearest caption of the same image (1 is best)."""
+    """Paper §6.1: the mean rank of each caption's nearest same-image caption."""
     y = _unit(captions)
     links = np.asarray(caption_image)
     ranks = []

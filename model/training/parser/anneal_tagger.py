@@ -1,11 +1,7 @@
 """Run stanza's tagger trainer from an already trained model.
 
-stanza's parser has ``--continue_from``; its tagger does not. This wrapper adds
-``--init_from MODEL``: the trainer starts from MODEL's weights (with a fresh optimizer
-built from the given arguments, e.g. a lower learning rate) instead of at random.
-
-    python -m groundsearch.model.training.parser.anneal_tagger --init_from pos.pt \
-        <stanza tagger arguments>
+Adds ``--init_from MODEL`` to stanza's tagger trainer: it starts from MODEL's weights
+(with a fresh optimizer) instead of at random.
 """
 
 from __future__ import annotations

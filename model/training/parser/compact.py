@@ -1,9 +1,7 @@
 """Compact the trained stanza models for committing, and record what they are.
 
-stanza saves model weights without optimizer state; compacting stores the floating
-point weights as float16 (stanza's ``load_state_dict`` casts them back to float32),
-which halves the files. ``manifest.json`` records each file's digest (the parser's
-identity), the pretrain it expects and how long each stage trained.
+Floating-point weights are stored as float16 (stanza casts them back); ``manifest.json``
+records each file's digest, the pretrain it expects and each stage's training time.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Score the parser from raw text with the CoNLL 2018 shared-task scorer.
 
-The gold file's text (``# text`` lines, paragraphs kept) goes through the whole
-pipeline, so tokenization and sentence-splitting errors count, as in CoNLL 2018.
-The scorer is the official one, shipped as ``udtools.udeval``.
+The gold text goes through the whole pipeline, so tokenization and sentence-splitting
+errors count; the scorer is the official one (``udtools.udeval``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Reproducible training of the stanza English models from UD English-EWT.
 
-One command trains everything stanza's ``tokenize,mwt,pos,lemma,depparse`` pipeline
-needs, with stanza's own trainers run as subprocesses (one thread each, fixed seeds,
-a log per stage)::
+Stanza's own trainers run as subprocesses (one thread each, fixed seeds, a log per
+stage; ``groundsearch train-parser [--stages ...]``).
 
-    groundsearch train-parser                      # everything, in two lanes
-    groundsearch train-parser --stages depparse    # one stage (stages are independent)
-
-Stages read only the EWT train/dev files and the GloVe pretrain, so the lane
-``tokenize → mwt → pos → lemma`` and the lane ``depparse`` run side by side, one core
-each. Each trainer keeps its best-on-dev model in ``out_dir``; a stage has a step
-budget (the reproducible part) and a wall-clock cap (a safety net). The models are
-then compacted to float16 (``groundsearch.model.training.parser.compact``).
+The lanes ``tokenize → mwt → pos → lemma`` and ``depparse`` run side by side. Each stage
+has a step budget (reproducible) and a wall-clock cap; the models are then compacted to
+float16 (``groundsearch.model.training.parser.compact``).
 """
 
 from __future__ import annotations
@@ -267,10 +261,7 @@ def train(
     cache_dir: Path,
     only: list[str] | None = None,
 ) -> list[dict[str, object]]:
-    """Train the requested stages (all by default) and record their wall times.
-
-    The stages of each lane run one after another; the two lanes run at once.
-    """
+    """Train the requested stages (default all) and record their wall times."""
     for split in ("train", "dev"):
         if not Path(_ewt(ewt_dir, split)).exists():
             raise FileNotFoundError(f"UD English-EWT {split} file not found under {ewt_dir}")

@@ -44,12 +44,10 @@ class Arithmetic:
         written: bool = False,
         where: PhotoFilter | None = None,
     ) -> tuple[list[Hit[ImageRecord]], list[Generated], Timings]:
-        """Images near ``base − Σ minus + Σ plus``. With ``rerank``, a wider candidate
-        list is re-sorted by its similarity to the mean of its top ``rerank_top`` photos,
-        which pulls the answer toward what those photos share. With ``written``, also the
-        sentences the decoder writes for the result vector. Each hit's relevance is read
-        from the query's own scores (before any rerank). ``where``: only photos that pass
-        these filters (applied in the search)."""
+        """Images near ``base − Σ minus + Σ plus`` passing ``where``, each with its relevance
+        (from the scores before any rerank). ``rerank``: a wider list re-sorted by
+        similarity to the mean of its top ``rerank_top``; ``written``: also the sentences
+        the decoder writes for the result vector."""
         timings: Timings = {}
         if isinstance(base, int):
             start = self.gallery.image_vector(base)

@@ -1,6 +1,5 @@
-"""Sentences for a photo — uploaded, or a gallery photo by id — (found among the gallery's
-and the bank's captions, and written by the caption decoder) and for a text
-(``/paraphrase``: written for its vector)."""
+"""Sentences for a photo (found among captions, and written by the decoder) and for a
+text (``/paraphrase``)."""
 
 from __future__ import annotations
 
@@ -63,12 +62,9 @@ class Describe:
         written: bool = False,
         beam: int | None = None,
     ) -> Described:
-        """The ``k`` best captions for a photo among the gallery's and the bank's (one
-        text once, the gallery's first) if ``retrieved``, the sentences the decoder
-        writes for it (beam ``beam``; naming a confident class) if ``written``, and what
-        the backbone's ImageNet classifier saw in it (the same CNN pass). Each caption's
-        relevance is read from the photo's top caption scores, the gallery's and the
-        bank's together."""
+        """The ``k`` best captions among the gallery's and the bank's (each text once) if
+        ``retrieved``, the decoder's sentences if ``written``, and what the classifier
+        saw; each caption's relevance read from both sources' top scores together."""
         timings: Timings = {}
         features, vec = self.photos.features_and_vector(image, timings)
         sentences = self.captioner.write(vec, timings, beam, features) if written else []
@@ -85,9 +81,7 @@ class Describe:
         return list(unique.values())[:k], sentences, concepts, timings
 
     def gallery_photo(self, image_id: int, max_pixels: int) -> Image.Image:
-        """A gallery photo decoded as an upload is (upright, no larger than the backbone
-        needs), so it is described exactly as the same file uploaded; UnknownItemError
-        if the item is gone or its file is gone or can no longer be decoded."""
+        """A gallery photo decoded as an upload is (UnknownItemError if unreadable)."""
         path = self.gallery.photo_path(image_id)
         try:
             image, _ = decode_photo(path, max_pixels, min_side=self.photos.min_side)
@@ -98,8 +92,7 @@ class Describe:
         return image
 
     def _found(self, vec: np.ndarray, k: int) -> tuple[list[Description], list[Description]]:
-        """The first ``k`` captions of the gallery's and of the bank's (the candidates),
-        and all those fetched for the score distribution (``Judge.fetch``)."""
+        """The first ``k`` captions of each source, and all those fetched (``Judge.fetch``)."""
         fetch = self.judge.fetch(k)
         gallery = [
             Description(h.record.text, h.score, "gallery", h.id, h.record.image_id)

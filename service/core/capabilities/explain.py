@@ -27,8 +27,7 @@ class Explain:
         return self.queries.clean(text)
 
     def run(self, cleaned: str) -> tuple[DependencyTree, list[float] | None, Timings]:
-        """The tree of a cleaned text and each node's share of its vector (None if the
-        encoder has no such decomposition)."""
+        """The tree of a cleaned text and each node's share of its vector (or None)."""
         timings: Timings = {}
         tree = self.queries.trees([cleaned], ["text"], timings)[0]
         with self.stages.stage("encode", timings):

@@ -18,8 +18,7 @@ from groundsearch.service.core.timing import Timings
 
 @dataclass(eq=False)
 class GalleryWrites:
-    """``POST /gallery/images`` and ``DELETE /gallery/images/{id}``; the gallery commits
-    each as one transaction."""
+    """``POST /gallery/images`` and ``DELETE /gallery/images/{id}``."""
 
     photos: PhotoVectors
     queries: QueryVectors
@@ -33,11 +32,8 @@ class GalleryWrites:
         captions: Sequence[str],
         name: str | None = None,
     ) -> tuple[int, list[int], bool]:
-        """Embed an uploaded photo (and its captions) and add it to the gallery with what
-        its bytes say (EXIF date, camera, place, size) and ``name``, the file name it was
-        uploaded with; every caption is checked before anything changes. Returns the
-        image id, the new caption ids and whether the photo was new (same bytes: stored
-        once)."""
+        """Embed an uploaded photo and its captions (all checked first) and add them with
+        its metadata and file ``name``; the image id, caption ids and whether it was new."""
         timings: Timings = {}
         whats = labels(len(captions))
         cleaned = [self.queries.clean(c, w) for c, w in zip(captions, whats, strict=True)]

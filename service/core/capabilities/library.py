@@ -1,11 +1,9 @@
 """The photo library by date (``GET /images``): the gallery's photos that pass a filter,
 newest or oldest first, a page at a time — no text, no relevance.
 
-A page is ``k`` photos of ``Gallery.images_by_date`` (the records' keyset over
-``photos_taken``: ties in one second by id, the undated last), its cursor the last photo's
-place in that order (``index.ranking.pages.Cursor``: group 0 dated / 1 undated, its time, its
-id), so a photo added or removed between two pages shifts nothing already read, and
-``total`` the number of photos that pass the filter (``Gallery.count_images``, exact).
+A page is ``k`` photos of ``Gallery.images_by_date`` (keyset, ties by id, undated last),
+its cursor the last photo's place (``Cursor``), so writes between pages shift nothing
+already read; ``total`` is exact (``Gallery.count_images``).
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ LIBRARY_ORDERS = ("-date", "date")
 
 @dataclass(frozen=True)
 class LibraryPage:
-    """A page of the library: its photos, the next page's cursor (None at the end) and
-    how many photos pass the filter."""
+    """A page of the library: its photos, the next cursor and the total."""
 
     photos: list[ImageRecord]
     next: str | None
@@ -37,8 +34,7 @@ class Library:
     gallery: Gallery
 
     def page(self, ask: PageAsk) -> LibraryPage:
-        """The page ``ask`` wants (CursorError, a 422, for a cursor made for other
-        filters or another order, or not made here at all)."""
+        """The page ``ask`` wants (CursorError for a cursor not made for it)."""
         if ask.order not in LIBRARY_ORDERS:
             raise ValueError(f"order must be one of {LIBRARY_ORDERS}, got {ask.order!r}")
         query = fingerprint("library", ask.where)

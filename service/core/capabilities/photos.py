@@ -28,14 +28,8 @@ HEIF_SUFFIXES = frozenset(f".{suffix}" for suffix in PHOTO_FORMATS["HEIF"].suffi
 
 @dataclass(frozen=True)
 class ServedPhoto:
-    """What ``/images/{id}`` sends: the file, or the photo turned upright.
-
-    ``upright`` is the photo re-encoded upright in ``format`` when its EXIF orientation is
-    not 1, or a HEIF as a JPEG for a client that does not take HEIF; None when the file
-    itself is sent (upright already, animated, or not readable here: it is then sent as
-    it is stored). ``stat``: the file's, read before it. ``negotiated``: the answer
-    depends on what the client takes (a HEIF: ``Vary: Accept``).
-    """
+    """What ``/images/{id}`` sends: the file (``upright`` None), or the photo re-encoded
+    upright in ``format`` (or a HEIF as a JPEG). ``negotiated``: ``Vary: Accept``."""
 
     path: Path
     stat: os.stat_result
@@ -46,8 +40,7 @@ class ServedPhoto:
 
 @dataclass(eq=False)
 class Photos:
-    """``/images/{id}``, its thumbnail and ``/images/{id}/similar`` (UnknownItemError:
-    404)."""
+    """``/images/{id}``, its thumbnail and ``/images/{id}/similar``."""
 
     gallery: Gallery
     judge: Judge = NO_JUDGE
@@ -89,10 +82,8 @@ class Photos:
     def thumbnail(
         self, image_id: int, size: int, known: Collection[str] = ()
     ) -> tuple[Thumbnail, bool]:
-        """The photo as a JPEG at most ``size`` pixels on its longer side, upright, and
-        whether it is new to a client holding the ETags ``known`` (False: its ``data``
-        is left empty, a 304). UnknownItemError if the item or its file is gone, or the
-        file can no longer be decoded."""
+        """The photo as an upright JPEG of at most ``size`` pixels, and whether it is new to
+        a client holding the ETags ``known`` (False: empty ``data``, a 304)."""
         record = self.gallery.image(image_id)
         path = self.path(image_id)
         try:
@@ -110,8 +101,7 @@ class Photos:
             ) from None
 
     def similar(self, image_id: int, ask: PageAsk, threshold: float | None = None) -> Page:
-        """The page ``ask`` wants of the gallery photos closest to this one (itself
-        excluded) among those that pass its filters, with their relevance."""
+        """The page ``ask`` wants of the photos closest to this one, with their relevance."""
         self.gallery.image_vector(image_id)  # UnknownItemError before anything else
 
         def fetch(n: int) -> Ranking:

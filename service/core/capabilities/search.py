@@ -38,11 +38,7 @@ class Search:
     def run(
         self, cleaned: str, ask: PageAsk, min_relevance: float | None = None
     ) -> tuple[Page, Timings, float | None]:
-        """The page ``ask`` wants of the photos that match a cleaned query (filtered in
-        the search), each with its relevance (read from the query's top scores and, for a
-        query with a noun the classes name or the tagger tags, each hit's evidence:
-        ``service.core.relevance``), and the
-        threshold applied: ``min_relevance``, else the default for the query."""
+        """The page ``ask`` wants of the photos matching a cleaned query, and the threshold."""
         timings: Timings = {}
         vec, words = self.queries.vector_and_nouns(cleaned, timings)
         nouns = self.judge.named(words)
@@ -64,8 +60,7 @@ class Search:
 
 @dataclass(eq=False)
 class PhotoSearch:
-    """``/search/image``: the gallery photos most like an uploaded photo, optionally
-    steered by a text ("like this one, but at night")."""
+    """``/search/image``: the photos most like an uploaded one, optionally with a text."""
 
     photos: PhotoVectors
     queries: QueryVectors
@@ -82,10 +77,8 @@ class PhotoSearch:
         ask: PageAsk,
         threshold: float | None = None,
     ) -> tuple[Page, Timings]:
-        """The page ``ask`` wants of the photos nearest the photo's vector — or, with a
-        cleaned text, nearest ``unit(photo + text)`` (the photo's joint vector plus the
-        text's, as ``/arithmetic`` adds a phrase), judged as arithmetic hits.
-        ``identity`` names the photo in the cursor (its bytes' digest)."""
+        """The page ``ask`` wants of the photos nearest the photo's vector, or with a text
+        ``unit(photo + text)`` (judged as arithmetic); ``identity`` names it in the cursor."""
         timings: Timings = {}
         vec = self.photos.vector(image, timings)
         kind = "image-image"

@@ -154,18 +154,15 @@ def test_the_onnx_heads_compute_what_stanzas_modules_do(parser):
         torch.testing.assert_close(relations, model.deprel(hidden, hidden), atol=1e-4, rtol=1e-4)
 
 
-def test_the_onnx_relation_products_are_torchs(parser):
+def test_the_int8_relation_product_is_close_to_torchs(parser):
     import torch
 
     from groundsearch.model.runtime.parsing import networks
-    from groundsearch.model.runtime.parsing.onnx_graphs import OnnxProduct
 
     direct = parser.direct_parser
     weight = networks.relation_weight(direct.depparse)
     x = torch.randn(13, weight.shape[0], generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
         exact = x @ weight
-        torch.testing.assert_close(OnnxProduct(weight)(x), exact, atol=1e-4, rtol=1e-4)
-        # the parser's: int8 steps of each column's scale, x quantised per call
         error = (direct.relation_product(x) - exact).abs().max() / exact.abs().max()
-        assert 1e-6 < error < 0.02
+    assert 1e-6 < error < 0.02  # int8 steps of each column's scale, x quantised per call
