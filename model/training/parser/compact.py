@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from groundsearch.common.files import torch_save, write_text
+from groundsearch.common.files import torch_read, torch_save, write_text
 from groundsearch.model.runtime.parsing.parser import MODEL_FILES
 from groundsearch.model.runtime.parsing.pretrain import PRETRAIN_NAME, file_digest
 from groundsearch.model.runtime.text.glove import GLOVE_PACKAGE
@@ -33,7 +33,7 @@ def compact_models(parser_dir: Path) -> dict[str, tuple[int, int]]:
         if not path.exists():
             continue
         before = path.stat().st_size
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        data = torch_read(path, "stanza model", ValueError)
         if isinstance(data, dict) and "model" in data:
             data["model"] = _half(data["model"])
             torch_save(data, path)
