@@ -50,9 +50,20 @@ def test_squared_loss_trains():
     assert hist.loss[-1] < hist.loss[0]
 
 
+def test_contrastive_loss_trains():
+    cfg = TrainConfig(
+        epochs=3, batch_size=4, loss="contrastive", temperature=0.1, normalize=True,
+        optimizer="adam-cyclic", lr=0.01,
+    )  # fmt: skip
+    hist = train(bow(), tiny_split(), tiny_split(), cfg)
+    assert hist.loss[-1] < hist.loss[0]
+
+
 def test_bad_schedule_options_are_named():
     with pytest.raises(ValueError, match="unknown loss 'hinge'"):
         TrainConfig(loss="hinge")
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        TrainConfig(loss="contrastive", temperature=0.0)
     with pytest.raises(ValueError, match="lr_min"):
         TrainConfig(lr=1e-3, lr_min=1e-2)
     with pytest.raises(ValueError, match="needs --ensemble"):
