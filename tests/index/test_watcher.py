@@ -129,13 +129,14 @@ def test_created_changed_renamed_moved_and_deleted_photos_are_followed(tmp_path,
     write(root / "b.jpg", real[1].read_bytes())  # created
     wait_for("b.jpg indexed", lambda: "b.jpg" in w.files())
     first = w.files()["b.jpg"]
-    assert w.searchable(first)
+    wait_for("b.jpg searchable", lambda: w.searchable(first))
 
     Image.open(real[1]).rotate(90).save(root / "b.jpg")  # changed in place: a new photo
     wait_for("b.jpg re-embedded", lambda: w.files().get("b.jpg", first) != first)
     changed = w.files()["b.jpg"]
     assert first not in w.indexer.gallery.image_ids()  # the old content had no other file
-    assert w.searchable(changed)
+    # the file table commits before the search index refreshes: searchable within a moment
+    wait_for("the changed b.jpg searchable", lambda: w.searchable(changed))
 
     os.rename(root / "b.jpg", root / "c.jpg")  # renamed: the same photo, not embedded again
     wait_for("the rename", lambda: set(w.files()) == {"a.jpg", "c.jpg"})
@@ -169,7 +170,7 @@ def test_created_changed_renamed_moved_and_deleted_photos_are_followed(tmp_path,
     # an iPhone's format, written by pillow-heif, dropped in: indexed and searchable
     Image.open(real[2]).convert("RGB").save(root / "e.heic", format="HEIF", quality=80)
     wait_for("e.heic indexed", lambda: "e.heic" in w.files())
-    assert w.searchable(w.files()["e.heic"])
+    wait_for("e.heic searchable", lambda: w.searchable(w.files()["e.heic"]))
 
 
 def test_a_burst_of_files_is_handled_in_batches_searchable_as_they_commit(tmp_path, watching):
