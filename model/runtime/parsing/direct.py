@@ -26,7 +26,9 @@ import numpy as np
 import torch
 
 from groundsearch.model.runtime.parsing import networks
+from groundsearch.model.runtime.parsing.lemmas import Lemmatizer
 from groundsearch.model.runtime.parsing.onnx_graphs import (
+    OnnxCharModel,
     OnnxInt8Product,
     OnnxNetwork,
     parser_head,
@@ -41,6 +43,9 @@ Columns = tuple[list[str], list[str], list[str], list[str], list[str], list[int]
 BATCH = 256
 #: Lemmas remembered, by (word, upos); a query vocabulary fits many times over.
 LEMMA_MEMORY = 200_000
+#: New (word, upos) pairs up to which the lemmas are made here, word by word
+#: (:class:`.lemmas.Lemmatizer`); more go through stanza's batched processor.
+FEW_LEMMAS = 64
 
 
 def greedy_heads(scores: np.ndarray) -> list[int] | None:
@@ -103,11 +108,16 @@ class DirectParser:
             parser_head(parser),
         )
         self.relation_product = OnnxInt8Product(networks.relation_weight(self.depparse))
-        self.tagger_rows = networks.tagger_word_rows(self.tagger)
-        self.parser_rows = networks.parser_word_rows(self.depparse)
+        tagger_chars = OnnxCharModel(tagger.charmodel)
+        parser_chars = OnnxCharModel(parser.charmodel)
+        self.tagger_rows = networks.tagger_word_rows(self.tagger, tagger_chars)
+        self.parser_rows = networks.parser_word_rows(self.depparse, parser_chars)
         with torch.inference_mode():
-            self.root = networks.parser_root_row(self.depparse)
+            self.root = networks.parser_root_row(self.depparse, parser_chars)
         self._lemmas: dict[tuple[str, str], str] = {}
+        self.few_lemmas = (
+            Lemmatizer(self.lemmatizer) if Lemmatizer.supported(self.lemmatizer) else None
+        )
         self.declined = 0  # texts the rules declined (the pipeline's tokenizer cuts them)
 
     def parse(self, texts: Sequence[str]) -> list[DependencyTree]:
@@ -183,10 +193,13 @@ class DirectParser:
         ]
         missing = sorted({k for sentence in keys for k in sentence if k not in self._lemmas})
         if missing:
-            doc = Document([[{"id": 1, "text": w, "upos": u}] for w, u in missing])
-            done = self.lemmatizer.process(doc)
             if len(self._lemmas) + len(missing) > LEMMA_MEMORY:
                 self._lemmas.clear()
-            for key, sentence in zip(missing, done.sentences, strict=True):
-                self._lemmas[key] = sentence.words[0].lemma or key[0]
+            if self.few_lemmas is not None and len(missing) <= FEW_LEMMAS:
+                self._lemmas.update(zip(missing, self.few_lemmas(missing), strict=True))
+            else:
+                doc = Document([[{"id": 1, "text": w, "upos": u}] for w, u in missing])
+                done = self.lemmatizer.process(doc)
+                for key, sentence in zip(missing, done.sentences, strict=True):
+                    self._lemmas[key] = sentence.words[0].lemma or key[0]
         return [[self._lemmas[k] for k in sentence] for sentence in keys]

@@ -20,27 +20,11 @@ ROOT_ID = 3  # stanza.models.common.vocab.ROOT_ID
 VOCAB_PREFIX_SIZE = 4  # stanza.models.common.vocab.VOCAB_PREFIX_SIZE
 #: A product with one fixed matrix, run elsewhere (ONNX Runtime).
 Piece = Callable[[torch.Tensor], torch.Tensor]
+#: Words' character ids → one vector a word (``onnx_graphs.OnnxCharModel``).
+CharVectors = Callable[[list[list[int]]], torch.Tensor]
 #: A network after its word columns, run elsewhere (``onnx_graphs.OnnxNetwork``):
 #: (batch, length, input) → its outputs.
 Network = Callable[[torch.Tensor], list[torch.Tensor]]
-
-
-def char_vectors(charmodel: Any, ids: list[list[int]]) -> torch.Tensor:
-    """Each word's attention-pooled character LSTM output (words × hidden), from the
-    words' character ids."""
-    lengths = torch.tensor([len(x) for x in ids])
-    longest = int(lengths.max())
-    chars = torch.zeros(len(ids), longest, dtype=torch.long)
-    for i, x in enumerate(ids):
-        chars[i, : len(x)] = torch.tensor(x)
-    lstm = charmodel.charlstm.lstm
-    n = len(ids)
-    h0 = charmodel.charlstm_h_init.expand(-1, n, -1).contiguous()
-    c0 = charmodel.charlstm_c_init.expand(-1, n, -1).contiguous()
-    out, _ = lstm(charmodel.char_emb(chars), (h0, c0))  # one direction: padding comes last
-    weights = torch.sigmoid(charmodel.char_attn(out))
-    valid = (torch.arange(longest)[None, :] < lengths[:, None]).unsqueeze(2)
-    return (out * weights * valid).sum(1)
 
 
 class WordRows:
@@ -61,13 +45,14 @@ class WordRows:
         return torch.stack([self.rows[w] for w in words])
 
 
-def tagger_word_rows(tagger: Any) -> WordRows:
-    """The tagger's word, pretrained and character columns of words, remembered."""
+def tagger_word_rows(tagger: Any, char_vectors: CharVectors) -> WordRows:
+    """The tagger's word, pretrained and character columns of words, remembered
+    (``char_vectors``: its character model's)."""
     model, vocab = tagger.trainer.model, tagger.vocab
 
     def compute(words: list[str]) -> torch.Tensor:
         pretrained = torch.tensor(tagger.pretrain.vocab.map([w.lower() for w in words]))
-        chars = char_vectors(model.charmodel, [vocab["char"].map(list(w)) for w in words])
+        chars = char_vectors([vocab["char"].map(list(w)) for w in words])
         return torch.cat(
             [
                 model.word_emb(torch.tensor(vocab["word"].map(words))),
@@ -80,13 +65,14 @@ def tagger_word_rows(tagger: Any) -> WordRows:
     return WordRows(compute)
 
 
-def parser_word_rows(depparse: Any) -> WordRows:
-    """The parser's pretrained, word and character columns of words, remembered."""
+def parser_word_rows(depparse: Any, char_vectors: CharVectors) -> WordRows:
+    """The parser's pretrained, word and character columns of words, remembered
+    (``char_vectors``: its character model's)."""
     model, vocab = depparse.trainer.model, depparse.vocab
 
     def compute(words: list[str]) -> torch.Tensor:
         pretrained = torch.tensor(depparse.pretrain.vocab.map([w.lower() for w in words]))
-        chars = char_vectors(model.charmodel, [vocab["char"].map(list(w)) for w in words])
+        chars = char_vectors([vocab["char"].map(list(w)) for w in words])
         return _parser_columns(model, pretrained, torch.tensor(vocab["word"].map(words)), chars)
 
     return WordRows(compute)
@@ -105,10 +91,10 @@ def _parser_columns(
     )
 
 
-def parser_root_row(depparse: Any) -> torch.Tensor:
+def parser_root_row(depparse: Any, char_vectors: CharVectors) -> torch.Tensor:
     """The parser's pretrained, word and character columns of the root token."""
     root = torch.tensor([ROOT_ID])
-    chars = char_vectors(depparse.trainer.model.charmodel, [[ROOT_ID]])
+    chars = char_vectors([[ROOT_ID]])
     return _parser_columns(depparse.trainer.model, root, root, chars)[0]
 
 

@@ -73,6 +73,78 @@ class OnnxInt8Product:
         return torch.from_numpy(self.session.run(None, {"x": x.detach().float().numpy()})[0])
 
 
+class OnnxCharModel:
+    """A stanza ``CharacterModel`` with attention (its character LSTM, one direction, one
+    layer, from its learnt initial state, pooled by its attention weights) as one ONNX
+    Runtime session: words' character ids → one vector a word (what
+    ``CharacterModel.forward`` computes in evaluation mode)."""
+
+    def __init__(self, charmodel: Any) -> None:
+        lstm = charmodel.charlstm.lstm
+        plain = not lstm.bidirectional and lstm.num_layers == 1
+        if not (plain and charmodel.attn and charmodel.char_attn.bias is None):
+            raise ValueError("only a one-layer, one-direction character LSTM with attention")
+        hidden = lstm.hidden_size
+        weights = {
+            "emb": charmodel.char_emb.weight.detach().float().numpy(),
+            "W": _onnx_gates(lstm.weight_ih_l0)[None],
+            "R": _onnx_gates(lstm.weight_hh_l0)[None],
+            "B": np.concatenate([_onnx_gates(lstm.bias_ih_l0), _onnx_gates(lstm.bias_hh_l0)])[None],
+            "attn_W": charmodel.char_attn.weight.detach().float().T.contiguous().numpy(),
+            "axis1": np.array([1], dtype=np.int64),
+        }
+        self.init = [
+            charmodel.charlstm_h_init.detach().float().numpy()[:1],
+            charmodel.charlstm_c_init.detach().float().numpy()[:1],
+        ]
+        node = helper.make_node
+        nodes = [
+            node("Gather", ["emb", "chars"], ["x"]),  # (words, length, emb)
+            node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
+            node("LSTM", ["xt", "W", "R", "B", "lengths", "h0", "c0"], ["y"], hidden_size=hidden),
+            node("Squeeze", ["y", "axis1"], ["ys"]),  # (length, words, hidden)
+            node("Transpose", ["ys"], ["out"], perm=[1, 0, 2]),
+            node("MatMul", ["out", "attn_W"], ["a0"]),  # stanza's char_attn has no bias
+            node("Sigmoid", ["a0"], ["a"]),
+            node("Mul", ["out", "a"], ["weighted"]),
+            node("Mul", ["weighted", "valid"], ["kept"]),
+            node("ReduceSum", ["kept", "axis1"], ["pooled"], keepdims=0),
+        ]
+        tensor = helper.make_tensor_value_info
+        graph = helper.make_graph(
+            nodes,
+            "chars",
+            [
+                tensor("chars", TensorProto.INT64, ["N", "T"]),
+                tensor("lengths", TensorProto.INT32, ["N"]),
+                tensor("h0", TensorProto.FLOAT, [1, "N", hidden]),
+                tensor("c0", TensorProto.FLOAT, [1, "N", hidden]),
+                tensor("valid", TensorProto.FLOAT, ["N", "T", 1]),
+            ],
+            [tensor("pooled", TensorProto.FLOAT, ["N", hidden])],
+            [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()],
+        )
+        self.session = _session(graph)
+
+    def __call__(self, ids: list[list[int]]) -> torch.Tensor:
+        """(words, hidden): each word's pooled character vector, from its character ids."""
+        lengths = np.array([len(x) for x in ids], dtype=np.int32)
+        chars = np.zeros((len(ids), int(lengths.max())), dtype=np.int64)
+        for i, x in enumerate(ids):
+            chars[i, : len(x)] = x
+        valid = (np.arange(chars.shape[1])[None, :] < lengths[:, None])[..., None]
+        feed = {
+            "chars": chars,
+            "lengths": lengths,
+            "valid": valid.astype(np.float32),
+        }
+        for name, state in zip(("h0", "c0"), self.init, strict=True):
+            feed[name] = np.ascontiguousarray(
+                np.broadcast_to(state, (1, len(ids), state.shape[-1]))
+            )
+        return torch.from_numpy(self.session.run(None, feed)[0])
+
+
 def _onnx_gates(weight: torch.Tensor) -> np.ndarray:
     """PyTorch's gate order (input, forget, cell, output) → ONNX's (input, output,
     forget, cell)."""

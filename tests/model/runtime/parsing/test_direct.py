@@ -166,3 +166,47 @@ def test_the_int8_relation_product_is_close_to_torchs(parser):
         exact = x @ weight
         error = (direct.relation_product(x) - exact).abs().max() / exact.abs().max()
     assert 1e-6 < error < 0.02  # int8 steps of each column's scale, x quantised per call
+
+
+@pytest.mark.parametrize("network", ["tagger", "parser"])
+def test_the_onnx_character_models_compute_what_stanzas_do(parser, network):
+    """Each word's character vector from ONNX Runtime against stanza's own
+    ``CharacterModel.forward`` (words of different lengths, one a single character)."""
+    import torch
+
+    from groundsearch.model.runtime.parsing.onnx_graphs import OnnxCharModel
+
+    direct = parser.direct_parser
+    processor = direct.tagger if network == "tagger" else direct.depparse
+    charmodel, vocab = processor.trainer.model.charmodel, processor.vocab["char"]
+    words = ["snowboarders", "a", "dog", "Ñandú", "jumping"]
+    ids = [vocab.map(list(w)) for w in words]
+    order = sorted(range(len(words)), key=lambda i: -len(ids[i]))  # packed: longest first
+    chars = torch.zeros(len(words), len(ids[order[0]]), dtype=torch.long)
+    for row, i in enumerate(order):
+        chars[row, : len(ids[i])] = torch.tensor(ids[i])
+    with torch.inference_mode():
+        theirs = charmodel(chars, chars == 0, order, [len(words)], [len(ids[i]) for i in order])
+        got = OnnxCharModel(charmodel)(ids)
+    assert got.shape == (len(words), charmodel.charlstm.lstm.hidden_size)
+    torch.testing.assert_close(got, theirs[0], atol=1e-5, rtol=1e-4)
+
+
+def test_the_few_words_lemmatizer_gives_stanzas_lemmas(parser):
+    """400 (word, tag) pairs of Flickr8k's caption words, by stanza's ``LemmaProcessor``
+    and by :class:`Lemmatizer`; a score of them changed by more than lowercasing."""
+    from stanza.models.common.doc import Document
+
+    from groundsearch.model.runtime.parsing.lemmas import Lemmatizer
+
+    lines = (get_settings().flickr8k_dir / "Flickr8k.token.txt").read_text().splitlines()
+    words = sorted({w for line in lines[:3000] for w in line.split("\t")[1].split()})
+    rng = random.Random(5)
+    pairs = [(w, rng.choice(["NOUN", "VERB", "ADJ", "PROPN"])) for w in rng.sample(words, 400)]
+    processor = parser.direct_parser.lemmatizer
+    assert Lemmatizer.supported(processor)
+    lemmatizer = Lemmatizer(processor)
+    done = processor.process(Document([[{"id": 1, "text": w, "upos": u}] for w, u in pairs]))
+    assert lemmatizer(pairs) == [s.words[0].lemma for s in done.sentences]
+    decoded = [w for w, u in pairs if w not in (lemmatizer.predict(w, u), w.lower())]
+    assert len(decoded) > 10
