@@ -11,7 +11,8 @@ Python. Here the same trained models make the same trees with little around them
 - tags and heads: the tagger's and the parser's own networks (stanza's modules and
   vocabularies) on batches of sentences of one length (:mod:`.networks`), their BiLSTM
   stacks and the relation scorer's product in ONNX Runtime (:mod:`.onnx_graphs`);
-- lemmas: stanza's lemmatizer, remembered by (word, tag);
+- lemmas: stanza's lemmatizer's dictionary and seq2seq model word by word
+  (:mod:`.lemmas`), remembered by (word, tag);
 - the tree: the parser's best head for every word when those already make a tree with
   one root (then it is the maximum spanning tree Chu-Liu-Edmonds would find),
   Chu-Liu-Edmonds otherwise.
@@ -43,9 +44,6 @@ Columns = tuple[list[str], list[str], list[str], list[str], list[str], list[int]
 BATCH = 256
 #: Lemmas remembered, by (word, upos); a query vocabulary fits many times over.
 LEMMA_MEMORY = 200_000
-#: New (word, upos) pairs up to which the lemmas are made here, word by word
-#: (:class:`.lemmas.Lemmatizer`); more go through stanza's batched processor.
-FEW_LEMMAS = 64
 
 
 def greedy_heads(scores: np.ndarray) -> list[int] | None:
@@ -115,7 +113,7 @@ class DirectParser:
         with torch.inference_mode():
             self.root = networks.parser_root_row(self.depparse, parser_chars)
         self._lemmas: dict[tuple[str, str], str] = {}
-        self.few_lemmas = (
+        self.lemmatize = (
             Lemmatizer(self.lemmatizer) if Lemmatizer.supported(self.lemmatizer) else None
         )
         self.declined = 0  # texts the rules declined (the pipeline's tokenizer cuts them)
@@ -195,8 +193,8 @@ class DirectParser:
         if missing:
             if len(self._lemmas) + len(missing) > LEMMA_MEMORY:
                 self._lemmas.clear()
-            if self.few_lemmas is not None and len(missing) <= FEW_LEMMAS:
-                self._lemmas.update(zip(missing, self.few_lemmas(missing), strict=True))
+            if self.lemmatize is not None:
+                self._lemmas.update(zip(missing, self.lemmatize(missing), strict=True))
             else:
                 doc = Document([[{"id": 1, "text": w, "upos": u}] for w, u in missing])
                 done = self.lemmatizer.process(doc)

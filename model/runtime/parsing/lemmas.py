@@ -1,11 +1,12 @@
-"""Stanza's lemmatizer for a few words at a time, without its pipeline.
+"""Stanza's lemmatizer without its pipeline.
 
 ``LemmaProcessor.process`` builds a Document and a DataLoader and decodes in eager
-PyTorch, about half a millisecond a character: 5 ms for one word the dictionary does not
+PyTorch, about half a millisecond a character: 5 ms for one word its dictionary does not
 hold, most of a query's parse when a word is new. Here the same model does the same
 steps (docs/PARSER.md): the dictionary first (``ensemble_dict``), then the edit
 classifier (a word kept as it is, or lowercased, needs no decoding), then greedy decoding
-with attention and the copy mechanism, in numpy, one word at a time.
+with attention and the copy mechanism, one word at a time, each step one ONNX Runtime
+call.
 """
 
 from __future__ import annotations
@@ -13,43 +14,19 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 from stanza.models.common import seq2seq_constant as constant
 from stanza.models.common.vocab import DeltaVocab
 from stanza.models.lemma import edit
+
+from groundsearch.model.runtime.parsing.onnx_graphs import OnnxBiLSTM, session
 
 #: Edit classes after which the seq2seq output is not used.
 _KEEP, _LOWER = edit.EDIT_TO_ID["identity"], edit.EDIT_TO_ID["lower"]
 
 
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    shifted = x - x.max()
-    return shifted - np.log(np.exp(shifted).sum())
-
-
-def _weights(module: Any) -> list[np.ndarray]:
-    return [p.detach().float().numpy() for p in module.parameters()]
-
-
-def _cell(
-    projected: np.ndarray, h: np.ndarray, c: np.ndarray, w_hh: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """One LSTM step from the input's projection ``w_ih @ x + b_ih + b_hh`` (PyTorch's
-    gate order: input, forget, cell, output); ``h``, ``c`` (…, hidden), ``w_hh`` (…, 4
-    hidden, hidden): several independent cells at once."""
-    n = h.shape[-1]
-    gates = projected + np.matmul(w_hh, h[..., None])[..., 0]
-    sig = 1 / (1 + np.exp(-gates))
-    c = sig[..., n : 2 * n] * c + sig[..., :n] * np.tanh(gates[..., 2 * n : 3 * n])
-    return sig[..., 3 * n :] * np.tanh(c), c
-
-
-def _lstm(module: Any, suffix: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """An LSTM's (or a direction's: ``suffix``) w_ih, w_hh and b_ih + b_hh, as float32."""
-    w_ih, w_hh, b_ih, b_hh = (
-        getattr(module, name + suffix).detach().float().numpy()
-        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-    )
-    return w_ih, w_hh, b_ih + b_hh
+def _array(tensor: Any) -> np.ndarray:
+    return tensor.detach().float().numpy()
 
 
 class Lemmatizer:
@@ -61,17 +38,16 @@ class Lemmatizer:
         self.vocab = processor.vocab
         model = self.trainer.model
         self.max_steps = model.max_dec_len
-        self.embedding = model.embedding.weight.detach().float().numpy()
-        self.pos_embedding = model.pos_embedding.weight.detach().float().numpy()
-        self.directions = [_lstm(model.encoder, "_l0"), _lstm(model.encoder, "_l0_reverse")]
-        w_ih, self.decoder_hh, bias = _lstm(model.decoder.lstm_cell)
-        self.decoder_inputs = self.embedding @ w_ih.T + bias  # each character's projection
+        self.embedding = _array(model.embedding.weight)
+        self.pos_embedding = _array(model.pos_embedding.weight)
+        self.encoder = OnnxBiLSTM(model.encoder)
+        self.edit = [_array(p) for p in model.edit_clf.parameters()]  # two layers, ReLU
         attention = model.decoder.attention_layer
-        self.attn_in = attention.linear_in.weight.detach().float().numpy()
-        self.attn_out = attention.linear_out.weight.detach().float().numpy()
-        self.to_vocab = _weights(model.dec2vocab)
-        self.copy_gate = _weights(model.copy_gate)
-        self.edit = [_weights(model.edit_clf[0]), _weights(model.edit_clf[2])]
+        self.hidden = attention.linear_in.weight.shape[0]
+        self.attn_in = _array(attention.linear_in.weight)
+        self.attn_context = _array(attention.linear_out.weight)[:, : self.hidden].T.copy()
+        self.output_size = model.dec2vocab.out_features
+        self.step = session(_step_graph(model, self.hidden, self.output_size))
 
     @staticmethod
     def supported(processor: Any) -> bool:
@@ -111,57 +87,146 @@ class Lemmatizer:
         src = np.array(chars.map([constant.SOS, *word, constant.EOS]))
         inputs = self.embedding[np.where(src >= len(self.embedding), constant.UNK_ID, src)]
         inputs = np.vstack([self.pos_embedding[self.vocab["pos"].unit2id(upos)], inputs])
-        context, (h, c) = self.encode(inputs)
-        first, second = self.edit
-        hidden = np.maximum(first[0] @ h + first[1], 0)
-        choice = int(np.argmax(second[0] @ hidden + second[1]))
+        context, h, c = self.encoder(inputs)
+        h, c = np.concatenate([h[1], h[0]]), np.concatenate([c[1], c[0]])  # backward first
+        w1, b1, w2, b2 = self.edit
+        choice = int(np.argmax(w2 @ np.maximum(w1 @ h + b1, 0) + b2))
         if choice == _KEEP:
             return word
         if choice == _LOWER:
             return word.lower()
+        size = max(self.output_size, int(src.max()) + 1)
+        ids = np.arange(size)  # characters the vocabulary lacks score as its UNK
+        copies = np.zeros((len(src), size), np.float32)  # each source position's id
+        copies[np.arange(len(src)), src] = 1
+        feed = {
+            "keys": (context @ self.attn_in).T.copy(),
+            "values": context @ self.attn_context,
+            "copies": copies,
+            "widen": np.where(ids < self.output_size, ids, constant.UNK_ID),
+            "token": np.array([constant.SOS_ID]),
+            "h": h[None],
+            "c": c[None],
+        }
         out: list[int] = []
-        token = constant.SOS_ID
         for _ in range(self.max_steps):
-            x = self.decoder_inputs[token if token < len(self.embedding) else constant.UNK_ID]
-            h, c = _cell(x, h, c, self.decoder_hh)
-            token = int(np.argmax(self.step(h, context, src)))
-            if token == constant.EOS_ID:
+            token, feed["h"], feed["c"] = self.step.run(None, feed)
+            if int(token[0]) == constant.EOS_ID:
                 break
-            out.append(token)
+            out.append(int(token[0]))
+            feed["token"] = np.where(token < len(self.embedding), token, constant.UNK_ID)
         lemma = "".join(chars.unmap(out))
         return word if not lemma or constant.UNK in lemma else lemma
 
-    def encode(self, inputs: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-        """The encoder's outputs (positions × 2 hidden) and the decoder's first state
-        (stanza's order: the backward direction's last state, then the forward's)."""
-        (wf, rf, bf), (wb, rb, bb) = self.directions
-        projected = np.stack([inputs @ wf.T + bf, inputs[::-1] @ wb.T + bb], 1)
-        w_hh = np.stack([rf, rb])
-        h = c = np.zeros((2, rf.shape[1]), np.float32)
-        outs = []
-        for x in projected:  # both directions at once, the backward one from the end
-            h, c = _cell(x, h, c, w_hh)
-            outs.append(h)
-        states = np.array(outs)
-        context = np.hstack([states[:, 0], states[::-1, 1]])
-        return context, (np.concatenate([h[1], h[0]]), np.concatenate([c[1], c[0]]))
 
-    def step(self, h: np.ndarray, context: np.ndarray, src: np.ndarray) -> np.ndarray:
-        """Log-probabilities of the next character: the vocabulary's and the copied
-        source characters' (``Seq2SeqModel.decode`` with ``copy``)."""
-        log_attn = _log_softmax(context @ (self.attn_in @ h))
-        h_tilde = np.tanh(self.attn_out @ np.concatenate([np.exp(log_attn) @ context, h]))
-        log_probs = _log_softmax(self.to_vocab[0] @ h_tilde + self.to_vocab[1])
-        gate = float((self.copy_gate[0] @ h_tilde + self.copy_gate[1])[0])
-        log_copy = -np.logaddexp(0, -gate) + _log_softmax(log_attn[1:])  # not the tag's slot
-        top = log_copy.max()
-        size = max(len(log_probs), int(src.max()) + 1)
-        copied = np.zeros(size, np.float32)
-        np.add.at(copied, src, np.exp(log_copy - top))
-        empty = copied == 0
-        log_copied = np.where(empty, -1e12, np.log(np.where(empty, 1e-12, copied)) + top)
-        if size > len(log_probs):  # characters the vocabulary lacks score as its UNK
-            log_probs = np.concatenate(
-                [log_probs, np.full(size - len(log_probs), log_probs[constant.UNK_ID])]
-            )
-        return np.logaddexp(log_copied, log_probs - np.log1p(np.exp(gate)))
+def _step_graph(model: Any, hidden: int, vocab: int) -> Any:
+    """One decoder step as an ONNX graph: the previous character → the LSTM cell → soft
+    attention → the vocabulary's and the copy mechanism's log-probabilities (numbers as
+    ``Seq2SeqModel.decode`` with ``copy``) → the next character, by greedy choice."""
+    cell = model.decoder.lstm_cell
+    attention = model.decoder.attention_layer
+    w_ih, w_hh, b_ih, b_hh = (
+        getattr(cell, n).detach().float().numpy()
+        for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    )
+    embedding = model.embedding.weight.detach().float().numpy()
+    out_w = np.vstack(
+        [
+            model.dec2vocab.weight.detach().float().numpy(),
+            model.copy_gate.weight.detach().float().numpy(),
+        ]
+    )
+    out_b = np.concatenate(
+        [
+            model.dec2vocab.bias.detach().float().numpy(),
+            model.copy_gate.bias.detach().float().numpy(),
+        ]
+    )
+    weights = {
+        "inputs": embedding @ w_ih.T + b_ih + b_hh,  # each character's input projection
+        "R": w_hh.T.copy(),
+        "out_W": out_w.T.copy(),
+        "out_b": out_b,
+        "attn_in": attention.linear_in.weight.detach().float().numpy(),
+        "attn_h": attention.linear_out.weight.detach().float().numpy()[:, hidden:].T.copy(),
+        "splits": np.array([hidden] * 4, dtype=np.int64),
+        "zero": np.array([0], dtype=np.int64),
+        "one": np.array([1], dtype=np.int64),
+        "vocab": np.array([vocab], dtype=np.int64),
+        "end": np.array([vocab + 1], dtype=np.int64),
+        "big": np.array([2**31], dtype=np.int64),
+        "never": np.array([-1e12], dtype=np.float32),
+        "tiny": np.array([1e-12], dtype=np.float32),
+        "nought": np.array([0], dtype=np.float32),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Gather", ["inputs", "token"], ["x"]),  # (1, 4 hidden)
+        n("MatMul", ["h", "R"], ["rh"]),  # row vectors: 1-D products take a slow path
+        n("Add", ["x", "rh"], ["gates"]),
+        n("Split", ["gates", "splits"], ["gi", "gf", "gg", "go"], axis=1),
+        n("Sigmoid", ["gi"], ["i"]),
+        n("Sigmoid", ["gf"], ["f"]),
+        n("Tanh", ["gg"], ["g"]),
+        n("Sigmoid", ["go"], ["o"]),
+        n("Mul", ["f", "c"], ["fc"]),
+        n("Mul", ["i", "g"], ["ig"]),
+        n("Add", ["fc", "ig"], ["c_next"]),
+        n("Tanh", ["c_next"], ["tc"]),
+        n("Mul", ["o", "tc"], ["h_next"]),
+        n("MatMul", ["h_next", "keys"], ["logits"]),  # h · (context · attn_in)ᵀ
+        n("LogSoftmax", ["logits"], ["log_attn"], axis=1),
+        n("Exp", ["log_attn"], ["attn"]),
+        n("MatMul", ["attn", "values"], ["weighted"]),  # attn · (context · W₁ᵀ)
+        n("MatMul", ["h_next", "attn_h"], ["wh"]),
+        n("Add", ["weighted", "wh"], ["pre"]),
+        n("Tanh", ["pre"], ["h_tilde"]),
+        n("MatMul", ["h_tilde", "out_W"], ["o0"]),
+        n("Add", ["o0", "out_b"], ["scores"]),
+        n("Slice", ["scores", "zero", "vocab", "one"], ["vocab_logits"]),
+        n("Slice", ["scores", "vocab", "end", "one"], ["gate"]),
+        n("LogSoftmax", ["vocab_logits"], ["lp0"], axis=1),
+        n("Gather", ["lp0", "widen"], ["lp"], axis=1),
+        n("Softplus", ["gate"], ["nocopy"]),  # log(1 + e^gate)
+        n("Sub", ["lp", "nocopy"], ["kept"]),
+        n("Neg", ["gate"], ["neg_gate"]),
+        n("Softplus", ["neg_gate"], ["sp"]),
+        n("Slice", ["log_attn", "one", "big", "one"], ["la"]),  # not the tag's slot
+        n("LogSoftmax", ["la"], ["la2"], axis=1),
+        n("Sub", ["la2", "sp"], ["lc"]),
+        n("ReduceMax", ["lc"], ["top"], axes=[1], keepdims=1),
+        n("Sub", ["lc", "top"], ["lc0"]),
+        n("Exp", ["lc0"], ["pc"]),
+        n("MatMul", ["pc", "copies"], ["copied"]),
+        n("Equal", ["copied", "nought"], ["empty"]),
+        n("Where", ["empty", "tiny", "copied"], ["safe"]),
+        n("Log", ["safe"], ["ls"]),
+        n("Add", ["ls", "top"], ["ls2"]),
+        n("Where", ["empty", "never", "ls2"], ["log_copied"]),
+        n("Max", ["log_copied", "kept"], ["m"]),  # log(e^a + e^b), as torch.logsumexp
+        n("Sub", ["log_copied", "m"], ["a0"]),
+        n("Sub", ["kept", "m"], ["b0"]),
+        n("Exp", ["a0"], ["ea"]),
+        n("Exp", ["b0"], ["eb"]),
+        n("Add", ["ea", "eb"], ["s"]),
+        n("Log", ["s"], ["ls3"]),
+        n("Add", ["m", "ls3"], ["final"]),
+        n("ArgMax", ["final"], ["next"], axis=1, keepdims=0),
+    ]
+    t = helper.make_tensor_value_info
+    f, i = TensorProto.FLOAT, TensorProto.INT64
+    return helper.make_graph(
+        nodes,
+        "lemma_step",
+        [
+            t("token", i, [1]),
+            t("h", f, [1, hidden]),
+            t("c", f, [1, hidden]),
+            t("keys", f, [hidden, "P"]),
+            t("values", f, ["P", hidden]),
+            t("copies", f, ["S", "V"]),
+            t("widen", i, ["V"]),
+        ],
+        [t("next", i, [1]), t("h_next", f, [1, hidden]), t("c_next", f, [1, hidden])],
+        [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()],
+    )

@@ -98,24 +98,32 @@ def parser_root_row(depparse: Any, char_vectors: CharVectors) -> torch.Tensor:
     return _parser_columns(depparse.trainer.model, root, root, chars)[0]
 
 
+#: Each tagger's tag ids → names (a few hundred combinations), by ``id(tagger)``.
+_TAG_NAMES: dict[int, dict[tuple[int, ...], tuple[str, str, str]]] = {}
+
+
 def tag(
     tagger: Any, rows: WordRows, network: Network, sentences: list[list[str]]
 ) -> list[list[list[str]]]:
     """[upos, xpos, feats] for every word of sentences that all have the same length
     (``rows``: ``tagger_word_rows(tagger)``; ``network``: its stack and classifiers,
     ``onnx_graphs.tagger_head``)."""
-    vocab = tagger.vocab
+    vocab, names = tagger.vocab, _TAG_NAMES.setdefault(id(tagger), {})
     batch, length = len(sentences), len(sentences[0])
     x = rows([w for s in sentences for w in s]).view(batch, length, -1)
     (ids,) = network(x)
-    upos, xpos, feats = ids[..., 0], ids[..., 1], ids[..., 2:]
-    upos_names = [vocab["upos"].unmap(s) for s in upos.tolist()]
-    xpos_names = [vocab["xpos"].unmap(s) for s in xpos.tolist()]
-    feat_names = [vocab["feats"].unmap(s) for s in feats.tolist()]
-    return [
-        [[u, x, f] for u, x, f in zip(us, xs, fs, strict=True)]
-        for us, xs, fs in zip(upos_names, xpos_names, feat_names, strict=True)
-    ]
+    tagged = []
+    for sentence in ids.tolist():
+        for row in sentence:  # (upos, xpos, *feats) ids → names, remembered by the ids
+            key = tuple(row)
+            if key not in names:
+                names[key] = (
+                    vocab["upos"].id2unit(row[0]),
+                    vocab["xpos"].id2unit(row[1]),
+                    vocab["feats"].id2unit(row[2:]),
+                )
+            tagged.append(list(names[key]))
+    return [tagged[i : i + length] for i in range(0, len(tagged), length)]
 
 
 def arc_scores(

@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 OPSET = 17
 
 
-def _session(graph: Any) -> ort.InferenceSession:
+def session(graph: Any) -> ort.InferenceSession:
     """A session on one thread: a parser runs in a process of its own per core (for a
     query's small products a second thread costs more than it saves)."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
@@ -66,7 +66,7 @@ class OnnxInt8Product:
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", w.shape[1]])],
             [numpy_helper.from_array(steps, "w"), numpy_helper.from_array(scale, "ws")],
         )
-        self.session = _session(graph)
+        self.session = session(graph)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """(rows, in) → (rows, out)."""
@@ -124,7 +124,7 @@ class OnnxCharModel:
             [tensor("pooled", TensorProto.FLOAT, ["N", hidden])],
             [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()],
         )
-        self.session = _session(graph)
+        self.session = session(graph)
 
     def __call__(self, ids: list[list[int]]) -> torch.Tensor:
         """(words, hidden): each word's pooled character vector, from its character ids."""
@@ -143,6 +143,59 @@ class OnnxCharModel:
                 np.broadcast_to(state, (1, len(ids), state.shape[-1]))
             )
         return torch.from_numpy(self.session.run(None, feed)[0])
+
+
+class OnnxBiLSTM:
+    """A one-layer bidirectional ``torch.nn.LSTM`` from zero states over one sequence,
+    as an ONNX Runtime session (the lemmatizer's encoder)."""
+
+    def __init__(self, lstm: Any) -> None:
+        if not lstm.bidirectional or lstm.num_layers != 1:
+            raise ValueError("only a one-layer bidirectional LSTM")
+        sides = ("_l0", "_l0_reverse")
+        weights = {
+            "W": np.stack([_onnx_gates(getattr(lstm, "weight_ih" + s)) for s in sides]),
+            "R": np.stack([_onnx_gates(getattr(lstm, "weight_hh" + s)) for s in sides]),
+            "B": np.stack(
+                [
+                    np.concatenate(
+                        [
+                            _onnx_gates(getattr(lstm, "bias_ih" + s)),
+                            _onnx_gates(getattr(lstm, "bias_hh" + s)),
+                        ]
+                    )
+                    for s in sides
+                ]
+            ),
+        }
+        tensor = helper.make_tensor_value_info
+        hidden = lstm.hidden_size
+        graph = helper.make_graph(
+            [
+                helper.make_node(
+                    "LSTM",
+                    ["x", "W", "R", "B"],
+                    ["y", "h", "c"],
+                    direction="bidirectional",
+                    hidden_size=hidden,
+                )
+            ],
+            "bilstm",
+            [tensor("x", TensorProto.FLOAT, ["T", 1, lstm.input_size])],
+            [
+                tensor("y", TensorProto.FLOAT, ["T", 2, 1, hidden]),
+                tensor("h", TensorProto.FLOAT, [2, 1, hidden]),
+                tensor("c", TensorProto.FLOAT, [2, 1, hidden]),
+            ],
+            [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()],
+        )
+        self.session = session(graph)
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(length, input) → outputs (length, 2 × hidden: forward, backward) and the last
+        states h, c (2, hidden: forward, backward)."""
+        y, h, c = self.session.run(None, {"x": x.astype(np.float32, copy=False)[:, None]})
+        return y[:, :, 0].reshape(len(x), -1), h[:, 0], c[:, 0]
 
 
 def _onnx_gates(weight: torch.Tensor) -> np.ndarray:
@@ -344,6 +397,7 @@ class OnnxNetwork:
         self.h_init = h_init.detach().float().numpy()
         self.c_init = c_init.detach().float().numpy()
         self.by_length = head.by_length if head else {}
+        self._fixed: dict[tuple[int, int], dict[str, np.ndarray]] = {}
         hidden = hlstm.lstm[0].lstm.hidden_size
         nodes, initializers, inputs, x = [], [], [], "input"
         inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, ["B", "T", None]))
@@ -380,21 +434,27 @@ class OnnxNetwork:
             ],
             initializers,
         )
-        self.session = _session(graph)
+        self.session = session(graph)
+
+    def fixed_inputs(self, batch: int, length: int) -> dict[str, np.ndarray]:
+        """The initial states and the length's arrays, remembered for a few shapes (a
+        query's is always one sentence)."""
+        key = (batch, length)
+        if key not in self._fixed:
+            if len(self._fixed) >= 32:
+                self._fixed.clear()
+            fixed = {name: make(length) for name, make in self.by_length.items()}
+            for layer in range(self.layers):
+                rows = slice(2 * layer, 2 * layer + 2)
+                for name, init in (("h0", self.h_init), ("c0", self.c_init)):
+                    fixed[f"l{layer}_{name}"] = np.ascontiguousarray(
+                        np.broadcast_to(init[rows], (2, batch, init.shape[-1]))
+                    )
+            self._fixed[key] = fixed
+        return self._fixed[key]
 
     def __call__(self, x: torch.Tensor) -> list[torch.Tensor]:
         """(batch, length, input) → the head's outputs (the stack's: (batch, length, 2 ×
         hidden))."""
-        batch, length = x.shape[:2]
-        feed: dict[str, np.ndarray] = {"input": x.detach().float().numpy()}
-        for layer in range(self.layers):
-            rows = slice(2 * layer, 2 * layer + 2)
-            feed[f"l{layer}_h0"] = np.ascontiguousarray(
-                np.broadcast_to(self.h_init[rows], (2, batch, self.h_init.shape[-1]))
-            )
-            feed[f"l{layer}_c0"] = np.ascontiguousarray(
-                np.broadcast_to(self.c_init[rows], (2, batch, self.c_init.shape[-1]))
-            )
-        for name, make in self.by_length.items():
-            feed[name] = make(length)
+        feed = {"input": x.detach().float().numpy(), **self.fixed_inputs(*x.shape[:2])}
         return [torch.from_numpy(out) for out in self.session.run(None, feed)]
