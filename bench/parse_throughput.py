@@ -111,7 +111,7 @@ def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
                     lemmas,
                 )
             with stage("parser: tree"):
-                heads = [tree_heads(x) for x in scores.numpy()]
+                heads = [tree_heads(x) for x in scores]
             with stage("parser: relations"):
                 rels = networks.relations(direct.depparse, direct.relation_product, dep, gov, heads)
             with stage("tree"):

@@ -110,8 +110,7 @@ class DirectParser:
         parser_chars = OnnxCharModel(parser.charmodel)
         self.tagger_rows = networks.tagger_word_rows(self.tagger, tagger_chars)
         self.parser_rows = networks.parser_word_rows(self.depparse, parser_chars)
-        with torch.inference_mode():
-            self.root = networks.parser_root_row(self.depparse, parser_chars)
+        self.root = networks.parser_root_row(self.depparse, parser_chars)
         self._lemmas: dict[tuple[str, str], str] = {}
         self.lemmatize = (
             Lemmatizer(self.lemmatizer) if Lemmatizer.supported(self.lemmatizer) else None
@@ -166,7 +165,7 @@ class DirectParser:
         scores, dependents, governors = networks.arc_scores(
             self.depparse, self.parser_rows, self.parser_network, self.root, sentences, tags, lemmas
         )
-        heads = [tree_heads(s) for s in scores.numpy()]
+        heads = [tree_heads(s) for s in scores]
         deprels = networks.relations(
             self.depparse, self.relation_product, dependents, governors, heads
         )

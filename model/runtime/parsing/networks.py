@@ -14,17 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 ROOT_ID = 3  # stanza.models.common.vocab.ROOT_ID
 VOCAB_PREFIX_SIZE = 4  # stanza.models.common.vocab.VOCAB_PREFIX_SIZE
 #: A product with one fixed matrix, run elsewhere (ONNX Runtime).
-Piece = Callable[[torch.Tensor], torch.Tensor]
+Piece = Callable[[np.ndarray], np.ndarray]
 #: Words' character ids → one vector a word (``onnx_graphs.OnnxCharModel``).
 CharVectors = Callable[[list[list[int]]], torch.Tensor]
 #: A network after its word columns, run elsewhere (``onnx_graphs.OnnxNetwork``):
 #: (batch, length, input) → its outputs.
-Network = Callable[[torch.Tensor], list[torch.Tensor]]
+Network = Callable[[np.ndarray], list[np.ndarray]]
 
 
 class WordRows:
@@ -33,16 +34,18 @@ class WordRows:
 
     def __init__(self, compute: Callable[[list[str]], torch.Tensor], memory: int = 50_000):
         self.compute, self.memory = compute, memory
-        self.rows: dict[str, torch.Tensor] = {}
+        self.rows: dict[str, np.ndarray] = {}
 
-    def __call__(self, words: list[str]) -> torch.Tensor:
+    def __call__(self, words: list[str]) -> np.ndarray:
         """(len(words), columns): each word's row."""
         missing = list(dict.fromkeys(w for w in words if w not in self.rows))
         if missing:
             if len(self.rows) + len(missing) > self.memory:
                 self.rows.clear()
-            self.rows.update(zip(missing, self.compute(missing).clone().unbind(0), strict=True))
-        return torch.stack([self.rows[w] for w in words])
+            with torch.inference_mode():
+                computed = self.compute(missing).numpy().copy()
+            self.rows.update(zip(missing, computed, strict=True))
+        return np.stack([self.rows[w] for w in words])
 
 
 def tagger_word_rows(tagger: Any, char_vectors: CharVectors) -> WordRows:
@@ -91,11 +94,12 @@ def _parser_columns(
     )
 
 
-def parser_root_row(depparse: Any, char_vectors: CharVectors) -> torch.Tensor:
+def parser_root_row(depparse: Any, char_vectors: CharVectors) -> np.ndarray:
     """The parser's pretrained, word and character columns of the root token."""
     root = torch.tensor([ROOT_ID])
     chars = char_vectors([[ROOT_ID]])
-    return _parser_columns(depparse.trainer.model, root, root, chars)[0]
+    with torch.inference_mode():
+        return _parser_columns(depparse.trainer.model, root, root, chars)[0].numpy().copy()
 
 
 #: Each tagger's tag ids → names (a few hundred combinations), by ``id(tagger)``.
@@ -110,7 +114,7 @@ def tag(
     ``onnx_graphs.tagger_head``)."""
     vocab, names = tagger.vocab, _TAG_NAMES.setdefault(id(tagger), {})
     batch, length = len(sentences), len(sentences[0])
-    x = rows([w for s in sentences for w in s]).view(batch, length, -1)
+    x = rows([w for s in sentences for w in s]).reshape(batch, length, -1)
     (ids,) = network(x)
     tagged = []
     for sentence in ids.tolist():
@@ -130,39 +134,40 @@ def arc_scores(
     depparse: Any,
     rows: WordRows,
     network: Network,
-    root: torch.Tensor,
+    root: np.ndarray,
     sentences: list[list[str]],
     tags: list[list[list[str]]],
     lemmas: list[list[str]],
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The parser's head log-probabilities (batch, n+1, n+1), with position 0 the root, and
     the inputs of its relation scorer (``rows``: ``parser_word_rows(depparse)``;
     ``network``: its stack and scorers, ``onnx_graphs.parser_head``; ``root``:
     ``parser_root_row(depparse)``)."""
     model, vocab = depparse.trainer.model, depparse.vocab
     batch, length = len(sentences), len(sentences[0]) + 1
-    flat = [w for s in sentences for w in s]
     tags_flat = [t for ts in tags for t in ts]
 
-    def rooted(ids: list[int]) -> torch.Tensor:
-        table = torch.tensor(ids).view(batch, length - 1)
-        return torch.cat([torch.full((batch, 1), ROOT_ID), table], 1)
+    def rooted(ids: list[int]) -> np.ndarray:
+        table = np.asarray(ids).reshape(batch, length - 1)
+        return np.concatenate([np.full((batch, 1), ROOT_ID), table], 1)
+
+    def table(embedding: Any) -> np.ndarray:
+        return embedding.weight.detach().numpy()
 
     lemma = rooted(vocab["lemma"].map([lem for ls in lemmas for lem in ls]))
     upos = rooted(vocab["upos"].map([t[0] for t in tags_flat]))
     xpos = rooted(vocab["xpos"].map([t[1] for t in tags_flat]))
-    words = rows(flat).view(batch, length - 1, -1)
-    words = torch.cat([root.expand(batch, 1, -1), words], 1)
+    words = rows([w for s in sentences for w in s]).reshape(batch, length - 1, -1)
+    words = np.concatenate([np.broadcast_to(root, (batch, 1, len(root))), words], 1)
     first = model.trans_pretrained.out_features + model.word_emb.embedding_dim
-    pre_word, char = words[..., :first], words[..., first:]
-    pos = model.upos_emb(upos) + model.xpos_emb(xpos)
-    x = torch.cat(
+    pos = table(model.upos_emb)[upos] + table(model.xpos_emb)[xpos]
+    x = np.concatenate(
         [
-            pre_word,  # pretrained, word
-            model.lemma_emb(lemma),
+            words[..., :first],  # pretrained, word
+            table(model.lemma_emb)[lemma],
             pos,
             pos,  # stanza's parser feeds the tag embedding twice (and its feats never)
-            char,
+            words[..., first:],  # characters
         ],
         2,
     )
@@ -178,16 +183,16 @@ def relation_weight(depparse: Any) -> torch.Tensor:
 
 
 def relations(
-    depparse: Any, product: Piece, a: torch.Tensor, b: torch.Tensor, heads: list[list[int]]
+    depparse: Any, product: Piece, a: np.ndarray, b: np.ndarray, heads: list[list[int]]
 ) -> list[list[str]]:
     """The best relation of each word to its chosen head (heads[s][j] for word j+1);
     ``product``: ``x @ relation_weight(depparse)``."""
     bilinear = depparse.trainer.model.deprel.scorer.W_bilin
     size_i, size_j, size_o = bilinear.weight.shape
     batch, length = len(heads), len(heads[0])
-    dep = product(a[:, 1:].reshape(batch * length, size_i)).view(batch, length, size_j, size_o)
-    head = b.gather(1, torch.tensor(heads)[:, :, None].expand(-1, -1, size_j))  # (B, n, J)
-    scores = (head.unsqueeze(2) @ dep).squeeze(2) + bilinear.bias  # (B, n, O)
+    dep = product(a[:, 1:].reshape(batch * length, size_i)).reshape(batch, length, size_j, size_o)
+    head = np.take_along_axis(b, np.asarray(heads)[:, :, None], 1)  # (B, n, J)
+    scores = (head[:, :, None] @ dep)[:, :, 0] + bilinear.bias.detach().numpy()  # (B, n, O)
     best = (scores.argmax(2) + VOCAB_PREFIX_SIZE).tolist()
     vocab = depparse.vocab["deprel"]
     return [vocab.unmap(ids) for ids in best]

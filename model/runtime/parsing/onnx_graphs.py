@@ -68,9 +68,9 @@ class OnnxInt8Product:
         )
         self.session = session(graph)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: np.ndarray) -> np.ndarray:
         """(rows, in) → (rows, out)."""
-        return torch.from_numpy(self.session.run(None, {"x": x.detach().float().numpy()})[0])
+        return self.session.run(None, {"x": np.ascontiguousarray(x, dtype=np.float32)})[0]
 
 
 class OnnxCharModel:
@@ -453,8 +453,8 @@ class OnnxNetwork:
             self._fixed[key] = fixed
         return self._fixed[key]
 
-    def __call__(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def __call__(self, x: np.ndarray) -> list[np.ndarray]:
         """(batch, length, input) → the head's outputs (the stack's: (batch, length, 2 ×
         hidden))."""
-        feed = {"input": x.detach().float().numpy(), **self.fixed_inputs(*x.shape[:2])}
-        return [torch.from_numpy(out) for out in self.session.run(None, feed)]
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        return self.session.run(None, {"input": x, **self.fixed_inputs(*x.shape[:2])})
