@@ -22,7 +22,7 @@ VOCAB_PREFIX_SIZE = 4  # stanza.models.common.vocab.VOCAB_PREFIX_SIZE
 #: A product with one fixed matrix, run elsewhere (ONNX Runtime).
 Piece = Callable[[np.ndarray], np.ndarray]
 #: Words' character ids → one vector a word (``onnx_graphs.OnnxCharModel``).
-CharVectors = Callable[[list[list[int]]], torch.Tensor]
+CharVectors = Callable[[list[list[int]]], np.ndarray]
 #: A network after its word columns, run elsewhere (``onnx_graphs.OnnxNetwork``):
 #: (batch, length, input) → its outputs.
 Network = Callable[[np.ndarray], list[np.ndarray]]
@@ -32,7 +32,7 @@ class WordRows:
     """A network's input columns that depend on the word alone, remembered by the word
     (up to ``memory`` words; then forgotten all at once and remembered again)."""
 
-    def __init__(self, compute: Callable[[list[str]], torch.Tensor], memory: int = 50_000):
+    def __init__(self, compute: Callable[[list[str]], np.ndarray], memory: int = 50_000):
         self.compute, self.memory = compute, memory
         self.rows: dict[str, np.ndarray] = {}
 
@@ -42,64 +42,67 @@ class WordRows:
         if missing:
             if len(self.rows) + len(missing) > self.memory:
                 self.rows.clear()
-            with torch.inference_mode():
-                computed = self.compute(missing).numpy().copy()
-            self.rows.update(zip(missing, computed, strict=True))
+            self.rows.update(zip(missing, self.compute(missing), strict=True))
         return np.stack([self.rows[w] for w in words])
+
+
+#: The order of the parser's columns.
+PARSER_ORDER = ("pretrained", "word", "char")
+
+
+class _Columns:
+    """A network's columns of words that depend on the word alone (stanza's word and
+    pretrained embeddings, the latter and the character vector through their linear
+    maps), in numpy, in the network's order (``order``: of "word", "pretrained", "char")."""
+
+    def __init__(self, processor: Any, char_vectors: CharVectors, order: tuple[str, ...]):
+        model = processor.trainer.model
+        self.vocab, self.pretrain, self.chars, self.order = (
+            processor.vocab,
+            processor.pretrain.vocab,
+            char_vectors,
+            order,
+        )
+        self.word = model.word_emb.weight.detach().numpy()
+        self.pretrained = model.pretrained_emb.weight.detach().numpy()
+        self.maps = {  # stanza's linear maps here have no bias
+            "pretrained": model.trans_pretrained.weight.detach().numpy().T,
+            "char": model.trans_char.weight.detach().numpy().T,
+        }
+
+    def __call__(self, words: list[str], ids: dict[str, list[int]] | None = None) -> np.ndarray:
+        """(len(words), columns); ``ids`` instead of the words' own (the root's)."""
+        ids = ids or {
+            "word": self.vocab["word"].map(words),
+            "pretrained": self.pretrain.map([w.lower() for w in words]),
+        }
+        inputs = {
+            "word": self.word[ids["word"]],
+            "pretrained": self.pretrained[ids["pretrained"]],
+            "char": self.chars(ids.get("char") or [self.vocab["char"].map(list(w)) for w in words]),
+        }
+        for name, weight in self.maps.items():
+            inputs[name] = inputs[name] @ weight
+        return np.concatenate([inputs[name] for name in self.order], 1)
 
 
 def tagger_word_rows(tagger: Any, char_vectors: CharVectors) -> WordRows:
     """The tagger's word, pretrained and character columns of words, remembered
     (``char_vectors``: its character model's)."""
-    model, vocab = tagger.trainer.model, tagger.vocab
-
-    def compute(words: list[str]) -> torch.Tensor:
-        pretrained = torch.tensor(tagger.pretrain.vocab.map([w.lower() for w in words]))
-        chars = char_vectors([vocab["char"].map(list(w)) for w in words])
-        return torch.cat(
-            [
-                model.word_emb(torch.tensor(vocab["word"].map(words))),
-                model.trans_pretrained(model.pretrained_emb(pretrained)),
-                model.trans_char(chars),
-            ],
-            1,
-        )
-
-    return WordRows(compute)
+    return WordRows(_Columns(tagger, char_vectors, ("word", "pretrained", "char")))
 
 
 def parser_word_rows(depparse: Any, char_vectors: CharVectors) -> WordRows:
     """The parser's pretrained, word and character columns of words, remembered
     (``char_vectors``: its character model's)."""
-    model, vocab = depparse.trainer.model, depparse.vocab
-
-    def compute(words: list[str]) -> torch.Tensor:
-        pretrained = torch.tensor(depparse.pretrain.vocab.map([w.lower() for w in words]))
-        chars = char_vectors([vocab["char"].map(list(w)) for w in words])
-        return _parser_columns(model, pretrained, torch.tensor(vocab["word"].map(words)), chars)
-
-    return WordRows(compute)
-
-
-def _parser_columns(
-    model: Any, pretrained: torch.Tensor, word: torch.Tensor, chars: torch.Tensor
-) -> torch.Tensor:
-    return torch.cat(
-        [
-            model.trans_pretrained(model.pretrained_emb(pretrained)),
-            model.word_emb(word),
-            model.trans_char(chars),
-        ],
-        -1,
-    )
+    return WordRows(_Columns(depparse, char_vectors, PARSER_ORDER))
 
 
 def parser_root_row(depparse: Any, char_vectors: CharVectors) -> np.ndarray:
     """The parser's pretrained, word and character columns of the root token."""
-    root = torch.tensor([ROOT_ID])
-    chars = char_vectors([[ROOT_ID]])
-    with torch.inference_mode():
-        return _parser_columns(depparse.trainer.model, root, root, chars)[0].numpy().copy()
+    root = [ROOT_ID]
+    columns = _Columns(depparse, char_vectors, PARSER_ORDER)
+    return columns([], {"word": root, "pretrained": root, "char": [root]})[0]
 
 
 #: Each tagger's tag ids → names (a few hundred combinations), by ``id(tagger)``.

@@ -126,7 +126,7 @@ class OnnxCharModel:
         )
         self.session = session(graph)
 
-    def __call__(self, ids: list[list[int]]) -> torch.Tensor:
+    def __call__(self, ids: list[list[int]]) -> np.ndarray:
         """(words, hidden): each word's pooled character vector, from its character ids."""
         lengths = np.array([len(x) for x in ids], dtype=np.int32)
         chars = np.zeros((len(ids), int(lengths.max())), dtype=np.int64)
@@ -142,7 +142,7 @@ class OnnxCharModel:
             feed[name] = np.ascontiguousarray(
                 np.broadcast_to(state, (1, len(ids), state.shape[-1]))
             )
-        return torch.from_numpy(self.session.run(None, feed)[0])
+        return self.session.run(None, feed)[0]
 
 
 class OnnxBiLSTM:
