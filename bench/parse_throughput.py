@@ -100,8 +100,8 @@ def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
                 )
             with stage("lemmas"):
                 lemmas = direct.lemmas([words], tags)
-            with stage("parser: arc scores"):
-                scores, dep, gov = networks.arc_scores(
+            with stage("parser: arcs and relations"):
+                scores, labels = networks.arc_scores(
                     direct.depparse,
                     direct.parser_rows,
                     direct.parser_network,
@@ -113,7 +113,7 @@ def direct_stages(parser: Parser, texts: list[str]) -> dict[str, float]:
             with stage("parser: tree"):
                 heads = [tree_heads(x) for x in scores]
             with stage("parser: relations"):
-                rels = networks.relations(direct.depparse, direct.relation_product, dep, gov, heads)
+                rels = networks.relations(direct.depparse, labels, heads)
             with stage("tree"):
                 upos, xpos, feats = (list(column) for column in zip(*tags[0], strict=True))
                 build_tree(text, words, lemmas[0], upos, xpos, feats, heads[0], rels[0])

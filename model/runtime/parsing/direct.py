@@ -30,7 +30,6 @@ from groundsearch.model.runtime.parsing import networks
 from groundsearch.model.runtime.parsing.lemmas import Lemmatizer
 from groundsearch.model.runtime.parsing.onnx_graphs import (
     OnnxCharModel,
-    OnnxInt8Product,
     OnnxNetwork,
     parser_head,
     tagger_head,
@@ -105,7 +104,6 @@ class DirectParser:
             parser.parserlstm_c_init,
             parser_head(parser),
         )
-        self.relation_product = OnnxInt8Product(networks.relation_weight(self.depparse))
         tagger_chars = OnnxCharModel(tagger.charmodel)
         parser_chars = OnnxCharModel(parser.charmodel)
         self.tagger_rows = networks.tagger_word_rows(self.tagger, tagger_chars)
@@ -162,13 +160,11 @@ class DirectParser:
         """The columns of sentences that all have the same number of words."""
         tags = networks.tag(self.tagger, self.tagger_rows, self.tagger_network, sentences)
         lemmas = self.lemmas(sentences, tags)
-        scores, dependents, governors = networks.arc_scores(
+        scores, labels = networks.arc_scores(
             self.depparse, self.parser_rows, self.parser_network, self.root, sentences, tags, lemmas
         )
         heads = [tree_heads(s) for s in scores]
-        deprels = networks.relations(
-            self.depparse, self.relation_product, dependents, governors, heads
-        )
+        deprels = networks.relations(self.depparse, labels, heads)
         columns: list[Columns] = []
         for words, tagged, lemma, head, deprel in zip(
             sentences, tags, lemmas, heads, deprels, strict=True

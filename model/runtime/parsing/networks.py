@@ -15,12 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import torch
 
 ROOT_ID = 3  # stanza.models.common.vocab.ROOT_ID
 VOCAB_PREFIX_SIZE = 4  # stanza.models.common.vocab.VOCAB_PREFIX_SIZE
-#: A product with one fixed matrix, run elsewhere (ONNX Runtime).
-Piece = Callable[[np.ndarray], np.ndarray]
 #: Words' character ids → one vector a word (``onnx_graphs.OnnxCharModel``).
 CharVectors = Callable[[list[list[int]]], np.ndarray]
 #: A network after its word columns, run elsewhere (``onnx_graphs.OnnxNetwork``):
@@ -141,9 +138,10 @@ def arc_scores(
     sentences: list[list[str]],
     tags: list[list[list[str]]],
     lemmas: list[list[str]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray]:
     """The parser's head log-probabilities (batch, n+1, n+1), with position 0 the root, and
-    the inputs of its relation scorer (``rows``: ``parser_word_rows(depparse)``;
+    its relation scorer's best label of every pair (batch, n, n+1) (``rows``:
+    ``parser_word_rows(depparse)``;
     ``network``: its stack and scorers, ``onnx_graphs.parser_head``; ``root``:
     ``parser_root_row(depparse)``)."""
     model, vocab = depparse.trainer.model, depparse.vocab
@@ -174,28 +172,13 @@ def arc_scores(
         ],
         2,
     )
-    scores, dep, gov = network(x)
-    return scores, dep, gov
+    scores, labels = network(x)
+    return scores, labels
 
 
-def relation_weight(depparse: Any) -> torch.Tensor:
-    """The relation scorer's bilinear form as one (I, J × O) matrix, for ``relations``'
-    ``product``."""
-    weight = depparse.trainer.model.deprel.scorer.W_bilin.weight
-    return weight.reshape(weight.shape[0], -1)
-
-
-def relations(
-    depparse: Any, product: Piece, a: np.ndarray, b: np.ndarray, heads: list[list[int]]
-) -> list[list[str]]:
-    """The best relation of each word to its chosen head (heads[s][j] for word j+1);
-    ``product``: ``x @ relation_weight(depparse)``."""
-    bilinear = depparse.trainer.model.deprel.scorer.W_bilin
-    size_i, size_j, size_o = bilinear.weight.shape
-    batch, length = len(heads), len(heads[0])
-    dep = product(a[:, 1:].reshape(batch * length, size_i)).reshape(batch, length, size_j, size_o)
-    head = np.take_along_axis(b, np.asarray(heads)[:, :, None], 1)  # (B, n, J)
-    scores = (head[:, :, None] @ dep)[:, :, 0] + bilinear.bias.detach().numpy()  # (B, n, O)
-    best = (scores.argmax(2) + VOCAB_PREFIX_SIZE).tolist()
+def relations(depparse: Any, labels: np.ndarray, heads: list[list[int]]) -> list[list[str]]:
+    """Each word's relation to its chosen head (heads[s][j] for word j+1), from the
+    network's best label of every pair ``labels`` (batch, n, n+1)."""
+    chosen = np.take_along_axis(labels, np.asarray(heads)[:, :, None], 2)[:, :, 0]
     vocab = depparse.vocab["deprel"]
-    return [vocab.unmap(ids) for ids in best]
+    return [vocab.unmap(ids) for ids in (chosen + VOCAB_PREFIX_SIZE).tolist()]

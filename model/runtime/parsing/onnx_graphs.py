@@ -4,10 +4,10 @@ For a short sentence PyTorch's CPU kernels and per-operation overhead are slow w
 ONNX Runtime is not: a 10-word sentence through one 200-unit BiLSTM layer takes about
 1.2 ms in PyTorch (oneDNN) and 0.35 ms in ONNX Runtime's LSTM kernel (docs/BENCHMARKS.md).
 So each network — its highway BiLSTM stack, then the tagger's classifiers or the parser's
-arc scorers and its relation scorer's two sides — is one ONNX graph written from the
-loaded modules' own weights when the parser loads (nothing is exported to disk), and the
-relation scorer's bilinear form one more, in int8. Tests check each against stanza's
-modules.
+arc scorers and its relation scorer (its bilinear form in int8) — is one ONNX graph
+written from the loaded modules' own weights when the parser loads (nothing is exported
+to disk); so are the character models and the lemmatizer's encoder. Tests check each
+against stanza's modules.
 """
 
 from __future__ import annotations
@@ -38,39 +38,6 @@ def session(graph: Any) -> ort.InferenceSession:
     return ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-
-
-class OnnxInt8Product:
-    """``x @ weight`` for a fixed (in, out) matrix and any (rows, in) ``x``, in int8: the
-    weight as int8 steps of each column's own scale, ``x`` quantised per call (ONNX's
-    ``DynamicQuantizeLinear`` → ``MatMulInteger``): a quarter of the bytes to read and 2–3 ×
-    faster than float32. Used for the relation scorer, whose labels it keeps for 99.8 % of
-    captions (docs/PARSER.md); not for the LSTMs, whose tags it does not keep.
-    """
-
-    def __init__(self, weight: torch.Tensor) -> None:
-        w = weight.detach().float().numpy()
-        scale = (np.maximum(np.abs(w).max(0), 1e-12) / 127).astype(np.float32)
-        steps = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
-        node = helper.make_node
-        graph = helper.make_graph(
-            [
-                node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
-                node("MatMulInteger", ["xq", "w", "xz"], ["yi"]),
-                node("Cast", ["yi"], ["yf"], to=TensorProto.FLOAT),
-                node("Mul", ["xs", "ws"], ["s"]),
-                node("Mul", ["yf", "s"], ["y"]),
-            ],
-            "product",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", w.shape[0]])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", w.shape[1]])],
-            [numpy_helper.from_array(steps, "w"), numpy_helper.from_array(scale, "ws")],
-        )
-        self.session = session(graph)
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """(rows, in) → (rows, out)."""
-        return self.session.run(None, {"x": np.ascontiguousarray(x, dtype=np.float32)})[0]
 
 
 class OnnxCharModel:
@@ -327,9 +294,9 @@ def parser_head(model: Any) -> Head:
     """stanza's ``GraphParser.forward_scores`` after its stack, in evaluation mode: the head
     log-probabilities ``scores`` (batch, n+1, n+1; position 0 the root), with the
     linearization and distance terms when the model has them, and the relation scorer's
-    two sides ``dep`` and ``gov`` (for ``networks.relations``)."""
+    best label for every pair ``relations`` (batch, n, n+1; :func:`_relations`)."""
     node = helper.make_node
-    head = Head(outputs=dict.fromkeys(["scores", "dep", "gov"], TensorProto.FLOAT))
+    head = Head(outputs={"scores": TensorProto.FLOAT, "relations": TensorProto.INT64})
     head.weights.update(one=np.ones(1, np.float32), half=np.full(1, 0.5, np.float32))
     head.weights.update(first=np.array([0]), third=np.array([2]), last=np.array([1]))
     head.nodes += [  # a (batch, length, 1) column of ones
@@ -375,9 +342,53 @@ def parser_head(model: Any) -> Head:
         node("Add", [scores, "self"], ["masked"]),
         node("LogSoftmax", ["masked"], ["scores"], axis=2),
     ]
-    a, b = _sides(head, "deprel", model.deprel)
-    head.nodes += [node("Identity", [a], ["dep"]), node("Identity", [b], ["gov"])]
+    _relations(head, model.deprel)
     return head
+
+
+def _int8_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A matrix as int8 steps of each column's own scale, and the scales."""
+    scale = (np.maximum(np.abs(weight).max(0), 1e-12) / 127).astype(np.float32)
+    return np.clip(np.rint(weight / scale), -127, 127).astype(np.int8), scale
+
+
+def _relations(head: Head, scorer: Any) -> None:
+    """The relation scorer's best label for every (dependent, head) pair: ``relations``
+    (batch, n, n+1), label ids less stanza's vocabulary prefix. The (n × 201) · (201 ×
+    201·51) product of its bilinear form runs in int8 (``DynamicQuantizeLinear`` →
+    ``MatMulInteger``: the dependents' side quantised per call, the form by its columns'
+    scales): a quarter of the form's 8 MB to read and 2–3 × faster than float32, and the
+    labels of 99.8 % of captions kept (docs/PARSER.md)."""
+    a, b = _sides(head, "deprel", scorer)
+    bilinear = scorer.scorer.W_bilin
+    size_i, size_j, size_o = bilinear.weight.shape
+    steps, scale = _int8_columns(bilinear.weight.detach().float().reshape(size_i, -1).numpy())
+    head.weights.update(
+        rel_w=steps,
+        rel_ws=scale,
+        rel_bias=bilinear.bias.detach().float(),
+        rel_rows=np.array([-1, size_i]),
+        rel_tail=np.array([size_j, size_o]),
+        rel_big=np.array([2**31]),
+    )
+    node = helper.make_node
+    head.nodes += [
+        node("Slice", [a, "last", "rel_big", "last"], ["rel_dep"]),  # the words, not the root
+        node("Shape", ["rel_dep"], ["rel_dep_shape"]),
+        node("Slice", ["rel_dep_shape", "first", "third"], ["rel_bn"]),
+        node("Reshape", ["rel_dep", "rel_rows"], ["rel_x"]),
+        node("DynamicQuantizeLinear", ["rel_x"], ["rel_xq", "rel_xs", "rel_xz"]),
+        node("MatMulInteger", ["rel_xq", "rel_w", "rel_xz"], ["rel_yi"]),
+        node("Cast", ["rel_yi"], ["rel_yf"], to=TensorProto.FLOAT),
+        node("Mul", ["rel_xs", "rel_ws"], ["rel_s"]),
+        node("Mul", ["rel_yf", "rel_s"], ["rel_y"]),
+        node("Concat", ["rel_bn", "rel_tail"], ["rel_shape"], axis=0),
+        node("Reshape", ["rel_y", "rel_shape"], ["rel_form"]),  # (batch, n, J, O)
+        node("Unsqueeze", [b, "last"], ["rel_gov"]),  # (batch, 1, n+1, J)
+        node("MatMul", ["rel_gov", "rel_form"], ["rel_pairs"]),  # (batch, n, n+1, O)
+        node("Add", ["rel_pairs", "rel_bias"], ["rel_scores"]),
+        node("ArgMax", ["rel_scores"], ["relations"], axis=3, keepdims=0),
+    ]
 
 
 class OnnxNetwork:
@@ -429,7 +440,7 @@ class OnnxNetwork:
             "network",
             inputs,
             [
-                helper.make_tensor_value_info(k, kind, ["B", "T", None])
+                helper.make_tensor_value_info(k, kind, ["B", None, None])
                 for k, kind in outputs.items()
             ],
             initializers,

@@ -144,29 +144,12 @@ def test_the_onnx_heads_compute_what_stanzas_modules_do(parser):
         dist = 1 + F.softplus(model.distance(hidden, hidden).squeeze(3))
         scores = scores - torch.log((offset.abs().float() - dist) ** 2 / 2 + 1)
         scores = F.log_softmax(scores.masked_fill(torch.eye(9, dtype=torch.bool), -float("inf")), 2)
-        got, dep, gov = map(torch.from_numpy, direct.parser_network(x.numpy()))
+        got, labels = map(torch.from_numpy, direct.parser_network(x.numpy()))
         torch.testing.assert_close(got, scores, atol=1e-4, rtol=1e-4)
-        # the relation scorer's two sides reproduce its scores over every pair
-        weight = model.deprel.scorer.W_bilin.weight
-        relations = (
-            torch.einsum("bip,pqo,bjq->bijo", dep, weight, gov) + model.deprel.scorer.W_bilin.bias
-        )
-        torch.testing.assert_close(relations, model.deprel(hidden, hidden), atol=1e-4, rtol=1e-4)
-
-
-def test_the_int8_relation_product_is_close_to_torchs(parser):
-    import torch
-
-    from groundsearch.model.runtime.parsing import networks
-
-    direct = parser.direct_parser
-    weight = networks.relation_weight(direct.depparse)
-    x = torch.randn(13, weight.shape[0], generator=torch.Generator().manual_seed(1))
-    with torch.inference_mode():
-        exact = x @ weight
-        got = torch.from_numpy(direct.relation_product(x.numpy()))
-        error = (got - exact).abs().max() / exact.abs().max()
-    assert 1e-6 < error < 0.02  # int8 steps of each column's scale, x quantised per call
+        # the relation scorer's best label of each (dependent, head) pair, its form in int8
+        theirs = model.deprel(hidden, hidden).argmax(3)[:, 1:]
+        assert labels.shape == theirs.shape == (2, 8, 9)
+        assert (labels == theirs).float().mean() > 0.95
 
 
 @pytest.mark.parametrize("network", ["tagger", "parser"])
