@@ -91,8 +91,9 @@ def _parameter(param: FilterParam) -> Any:
     raise ValueError(f"unknown filter kind {param.kind!r}")
 
 
-def photo_filter(**values: Any) -> PhotoFilter:
-    """The filters of a request (FilterError, a 422, for values that cannot be used)."""
+async def photo_filter(**values: Any) -> PhotoFilter:
+    """The filters of a request (FilterError, a 422, for values that cannot be used);
+    ``async`` as ``service.http.deps``' are: no thread-pool hop for a few checks."""
     for param in FILTER_PARAMS:
         if param.kind == "date":
             values[param.name] = _seconds(values[param.name])
@@ -166,7 +167,7 @@ class Paging:
     cursor: str | None = None
 
 
-def paging(order: OrderParam = "relevance", cursor: CursorParam = None) -> Paging:
+async def paging(order: OrderParam = "relevance", cursor: CursorParam = None) -> Paging:
     return Paging(order, cursor)
 
 
