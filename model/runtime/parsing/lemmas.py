@@ -126,29 +126,17 @@ def _step_graph(model: Any, hidden: int, vocab: int) -> Any:
     cell = model.decoder.lstm_cell
     attention = model.decoder.attention_layer
     w_ih, w_hh, b_ih, b_hh = (
-        getattr(cell, n).detach().float().numpy()
-        for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        _array(getattr(cell, n)) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
     )
-    embedding = model.embedding.weight.detach().float().numpy()
-    out_w = np.vstack(
-        [
-            model.dec2vocab.weight.detach().float().numpy(),
-            model.copy_gate.weight.detach().float().numpy(),
-        ]
-    )
-    out_b = np.concatenate(
-        [
-            model.dec2vocab.bias.detach().float().numpy(),
-            model.copy_gate.bias.detach().float().numpy(),
-        ]
-    )
+    # the vocabulary's scores and the copy gate: one product
+    out_w = np.vstack([_array(model.dec2vocab.weight), _array(model.copy_gate.weight)])
+    out_b = np.concatenate([_array(model.dec2vocab.bias), _array(model.copy_gate.bias)])
     weights = {
-        "inputs": embedding @ w_ih.T + b_ih + b_hh,  # each character's input projection
+        "inputs": _array(model.embedding.weight) @ w_ih.T + b_ih + b_hh,  # each character's
         "R": w_hh.T.copy(),
         "out_W": out_w.T.copy(),
         "out_b": out_b,
-        "attn_in": attention.linear_in.weight.detach().float().numpy(),
-        "attn_h": attention.linear_out.weight.detach().float().numpy()[:, hidden:].T.copy(),
+        "attn_h": _array(attention.linear_out.weight)[:, hidden:].T.copy(),
         "splits": np.array([hidden] * 4, dtype=np.int64),
         "zero": np.array([0], dtype=np.int64),
         "one": np.array([1], dtype=np.int64),

@@ -67,19 +67,21 @@ class _Columns:
             "char": model.trans_char.weight.detach().numpy().T,
         }
 
-    def __call__(self, words: list[str], ids: dict[str, list[int]] | None = None) -> np.ndarray:
-        """(len(words), columns); ``ids`` instead of the words' own (the root's)."""
-        ids = ids or {
-            "word": self.vocab["word"].map(words),
-            "pretrained": self.pretrain.map([w.lower() for w in words]),
-        }
+    def __call__(self, words: list[str]) -> np.ndarray:
+        """(len(words), columns)."""
+        return self.of(
+            self.vocab["word"].map(words),
+            self.pretrain.map([w.lower() for w in words]),
+            [self.vocab["char"].map(list(w)) for w in words],
+        )
+
+    def of(self, word: list[int], pretrained: list[int], chars: list[list[int]]) -> np.ndarray:
+        """The columns of tokens given by their ids in each vocabulary."""
         inputs = {
-            "word": self.word[ids["word"]],
-            "pretrained": self.pretrained[ids["pretrained"]],
-            "char": self.chars(ids.get("char") or [self.vocab["char"].map(list(w)) for w in words]),
+            "word": self.word[word],
+            "pretrained": self.pretrained[pretrained] @ self.maps["pretrained"],
+            "char": self.chars(chars) @ self.maps["char"],
         }
-        for name, weight in self.maps.items():
-            inputs[name] = inputs[name] @ weight
         return np.concatenate([inputs[name] for name in self.order], 1)
 
 
@@ -97,9 +99,8 @@ def parser_word_rows(depparse: Any, char_vectors: CharVectors) -> WordRows:
 
 def parser_root_row(depparse: Any, char_vectors: CharVectors) -> np.ndarray:
     """The parser's pretrained, word and character columns of the root token."""
-    root = [ROOT_ID]
     columns = _Columns(depparse, char_vectors, PARSER_ORDER)
-    return columns([], {"word": root, "pretrained": root, "char": [root]})[0]
+    return columns.of([ROOT_ID], [ROOT_ID], [[ROOT_ID]])[0]
 
 
 #: Each tagger's tag ids → names (a few hundred combinations), by ``id(tagger)``.
