@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from groundsearch.model.runtime.parsing import networks
 from groundsearch.model.runtime.parsing.lemmas import Lemmatizer
@@ -129,13 +128,12 @@ class DirectParser:
             if words is not None:
                 by_length.setdefault(len(words), []).append(i)
         out: list[DependencyTree | None] = [None] * len(texts)
-        with torch.inference_mode():
-            for same_length in by_length.values():
-                for start in range(0, len(same_length), BATCH):
-                    chunk = same_length[start : start + BATCH]
-                    sentences = [tokenized[i] for i in chunk]
-                    for i, columns in zip(chunk, self.columns(sentences), strict=True):  # type: ignore[arg-type]
-                        out[i] = build_tree(texts[i], *columns)
+        for same_length in by_length.values():
+            for start in range(0, len(same_length), BATCH):
+                chunk = same_length[start : start + BATCH]
+                sentences = [tokenized[i] for i in chunk]
+                for i, columns in zip(chunk, self.columns(sentences), strict=True):  # type: ignore[arg-type]
+                    out[i] = build_tree(texts[i], *columns)
         rest = [i for i, words in enumerate(tokenized) if words is None]
         if rest:
             for i, tree in zip(rest, self.fallback([texts[i] for i in rest]), strict=True):

@@ -54,9 +54,7 @@ class OnnxCharModel:
         hidden = lstm.hidden_size
         weights = {
             "emb": charmodel.char_emb.weight.detach().float().numpy(),
-            "W": _onnx_gates(lstm.weight_ih_l0)[None],
-            "R": _onnx_gates(lstm.weight_hh_l0)[None],
-            "B": np.concatenate([_onnx_gates(lstm.bias_ih_l0), _onnx_gates(lstm.bias_hh_l0)])[None],
+            **_onnx_lstm(lstm, bidirectional=False),
             "attn_W": charmodel.char_attn.weight.detach().float().T.contiguous().numpy(),
             "axis1": np.array([1], dtype=np.int64),
         }
@@ -119,22 +117,7 @@ class OnnxBiLSTM:
     def __init__(self, lstm: Any) -> None:
         if not lstm.bidirectional or lstm.num_layers != 1:
             raise ValueError("only a one-layer bidirectional LSTM")
-        sides = ("_l0", "_l0_reverse")
-        weights = {
-            "W": np.stack([_onnx_gates(getattr(lstm, "weight_ih" + s)) for s in sides]),
-            "R": np.stack([_onnx_gates(getattr(lstm, "weight_hh" + s)) for s in sides]),
-            "B": np.stack(
-                [
-                    np.concatenate(
-                        [
-                            _onnx_gates(getattr(lstm, "bias_ih" + s)),
-                            _onnx_gates(getattr(lstm, "bias_hh" + s)),
-                        ]
-                    )
-                    for s in sides
-                ]
-            ),
-        }
+        weights = _onnx_lstm(lstm, bidirectional=True)
         tensor = helper.make_tensor_value_info
         hidden = lstm.hidden_size
         graph = helper.make_graph(
@@ -172,6 +155,23 @@ def _onnx_gates(weight: torch.Tensor) -> np.ndarray:
     return torch.cat([i, o, f, g], 0).numpy()
 
 
+def _onnx_lstm(lstm: Any, bidirectional: bool) -> dict[str, np.ndarray]:
+    """A one-layer ``torch.nn.LSTM``'s weights as ONNX's ``LSTM`` takes them: W, R and B
+    (the two biases side by side), one row per direction, ONNX's gate order."""
+    sides = ("_l0", "_l0_reverse") if bidirectional else ("_l0",)
+
+    def stacked(*names: str) -> np.ndarray:
+        return np.stack(
+            [np.concatenate([_onnx_gates(getattr(lstm, n + s)) for n in names]) for s in sides]
+        )
+
+    return {
+        "W": stacked("weight_ih"),
+        "R": stacked("weight_hh"),
+        "B": stacked("bias_ih", "bias_hh"),
+    }
+
+
 def _layer_nodes(hlstm: Any, layer: int, x: str) -> tuple[list[Any], list[Any], str]:
     """One highway layer: ``h + sigmoid(gate(x)) * tanh(highway(x))`` with ``h`` the
     layer's BiLSTM over ``x`` (batch, length, input)."""
@@ -179,16 +179,7 @@ def _layer_nodes(hlstm: Any, layer: int, x: str) -> tuple[list[Any], list[Any], 
     hidden = lstm.hidden_size
     p = f"l{layer}_"
     weights = {
-        p + "W": np.stack([_onnx_gates(lstm.weight_ih_l0), _onnx_gates(lstm.weight_ih_l0_reverse)]),
-        p + "R": np.stack([_onnx_gates(lstm.weight_hh_l0), _onnx_gates(lstm.weight_hh_l0_reverse)]),
-        p + "B": np.stack(
-            [
-                np.concatenate([_onnx_gates(lstm.bias_ih_l0), _onnx_gates(lstm.bias_hh_l0)]),
-                np.concatenate(
-                    [_onnx_gates(lstm.bias_ih_l0_reverse), _onnx_gates(lstm.bias_hh_l0_reverse)]
-                ),
-            ]
-        ),
+        **{p + k: v for k, v in _onnx_lstm(lstm, bidirectional=True).items()},
         p + "gate_W": hlstm.gate[layer].weight.detach().float().T.contiguous().numpy(),
         p + "gate_b": hlstm.gate[layer].bias.detach().float().numpy(),
         p + "hw_W": hlstm.highway[layer].weight.detach().float().T.contiguous().numpy(),
