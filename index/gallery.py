@@ -204,6 +204,15 @@ class Gallery:
             raise UnknownItemError(f"no image with id {missing[0]} in the gallery")
         return np.stack([found[i] for i in want]) if want else np.zeros((0, self.dim))
 
+    def image_products(self, ids: Sequence[int] | np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The inner products (ids × rows) of photos ``ids``' vectors with each row of
+        ``weights``: in the search index's memory when it holds them whole (no copy of the
+        vectors), else from ``image_vectors``; UnknownItemError if one is gone."""
+        found = self.indexes["images"].products(ids, weights)
+        if found is not None:
+            return found
+        return self.image_vectors(ids).astype(np.float32) @ np.asarray(weights, np.float32).T
+
     def image_classes(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The stored classes of photos ``ids``, in order (``records.classes_of``; a row of
         -1 for a photo without), and their probabilities; cached (``ClassCache``)."""

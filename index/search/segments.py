@@ -22,12 +22,19 @@ __all__ = [
     "Tombstones",
     "held",
     "hits",
+    "products",
     "score",
     "score_likeliest",
     "search",
     "stored",
     "stored_rows",
 ]
+
+
+#: ``products`` multiplies a whole segment, then takes the ids' rows, when the ids are at
+#: least 1 / WHOLE_SHARE of it (a matrix-vector product a row reads it in order, about
+#: twice as fast a vector as products at scattered positions).
+WHOLE_SHARE = 2
 
 
 class Tombstones:
@@ -108,10 +115,7 @@ def stored(
     out: np.ndarray | None = None
     found = np.zeros(ids.size, bool)
     for part in parts:
-        if not part.ntotal or isinstance(part, CompressedIndex):
-            continue
-        inner = index_kinds.FAISS.downcast_index(part.index)
-        if not isinstance(inner, index_kinds.FAISS.IndexFlat | index_kinds.FAISS.IndexHNSW):
+        if _flat_storage(part) is None:
             continue
         pos = _positions(part, ids)
         here = pos >= 0
@@ -122,6 +126,35 @@ def stored(
             if out is None:
                 out = np.zeros((ids.size, dim), np.float32)
             out[new] = stored_rows(part)[pos[new]]
+            found |= new
+    return out if out is not None and found.all() else None
+
+
+def products(
+    parts: Sequence[Any], removed: np.ndarray, ids: np.ndarray, weights: np.ndarray
+) -> np.ndarray | None:
+    """The inner products of ``ids``' vectors (in order) with each row of ``weights``:
+    ids × rows, float32, computed where a flat or HNSW segment keeps them (no copy of the
+    vectors); None when one is not held so (as ``stored``)."""
+    w = np.ascontiguousarray(weights, np.float32)
+    if removed.size and np.isin(ids, removed).any():
+        return None
+    out: np.ndarray | None = None
+    found = np.zeros(ids.size, bool)
+    for part in parts:
+        storage = _flat_storage(part)
+        if storage is None:
+            continue
+        pos = _positions(part, ids)
+        new = (pos >= 0) & ~found
+        if out is None and new.all():  # all in one segment
+            if WHOLE_SHARE * ids.size >= storage.ntotal:  # most of it: read it in order
+                rows = stored_rows(part)
+                return np.stack([rows @ row for row in w], axis=1)[pos]
+            return _subset_products(storage, w, pos).T
+        if new.any():
+            out = np.zeros((ids.size, w.shape[0]), np.float32) if out is None else out
+            out[new] = _subset_products(storage, w, pos[new]).T
             found |= new
     return out if out is not None and found.all() else None
 
@@ -228,10 +261,27 @@ def _inner_products(part: Any, query: np.ndarray, pos: np.ndarray) -> np.ndarray
         return np.asarray(stored.reconstruct_batch(pos) @ query, np.float32)
     if isinstance(inner, index_kinds.FAISS.IndexHNSW):
         inner = index_kinds.FAISS.downcast_index(inner.storage)
-    out = np.empty(pos.size, np.float32)
-    labels = np.ascontiguousarray(pos, np.int64)
-    q = np.ascontiguousarray(query, np.float32)
-    inner.compute_distance_subset(
-        1, faiss.swig_ptr(q), pos.size, faiss.swig_ptr(out), faiss.swig_ptr(labels)
+    return _subset_products(inner, np.asarray(query, np.float32)[None, :], pos)[0]
+
+
+def _flat_storage(part: Any) -> Any | None:
+    """The ``IndexFlat`` that keeps a flat or HNSW segment's float32 vectors (None for
+    another kind or an empty segment)."""
+    if not part.ntotal or isinstance(part, CompressedIndex):
+        return None
+    inner = index_kinds.FAISS.downcast_index(part.index)
+    if isinstance(inner, index_kinds.FAISS.IndexHNSW):
+        inner = index_kinds.FAISS.downcast_index(inner.storage)
+    return inner if isinstance(inner, index_kinds.FAISS.IndexFlat) else None
+
+
+def _subset_products(storage: Any, queries: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The inner products (queries × positions) of each query row with the vectors at
+    positions ``pos`` of a flat ``storage``, read in place."""
+    q = np.ascontiguousarray(queries, np.float32)
+    out = np.empty((q.shape[0], pos.size), np.float32)
+    labels = np.ascontiguousarray(np.broadcast_to(np.asarray(pos, np.int64), out.shape))
+    storage.compute_distance_subset(
+        q.shape[0], faiss.swig_ptr(q), pos.size, faiss.swig_ptr(out), faiss.swig_ptr(labels)
     )
     return out

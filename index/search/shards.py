@@ -440,6 +440,10 @@ class ShardedIndex(VectorIndex):
         """None: the vectors live on the shards, and the records have them."""
         return None
 
+    def products(self, ids: Sequence[int] | np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+        """None, as ``stored``: the records' vectors are multiplied instead."""
+        return None
+
     def score(self, query: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._scored("score", query, ids)
 

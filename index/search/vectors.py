@@ -224,6 +224,14 @@ class VectorIndex:
             parts, removed = (self._main, self._delta), self._tombstones.sorted()
             return segments.stored(parts, removed, want, self.dim)
 
+    def products(self, ids: Sequence[int] | np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+        """The inner products (ids × rows) of ``ids``' vectors, in order, with each row of
+        ``weights``, read in memory as ``stored`` reads them (None where it is None)."""
+        want = np.asarray(ids, np.int64)
+        with self._lock:
+            parts, removed = (self._main, self._delta), self._tombstones.sorted()
+            return segments.products(parts, removed, want, weights)
+
     def score(self, query: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(ids, scores): exact inner products of ``query`` (one vector) with the live
         vectors among ``ids`` (sorted, unique int64) this index holds (``segments.score``)."""

@@ -23,7 +23,7 @@ from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.relevance import TOP
 
 if TYPE_CHECKING:
-    from groundsearch.model.runtime.tagger import WordTagger
+    from groundsearch.model.runtime.tagger import Products, WordTagger
 
 FILE_NAME = "noun_classes.tsv"
 #: How many of a photo's most probable classes the evidence reads.
@@ -77,11 +77,12 @@ def hit_evidence(
     table: NounClasses | None = None,
     classes: tuple[np.ndarray, np.ndarray] | None = None,
     tagger: WordTagger | None = None,
-    vectors: np.ndarray | None = None,
+    products: Products | None = None,
 ) -> np.ndarray | None:
     """Each hit's evidence for ``nouns`` (None without): the larger of the classifier's
     (its best noun among the hit's top ``classes``; a row of -1 has none) and the
-    tagger's on the hit's vector (its worst noun); NaN where neither is known."""
+    tagger's from the hits' vectors' ``products`` (its worst noun); NaN where neither is
+    known."""
     if not nouns:
         return None
     out: np.ndarray | None = None
@@ -89,9 +90,9 @@ def hit_evidence(
         ids, probs = classes
         out = table.evidence(nouns, ids, probs)
         if out is not None:
-            out = np.where((np.asarray(ids) < 0).all(axis=1), np.nan, out)
-    if tagger is not None and vectors is not None and (cols := tagger.columns_of(nouns)):
-        tagged = tagger.evidence(cols, vectors)
+            out = np.where(np.asarray(ids)[:, 0] < 0, np.nan, out)  # a row of -1: none
+    if tagger is not None and products is not None and (cols := tagger.columns_of(nouns)):
+        tagged = tagger.evidence(cols, products)
         out = tagged if out is None else np.fmax(out, tagged)
     return out
 
@@ -166,10 +167,21 @@ class NounClasses:
         if ids.shape != probs.shape or ids.ndim != 2:
             raise ValueError("class ids and probabilities must be two arrays of hits × k")
         out = np.zeros(ids.shape[0])
+        shifted = ids + 1  # -1 (no class) → 0, which no noun's mask holds
         for noun in named:
-            wanted = np.isin(ids, np.fromiter(self.classes[noun], np.int64))
-            out = np.maximum(out, np.where(wanted, probs, 0.0).sum(axis=1))
+            wanted = np.take(self._mask(noun), shifted, mode="clip")
+            out = np.maximum(out, (wanted * probs) @ np.ones(probs.shape[1]))
         return np.clip(out, 0.0, 1.0)
+
+    def _mask(self, noun: str) -> np.ndarray:
+        """Whether each class id + 1 is ``noun``'s (entry 0 and the last: never)."""
+        masks = self.__dict__.setdefault("_masks", {})
+        if noun not in masks:
+            top = max((max(c) for c in self.classes.values() if c), default=0)
+            mask = np.zeros(top + 3, bool)
+            mask[np.fromiter(self.classes[noun], np.int64) + 1] = True
+            masks[noun] = mask
+        return masks[noun]
 
 
 _SHIPPED: list[NounClasses] = []

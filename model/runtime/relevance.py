@@ -55,6 +55,37 @@ class RelevanceError(ValueError):
     """A relevance file that cannot be used (unreadable, another format, inconsistent)."""
 
 
+def feature_columns(
+    scores: Sequence[float] | np.ndarray,
+    novelty: float = 0.0,
+    top: int = TOP,
+    words: int = 0,
+    evidence: Sequence[float] | np.ndarray | None = None,
+) -> dict[str, np.ndarray | float]:
+    """Each of ``FEATURES`` for one query's hits, from its scores best first (at least
+    its top ``top``), novelty, number of words and each hit's evidence (0 without): an
+    array along the hits, or one number where the feature is the query's."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    head = s[: max(top, 1)]
+    mean = float(head.mean()) if s.size else 0.0
+    best = float(head.max()) if s.size else 0.0
+    if evidence is None:
+        ev: np.ndarray | float = 0.0
+    else:
+        ev = np.clip(np.asarray(evidence, np.float64).reshape(-1), 0.0, 1.0)
+        if ev.shape != s.shape:
+            raise ValueError(f"{ev.size} evidence values for {s.size} scores")
+    return {
+        "score": s,
+        "mean": mean,
+        "lead": best - mean,
+        "novelty": float(novelty),
+        "log_words": float(np.log1p(max(words, 0))),
+        "evidence": ev,
+        "log_evidence": np.log(EVIDENCE_FLOOR + ev),
+    }
+
+
 def features(
     scores: Sequence[float] | np.ndarray,
     novelty: float = 0.0,
@@ -62,31 +93,12 @@ def features(
     words: int = 0,
     evidence: Sequence[float] | np.ndarray | None = None,
 ) -> np.ndarray:
-    """``FEATURES`` (columns) of each hit (rows) of one query, from its scores best first
-    (at least its top ``top``), novelty, number of words and each hit's evidence (0 without)."""
-    s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    if s.size == 0:
+    """``FEATURES`` (columns) of each hit (rows) of one query (``feature_columns``)."""
+    columns = feature_columns(scores, novelty, top, words, evidence)
+    n = np.asarray(columns["score"]).size
+    if n == 0:
         return np.zeros((0, len(FEATURES)))
-    head = s[: max(top, 1)]
-    mean = float(head.mean())
-    best = float(head.max())
-    if evidence is None:
-        ev = np.zeros(s.size)
-    else:
-        ev = np.clip(np.asarray(evidence, np.float64).reshape(-1), 0.0, 1.0)
-        if ev.shape != s.shape:
-            raise ValueError(f"{ev.size} evidence values for {s.size} scores")
-    return np.column_stack(
-        [
-            s,
-            np.full(s.size, mean),
-            np.full(s.size, best - mean),
-            np.full(s.size, float(novelty)),
-            np.full(s.size, np.log1p(max(words, 0))),
-            ev,
-            np.log(EVIDENCE_FLOOR + ev),
-        ]
-    )
+    return np.column_stack([np.broadcast_to(columns[f], n) for f in FEATURES])
 
 
 @dataclass(frozen=True)
@@ -126,18 +138,25 @@ class KindModel:
     def reads_evidence(self) -> bool:
         return any(f in self.features for f in ("evidence", "log_evidence"))
 
-    def logistic(self, table: np.ndarray) -> np.ndarray:
-        """The logistic regression's probability for rows of ``features`` (all columns)."""
-        cols = [FEATURES.index(f) for f in self.features]
-        z = (table[:, cols] - self.mean) / self.scale @ self.coef + self.intercept
-        return 1.0 / (1.0 + np.exp(-z))
-
     def predict(self, table: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for rows of ``features`` (all columns)."""
-        if table.shape[0] == 0:
+        columns = {f: table[:, FEATURES.index(f)] for f in self.features}
+        return self.predict_columns(columns, table.shape[0])
+
+    def predict_columns(self, columns: Mapping[str, np.ndarray | float], n: int) -> np.ndarray:
+        """``predict`` for ``n`` hits from ``feature_columns`` (a query's own features
+        summed once, not a table of them)."""
+        if n == 0:
             return np.zeros(0)
-        p = np.interp(self.logistic(table), self.iso_x, self.iso_y)
-        return np.clip(p, 0.0, 1.0)
+        z: np.ndarray | float = self.intercept
+        for f, mean, scale, coef in zip(
+            self.features, self.mean, self.scale, self.coef, strict=True
+        ):
+            z = z + (columns[f] - mean) * (coef / scale)
+        return self._calibrated(1.0 / (1.0 + np.exp(-np.broadcast_to(z, n))))
+
+    def _calibrated(self, logistic: np.ndarray) -> np.ndarray:
+        return np.clip(np.interp(logistic, self.iso_x, self.iso_y), 0.0, 1.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -221,8 +240,9 @@ class RelevanceModel:
         (at least its top ``top``), a text query's novelty and number of words, and each
         hit's ``evidence`` (None: judged as without evidence models); KeyError for a kind
         without a model."""
-        table = features(scores, novelty, self.top, words, evidence)
-        return self.model_for(kind, table.shape[0], evidence is not None).predict(table)
+        columns = feature_columns(scores, novelty, self.top, words, evidence)
+        n = np.asarray(columns["score"]).size
+        return self.model_for(kind, n, evidence is not None).predict_columns(columns, n)
 
     def model_for(self, kind: str, n_scores: int, evidence: bool = False) -> KindModel:
         """The model for a query of ``kind`` with ``n_scores`` scores: with ``evidence``

@@ -9,7 +9,7 @@ classifier, Hendricks et al. 2016); it speaks for words a decoder never learned
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +18,23 @@ import numpy as np
 FILE_NAME = "word_tagger.npz"
 #: The tagger of the shipped checkpoint's photo vectors (relevance evidence).
 VECTORS_FILE_NAME = "vector_tagger.npz"
+
+
+#: (weights: rows × d) → photos × rows: each photo's inner product with each row.
+Products = Callable[[np.ndarray], np.ndarray]
+
+
+def row_products(vectors: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``vectors @ weights.T`` (photos × rows) for a few rows: one matrix-vector product
+    a row, several times faster than BLAS's matrix product for so thin a matrix."""
+    z, w = np.asarray(vectors, np.float32), np.asarray(weights, np.float32)
+    if not len(w):
+        return np.zeros((len(z), 0), np.float32)
+    return np.stack([z @ row for row in w], axis=1)
+
+
+def _sigmoid(logits: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))
 
 
 def vectors_identity(checkpoint: Mapping[str, str]) -> str:
@@ -96,11 +113,17 @@ class WordTagger:
             raise TaggerError(f"features must be n × {self.dim}, got {z.shape}")
         if columns is None:
             logits = ((z - self.mean) / self.scale) @ self.weight.T + self.bias
-        else:  # the standardisation folded into a few columns' weights
-            rows = list(columns)
-            weight = self.weight[rows] / self.scale
-            logits = z @ weight.T + (self.bias[rows] - weight @ self.mean)
-        return (1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))).astype(np.float32)
+        else:
+            weights, biases = self.folded(columns)
+            logits = row_products(z, weights) + biases
+        return _sigmoid(logits).astype(np.float32)
+
+    def folded(self, columns: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The ``columns``' weights (float32, a row each) and biases with the
+        standardisation folded in: a photo's logits are ``z · weightsᵀ + biases``."""
+        rows = list(columns)
+        weights = np.ascontiguousarray(self.weight[rows] / self.scale, np.float32)
+        return weights, (self.bias[rows] - weights @ self.mean).astype(np.float32)
 
     def of(self, words: Sequence[str], features: np.ndarray) -> np.ndarray:
         """The probabilities of ``words`` only (photos × len(words); 0 for an unknown word)."""
@@ -116,10 +139,16 @@ class WordTagger:
         """The columns of the words whose lemmas are among ``lemmas`` (a query's nouns)."""
         return [c for n in lemmas if (c := self.lemma_column(n)) is not None]
 
-    def evidence(self, columns: Sequence[int], vectors: np.ndarray) -> np.ndarray:
+    def evidence(self, columns: Sequence[int], products: Products) -> np.ndarray:
         """Each photo's evidence for the tagged nouns ``columns``: the least of their
-        probabilities (dev AUROC 0.91, against 0.85 for the largest and 0.89 the mean)."""
-        return self.probabilities(vectors, columns).min(axis=1).astype(np.float64)
+        probabilities (dev AUROC 0.91, against 0.85 for the largest and 0.89 the mean),
+        from the photos' ``products`` with the columns' folded weights (``folded``)."""
+        weights, biases = self.folded(columns)
+        logits = products(weights) + biases
+        least = logits[:, 0]
+        for j in range(1, logits.shape[1]):  # the sigmoid rises: the least logit's (a
+            least = np.minimum(least, logits[:, j])  # column at a time: a row's min is slow)
+        return _sigmoid(least).astype(np.float64)
 
     def subset(self, words: Sequence[str]) -> WordTagger:
         """The tagger of ``words`` only (each one it knows)."""

@@ -46,7 +46,7 @@ from groundsearch.model.runtime.relevance import (
     novelty_of,
     word_count,
 )
-from groundsearch.model.runtime.tagger import WordTagger
+from groundsearch.model.runtime.tagger import WordTagger, row_products
 from groundsearch.model.training.evaluation.arithmetic import (
     DEFAULT_PAIRS,
     mentions,
@@ -172,7 +172,10 @@ class SplitData:
         """Each of ``photos``' evidence for ``nouns`` (None without: ``hit_evidence``)."""
         idx = np.asarray(photos, np.int64)
         classes = None if self.classes is None else (self.classes[0][idx], self.classes[1][idx])
-        return hit_evidence(nouns, self.nouns, classes, self.tagger, self.photos[idx])
+        photos = self.photos[idx]
+        return hit_evidence(
+            nouns, self.nouns, classes, self.tagger, lambda w: row_products(photos, w)
+        )
 
 
 def caption_nouns(data: SplitData) -> list[frozenset[str]]:

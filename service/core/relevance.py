@@ -41,6 +41,7 @@ from groundsearch.model.runtime.tagger import (
     VECTORS_FILE_NAME,
     TaggerError,
     WordTagger,
+    row_products,
     vectors_identity,
 )
 from groundsearch.service.core.settings import ServiceSettings
@@ -84,6 +85,8 @@ def served_tagger(
         return None
 
 
+#: (hit photo ids, weights: rows × d) → their vectors' inner products (hits × rows).
+PhotoProducts = Callable[[np.ndarray, np.ndarray], np.ndarray]
 #: Hit photos' stored classes, in order (``Gallery.image_classes``: ids, probabilities).
 ClassesFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -91,19 +94,19 @@ ClassesFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 @dataclass(frozen=True)
 class Judge:
     """The served relevance model (or None) and, for evidence, the tagger, the noun →
-    classes table and how to read hit photos' vectors and stored classes."""
+    classes table and how to read hit photos' vectors' products and stored classes."""
 
     model: RelevanceModel | None
     channel_columns: int = 0
     tagger: WordTagger | None = None
-    vectors: Callable[[Sequence[int] | np.ndarray], np.ndarray] | None = None
+    products: PhotoProducts | None = None
     nouns: NounClasses | None = None
     classes: ClassesFn | None = None
     stores_classes: Callable[[], bool] | None = None
 
     def named(self, words: NounWords) -> list[str]:
         """A query's nouns with evidence ([]: judged without)."""
-        if self.model is None or not self.model.evidence or self.vectors is None:
+        if self.model is None or not self.model.evidence or self.products is None:
             return []
         table = None
         if self.nouns is not None and self.stores_classes is not None and self.stores_classes():
@@ -113,14 +116,15 @@ class Judge:
     def evidence(self, nouns: Sequence[str], ids: Sequence[int] | np.ndarray) -> np.ndarray | None:
         """Each hit photo's evidence for ``nouns`` (NaN: none known; None without)."""
         ids = np.asarray(ids, np.int64)
-        if not nouns or self.vectors is None or not ids.size:
+        products = self.products
+        if not nouns or products is None or not ids.size:
             return None
         classes = None
         if self.nouns is not None and self.classes is not None and self.nouns.nameable(nouns):
             classes = self.classes(ids)
-        tagged = self.tagger is not None and self.tagger.columns_of(nouns)
-        vectors = self.vectors(ids) if tagged else None  # read only when the tagger reads them
-        return hit_evidence(nouns, self.nouns, classes, self.tagger, vectors)
+        return hit_evidence(
+            nouns, self.nouns, classes, self.tagger, lambda weights: products(ids, weights)
+        )
 
     def fetch(self, k: int) -> int:
         """How many hits to fetch for ``k``: enough for the score distribution."""
@@ -183,17 +187,17 @@ def serving_judge(
     """The judge a server (or a local search) uses."""
     tagger = served_tagger(settings, identity, relevance)
 
-    def vectors(ids: Sequence[int] | np.ndarray) -> np.ndarray:
+    def products(ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
         try:
-            return gallery.image_vectors(ids)
-        except UnknownItemError:
+            return gallery.image_products(ids, weights)
+        except UnknownItemError:  # removed since it was ranked: a zero vector
             rows = []
             for i in ids:
                 try:
                     rows.append(gallery.image_vector(int(i)))
                 except UnknownItemError:
                     rows.append(np.zeros(gallery.dim, np.float32))
-            return np.stack(rows)
+            return row_products(np.stack(rows), weights)
 
     columns = int(getattr(model, "channel_columns", 0))
     if relevance is None or not relevance.evidence:
@@ -201,7 +205,7 @@ def serving_judge(
     # the classifier's evidence where the served model stores classes with each photo
     table = served_nouns(settings) if getattr(model, "concepts", None) is not None else None
     if table is None:
-        return Judge(relevance, columns, tagger, vectors)
+        return Judge(relevance, columns, tagger, products)
     kept = ClassesKept(gallery.stores_classes)
     if not kept():
         log.warning(
@@ -209,7 +213,7 @@ def serving_judge(
             "relevance reads the tagger's evidence only; `groundsearch index` over its "
             "folders again stores them (each photo's vector stays)"
         )
-    return Judge(relevance, columns, tagger, vectors, table, gallery.image_classes, kept)
+    return Judge(relevance, columns, tagger, products, table, gallery.image_classes, kept)
 
 
 class ClassesKept:

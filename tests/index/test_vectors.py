@@ -40,6 +40,25 @@ def test_stored_vectors_are_read_from_memory_and_none_when_not_all_held(kind):
     assert index.stored([3]) is None and index.stored([4]) is not None
 
 
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_products_with_weights_equal_the_stored_vectors_products(kind):
+    """A few ids of a segment (products at scattered positions) and most of it (the whole
+    segment multiplied, then its rows taken), across main and delta alike; None where
+    ``stored`` is None."""
+    rng = np.random.default_rng(4)
+    x, w = unit(rng, 50, 16), rng.normal(size=(3, 16)).astype(np.float32)
+    index = VectorIndex(16, kind)
+    index.add(range(1, 41), x[:40])
+    index.add(range(41, 51), x[40:])
+    for ids in ([50, 3, 41, 1], [3, 7], list(range(40, 0, -1)), list(range(1, 51))):
+        got = index.products(ids, w)
+        assert got is not None and got.shape == (len(ids), 3)
+        np.testing.assert_allclose(got, x[np.array(ids) - 1] @ w.T, rtol=1e-5, atol=1e-6)
+    assert index.products([3, 51], w) is None  # never added
+    index.remove([3])
+    assert index.products([3], w) is None and index.products([4], w) is not None
+
+
 def test_hnsw_search_is_near_exact():
     rng = np.random.default_rng(2)
     x, q = unit(rng, 2000, 32), unit(rng, 20, 32)

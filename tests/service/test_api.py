@@ -480,7 +480,7 @@ def test_a_noun_only_the_classifier_names_is_judged_by_the_stored_classes(servic
         first = (np.asarray(wanted) == ids[0])[:, None]
         return np.where(first, -1, class_ids), np.where(first, 0.0, probs)
 
-    judged = Judge(judge.model, judge.channel_columns, judge.tagger, judge.vectors, judge.nouns,
+    judged = Judge(judge.model, judge.channel_columns, judge.tagger, judge.products, judge.nouns,
                    but_the_first, judge.stores_classes)  # fmt: skip
     partial = judged.evidence(nouns, ids)
     assert partial is not None and np.isnan(partial[0]) and not np.isnan(partial[1:]).any()
