@@ -5,7 +5,10 @@ the same queries in the same run.
 
 **1,000 photos**: the service's own ``Search.run`` on the default gallery (`groundsearch
 index --flickr8k`: the Flickr8k test photos), relevance with its per-hit evidence as
-served; the stage time is ``timings_ms["search"]``. **100,000 photos**: a flat
+served; the stage time is ``timings_ms["search"]``, and the part of it spent in FAISS and
+judging (``Gallery.rank_images``, ``Judge.evidence``, ``Judge.relevance``). Another
+gallery by ``GROUNDSEARCH_INDEX_DIR`` (e.g. bench/big_gallery.py's 100,000 photos).
+**100,000 photos** (unless the gallery holds as many): a flat
 inner-product index of the gallery's 1,000 photo vectors and 99,000 near-copies (each a
 real vector plus Gaussian noise of the size of real nearest-neighbour gaps, renormalised),
 with the served relevance model on the scores (no evidence: the copies have no stored
@@ -36,16 +39,40 @@ from service_load import DEFAULT_DATA
 from common import latency, machine
 
 
-def served(components, texts: list[str], k: int) -> list[float]:
-    """The search stage of ``Search.run`` on the served gallery, per query (ms)."""
+def served(components, texts: list[str], k: int) -> tuple[list[float], list[float]]:
+    """The search stage of ``Search.run`` on the served gallery, per query (ms), and the
+    part of it in FAISS and judging (``Gallery.rank_images``, ``Judge.evidence`` and
+    ``Judge.relevance``, timed by wrapping them)."""
     from groundsearch.index.ranking.photo_pages import PageAsk
     from groundsearch.service.core.capabilities.search import Search
 
     c = components
+    spent = [0.0]
+
+    def timed(owner: object, name: str) -> None:
+        inner = getattr(owner, name)
+
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[0] += 1000 * (time.perf_counter() - start)
+
+        object.__setattr__(owner, name, call)  # the judge is a frozen dataclass
+
+    timed(c.gallery, "rank_images")
+    timed(c.judge, "evidence")
+    timed(c.judge, "relevance")
     search = Search(c.queries, c.gallery, c.stages, c.judge)
     for text in texts:  # encode (and parse) every query first
         search.run(text, PageAsk(k))
-    return [search.run(text, PageAsk(k))[1]["search"] for text in texts]
+    stage, judged = [], []
+    for text in texts:
+        spent[0] = 0.0
+        stage.append(search.run(text, PageAsk(k))[1]["search"])
+        judged.append(spent[0])
+    return stage, judged
 
 
 def synthetic(components, texts: list[str], size: int, k: int) -> list[float]:
@@ -98,8 +125,9 @@ def child(args: argparse.Namespace) -> None:
     components = Components.load(ServiceSettings(caption_bank="none"))  # type: ignore[call-arg]
     texts = sentences(args.data, args.queries, seed=1)
     out = {"photos": components.gallery.counts()["images"]}
-    out["served"] = served(components, texts, args.k)
-    out["synthetic"] = synthetic(components, texts, args.size, args.k)
+    out["served"], out["faiss_judging"] = served(components, texts, args.k)
+    big = args.size > out["photos"]  # a gallery this size already: its own figures say it
+    out["synthetic"] = synthetic(components, texts, args.size, args.k) if big else []
     components.close()
     print(json.dumps(out))
 
@@ -119,7 +147,8 @@ def main() -> None:
     variants = {"after": {}}
     if args.before:
         variants = {"before": {"PYTHONPATH": str(args.before.resolve())}} | variants
-    runs: dict[str, dict[str, list[float]]] = {v: {"served": [], "synthetic": []} for v in variants}
+    measures = ("served", "faiss_judging", "synthetic")
+    runs: dict[str, dict[str, list[float]]] = {v: {m: [] for m in measures} for v in variants}
     photos = 0
     argv = [sys.executable, __file__, "--child", "--queries", str(args.queries)]
     argv += ["--size", str(args.size), "--k", str(args.k), "--data", str(args.data)]
@@ -130,13 +159,16 @@ def main() -> None:
             )
             block = json.loads(done.stdout.strip().splitlines()[-1])
             photos = block["photos"]
-            for measure in ("served", "synthetic"):
+            for measure in measures:
                 runs[name][measure] += block[measure]
     report: dict = {"machine": machine(), "queries": args.queries, "rounds": args.rounds}
     for measure, title in (
         ("served", f"{photos} photos (served gallery, Search.run)"),
+        ("faiss_judging", f"{photos} photos: FAISS and judging within it"),
         ("synthetic", f"{args.size} photos (flat index, fetch + judge + page)"),
     ):
+        if not all(runs[name][measure] for name in variants):
+            continue
         row = {name: latency(runs[name][measure], digits=3) for name in variants}
         if "before" in row:
             row["p50_ratio"] = round(row["after"]["p50_ms"] / row["before"]["p50_ms"], 3)
