@@ -206,6 +206,7 @@ class Server:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args, self.proc, self.tmp = args, None, None
+        self.picked_up: Path | None = None  # the cache's gallery, taken without --index
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         fd, log = tempfile.mkstemp(prefix="groundsearch-serve-", suffix=".log")
@@ -228,6 +229,7 @@ class Server:
         index = args.index
         if index is None and (source / "gallery").is_dir():
             index = source / "gallery"
+            self.picked_up = index
         return self.tmp, index
 
     def command(self) -> list[str]:
@@ -259,7 +261,15 @@ class Server:
 
     def check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
-            raise SystemExit(f"the server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            hint = ""
+            if self.picked_up is not None:
+                hint = (
+                    f"\n(its gallery, {self.picked_up}, was taken from the cache because no "
+                    "--index was given: pass --index with a gallery the served model built)"
+                )
+            raise SystemExit(
+                f"the server exited with {self.proc.returncode}:\n{self.log_tail()}{hint}"
+            )
 
     def log_tail(self, lines: int = 30) -> str:
         with contextlib.suppress(OSError):

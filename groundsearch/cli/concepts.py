@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,23 @@ def cmd_set_concepts(args: argparse.Namespace) -> int:
         config = record_concepts(checkpoint_path(args), Path(args.out), **changes)
         if args.decoder:  # it reads the joint part, which the channel settings leave alone
             restamp_decoder(Path(args.decoder), checkpoint_identity(Path(args.out)))
-    print(json_text({"checkpoint": args.out, "concepts": vars(config)}))
+    # the scores (and with --names or --concepts the photos' channel columns) change, and the
+    # vector tagger and relevance are bound to the checkpoint they were fitted for
+    out = Path(args.out)
+    tagger = out.with_name(f"{out.stem}.vector_tagger.npz")
+    refit = [
+        f"groundsearch train-tagger --checkpoint {out} --on vectors --out {tagger}",
+        f"groundsearch fit-relevance {out} --tagger {tagger} "
+        f"--out {out.with_name(f'{out.stem}.relevance.json')}",
+    ]
+    print(json_text({"checkpoint": args.out, "concepts": vars(config), "refit": refit}))
+    print(
+        "the vector tagger and the relevance model were fitted for the old checkpoint "
+        "(its scores and photo vectors): until they are fitted again for this one (the "
+        "'refit' commands; `make refit CHECKPOINT=…` refits everything), a server on it "
+        "judges relevance without them",
+        file=sys.stderr,
+    )
     return 0
 
 

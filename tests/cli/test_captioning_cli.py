@@ -129,3 +129,20 @@ def test_bad_tagger_settings_are_refused_with_their_flag(argv, message, capsys, 
         status = exit_.code
     assert status == 2 and message in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_set_concepts_names_the_refits_its_new_checkpoint_needs(capsys, tmp_path):
+    """The relevance and the vector tagger are bound to the checkpoint they were fitted
+    for: the copy's output names the commands that fit them for it."""
+    from groundsearch.cli import main
+    from groundsearch.common.settings import get_settings
+
+    out = tmp_path / "rare.pt"
+    assert main(["set-concepts", str(get_settings().default_checkpoint), "--rare", "2",
+                 "--out", str(out)]) == 0  # fmt: skip
+    captured = capsys.readouterr()
+    done = json.loads(captured.out)
+    assert done["concepts"]["rare"] == 2 and out.is_file()
+    assert [c.split()[1] for c in done["refit"]] == ["train-tagger", "fit-relevance"]
+    assert all(str(out) in c for c in done["refit"]) and "--on vectors" in done["refit"][0]
+    assert "fitted for the old checkpoint" in captured.err
