@@ -177,8 +177,10 @@ class NounClasses:
         """Whether each class id + 1 is ``noun``'s (entry 0 and the last: never)."""
         masks = self.__dict__.setdefault("_masks", {})
         if noun not in masks:
-            top = max((max(c) for c in self.classes.values() if c), default=0)
-            mask = np.zeros(top + 3, bool)
+            if "_width" not in self.__dict__:  # the largest class id + 3, read once
+                top = max((max(c) for c in self.classes.values() if c), default=0)
+                self.__dict__["_width"] = top + 3
+            mask = np.zeros(self.__dict__["_width"], bool)
             mask[np.fromiter(self.classes[noun], np.int64) + 1] = True
             masks[noun] = mask
         return masks[noun]
