@@ -95,6 +95,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 hold_out=resolve(args.hold_out) if args.hold_out else None,
                 concepts=ConceptConfig(weight=args.concepts) if args.concepts else None,
                 init=Path(args.init) if args.init else None,
+                teachers=[Path(t) for t in args.teacher or ()],
                 **common,
             )
             keys = ("encoder", "dev", "best_epoch", "train_seconds")
@@ -210,6 +211,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="CHECKPOINT",
         help="go on training this joint checkpoint (fine-tuning: its architecture and "
         "words kept, the new captions' words added) instead of a new model",
+    )
+    p.add_argument(
+        "--teacher",
+        action="append",
+        metavar="CHECKPOINT",
+        help="a joint model whose scores the new one learns from (repeatable: the models' "
+        "ensemble; with --distill WEIGHT)",
     )
     p.add_argument(
         "--encoder",

@@ -61,6 +61,7 @@ from groundsearch.model.training.evaluation.retrieval import paired_bootstrap, r
 from groundsearch.model.training.kcca import KCCAConfig, fit_kcca
 from groundsearch.model.training.loop import TrainConfig, dev_score, fine_tune, train
 from groundsearch.model.training.plots import plot_history
+from groundsearch.model.training.teacher import teach
 
 
 def run_training(
@@ -77,13 +78,17 @@ def run_training(
     hold_out: Mapping[str, Collection[str]] | None = None,
     concepts: ConceptConfig | None = None,
     init: Path | None = None,
+    teachers: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """Train on the ``train`` splits of ``sources`` (mixed by weight), select on their
     ``dev`` splits (``loop.dev_score``); write the best model to ``out`` with its summary
     (``.json``) and training curve (``.png``). ``hold_out``: concepts whose photos are
     left out of ``train``; ``concepts``: the channel recorded in the checkpoint;
     ``init``: a joint checkpoint to fine-tune (``loop.fine_tune``) instead of a new model,
-    its vocabulary grown by the new captions' GloVe words (``with_words``)."""
+    its vocabulary grown by the new captions' GloVe words (``with_words``); ``teachers``:
+    joint checkpoints whose ensemble's scores the model learns from (``cfg.distill``)."""
+    if bool(teachers) != bool(cfg.distill):
+        raise ValueError("--teacher and --distill WEIGHT go together")
     torch.manual_seed(cfg.seed)
     if init is not None:
         backbone = load_joint(init, parser=parser.version).backbone
@@ -91,6 +96,8 @@ def run_training(
         sources, parser, cache_dir, backbone, ten_crop, progress, hold_out
     )
     tr = splits["train"]
+    if teachers:
+        tr.teacher = teach(teachers, tr.trees, tr.features, parser.version, extractor.identity)
     inherited: dict[str, Any] = {}
     if init is None:
         vocab = glove_vocabulary(t.words for t in tr.trees)
@@ -110,6 +117,7 @@ def run_training(
         "train": asdict(cfg),
         "sources": [str(s) for s in sources],
         "init": str(init) if init is not None else None,
+        "teachers": [str(t) for t in teachers],
         "dev": dev,
         "best_epoch": hist.best_epoch,
         "ensemble_dev_rsum": hist.ensemble_dev_rsum,

@@ -44,9 +44,11 @@ from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 from groundsearch.model.training.losses import (
     LOSSES,
     contrastive_loss,
+    distillation_loss,
     ranking_loss,
     squared_loss,
 )
+from groundsearch.model.training.teacher import Teacher
 
 OPTIMIZERS = ("adagrad", "adam-cyclic")
 
@@ -72,6 +74,16 @@ class TrainConfig:
     )
     temperature: float = field(
         default=0.05, metadata={"help": "τ of the contrastive loss (scores / τ)"}
+    )
+    distill: float = field(
+        default=0.0,
+        metadata={
+            "help": "weight of the teachers' scores of each batch (KL divergence of both "
+            "directions' softmax at --distill-temperature; needs --teacher); 0: off"
+        },
+    )
+    distill_temperature: float = field(
+        default=0.05, metadata={"help": "τ of the distillation's softmax (scores / τ)"}
     )
     normalize: bool = field(default=False, metadata={"help": "cosine instead of inner product"})
     optimizer: str = field(default="adagrad", metadata={"choices": OPTIMIZERS})
@@ -100,8 +112,11 @@ class TrainConfig:
             raise ValueError("a snapshot ensemble needs --optimizer adam-cyclic and ≥ 2 cycles")
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; choose from {', '.join(LOSSES)}")
-        if self.temperature <= 0:
-            raise ValueError(f"the temperature must be > 0, got {self.temperature}")
+        for name in ("temperature", "distill_temperature"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"the {name} must be > 0, got {getattr(self, name)}")
+        if self.distill < 0:
+            raise ValueError(f"the distillation weight must be ≥ 0, got {self.distill}")
         if not 0 <= self.lr_min <= self.lr:
             raise ValueError(f"lr_min must be in [0, lr = {self.lr}], got {self.lr_min}")
         if self.ensemble_best < 0 or (self.ensemble_best and not self.ensemble):
@@ -121,6 +136,7 @@ class Split:
     features: np.ndarray
     caption_image: np.ndarray
     rate: np.ndarray | None = None  # each caption's draws per epoch (None: 1 each)
+    teacher: Teacher | None = None  # its captions and images in a teacher's space
 
     def __post_init__(self) -> None:
         if len(self.trees) == 0 or len(self.features) == 0:
@@ -203,6 +219,8 @@ def train(
     """Train in place; leaves ``model`` at its best dev-rsum state and, with
     ``cfg.ensemble``, its cycle-end snapshots as ensemble members when their ensemble
     beats that state on dev (``hist.ensemble_dev_rsum`` records it either way)."""
+    if cfg.distill and train_split.teacher is None:
+        raise ValueError("distillation (--distill) needs a teacher (--teacher CHECKPOINT)")
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     opt = _optimizer(model, cfg)
@@ -248,6 +266,10 @@ def train(
             else:
                 hardest = cfg.hardest and epoch > cfg.warmup
                 loss = ranking_loss(v, y, cfg.margin, hardest, image_ids=image_rows) / len(idx)
+            if cfg.distill and train_split.teacher is not None:
+                teacher = train_split.teacher.scores(image_rows.numpy(), idx)
+                taught = distillation_loss(v @ y.T, teacher, cfg.distill_temperature)
+                loss = loss + cfg.distill * taught / len(idx)
             opt.zero_grad()
             loss.backward()
             opt.step()

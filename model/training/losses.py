@@ -12,6 +12,11 @@ Rows that show the same image (several captions of it) are not counted as negati
 2018; Radford et al. 2021): each row's match against the batch as a classification,
 scores divided by a temperature τ, both directions.
 
+``distillation_loss`` matches the batch's scores to a teacher's (Hinton et al. 2015, per
+row and column of the batch's score matrix, as in ensemble distillation for retrieval):
+each image's softmax over the batch's captions, and each caption's over its images, at
+temperature τ, pulled towards the teacher's by KL divergence.
+
 ``squared_loss`` is the baseline of the paper's Table 2: the squared Euclidean distance
 between each image and its sentence, ``Σ_i ‖v_i − y_i‖²``, with no contrastive terms.
 """
@@ -87,3 +92,25 @@ def contrastive_loss(
     return cross_entropy(scores, rows, reduction="sum") + cross_entropy(
         scores.T, rows, reduction="sum"
     )
+
+
+def distillation_loss(
+    scores: torch.Tensor, teacher: torch.Tensor, temperature: float = 0.05
+) -> torch.Tensor:
+    """``KL(softmax(T / τ) ‖ softmax(S / τ))`` of each row (an image over the batch's
+    captions) and each column (a caption over its images), summed over the batch; ``scores``
+    and ``teacher`` are (images × captions) of the same batch."""
+    if scores.shape != teacher.shape or scores.ndim != 2:
+        raise ValueError(
+            f"scores {tuple(scores.shape)} and the teacher's {tuple(teacher.shape)} must be "
+            "the same (images × captions) shape"
+        )
+    if temperature <= 0:
+        raise ValueError(f"the temperature must be > 0, got {temperature}")
+    kl = torch.nn.functional.kl_div
+    total = scores.new_zeros(())
+    for s, t in ((scores, teacher), (scores.T, teacher.T)):
+        log_s = torch.log_softmax(s / temperature, dim=1)
+        log_t = torch.log_softmax(t / temperature, dim=1)
+        total = total + kl(log_s, log_t, reduction="sum", log_target=True)
+    return total

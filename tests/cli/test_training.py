@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from groundsearch.common.settings import get_settings
@@ -146,3 +147,38 @@ def test_fine_tuning_on_ones_own_photos_changes_its_answers(cli, tmp_path):
     assert words[0] < words[1]
     # each member of the base's snapshot ensemble was fine-tuned: the ensemble survives
     assert len(states[0]["snapshots"]) == len(states[1]["snapshots"]) == 2
+
+
+def test_a_student_is_taught_by_saved_models(cli, tiny, tmp_path, parser):
+    """--teacher: saved models' ensemble scores the training captions as ``evaluate --with``
+    does; the student trains with it and records it."""
+    from groundsearch.model.data import load_captioned_images
+    from groundsearch.model.runtime.checkpoints import load_checkpoint
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.training.teacher import teach
+
+    common = ["--data", str(tiny), "--epochs", "1", "--batch-size", "10", "--normalize"]
+    teachers = [tmp_path / "t1.pt", tmp_path / "t2.pt"]
+    for path, encoder in zip(teachers, ("bow", "sdt-rnn"), strict=True):
+        res = cli("train", "--out", str(path), "--encoder", encoder, *common)
+        assert res.returncode == 0, res.stderr
+    ds = load_captioned_images(tiny, split="train")
+    extractor = FeatureExtractor(cache_dir=get_settings().cache_dir)
+    trees, feats = parser.parse(ds.captions[:6]), extractor.embed_files(
+        [ds.image_path(i) for i in range(3)]
+    )
+    teacher = teach(teachers, trees, feats, parser.version, extractor.identity)
+    models = [load_checkpoint(p, parser=parser.version) for p in teachers]
+    mean = sum(m.embed_images(feats) @ m.embed_sentences(trees).T for m in models) / 2
+    got = teacher.scores(np.arange(3), np.arange(6)).numpy()
+    assert np.allclose(got, mean, atol=2e-3)  # float16 rows
+
+    student = tmp_path / "student.pt"
+    res = cli("train", "--out", str(student), *common, "--teacher", str(teachers[0]),
+              "--teacher", str(teachers[1]), "--distill", "0.5")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(student.with_suffix(".json").read_text())
+    assert summary["teachers"] == [str(t) for t in teachers]
+    assert summary["train"]["distill"] == 0.5
+    res = cli("train", "--out", str(student), *common, "--distill", "0.5")
+    assert res.returncode == 2 and "--teacher and --distill" in res.stderr

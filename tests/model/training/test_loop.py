@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -102,3 +104,41 @@ def test_an_ensemble_needs_cyclic_snapshots():
         TrainConfig(optimizer="adagrad", ensemble=True)
     with pytest.raises(ValueError, match="snapshot ensemble needs"):
         TrainConfig(optimizer="adam-cyclic", cycles=1, ensemble=True)
+
+
+def test_a_student_learns_what_its_teacher_ranks(small):
+    """A teacher that pairs each image's captions with another image: distilled, a student
+    ranks by the teacher's pairing far better than one trained on the captions alone."""
+    from groundsearch.model.training.teacher import Teacher
+
+    split, parser_version = small
+    n = len(split.features)
+    moved = (split.caption_image + 1) % n  # the teacher's pairing: each caption's next image
+    eye = np.eye(n, dtype=np.float16)
+    teacher = Teacher(captions=eye[moved], images=eye)
+    vocab = glove_vocabulary([t.words for t in split.trees])
+    cfg = TrainConfig(
+        epochs=6, batch_size=20, optimizer="adam-cyclic", normalize=True, margin=0.2,
+        lr=0.01, cycles=2, seed=3,
+    )  # fmt: skip
+    by_teacher = Split(split.trees, split.features, moved)
+    rsums = {}
+    for weight in (0.0, 5.0):
+        model = JointModel(JointConfig(encoder="bow"), vocab, None, parser_version, "lite0")
+        taught = Split(split.trees, split.features, split.caption_image, teacher=teacher)
+        train(model, taught, split, dataclasses.replace(cfg, distill=weight))
+        rsums[weight] = evaluate(model, by_teacher, normalize=True)["rsum"]
+
+    assert rsums[5.0] > rsums[0.0] + 50
+
+
+def test_distillation_needs_a_teacher(small):
+    split, parser_version = small
+    vocab = glove_vocabulary([t.words for t in split.trees])
+    model = JointModel(JointConfig(encoder="bow"), vocab, None, parser_version, "lite0")
+    with pytest.raises(ValueError, match="needs a teacher"):
+        train(model, split, split, TrainConfig(epochs=1, batch_size=20, distill=1.0))
+    with pytest.raises(ValueError, match="distillation weight must be ≥ 0"):
+        TrainConfig(distill=-1.0)
+    with pytest.raises(ValueError, match="distill_temperature must be > 0"):
+        TrainConfig(distill_temperature=0.0)

@@ -94,3 +94,21 @@ def test_contrastive_leaves_other_captions_of_an_image_out():
     assert got == pytest.approx(expected, rel=1e-6)
     with pytest.raises(ValueError, match="temperature"):
         contrastive_loss(V, Y, temperature=0.0)
+
+
+def test_distillation_is_zero_at_the_teacher_and_pulls_towards_it():
+    from groundsearch.model.training.losses import distillation_loss
+
+    torch.manual_seed(0)
+    teacher = torch.randn(6, 6) * 0.3
+    assert distillation_loss(teacher.clone(), teacher).item() == pytest.approx(0, abs=1e-5)
+    scores = torch.zeros(6, 6, requires_grad=True)
+    before = distillation_loss(scores, teacher, temperature=0.1)
+    before.backward()
+    with torch.no_grad():
+        after = distillation_loss(scores - 0.01 * scores.grad, teacher, temperature=0.1)
+    assert before.item() > 0 and after.item() < before.item()
+    with pytest.raises(ValueError, match="same"):
+        distillation_loss(torch.zeros(3, 4), torch.zeros(4, 3))
+    with pytest.raises(ValueError, match="temperature"):
+        distillation_loss(teacher, teacher, temperature=0)

@@ -1,0 +1,70 @@
+"""Teachers for distillation: trained joint models whose scores a student learns from.
+
+A teacher is one or more saved joint models, ensembled as ``evaluate --with`` does (each
+model's unit embedding scaled by 1/√M and concatenated, so an inner product is the models'
+mean score), that embed the training split's captions and photos once, before the
+student trains. The loop then reads the teacher's scores of each batch
+(``TrainConfig.distill``): a small student — the shipped SDT-RNN — learns what an ensemble
+it could not ship ranks above what (docs/RESULTS.md, "Distilling the ensemble").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from groundsearch.model.runtime.checkpoints import CheckpointError, load_checkpoint
+from groundsearch.model.runtime.embedder import JointEmbedder
+from groundsearch.model.runtime.parsing.tree import DependencyTree
+
+
+@dataclass
+class Teacher:
+    """A training split's captions and photos in the teachers' space (float16 rows)."""
+
+    captions: np.ndarray
+    images: np.ndarray
+
+    def scores(self, image_rows: np.ndarray, caption_rows: np.ndarray) -> torch.Tensor:
+        """The teachers' mean score of each image row with each caption row (float32)."""
+        v = self.images[image_rows].astype(np.float32)
+        y = self.captions[caption_rows].astype(np.float32)
+        return torch.from_numpy(v @ y.T)
+
+
+def teach(
+    checkpoints: Sequence[Path],
+    trees: Sequence[DependencyTree],
+    features: np.ndarray,
+    parser: str,
+    backbone: str,
+) -> Teacher:
+    """The ensemble of ``checkpoints`` (joint models on the split's backbone, read with
+    their concept channels off) on these captions and photos."""
+    if not checkpoints:
+        raise ValueError("a teacher needs at least one checkpoint")
+    captions, images = [], []
+    for path in checkpoints:
+        model = load_checkpoint(Path(path), parser=parser, concept_weight=0)
+        if not isinstance(model, JointEmbedder):
+            raise CheckpointError(f"{path}: a teacher must be a joint model, not kCCA")
+        if model.backbone != backbone:
+            raise CheckpointError(
+                f"{path} reads {model.backbone} features; the student reads {backbone}"
+            )
+        captions.append(_unit(model.embed_sentences(trees)))
+        images.append(_unit(model.embed_images(features)))
+    scale = 1 / np.sqrt(len(checkpoints))
+    return Teacher(
+        (np.concatenate(captions, 1) * scale).astype(np.float16),
+        (np.concatenate(images, 1) * scale).astype(np.float16),
+    )
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (a model's score is then its cosine)."""
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
