@@ -164,8 +164,9 @@ def test_a_student_is_taught_by_saved_models(cli, tiny, tmp_path, parser):
         assert res.returncode == 0, res.stderr
     ds = load_captioned_images(tiny, split="train")
     extractor = FeatureExtractor(cache_dir=get_settings().cache_dir)
-    trees, feats = parser.parse(ds.captions[:6]), extractor.embed_files(
-        [ds.image_path(i) for i in range(3)]
+    trees, feats = (
+        parser.parse(ds.captions[:6]),
+        extractor.embed_files([ds.image_path(i) for i in range(3)]),
     )
     teacher = teach(teachers, trees, feats, parser.version, extractor.identity)
     models = [load_checkpoint(p, parser=parser.version) for p in teachers]
