@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from groundsearch.common.settings import get_settings
@@ -63,3 +64,15 @@ def make_tiny_features(root: Path, train: int = 16, dev: int = 6) -> Path:
         rows = np.load(src, mmap_mode="r")[[row[n] for n in chosen]]
         np.save(root / "features" / src.name, np.asarray(rows))
     return root
+
+
+@functools.cache
+def shipped_width() -> int:
+    """The width of the shipped SDT-RNN's photo vectors (its joint space's, then its concept
+    channel's columns)."""
+    import numpy as np
+
+    from groundsearch.model.runtime.checkpoints import load_checkpoint
+
+    model = load_checkpoint(get_settings().default_checkpoint)
+    return int(model.embed_images(np.zeros((1, 1280), np.float32)).shape[1])

@@ -13,10 +13,7 @@ from groundsearch.common.settings import get_settings
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
-from tests.tiny_data import make_tiny_flickr
-
-#: the shipped model's vector size: 64-d × 10 snapshots, and the concept channel's 50
-DIM = 690
+from tests.tiny_data import make_tiny_flickr, shipped_width
 
 
 def gallery_of(root, folder, identity, skip: int = 0) -> None:
@@ -30,10 +27,10 @@ def gallery_of(root, folder, identity, skip: int = 0) -> None:
     files = []
     for i, name in enumerate(sorted(captions)[skip:]):
         texts = tuple(captions[name])
-        vectors = rng.normal(size=(len(texts), DIM)).astype(np.float32)
-        v = rng.normal(size=DIM).astype(np.float32)
+        vectors = rng.normal(size=(len(texts), shipped_width())).astype(np.float32)
+        v = rng.normal(size=shipped_width()).astype(np.float32)
         files.append(IndexedFile(str(root / "Images" / name), 1, 1, f"sha{i}", v, texts, vectors))
-    g = Gallery.create(folder, DIM, identity)
+    g = Gallery.create(folder, shipped_width(), identity)
     IndexedFiles(g).add_files(files)
     g.close()
 

@@ -364,8 +364,8 @@ def test_concurrent_first_queries_get_one_ensemble(parser):
     trees = parser.parse(["A dog runs .", "Two children play in the snow ."])
     with ThreadPoolExecutor(8) as pool:
         shapes = set(pool.map(lambda i: model.embed_sentences(trees[i % 2 :]).shape[1], range(16)))
-    # the snapshots' joint vectors, and the concept channel's 50 columns after them
-    assert shapes == {len(model.model.snapshots) * model.model.config.hidden + 50}
+    # the members' joint vectors, and the concept channel's 50 columns after them
+    assert shapes == {len(model.model.members()) * model.model.config.hidden + 50}
 
 
 def test_the_api_docs_load_nothing_from_outside(client):

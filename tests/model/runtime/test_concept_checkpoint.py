@@ -60,9 +60,10 @@ def test_a_bad_recorded_channel_is_a_checkpoint_error():
     assert concept_config({"concepts": {"weight": 0.3}}, weight=0).weight == 0
 
 
-def test_the_shipped_vectors_are_690_wide(models):
-    _, open_vocab = models
-    assert open_vocab.embed_images(np.zeros((1, 1280), np.float32)).shape == (1, 690)
+def test_the_shipped_vectors_are_the_joint_spaces_then_the_channels(models):
+    plain, open_vocab = models
+    joint = plain.model.config.hidden * len(plain.model.members())
+    assert open_vocab.embed_images(np.zeros((1, 1280), np.float32)).shape == (1, joint + 50)
 
 
 def test_the_shipped_channel_speaks_everyday_words(models):

@@ -12,13 +12,15 @@ from groundsearch.model.runtime.captioning import joint_identity, load_decoder, 
 from groundsearch.model.runtime.captioning.words import STOPWORDS
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
+from tests.tiny_data import shipped_width
 
 
 @pytest.fixture(scope="module")
 def shipped():
     s = get_settings()
     # since issue 40 it reads the whole photo vector, the concept channel's columns too
-    return load_decoder(s.default_decoder, identity=joint_identity(s.default_checkpoint), dim=690)
+    identity = joint_identity(s.default_checkpoint)
+    return load_decoder(s.default_decoder, identity=identity, dim=shipped_width())
 
 
 def test_the_shipped_decoder_records_how_it_was_made(shipped):
