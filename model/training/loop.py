@@ -20,6 +20,11 @@ collection and scores the **mean of their rsums**, each on its own photos and pr
 (``dev_score``): every collection counts as much as any other, however many captions
 it has, since each stands for photos users will search.
 
+**Distillation.** With ``distill`` > 0 the training split carries a teacher's vectors of
+its captions and photos (``teacher.Teacher``), and each batch adds ``distill`` × the KL
+divergence from the teacher's softmax over the batch's scores to the model's
+(``losses.distillation_loss``).
+
 Inputs are already parsed trees and already extracted image features, so an epoch
 only runs the encoder: parsing and the CNN are done once, before training.
 """

@@ -5,7 +5,8 @@ model's unit embedding scaled by 1/√M and concatenated, so an inner product is
 mean score), that embed the training split's captions and photos once, before the
 student trains. The loop then reads the teacher's scores of each batch
 (``TrainConfig.distill``): a small student — the shipped SDT-RNN — learns what an ensemble
-it could not ship ranks above what (docs/RESULTS.md, "Distilling the ensemble").
+it could not ship ranks above what (docs/RESULTS.md, "Distilling an ensemble into the
+SDT-RNN").
 """
 
 from __future__ import annotations
