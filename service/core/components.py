@@ -74,8 +74,7 @@ class Components:
         parser: Parser | None = None,
     ) -> Components:
         """Everything the server serves, warmed up; the caption bank loading meanwhile."""
-        torch.set_num_threads(settings.torch_threads)  # process-wide, and numpy's BLAS too
-        threadpool_limits(settings.torch_threads, user_api="blas")
+        _set_threads(settings)
         parser = parser or Parser(
             settings.parser_dir,
             settings.cache_dir,
@@ -116,6 +115,7 @@ class Components:
     ) -> Components:
         """For one command over ``gallery`` (opened by the caller): the checkpoint, the
         parser through its cache and the relevance; the rest as the command asks."""
+        _set_threads(settings)  # as the server's: a command's answer is the server's
         parser = Parser(settings.parser_dir, settings.cache_dir, direct=not settings.parse_pipeline)
         model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
         return cls._over(settings, model, identity, gallery, parser.parse, Stages())
@@ -236,3 +236,10 @@ class Capabilities:
     @cached_property
     def status(self) -> Status:
         return Status(self.components)
+
+
+def _set_threads(settings: ServiceSettings) -> None:
+    """The process's torch and BLAS threads (``torch_threads``): a query's float arithmetic,
+    so its vector to the last bit, depends on them."""
+    torch.set_num_threads(settings.torch_threads)  # process-wide, and numpy's BLAS too
+    threadpool_limits(settings.torch_threads, user_api="blas")
