@@ -89,6 +89,9 @@ def run_training(
     joint checkpoints whose ensemble's scores the model learns from (``cfg.distill``)."""
     if bool(teachers) != bool(cfg.distill):
         raise ValueError("--teacher and --distill WEIGHT go together")
+    for path in teachers:  # before the captions are parsed, not after
+        if not Path(path).is_file():
+            raise CheckpointError(f"teacher checkpoint not found: {path}")
     torch.manual_seed(cfg.seed)
     if init is not None:
         backbone = load_joint(init, parser=parser.version).backbone

@@ -183,3 +183,6 @@ def test_a_student_is_taught_by_saved_models(cli, tiny, tmp_path, parser):
     assert summary["train"]["distill"] == 0.5
     res = cli("train", "--out", str(student), *common, "--distill", "0.5")
     assert res.returncode == 2 and "--teacher and --distill" in res.stderr
+    res = cli("train", "--out", str(student), *common, "--teacher", str(tmp_path / "none.pt"),
+              "--distill", "0.5")  # fmt: skip
+    assert res.returncode == 2 and "teacher checkpoint not found" in res.stderr
