@@ -36,8 +36,6 @@ from service_load import DEFAULT_DATA, wait_ready
 from common import free_port, latency, machine
 
 REPO = Path(__file__).resolve().parents[1]
-#: What ``/ready`` says each server serves, reported beside the figures.
-SERVED = ("checkpoint", "caption_bank", "decoder", "images")
 
 
 def groundsearch() -> str:

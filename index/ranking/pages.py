@@ -26,7 +26,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +36,6 @@ from groundsearch.index.ranking.hits import Hit
 WINDOW = 1000
 #: The orders a route accepts.
 ORDERS = ("relevance", "date", "-date")
-Order = Literal["relevance", "date", "-date"]
 
 
 class CursorError(ValueError):
