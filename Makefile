@@ -179,8 +179,9 @@ RECIPE_kcca ?= --backbone efficientnet-lite2
 # ensemble"): the Tree-LSTM, the Tree-LSTM with a 1,024-unit image layer and the SDT-RNN's
 # own recipe, trained first (`make -j2 artifacts` trains two at a time), their scores of
 # each batch matched at weight DISTILL (chosen on the mixed dev) and temperature
-# DISTILL_TEMPERATURE (0.1 scores higher on the mixed dev, but the decoder refit on its
-# space wrote worse sentences: docs/RESULTS.md, "The distillation's temperature").
+# DISTILL_TEMPERATURE (0.1 searches better on the mixed dev, but decoders refit on its
+# space write worse sentences for the web photos: docs/RESULTS.md, "The distillation's
+# temperature").
 SHIP_DIR ?= runs/ship
 ARTIFACTS ?= model/artifacts
 TEACHERS_DIR ?= $(SHIP_DIR)/teachers
