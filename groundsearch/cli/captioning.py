@@ -42,10 +42,11 @@ def _threads(args: argparse.Namespace) -> None:
 
 def _split_vectors(
     args: argparse.Namespace, split: str, hold_out: list[str] | None = None
-) -> tuple[ExportedVectors, list[list[str]]]:
-    """A split's photo and caption vectors (less ``hold_out``'s photos) and each photo's
-    reference captions, over every ``--source``: the gallery's stored vectors
-    (``--gallery``), or the backbone's features through the checkpoint."""
+) -> tuple[ExportedVectors, list[list[str]], list[int]]:
+    """A split's photo and caption vectors (less ``hold_out``'s photos), each photo's
+    reference captions and each collection's count of photos (in order), over every
+    ``--source``: the gallery's stored vectors (``--gallery``), or the backbone's
+    features through the checkpoint."""
     from groundsearch.index.errors import StoreError
     from groundsearch.index.store.export import ExportedVectors
     from groundsearch.model.data import DatasetError
@@ -73,7 +74,7 @@ def _split_vectors(
             else:
                 exported = _exported(args, checkpoint_identity(checkpoint_path(args)))
                 parts.append(exported.subset(ds.images))
-    return ExportedVectors.joined(parts), references
+    return ExportedVectors.joined(parts), references, [len(p.photo_names) for p in parts]
 
 
 def _from_features(args: argparse.Namespace, ds: Any, name: str) -> ExportedVectors:
@@ -156,18 +157,30 @@ def _embed_texts(checkpoint: Path) -> EmbedTexts:
 
 
 def cmd_train_decoder(args: argparse.Namespace) -> int:
+    from functools import partial
+    from itertools import pairwise
+
+    import numpy as np
+
     from groundsearch.model.runtime.captioning import DecoderConfig, save_decoder
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.training.captioning import DecoderTrainConfig, train_decoder
-    from groundsearch.model.training.evaluation.captions import evaluate_decoder
+    from groundsearch.model.training.evaluation.captions import evaluate_decoder, mean_cider
 
     _threads(args)
     with user_errors(ValueError):
         config = config_from(args, DecoderTrainConfig)
         arch = config_from(args, DecoderConfig)
-    train, _ = _split_vectors(args, "train", args.hold_out)
-    dev, dev_refs = _split_vectors(args, "dev")
-    decoder, summary = train_decoder(_caption_set(train), _caption_set(dev), config, arch)
+    train, _, _ = _split_vectors(args, "train", args.hold_out)
+    dev, dev_refs, dev_sizes = _split_vectors(args, "dev")
+    judge = None
+    if config.select == "cider":
+        cuts = np.cumsum([0, *dev_sizes])
+        groups = [(dev.photo_vectors[a:b], dev_refs[a:b]) for a, b in pairwise(cuts)]
+        judge = partial(mean_cider, groups=groups)
+    decoder, summary = train_decoder(
+        _caption_set(train), _caption_set(dev), config, arch, judge=judge
+    )
     scores = evaluate_decoder(
         decoder, dev.photo_vectors, dev_refs, train.caption_texts, beam=3, meteor=False
     )
@@ -197,8 +210,8 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
     path = Path(args.decoder) if args.decoder else get_settings().default_decoder
     with user_errors(DecoderError, CheckpointError):
         decoder = load_decoder(path, identity=checkpoint_identity(checkpoint))
-    test, refs = _split_vectors(args, args.split)
-    train, _ = _split_vectors(args, "train")  # the copy share: against every train caption
+    test, refs, _ = _split_vectors(args, args.split)
+    train, _, _ = _split_vectors(args, "train")  # the copy share: against every train caption
     vectors = test.photo_vectors
     if args.vectors == "captions":
         vectors, refs = _caption_vectors(test)

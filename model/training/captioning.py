@@ -1,5 +1,6 @@
 """Train a caption decoder on joint-space vectors: teacher forcing, cross-entropy, Adam,
-dropout, the best epoch by dev loss (Kiros, Salakhutdinov & Zemel 2014).
+dropout (Kiros, Salakhutdinov & Zemel 2014); the epoch kept is the best by dev loss or,
+with a ``judge``, by the judge's score of its sentences (``select="cider"``).
 
 The decoder reads a photo's ``W_I z`` or, with probability ``sentence_share``, the vector
 of another caption of the same photo (never the target's own), so a free sentence's
@@ -39,6 +40,9 @@ class CaptionSet:
             raise ValueError("a caption set needs captions, each with its photo and vector")
 
 
+SELECTIONS = ("loss", "cider")
+
+
 @dataclass
 class DecoderTrainConfig:
     """Optimisation settings (the architecture is ``DecoderConfig``)."""
@@ -55,8 +59,17 @@ class DecoderTrainConfig:
     max_words: int = field(default=24, metadata={"help": "training captions cut to this length"})
     clip: float = 5.0
     seed: int = 0
+    select: str = field(
+        default="loss",
+        metadata={
+            "help": "the epoch kept: the lowest pooled dev loss ('loss'), or the highest "
+            "mean over the dev collections of its beam-3 sentences' CIDEr-D ('cider')"
+        },
+    )
 
     def __post_init__(self) -> None:
+        if self.select not in SELECTIONS:
+            raise ValueError(f"select must be one of {', '.join(SELECTIONS)}, got {self.select!r}")
         if not 0.0 <= self.sentence_share <= 1.0:
             raise ValueError(f"sentence_share must be in [0, 1], got {self.sentence_share}")
         if self.epochs < 1 or self.batch_size < 1:
@@ -159,8 +172,12 @@ def train_decoder(
     arch: DecoderConfig,
     word_vectors: Callable[[DecoderVocab], np.ndarray] = glove_rows,
     log: Callable[[str], None] = print,
+    judge: Callable[[CaptionDecoder], float] | None = None,
 ) -> tuple[CaptionDecoder, dict[str, Any]]:
-    """The decoder of the epoch with the lowest dev loss, and a summary of the run."""
+    """The decoder of the epoch with the lowest dev loss — or, with ``judge``, the highest
+    judged score of its sentences — and a summary of the run. The step is halved, and
+    training stops after ``patience`` such epochs, by the dev loss either way (the judge
+    picks the snapshot, it does not steer the schedule)."""
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     vocab = DecoderVocab.build(train.caption_texts, config.min_count)
@@ -171,6 +188,7 @@ def train_decoder(
     lengths = np.array([len(e) for e in encoded])
     siblings = siblings_of(train)
     best = (math.inf, copy.deepcopy(decoder.state_dict()), 0)
+    kept = (-math.inf, best[1], 0)  # the judge's best: (score, weights, epoch)
     history: list[dict[str, float]] = []
     start = time.perf_counter()
     for epoch in range(1, config.epochs + 1):
@@ -187,17 +205,18 @@ def train_decoder(
             running += loss.item() * len(rows)
             seen += len(rows)
         loss_dev = dev_loss(decoder, dev, config.max_words)
-        history.append(
-            {
-                "epoch": epoch,
-                "train_loss": running / seen,
-                "dev_loss": loss_dev,
-                "seconds": time.perf_counter() - start,
-            }
-        )
+        row = {"epoch": epoch, "train_loss": running / seen, "dev_loss": loss_dev}
+        judged = ""
+        if judge is not None:
+            row["judged"] = judge(decoder)
+            judged = f", judged {row['judged']:.2f}"
+            if row["judged"] > kept[0]:
+                kept = (row["judged"], copy.deepcopy(decoder.state_dict()), epoch)
+        row["seconds"] = time.perf_counter() - start
+        history.append(row)
         log(
-            f"epoch {epoch}: train loss {running / seen:.3f}, dev loss {loss_dev:.3f} "
-            f"({time.perf_counter() - start:.0f} s)"
+            f"epoch {epoch}: train loss {running / seen:.3f}, dev loss {loss_dev:.3f}{judged} "
+            f"({row['seconds']:.0f} s)"
         )
         if loss_dev < best[0]:
             best = (loss_dev, copy.deepcopy(decoder.state_dict()), epoch)
@@ -206,14 +225,16 @@ def train_decoder(
         else:  # no better: halve the step
             for group in optimizer.param_groups:
                 group["lr"] *= 0.5
-    decoder.load_state_dict(best[1])
+    chosen = kept if judge is not None else best
+    decoder.load_state_dict(chosen[1])
     decoder.eval()
     summary = {
         "train": asdict(config),
         "arch": asdict(arch),
         "vocab_size": len(vocab),
-        "best_epoch": best[2],
-        "dev_loss": best[0],
+        "best_epoch": chosen[2],
+        "dev_loss": next(h["dev_loss"] for h in history if h["epoch"] == chosen[2]),
+        "judged": kept[0] if judge is not None else None,
         "history": history,
         "seconds": time.perf_counter() - start,
     }

@@ -88,8 +88,12 @@ def test_without_a_gallery_the_cached_features_give_the_vectors_and_concepts_are
     # by default, the collections the data folder holds (Flickr8k alone here); the captions'
     # vectors come from their parses: a caption-conditioned share needs no gallery
     res = cli("train-decoder", "--out", str(out), "--epochs", "1", "--threads", "1", *small,
-              env_extra=env)  # fmt: skip
+              "--select", "cider", env_extra=env)  # fmt: skip
     assert res.returncode == 0, res.stderr
+    judged = json.loads(out.with_suffix(".json").read_text())["summary"]
+    assert judged["judged"] == judged["history"][0]["judged"] >= 0  # dev CIDEr-D, epoch 1
+    res = cli("train-decoder", "--out", str(out), "--select", "bleu", env_extra=env)
+    assert res.returncode == 2 and "select must be one of loss, cider" in res.stderr
     res = cli("train-decoder", "--source", "flickr8k", "--out", str(out), "--epochs", "1",
               "--threads", "1", *small, "--sentence-share", "0", "--hold-out", "default",
               env_extra=env)  # fmt: skip

@@ -170,6 +170,28 @@ def held_out_scores(
     }
 
 
+def mean_cider(
+    decoder: CaptionDecoder,
+    groups: Sequence[tuple[np.ndarray, Sequence[Sequence[str]]]],
+    beam: int = 3,
+) -> float:
+    """The mean over collections (photo vectors, their references) of CIDEr-D (×100) of
+    the decoder's beam-``beam`` sentences: each collection counts as much as another, as
+    in the mixed dev's rsums (docs/RESULTS.md), whatever its count of captions."""
+    from pycocoevalcap.cider.cider import Cider
+
+    decoder.eval()
+    scores = []
+    for vectors, references in groups:
+        best = [b[0].text for b in decoder.generate(vectors, beam=beam)]
+        keys = [str(i) for i in range(len(best))]
+        refs, hyps = _tokenized(
+            dict(zip(keys, references, strict=True)), dict(zip(keys, best, strict=True)), []
+        )
+        scores.append(100 * float(Cider().compute_score(refs, hyps)[0]))
+    return float(np.mean(scores))
+
+
 def evaluate_decoder(
     decoder: CaptionDecoder,
     photo_vectors: np.ndarray,

@@ -16,10 +16,15 @@ from groundsearch.model.training.captioning import (
     CaptionSet,
     DecoderTrainConfig,
     conditions,
+    dev_loss,
     siblings_of,
     train_decoder,
 )
-from groundsearch.model.training.evaluation.captions import copy_share, generated_retrieval
+from groundsearch.model.training.evaluation.captions import (
+    copy_share,
+    generated_retrieval,
+    mean_cider,
+)
 
 DIM = 16
 
@@ -60,6 +65,46 @@ def test_a_tiny_run_on_real_captions_lowers_the_loss_and_starts_from_glove(data)
     # it writes sentences from its own words for a training photo's vector
     text = decoder.generate(train.photo_vectors[:1], beam=3)[0][0].text
     assert text.endswith(".") and len(text.split()) >= 2
+
+
+def test_a_judge_picks_the_epoch_kept_and_the_loss_still_steers_the_schedule(data):
+    train, dev = data
+    config = DecoderTrainConfig(
+        epochs=4, batch_size=8, lr=5e-3, min_count=2, patience=4, sentence_share=0.0
+    )
+    arch = DecoderConfig(hidden=32, cond=16, dropout=0.0)
+    marks = iter([1.0, 3.0, 2.0, 0.5])  # the judge prefers epoch 2, the loss a later one
+    decoder, summary = train_decoder(
+        train, dev, config, arch, log=lambda _: None, judge=lambda _: next(marks)
+    )
+    history = summary["history"]
+    assert [h["judged"] for h in history] == [1.0, 3.0, 2.0, 0.5]
+    assert summary["best_epoch"] == 2 and summary["judged"] == 3.0
+    assert summary["dev_loss"] == history[1]["dev_loss"] > min(h["dev_loss"] for h in history)
+    _, unjudged = train_decoder(train, dev, config, arch, log=lambda _: None)
+    lowest = min(history, key=lambda h: h["dev_loss"])["epoch"]  # the same run, unjudged
+    assert unjudged["judged"] is None and unjudged["best_epoch"] == lowest != 2
+    # the kept weights are epoch 2's: its dev loss again
+    assert dev_loss(decoder, dev, config.max_words) == pytest.approx(history[1]["dev_loss"])
+    with pytest.raises(ValueError, match="select must be one of loss, cider"):
+        DecoderTrainConfig(select="bleu")
+
+
+def test_mean_cider_counts_each_collection_once(data):
+    train, dev = data
+    config = DecoderTrainConfig(epochs=2, batch_size=8, lr=5e-3, min_count=2, sentence_share=0)
+    decoder, _ = train_decoder(train, dev, config, DecoderConfig(hidden=32, cond=16), log=print)
+    refs = [[t for t, p in zip(dev.caption_texts, dev.caption_photo, strict=True) if p == i]
+            for i in range(len(dev.photo_vectors))]  # fmt: skip
+    own = [b[0].text for b in decoder.generate(dev.photo_vectors, beam=3)]
+    one = mean_cider(decoder, [(dev.photo_vectors, refs)])
+    perfect = mean_cider(decoder, [(dev.photo_vectors, [[s] * 2 for s in own])])
+    assert 0 <= one < perfect
+    # two collections: the mean of their scores, however many photos each has
+    both = mean_cider(decoder, [(dev.photo_vectors, refs), (dev.photo_vectors[:2], refs[:2])])
+    assert both == pytest.approx(
+        (one + mean_cider(decoder, [(dev.photo_vectors[:2], refs[:2])])) / 2
+    )
 
 
 def test_sentence_conditioning_uses_a_sibling_caption_never_its_own(data):
