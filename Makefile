@@ -179,8 +179,7 @@ RECIPE_kcca ?= --backbone efficientnet-lite2
 # ensemble"): the Tree-LSTM, the Tree-LSTM with a 1,024-unit image layer and the SDT-RNN's
 # own recipe, trained first (`make -j2 artifacts` trains two at a time), their scores of
 # each batch matched at weight DISTILL (chosen on the mixed dev) and temperature
-# DISTILL_TEMPERATURE (0.1 searches better on the mixed dev, but decoders refit on its
-# space write worse sentences for the web photos: docs/RESULTS.md, "The distillation's
+# DISTILL_TEMPERATURE (chosen on the mixed dev: docs/RESULTS.md, "The distillation's
 # temperature").
 SHIP_DIR ?= runs/ship
 ARTIFACTS ?= model/artifacts
@@ -188,7 +187,7 @@ TEACHERS_DIR ?= $(SHIP_DIR)/teachers
 TEACHERS := $(TEACHERS_DIR)/tree-lstm.pt $(TEACHERS_DIR)/tree-lstm-1024.pt \
 	$(TEACHERS_DIR)/sdt-rnn.pt
 DISTILL ?= 1
-DISTILL_TEMPERATURE ?= 0.05
+DISTILL_TEMPERATURE ?= 0.1
 TEACHER_RECIPE_tree-lstm := --encoder tree-lstm $(RECIPE_tree-lstm)
 TEACHER_RECIPE_tree-lstm-1024 := --encoder tree-lstm $(RECIPE_tree-lstm) --image-hidden 1024
 TEACHER_RECIPE_sdt-rnn := --encoder sdt-rnn $(RECIPE_sdt-rnn)
@@ -215,6 +214,8 @@ SOURCES ?=
 DECODER_EPOCHS ?= 12
 # epochs without a better dev loss before the decoder stops (each halves the step)
 DECODER_PATIENCE ?= 3
+# the decoder's epoch kept: the best mean CIDEr-D of its sentences over the dev collections
+DECODER_SELECT ?= cider
 refit: install
 	@mkdir -p $(OUT)
 	$(TRAIN_ENV) $(BIN)/groundsearch train-tagger --checkpoint $(CHECKPOINT) $(SOURCES) \
@@ -222,7 +223,8 @@ refit: install
 	$(TRAIN_ENV) $(BIN)/groundsearch train-tagger --checkpoint $(CHECKPOINT) $(SOURCES) --on vectors \
 		--out $(OUT)/vector_tagger.npz
 	$(TRAIN_ENV) $(BIN)/groundsearch train-decoder --checkpoint $(CHECKPOINT) $(SOURCES) \
-		--epochs $(DECODER_EPOCHS) --patience $(DECODER_PATIENCE) --out $(OUT)/decoder.pt \
+		--epochs $(DECODER_EPOCHS) --patience $(DECODER_PATIENCE) --select $(DECODER_SELECT) \
+		--out $(OUT)/decoder.pt \
 		> $(OUT)/decoder.log 2>&1
 	$(TRAIN_ENV) $(BIN)/groundsearch fit-relevance $(CHECKPOINT) $(SOURCES) \
 		--tagger $(OUT)/vector_tagger.npz --out $(OUT)/relevance.json > $(OUT)/relevance.log
@@ -261,7 +263,8 @@ tagger: install  ## the word taggers (features: captions; vectors: relevance evi
 captions-held-out: install
 	@mkdir -p $(CAPTIONS_DIR)
 	OMP_NUM_THREADS=1 $(BIN)/groundsearch train-decoder --out $(CAPTIONS_DIR)/heldout.pt \
-		--threads 1 --epochs 12 --patience $(DECODER_PATIENCE) --sentence-share 0 --hold-out default \
+		--threads 1 --epochs 12 --patience $(DECODER_PATIENCE) --select $(DECODER_SELECT) \
+		--sentence-share 0 --hold-out default \
 		> $(CAPTIONS_DIR)/heldout.log 2>&1
 	for novel in "" --novel; do \
 		OMP_NUM_THREADS=1 $(BIN)/groundsearch evaluate-captions --decoder $(CAPTIONS_DIR)/heldout.pt \

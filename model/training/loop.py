@@ -88,7 +88,8 @@ class TrainConfig:
         },
     )
     distill_temperature: float = field(
-        default=0.05, metadata={"help": "τ of the distillation's softmax (scores / τ)"}
+        default=0.1,
+        metadata={"help": "τ of the distillation's softmax (scores / τ; chosen on the mixed dev)"},
     )
     normalize: bool = field(default=False, metadata={"help": "cosine instead of inner product"})
     optimizer: str = field(default="adagrad", metadata={"choices": OPTIMIZERS})
