@@ -178,6 +178,8 @@ def train_decoder(
     judged score of its sentences — and a summary of the run. The step is halved, and
     training stops after ``patience`` such epochs, by the dev loss either way (the judge
     picks the snapshot, it does not steer the schedule)."""
+    if (config.select == "cider") != (judge is not None):
+        raise ValueError(f"select={config.select!r} needs a judge exactly when it is 'cider'")
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     vocab = DecoderVocab.build(train.caption_texts, config.min_count)

@@ -4,6 +4,7 @@ conditioning never uses the target's own vector; scores of generated captions.""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -74,9 +75,12 @@ def test_a_judge_picks_the_epoch_kept_and_the_loss_still_steers_the_schedule(dat
     )
     arch = DecoderConfig(hidden=32, cond=16, dropout=0.0)
     marks = iter([1.0, 3.0, 2.0, 0.5])  # the judge prefers epoch 2, the loss a later one
+    with pytest.raises(ValueError, match="needs a judge exactly when"):
+        train_decoder(train, dev, replace(config, select="cider"), arch, log=lambda _: None)
     decoder, summary = train_decoder(
-        train, dev, config, arch, log=lambda _: None, judge=lambda _: next(marks)
-    )
+        train, dev, replace(config, select="cider"), arch, log=lambda _: None,
+        judge=lambda _: next(marks),
+    )  # fmt: skip
     history = summary["history"]
     assert [h["judged"] for h in history] == [1.0, 3.0, 2.0, 0.5]
     assert summary["best_epoch"] == 2 and summary["judged"] == 3.0
