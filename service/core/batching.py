@@ -23,14 +23,16 @@ Job = tuple[str, Future[DependencyTree]]
 class ParseBatcher:
     """Parse texts from many threads through batching parser threads (or processes)."""
 
-    def __init__(self, parser: Parser, max_batch: int = 16, workers: int = 0) -> None:
+    def __init__(
+        self, parser: Parser, max_batch: int = 16, workers: int = 0, warm_words: int = 0
+    ) -> None:
         self.parser, self.max_batch = parser, max_batch
         self._queue: queue.Queue[Job | None] = queue.Queue()
         backends: list[_Local | ParserProcess] = (
-            [_Local(parser)]
+            [_Local(parser, warm_words)]
             if workers == 0
             else [
-                ParserProcess(parser.parser_dir, parser.cache_dir, parser.direct)
+                ParserProcess(parser.parser_dir, parser.cache_dir, parser.direct, warm_words)
                 for _ in range(workers)
             ]
         )
@@ -85,8 +87,9 @@ class ParseBatcher:
 class _Local:
     """Batches parsed by this process's parser."""
 
-    def __init__(self, parser: Parser) -> None:
+    def __init__(self, parser: Parser, warm_words: int) -> None:
         self.parser = parser
+        parser.warm(warm_words)
 
     def parse(self, texts: list[str]) -> list[Outcome]:
         try:

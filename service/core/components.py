@@ -98,7 +98,9 @@ class Components:
         else:
             gallery = Gallery.open(settings.index_path, identity, settings.read_only, search)
         gallery.indexes.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
-        batcher = ParseBatcher(parser, workers=settings.parse_workers)
+        batcher = ParseBatcher(
+            parser, workers=settings.parse_workers, warm_words=settings.parse_warm_words
+        )
         stages = Stages(observe)
         c = cls._over(
             settings, model, identity, gallery, batcher.outcomes, stages, settings.query_cache

@@ -96,6 +96,14 @@ class ServiceSettings(Settings):
         le=8,
         description="Parser processes (0: parse in the server process). Each takes ~0.5 GB.",
     )
+    parse_warm_words: int = Field(
+        default=20_000,
+        ge=0,
+        le=400_000,
+        description="Commonest words whose parser inputs each parser computes at start "
+        "(~1.5 s and ~50 MB per 20,000 a process): a query's common words then skip their "
+        "character models (0: none).",
+    )
     torch_threads: int = Field(
         default=1,
         ge=1,

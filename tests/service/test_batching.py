@@ -17,7 +17,7 @@ from groundsearch.service.core.batching import ParseBatcher
     ids=["in-process", "parser-process"],
 )
 def batcher(parser, request):
-    b = ParseBatcher(parser, max_batch=4, workers=request.param)
+    b = ParseBatcher(parser, max_batch=4, workers=request.param, warm_words=2000)
     yield b
     b.close()
 

@@ -114,6 +114,18 @@ class DirectParser:
         )
         self.declined = 0  # texts the rules declined (the pipeline's tokenizer cuts them)
 
+    def warm(self, n_words: int) -> None:
+        """Compute both networks' word columns of the ``n_words`` commonest words now (the
+        pretrained vocabulary's order, GloVe's by frequency; a tenth of them capitalised
+        too) and keep them: ~2.6 KB and ~0.15 ms a word, and a query's common words
+        then skip their character LSTMs (docs/BENCHMARKS.md, issue 42)."""
+        vocab = self.tagger.pretrain.vocab
+        end = min(len(vocab), networks.VOCAB_PREFIX_SIZE + n_words)
+        common = [vocab.id2unit(i) for i in range(networks.VOCAB_PREFIX_SIZE, end)]
+        words = common + [w.capitalize() for w in common[: n_words // 10]]
+        for rows in (self.tagger_rows, self.parser_rows):
+            rows.keep(words)
+
     def parse(self, texts: Sequence[str]) -> list[DependencyTree]:
         """The tree of each cleaned text (:func:`.parser.clean_text`), in order."""
         tokenized = [rule_tokenize(t) for t in texts]

@@ -27,20 +27,31 @@ Network = Callable[[np.ndarray], list[np.ndarray]]
 
 class WordRows:
     """A network's input columns that depend on the word alone, remembered by the word
-    (up to ``memory`` words; then forgotten all at once and remembered again)."""
+    (up to ``memory`` words besides those kept for good; then forgotten all at once and
+    remembered again)."""
 
     def __init__(self, compute: Callable[[list[str]], np.ndarray], memory: int = 50_000):
         self.compute, self.memory = compute, memory
+        self.kept: dict[str, np.ndarray] = {}
         self.rows: dict[str, np.ndarray] = {}
 
     def __call__(self, words: list[str]) -> np.ndarray:
         """(len(words), columns): each word's row."""
         missing = list(dict.fromkeys(w for w in words if w not in self.rows))
         if missing:
-            if len(self.rows) + len(missing) > self.memory:
-                self.rows.clear()
+            if len(self.rows) + len(missing) > self.memory + len(self.kept):
+                self.rows = dict(self.kept)
             self.rows.update(zip(missing, self.compute(missing), strict=True))
         return np.stack([self.rows[w] for w in words])
+
+    def keep(self, words: list[str], chunk: int = 4096) -> None:
+        """Compute the rows of ``words`` now and keep them for good (in chunks of words of
+        about one length: a chunk's character LSTM runs to its longest word)."""
+        new = sorted(dict.fromkeys(w for w in words if w not in self.kept), key=len)
+        for start in range(0, len(new), chunk):
+            part = new[start : start + chunk]
+            self.kept.update(zip(part, self.compute(part), strict=True))
+        self.rows.update(self.kept)
 
 
 #: The order of the parser's columns.

@@ -205,6 +205,15 @@ class Parser:
                 self._direct = DirectParser(pipeline, self._pipeline_trees)
         return self._direct
 
+    def warm(self, n_words: int) -> None:
+        """Load the models and compute the direct path's columns of the ``n_words``
+        commonest words now (:meth:`.DirectParser.warm`): a server's, before its first
+        query. The pipeline path has nothing to warm but its models."""
+        if self.direct and n_words > 0:
+            self.direct_parser.warm(n_words)
+        else:
+            self.pipeline  # noqa: B018 - loads it
+
     def _trees(self, texts: list[str]) -> list[DependencyTree]:
         """Parse cleaned texts (the caller holds the lock)."""
         if not self.direct:

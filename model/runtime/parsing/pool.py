@@ -44,9 +44,11 @@ class ParserProcess:
     process loads the pipeline before it says it is ready, so a first batch is not slow.
     """
 
-    def __init__(self, parser_dir: Path, cache_dir: Path, direct: bool = True) -> None:
+    def __init__(
+        self, parser_dir: Path, cache_dir: Path, direct: bool = True, warm_words: int = 0
+    ) -> None:
         self.parser_dir, self.cache_dir = Path(parser_dir), Path(cache_dir)
-        self.direct = direct
+        self.direct, self.warm_words = direct, warm_words
         self._start()
 
     def _start(self) -> None:
@@ -54,7 +56,7 @@ class ParserProcess:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=_child_main,
-            args=(child, str(self.parser_dir), str(self.cache_dir), self.direct),
+            args=(child, str(self.parser_dir), str(self.cache_dir), self.direct, self.warm_words),
             name="groundsearch-parser",
             daemon=True,
         )
@@ -91,7 +93,9 @@ class ParserProcess:
             self.process.kill()
 
 
-def _child_main(conn: Connection, parser_dir: str, cache_dir: str, direct: bool) -> None:
+def _child_main(
+    conn: Connection, parser_dir: str, cache_dir: str, direct: bool, warm_words: int
+) -> None:
     """A parser process: batches of texts in, ``(ok, tree dict | message)`` pairs out."""
     import torch
     from threadpoolctl import threadpool_limits
@@ -99,7 +103,8 @@ def _child_main(conn: Connection, parser_dir: str, cache_dir: str, direct: bool)
     torch.set_num_threads(1)
     threadpool_limits(1, user_api="blas")  # numpy's too: one query's small arrays
     parser = Parser(Path(parser_dir), Path(cache_dir), use_cache=False, direct=direct)
-    parser.parse(["A dog runs on the beach ."])  # load the pipeline before saying ready
+    parser.warm(warm_words)  # load the models (and common words) before saying ready
+    parser.parse(["A dog runs on the beach ."])
     conn.send("ready")
     while True:
         try:

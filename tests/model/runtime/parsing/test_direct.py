@@ -11,6 +11,7 @@ import pytest
 
 from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.parsing.direct import greedy_heads
+from groundsearch.model.runtime.parsing.networks import WordRows
 from groundsearch.model.runtime.parsing.parser import Parser, clean_text
 from groundsearch.model.runtime.parsing.rules import rule_tokenize
 
@@ -80,6 +81,47 @@ def test_the_direct_parse_gives_the_pipelines_trees_on_real_captions(parser):
     assert direct.parse(texts) == pipeline.parse(texts)
     assert one_by_one == pipeline.parse(texts[:10])
     assert 0 < direct.direct_parser.declined < len(texts)
+
+
+def test_kept_word_rows_are_computed_once_and_outlive_the_memory():
+    calls: list[list[str]] = []
+
+    def compute(words: list[str]) -> np.ndarray:
+        calls.append(list(words))
+        return np.array([[len(w), ord(w[0])] for w in words], dtype=np.float32)
+
+    rows = WordRows(compute, memory=2)
+    rows.keep(["a", "bb", "a"])
+    rows.keep(["bb"])
+    rows(["cc", "d"])
+    assert set(rows.rows) == {"a", "bb", "cc", "d"}
+    rows(["e"])  # past the memory: the remembered words go, the kept ones stay
+    assert set(rows.rows) == {"a", "bb", "e"}
+    assert rows(["bb", "a", "bb"]).tolist() == [[2, 98], [1, 97], [2, 98]]
+    assert calls == [["a", "bb"], ["cc", "d"], ["e"]]
+
+
+def test_a_parser_warmed_with_common_words_makes_the_same_trees(parser):
+    """As a server's parser is warmed: both collections' captions get a cold parser's
+    trees, and a query of common words computes no word's columns."""
+    settings = get_settings()
+    lines = (settings.flickr8k_dir / "Flickr8k.token.txt").read_text().splitlines()
+    web = (settings.data_dir / "cc-web" / "captions.tsv").read_text().splitlines()
+    rng = random.Random(5)
+    texts = [
+        clean_text(line.split("\t")[1]) for line in rng.sample(lines, 30) + rng.sample(web, 30)
+    ]
+    cold = Parser(settings.parser_dir, parser.cache_dir, use_cache=False)
+    warm = Parser(settings.parser_dir, parser.cache_dir, use_cache=False)
+    warm.warm(3000)
+    direct = warm.direct_parser
+    assert 3000 < len(direct.tagger_rows.kept) == len(direct.parser_rows.kept) <= 3300
+    assert "The" in direct.tagger_rows.kept
+    assert warm.parse(texts) == cold.parse(texts)
+    assert [warm.parse_one(t) for t in texts[:5]] == cold.parse(texts[:5])
+    known = len(direct.tagger_rows.rows), len(direct.parser_rows.rows)
+    warm.parse_one("The man is in the water with two children .")
+    assert (len(direct.tagger_rows.rows), len(direct.parser_rows.rows)) == known
 
 
 def _stack(model, network):
