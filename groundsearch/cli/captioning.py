@@ -165,7 +165,10 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
     from groundsearch.model.runtime.captioning import DecoderConfig, save_decoder
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.training.captioning import DecoderTrainConfig, train_decoder
-    from groundsearch.model.training.evaluation.captions import evaluate_decoder, mean_cider
+    from groundsearch.model.training.evaluation.captions import (
+        collection_ciders,
+        evaluate_decoder,
+    )
 
     _threads(args)
     with user_errors(ValueError):
@@ -177,7 +180,7 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
     if config.select == "cider":
         cuts = np.cumsum([0, *dev_sizes])
         groups = [(dev.photo_vectors[a:b], dev_refs[a:b]) for a, b in pairwise(cuts)]
-        judge = partial(mean_cider, groups=groups)
+        judge = partial(collection_ciders, groups=groups)
     decoder, summary = train_decoder(
         _caption_set(train), _caption_set(dev), config, arch, judge=judge
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -172,12 +172,13 @@ def train_decoder(
     arch: DecoderConfig,
     word_vectors: Callable[[DecoderVocab], np.ndarray] = glove_rows,
     log: Callable[[str], None] = print,
-    judge: Callable[[CaptionDecoder], float] | None = None,
+    judge: Callable[[CaptionDecoder], Sequence[float]] | None = None,
 ) -> tuple[CaptionDecoder, dict[str, Any]]:
-    """The decoder of the epoch with the lowest dev loss — or, with ``judge``, the highest
-    judged score of its sentences — and a summary of the run. The step is halved, and
-    training stops after ``patience`` such epochs, by the dev loss either way (the judge
-    picks the snapshot, it does not steer the schedule)."""
+    """The decoder of the epoch with the lowest dev loss — or, with ``judge`` (its
+    sentences' score on each dev collection), the highest mean score, each collection
+    counting once as in the mixed dev's rsums (docs/RESULTS.md) — and a summary of the
+    run. The step is halved, and training stops after ``patience`` such epochs, by the dev
+    loss either way (the judge picks the snapshot, it does not steer the schedule)."""
     if (config.select == "cider") != (judge is not None):
         raise ValueError(f"select={config.select!r} needs a judge exactly when it is 'cider'")
     torch.manual_seed(config.seed)
@@ -191,7 +192,7 @@ def train_decoder(
     siblings = siblings_of(train)
     best = (math.inf, copy.deepcopy(decoder.state_dict()), 0)
     kept = (-math.inf, best[1], 0)  # the judge's best: (score, weights, epoch)
-    history: list[dict[str, float]] = []
+    history: list[dict[str, Any]] = []
     start = time.perf_counter()
     for epoch in range(1, config.epochs + 1):
         decoder.train()
@@ -207,11 +208,13 @@ def train_decoder(
             running += loss.item() * len(rows)
             seen += len(rows)
         loss_dev = dev_loss(decoder, dev, config.max_words)
-        row = {"epoch": epoch, "train_loss": running / seen, "dev_loss": loss_dev}
+        row: dict[str, Any] = {"epoch": epoch, "train_loss": running / seen, "dev_loss": loss_dev}
         judged = ""
         if judge is not None:
-            row["judged"] = judge(decoder)
-            judged = f", judged {row['judged']:.2f}"
+            row["judged_each"] = [float(x) for x in judge(decoder)]
+            row["judged"] = float(np.mean(row["judged_each"]))
+            each = " / ".join(f"{x:.2f}" for x in row["judged_each"])
+            judged = f", judged {row['judged']:.2f} ({each})"
             if row["judged"] > kept[0]:
                 kept = (row["judged"], copy.deepcopy(decoder.state_dict()), epoch)
         row["seconds"] = time.perf_counter() - start

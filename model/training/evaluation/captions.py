@@ -170,14 +170,13 @@ def held_out_scores(
     }
 
 
-def mean_cider(
+def collection_ciders(
     decoder: CaptionDecoder,
     groups: Sequence[tuple[np.ndarray, Sequence[Sequence[str]]]],
     beam: int = 3,
-) -> float:
-    """The mean over collections (photo vectors, their references) of CIDEr-D (×100) of
-    the decoder's beam-``beam`` sentences: each collection counts as much as another, as
-    in the mixed dev's rsums (docs/RESULTS.md), whatever its count of captions."""
+) -> list[float]:
+    """CIDEr-D (×100) of the decoder's beam-``beam`` sentences on each collection (photo
+    vectors, their references), in order."""
     from pycocoevalcap.cider.cider import Cider
 
     decoder.eval()
@@ -189,7 +188,7 @@ def mean_cider(
             dict(zip(keys, references, strict=True)), dict(zip(keys, best, strict=True)), []
         )
         scores.append(100 * float(Cider().compute_score(refs, hyps)[0]))
-    return float(np.mean(scores))
+    return scores
 
 
 def evaluate_decoder(

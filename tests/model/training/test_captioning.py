@@ -22,9 +22,9 @@ from groundsearch.model.training.captioning import (
     train_decoder,
 )
 from groundsearch.model.training.evaluation.captions import (
+    collection_ciders,
     copy_share,
     generated_retrieval,
-    mean_cider,
 )
 
 DIM = 16
@@ -74,7 +74,8 @@ def test_a_judge_picks_the_epoch_kept_and_the_loss_still_steers_the_schedule(dat
         epochs=4, batch_size=8, lr=5e-3, min_count=2, patience=4, sentence_share=0.0
     )
     arch = DecoderConfig(hidden=32, cond=16, dropout=0.0)
-    marks = iter([1.0, 3.0, 2.0, 0.5])  # the judge prefers epoch 2, the loss a later one
+    # two collections; their mean prefers epoch 2, the loss a later one
+    marks = iter([[1.0, 1.0], [2.0, 4.0], [2.5, 1.5], [0.5, 0.5]])
     with pytest.raises(ValueError, match="needs a judge exactly when"):
         train_decoder(train, dev, replace(config, select="cider"), arch, log=lambda _: None)
     decoder, summary = train_decoder(
@@ -83,6 +84,7 @@ def test_a_judge_picks_the_epoch_kept_and_the_loss_still_steers_the_schedule(dat
     )  # fmt: skip
     history = summary["history"]
     assert [h["judged"] for h in history] == [1.0, 3.0, 2.0, 0.5]
+    assert history[1]["judged_each"] == [2.0, 4.0]
     assert summary["best_epoch"] == 2 and summary["judged"] == 3.0
     assert summary["dev_loss"] == history[1]["dev_loss"] > min(h["dev_loss"] for h in history)
     _, unjudged = train_decoder(train, dev, config, arch, log=lambda _: None)
@@ -94,21 +96,22 @@ def test_a_judge_picks_the_epoch_kept_and_the_loss_still_steers_the_schedule(dat
         DecoderTrainConfig(select="bleu")
 
 
-def test_mean_cider_counts_each_collection_once(data):
+def test_each_collection_is_judged_on_its_own_references(data):
     train, dev = data
     config = DecoderTrainConfig(epochs=2, batch_size=8, lr=5e-3, min_count=2, sentence_share=0)
     decoder, _ = train_decoder(train, dev, config, DecoderConfig(hidden=32, cond=16), log=print)
     refs = [[t for t, p in zip(dev.caption_texts, dev.caption_photo, strict=True) if p == i]
             for i in range(len(dev.photo_vectors))]  # fmt: skip
     own = [b[0].text for b in decoder.generate(dev.photo_vectors, beam=3)]
-    one = mean_cider(decoder, [(dev.photo_vectors, refs)])
-    perfect = mean_cider(decoder, [(dev.photo_vectors, [[s] * 2 for s in own])])
+    [one] = collection_ciders(decoder, [(dev.photo_vectors, refs)])
+    [perfect] = collection_ciders(decoder, [(dev.photo_vectors, [[s] * 2 for s in own])])
     assert 0 <= one < perfect
-    # two collections: the mean of their scores, however many photos each has
-    both = mean_cider(decoder, [(dev.photo_vectors, refs), (dev.photo_vectors[:2], refs[:2])])
-    assert both == pytest.approx(
-        (one + mean_cider(decoder, [(dev.photo_vectors[:2], refs[:2])])) / 2
+    # two collections: each scored against its own references only
+    both = collection_ciders(
+        decoder, [(dev.photo_vectors, refs), (dev.photo_vectors[:2], refs[:2])]
     )
+    [part] = collection_ciders(decoder, [(dev.photo_vectors[:2], refs[:2])])
+    assert both == pytest.approx([one, part])
 
 
 def test_sentence_conditioning_uses_a_sibling_caption_never_its_own(data):
