@@ -44,7 +44,7 @@ class WordRows:
             self.rows.update(zip(missing, self.compute(missing), strict=True))
         return np.stack([self.rows[w] for w in words])
 
-    def keep(self, words: list[str], chunk: int = 4096) -> None:
+    def keep(self, words: list[str], chunk: int = 256) -> None:
         """Compute the rows of ``words`` now and keep them for good (in chunks of words of
         about one length: a chunk's character LSTM runs to its longest word)."""
         new = sorted(dict.fromkeys(w for w in words if w not in self.kept), key=len)
