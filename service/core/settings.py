@@ -101,7 +101,7 @@ class ServiceSettings(Settings):
         ge=0,
         le=400_000,
         description="Commonest words whose parser inputs each parser computes at start "
-        "(~1.5 s and ~50 MB per 20,000 a process): a query's common words then skip their "
+        "(about a second and ~56 MB per 20,000 a process): a query's common words then skip their "
         "character models (0: none).",
     )
     torch_threads: int = Field(
