@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.concepts import FUNCTION_TAGS, NOUNS
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.relevance import TOP
@@ -33,9 +32,8 @@ COLUMNS = ("noun", "classes")
 
 
 def default_path(name: str = FILE_NAME) -> Path:
-    """A table of the artifacts the project loads by default (``Settings.model_dir``;
-    default ``noun_classes.tsv``)."""
-    return get_settings().model_dir / name
+    """A shipped table (default: ``model/artifacts/noun_classes.tsv``)."""
+    return Path(__file__).resolve().parents[1] / "artifacts" / name
 
 
 def top_classes(probabilities: np.ndarray, k: int = TOP_CLASSES) -> tuple[np.ndarray, np.ndarray]:

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from groundsearch.common.settings import get_settings
-
 FILE_NAME = "word_tagger.npz"
 #: The tagger of the shipped checkpoint's photo vectors (relevance evidence).
 VECTORS_FILE_NAME = "vector_tagger.npz"
@@ -49,9 +47,8 @@ class TaggerError(ValueError):
 
 
 def default_path(name: str = FILE_NAME) -> Path:
-    """A tagger of the artifacts the project loads by default (``Settings.model_dir``,
-    ``model/artifacts`` unless ``GROUNDSEARCH_MODEL_DIR`` says otherwise)."""
-    return get_settings().model_dir / name
+    """A shipped tagger (default: ``model/artifacts/word_tagger.npz``)."""
+    return Path(__file__).resolve().parents[1] / "artifacts" / name
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,13 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from groundsearch.common.settings import get_settings
-
 FILE_NAME = "entry_level.tsv"
 COLUMNS = ("index", "class", "wnid", "word", "source", "reason")
 
 
 def default_path() -> Path:
-    """The table of the artifacts the project loads by default (``Settings.model_dir``)."""
-    return get_settings().model_dir / FILE_NAME
+    """The shipped table (``model/artifacts/entry_level.tsv``)."""
+    return Path(__file__).resolve().parents[2] / "artifacts" / FILE_NAME
 
 
 @dataclass(frozen=True)
