@@ -39,12 +39,7 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
     from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
     from groundsearch.model.runtime.evidence import NounClasses, top_classes
     from groundsearch.model.runtime.images.features import FeatureExtractor
-    from groundsearch.model.runtime.tagger import (
-        VECTORS_FILE_NAME,
-        WordTagger,
-        default_path,
-        vectors_identity,
-    )
+    from groundsearch.model.runtime.tagger import VECTORS_FILE_NAME, WordTagger, vectors_identity
     from groundsearch.model.training.corpus import photo_features, text_trees
     from groundsearch.model.training.relevance import SplitData
 
@@ -70,7 +65,8 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
             nouns = NounClasses.load(Path(table) if table else None)
         if getattr(args, "tagger", None) != "none":
             tagger = WordTagger.load(
-                Path(args.tagger) if args.tagger else default_path(VECTORS_FILE_NAME),
+                # the checkpoint's own tagger: GROUNDSEARCH_MODEL_DIR's with the checkpoint
+                Path(args.tagger) if args.tagger else s.model_dir / VECTORS_FILE_NAME,
                 vectors_identity(checkpoint_identity(checkpoint_path(args))),
             )
     data = SplitData(ds, trees, photos, captions, columns, classes, nouns, tagger)
