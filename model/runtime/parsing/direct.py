@@ -117,7 +117,7 @@ class DirectParser:
     def warm(self, n_words: int) -> None:
         """Compute both networks' word columns of the ``n_words`` commonest words now (the
         pretrained vocabulary's order, GloVe's by frequency; a tenth of them capitalised
-        too) and keep them: ~2.6 KB and ~0.15 ms a word, and a query's common words
+        too) and keep them: ~2.6 KB and ~0.04 ms a word, and a query's common words
         then skip their character LSTMs (docs/BENCHMARKS.md, issue 42)."""
         vocab = self.tagger.pretrain.vocab
         end = min(len(vocab), networks.VOCAB_PREFIX_SIZE + n_words)
