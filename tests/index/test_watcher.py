@@ -163,8 +163,12 @@ def test_created_changed_renamed_moved_and_deleted_photos_are_followed(tmp_path,
     write(root / "d.jpg", real[3].read_bytes())
     wait_for("d.jpg indexed", lambda: "d.jpg" in w.files())
     assert set(w.files()) == {"trip2/c.jpg", "d.jpg"}
-    skipped = [d["skipped"] for k, d in w.events if k == "changes" and d["skipped"]]
-    assert {"not-an-image": 1} in skipped
+
+    # the file table commits before the pass returns and reports: wait for its report
+    def skipped() -> list[dict[str, int]]:
+        return [d["skipped"] for k, d in list(w.events) if k == "changes" and d["skipped"]]
+
+    wait_for("notes.txt reported", lambda: {"not-an-image": 1} in skipped())
     assert w.indexer.gallery.counts()["images"] == 2
 
     # an iPhone's format, written by pillow-heif, dropped in: indexed and searchable
@@ -197,9 +201,17 @@ def test_a_burst_of_files_is_handled_in_batches_searchable_as_they_commit(tmp_pa
     reader.join()
 
     assert w.indexer.gallery.counts()["images"] == distinct
-    batches = [d for k, d in w.events if k == "changes"]
-    assert sum(d["photos_embedded"] for d in batches) == distinct
-    assert sum(d["duplicates"] for d in batches) == n - distinct
+
+    def batches() -> list[dict[str, Any]]:
+        return [d for k, d in list(w.events) if k == "changes"]
+
+    # a batch's files commit before its pass returns and reports: wait for the reports
+    wait_for(
+        "every batch reported",
+        lambda: sum(d["photos_embedded"] + d["duplicates"] for d in batches()) >= n,
+    )
+    assert sum(d["photos_embedded"] for d in batches()) == distinct
+    assert sum(d["duplicates"] for d in batches()) == n - distinct
     # searchable before the burst was done: committed batch by batch, not at the end
     assert any(0 < c < n for c in seen), sorted(set(seen))
     files = w.files()
