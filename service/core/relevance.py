@@ -54,10 +54,10 @@ def served_relevance(
     settings: ServiceSettings, identity: dict[str, str]
 ) -> tuple[RelevanceModel | None, str]:
     """The relevance model and a line for ``/ready``."""
-    if settings.relevance == "none":
+    path = relevance_path(settings)
+    if path is None:
         return None, "none"
     default = settings.relevance == "default"
-    path = settings.model_dir / "relevance.json" if default else Path(settings.relevance)
     if default and not path.exists():
         return None, "none (no shipped relevance model)"
     try:
@@ -70,16 +70,28 @@ def served_relevance(
     return model, f"{path.name} (default min_relevance {model.threshold:g})"
 
 
+def relevance_path(settings: ServiceSettings) -> Path | None:
+    """The relevance file the settings name (None: 'none')."""
+    if settings.relevance == "none":
+        return None
+    if settings.relevance == "default":
+        return settings.model_dir / "relevance.json"
+    return Path(settings.relevance)
+
+
 def served_tagger(
     settings: ServiceSettings, identity: dict[str, str], relevance: RelevanceModel | None
 ) -> WordTagger | None:
-    """The shipped vector tagger when evidence is served and it fits the checkpoint."""
-    if relevance is None or "text-image" not in (relevance.evidence or {}):
+    """The vector tagger beside the relevance file (``make refit`` writes both into its
+    OUT), else the model directory's, when evidence is served and it fits the checkpoint."""
+    path = relevance_path(settings)
+    if relevance is None or path is None or "text-image" not in (relevance.evidence or {}):
         return None
+    beside = path.parent / VECTORS_FILE_NAME
+    if not beside.exists():
+        beside = settings.model_dir / VECTORS_FILE_NAME
     try:
-        return WordTagger.load(
-            settings.model_dir / VECTORS_FILE_NAME, backbone=vectors_identity(identity)
-        )
+        return WordTagger.load(beside, backbone=vectors_identity(identity))
     except TaggerError as exc:
         log.warning("relevance without evidence: %s", exc)
         return None

@@ -68,7 +68,8 @@ class ServiceSettings(Settings):
     decoder: str = Field(
         default="default",
         description="Caption decoder that writes new sentences: 'default' (the shipped one, "
-        "used when it was trained on the served checkpoint), 'none', or a decoder file.",
+        "used when it was trained on the served checkpoint), 'none', or a decoder file "
+        "(the word_tagger.npz beside it, if any, names a photo's nouns).",
     )
     decoder_beam: int = Field(
         default=3, ge=1, le=10, description="Beam width when writing sentences."
@@ -87,7 +88,8 @@ class ServiceSettings(Settings):
         default="default",
         description="Relevance model that gives each hit its 'relevance': 'default' (the "
         "shipped one, used when it was fitted for the served checkpoint), 'none', or a "
-        "relevance JSON file (which must be fitted for the served checkpoint).",
+        "relevance JSON file (which must be fitted for the served checkpoint; the "
+        "vector_tagger.npz beside it, if any, gives its evidence).",
     )
     query_cache: int = Field(default=4096, ge=0, description="Query vectors kept in memory.")
     parse_workers: int = Field(

@@ -25,7 +25,7 @@ from groundsearch.model.runtime.captioning.novel import NovelWords, Seen
 from groundsearch.model.runtime.captioning.words import tokenize
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.sentences import Sentences
-from groundsearch.model.runtime.tagger import TaggerError, WordTagger
+from groundsearch.model.runtime.tagger import FILE_NAME, TaggerError, WordTagger
 from groundsearch.service.core.settings import ServiceSettings
 from groundsearch.service.core.timing import Stages, Timings
 
@@ -48,7 +48,7 @@ def served_captioner(
     novel = NovelWords.for_decoder(
         decoder if settings.decoder_novel else None,
         model.backbone,
-        tagger=caption_tagger(model.backbone) if settings.decoder_novel else None,
+        tagger=caption_tagger(settings, model.backbone) if settings.decoder_novel else None,
     )
     return Captioner(
         decoder,
@@ -61,10 +61,15 @@ def served_captioner(
     )
 
 
-def caption_tagger(backbone: str) -> WordTagger | None:
-    """The shipped word tagger when it reads ``backbone``'s features."""
+def caption_tagger(settings: ServiceSettings, backbone: str) -> WordTagger | None:
+    """The word tagger beside the decoder file (``make refit`` writes both into its OUT),
+    else the model directory's, when it reads ``backbone``'s features."""
+    path = decoder_path(settings)
+    beside = path.parent / FILE_NAME if path is not None else None
+    if beside is None or not beside.exists():
+        beside = settings.model_dir / FILE_NAME
     try:
-        return WordTagger.load(backbone=backbone)
+        return WordTagger.load(beside, backbone=backbone)
     except TaggerError as e:
         log.warning("captions without the word tagger: %s", e)
         return None
@@ -74,14 +79,21 @@ class NoDecoder(RuntimeError):
     """A written sentence was asked for, but the server has no caption decoder (501)."""
 
 
+def decoder_path(settings: ServiceSettings) -> Path | None:
+    """The decoder file the settings name (None: 'none')."""
+    if settings.decoder == "none":
+        return None
+    return settings.default_decoder if settings.decoder == "default" else Path(settings.decoder)
+
+
 def served_decoder(
     settings: ServiceSettings, identity: dict[str, str]
 ) -> tuple[CaptionDecoder | None, str]:
     """The caption decoder and a line for ``/ready``."""
-    if settings.decoder == "none":
+    path = decoder_path(settings)
+    if path is None:
         return None, "none"
     default = settings.decoder == "default"
-    path = settings.default_decoder if default else Path(settings.decoder)
     if default and not path.exists():
         return None, "none (no shipped decoder)"
     try:

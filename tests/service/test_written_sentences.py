@@ -171,3 +171,46 @@ def test_which_decoder_the_server_loads(service_components, tmp_path):
         served_decoder(missing, identity)
     off = settings.model_copy(update={"decoder": "none"})
     assert served_decoder(off, identity) == (None, "none")
+
+
+def test_the_taggers_beside_a_named_decoder_and_relevance_are_served(service_components, tmp_path):
+    """``make refit`` writes a decoder, a relevance and their taggers into one folder: a
+    server naming that decoder and relevance reads the taggers beside them, else the
+    model directory's."""
+    import dataclasses
+    import shutil
+
+    from groundsearch.model.runtime.tagger import FILE_NAME, VECTORS_FILE_NAME, WordTagger
+    from groundsearch.service.core.relevance import served_relevance, served_tagger
+    from groundsearch.service.core.writing import caption_tagger
+
+    settings, identity = service_components.settings, service_components.identity
+    backbone = service_components.model.backbone
+    refit = tmp_path / "refit"
+    refit.mkdir()
+    for name in ("decoder.pt", "relevance.json"):
+        shutil.copy(settings.model_dir / name, refit / name)
+    named = settings.model_copy(
+        update={"decoder": str(refit / "decoder.pt"), "relevance": str(refit / "relevance.json")}
+    )
+    relevance, _ = served_relevance(named, identity)
+    shipped_words = WordTagger.load(settings.model_dir / FILE_NAME, backbone=backbone).words
+    # nothing beside them: the model directory's taggers
+    assert caption_tagger(named, backbone).words == shipped_words
+    shipped_vectors = served_tagger(named, identity, relevance)
+    assert shipped_vectors is not None and len(shipped_vectors.words) > 3
+
+    # a refit's taggers (here the shipped ones cut to three nouns) beside them: those
+    for name in (FILE_NAME, VECTORS_FILE_NAME):
+        full = WordTagger.load(settings.model_dir / name)
+        cut = dataclasses.replace(
+            full,
+            words=full.words[:3],
+            lemmas=full.lemmas[:3],
+            weight=full.weight[:3],
+            bias=full.bias[:3],
+        )
+        cut.save(refit / name)
+    assert caption_tagger(named, backbone).words == shipped_words[:3]
+    beside = served_tagger(named, identity, relevance)
+    assert beside is not None and beside.words == shipped_vectors.words[:3]
