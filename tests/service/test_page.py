@@ -176,6 +176,30 @@ def test_arithmetic_from_an_uploaded_photo(page):
     expect(page.locator("#error")).to_be_hidden()
 
 
+def test_a_busy_server_is_asked_again_after_its_retry_after(page):
+    """A 429 (the CNN's queue full) is not shown: the upload is sent again after the
+    answer's Retry-After, and its captions come."""
+    refused = []
+
+    def busy_once(route) -> None:
+        if not refused:
+            refused.append(route.request.url)
+            route.fulfill(
+                status=429,
+                headers={"Retry-After": "1"},
+                content_type="application/problem+json",
+                body='{"detail": "the server is busy (cnn work queue full): retry in 1 s"}',
+            )
+        else:
+            route.continue_()
+
+    page.route("**/describe?*", busy_once)
+    page.set_input_files("#upload", str(_outside_photo()))
+    expect(page.locator("#captions .caption")).to_have_count(5)
+    assert len(refused) == 1
+    expect(page.locator("#error")).to_be_hidden()
+
+
 @pytest.mark.parametrize("text", ["   ", "qwxzk zzkjq"], ids=["blank", "unknown-words"])
 def test_a_query_the_model_cannot_read_shows_the_error_box(page, text):
     _search(page, text)

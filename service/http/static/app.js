@@ -42,7 +42,10 @@ function detailText(detail) {
   return JSON.stringify(detail);
 }
 
-async function api(method, path, params = {}, body = undefined) {
+// A busy server (429) is asked again after its Retry-After, this many times in all.
+const BUSY_TRIES = 4;
+
+async function api(method, path, params = {}, body = undefined, tries = BUSY_TRIES) {
   const qs = new URLSearchParams();
   for (const [key, value] of Object.entries(params)) {
     if (Array.isArray(value)) value.forEach((v) => qs.append(key, v));
@@ -58,6 +61,11 @@ async function api(method, path, params = {}, body = undefined) {
   let data = null;
   const type = response.headers.get("content-type") || "";
   if (type.includes("json")) data = await response.json().catch(() => null);
+  if (response.status === 429 && tries > 1) { // its work queue is full: wait, then again
+    const wait = Math.min(Number(response.headers.get("retry-after")) || 1, 10);
+    await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+    return api(method, path, params, body, tries - 1);
+  }
   if (!response.ok) {
     const detail = data && data.detail !== undefined ? detailText(data.detail) : response.statusText;
     throw new ApiError(response.status, detail || "request failed");
@@ -776,7 +784,7 @@ function showDetails(hit) {
   similarInDetails(hit.id, seq);
 }
 
-async function describeInDetails(id, seq, tries = 3) {
+async function describeInDetails(id, seq) {
   const box = $("#details-written");
   try {
     const data = await api("GET", `/images/${id}/describe`, { k: 3, sentences: writes ? "generated" : "retrieved" });
@@ -801,11 +809,6 @@ async function describeInDetails(id, seq, tries = 3) {
     box.replaceChildren(...parts);
   } catch (exc) {
     if (seq !== detailsSeq) return;
-    if (exc.status === 429 && tries > 1) { // the CNN is busy: try again shortly
-      box.replaceChildren(el("p", { class: "muted" }, "The server is busy; trying again…"));
-      setTimeout(() => describeInDetails(id, seq, tries - 1), 1500);
-      return;
-    }
     box.replaceChildren(el("p", { class: "muted" }, "No sentence: " + exc.message));
   }
 }
