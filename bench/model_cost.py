@@ -5,19 +5,20 @@ beside another set of them (the ones before a retraining), in the same run.
     python bench/model_cost.py --before /tmp/before/model/artifacts
 
 Indexes the 1,000 Flickr8k test photos once per model (`groundsearch index --flickr8k
---split test`, each into its own gallery under --work: a gallery belongs to the model
-that built it), serves both at once (query cache off, the caption bank on, as served),
-waits until each has loaded its caption bank, then sends the same requests to both,
-alternating which goes first: `--queries` distinct Flickr8k *training* captions to
-`/search` (never in the galleries, each sent once per server) and `--photos` Flickr8k
-*dev* photos to `/describe` (uploads; never in the galleries). Prints JSON: client p50 /
-p99 per route and server, their ratio (now ÷ before), the servers' median stages and
-what each serves (checkpoint, bank, decoder).
+--split test`, each into its own gallery under --work, named by its checkpoint's hash: a
+gallery belongs to the model that built it), serves both at once (query cache off, the
+caption bank on, as served), waits until each has loaded its caption bank, then sends
+the same requests to both, alternating which goes first: `--queries` distinct Flickr8k
+*training* captions to `/search` (never in the galleries, each sent once per server)
+and `--photos` Flickr8k *dev* photos to `/describe` (uploads; never in the galleries).
+Prints JSON: client p50 / p99 per route and server, their ratio (now ÷ before), the
+servers' median stages and what each serves (checkpoint, bank, decoder).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -45,6 +46,12 @@ def groundsearch() -> str:
     return exe
 
 
+def checkpoint_hash(model_dir: Path) -> str:
+    """The first 12 hex digits of the SHA-256 of ``model_dir``'s checkpoint."""
+    with (model_dir / "sdt-rnn.pt").open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()[:12]
+
+
 def index(env: dict[str, str], gallery: Path, log: Path) -> None:
     """The Flickr8k test split into ``gallery`` with the model ``env`` names."""
     if (gallery / "gallery.db").is_file():
@@ -68,10 +75,12 @@ def serve(env: dict[str, str], gallery: Path, log: Path) -> tuple[subprocess.Pop
     return proc, f"http://127.0.0.1:{port}"
 
 
-def bank_loaded(url: str, timeout_s: float) -> dict:
+def bank_loaded(proc: subprocess.Popen, url: str, log: Path, timeout_s: float) -> dict:
     """``/ready`` once the caption bank has loaded (it loads in the background)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{url}: the server exited ({log.read_text().strip()[-500:]})")
         ready = wait_ready(url, timeout_s, None)
         if not str(ready.get("caption_bank", "")).startswith(("loading", "embedding")):
             return ready
@@ -100,11 +109,15 @@ def main() -> None:
     servers: dict[str, tuple[subprocess.Popen, str]] = {}
     try:
         for name, env in models.items():
-            gallery = args.work / name / "gallery"
+            model_dir = Path(env.get("GROUNDSEARCH_MODEL_DIR", REPO / "model" / "artifacts"))
+            gallery = args.work / name / f"gallery-{checkpoint_hash(model_dir)}"
             gallery.parent.mkdir(parents=True, exist_ok=True)
             index(env, gallery, args.work / name / "index.log")
             servers[name] = serve(env, gallery, args.work / name / "serve.log")
-        ready = {name: bank_loaded(url, 1800) for name, (_, url) in servers.items()}
+        ready = {
+            name: bank_loaded(proc, url, args.work / name / "serve.log", 1800)
+            for name, (proc, url) in servers.items()
+        }
         texts = sentences(args.data, args.queries, args.seed)
         photos = dev_photos(args.data, args.photos)
         ms: dict[str, dict[str, list[float]]] = {
