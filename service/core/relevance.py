@@ -87,11 +87,10 @@ def served_tagger(
     path = relevance_path(settings)
     if relevance is None or path is None or "text-image" not in (relevance.evidence or {}):
         return None
-    beside = path.parent / VECTORS_FILE_NAME
-    if not beside.exists():
-        beside = settings.model_dir / VECTORS_FILE_NAME
     try:
-        return WordTagger.load(beside, backbone=vectors_identity(identity))
+        return WordTagger.load(
+            settings.companion(path, VECTORS_FILE_NAME), backbone=vectors_identity(identity)
+        )
     except TaggerError as exc:
         log.warning("relevance without evidence: %s", exc)
         return None

@@ -185,3 +185,11 @@ class ServiceSettings(Settings):
     @property
     def index_path(self) -> Path:
         return self.index_dir or self.gallery_dir
+
+    def companion(self, path: Path | None, name: str) -> Path:
+        """The file ``name`` beside ``path`` (a decoder or relevance file: ``make refit``
+        writes their taggers into the same folder) when there is one, else the model
+        directory's."""
+        if path is not None and (path.parent / name).exists():
+            return path.parent / name
+        return self.model_dir / name

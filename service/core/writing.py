@@ -64,12 +64,10 @@ def served_captioner(
 def caption_tagger(settings: ServiceSettings, backbone: str) -> WordTagger | None:
     """The word tagger beside the decoder file (``make refit`` writes both into its OUT),
     else the model directory's, when it reads ``backbone``'s features."""
-    path = decoder_path(settings)
-    beside = path.parent / FILE_NAME if path is not None else None
-    if beside is None or not beside.exists():
-        beside = settings.model_dir / FILE_NAME
     try:
-        return WordTagger.load(beside, backbone=backbone)
+        return WordTagger.load(
+            settings.companion(decoder_path(settings), FILE_NAME), backbone=backbone
+        )
     except TaggerError as e:
         log.warning("captions without the word tagger: %s", e)
         return None
