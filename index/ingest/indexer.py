@@ -66,6 +66,7 @@ class IndexReport:
     duplicates: int = 0
     captions: int = 0
     forgotten: int = 0
+    replaced: int = 0
     backfilled: int = 0
     classes_backfilled: int = 0
     skipped: list[Skipped] = field(default_factory=list)
@@ -84,6 +85,7 @@ class IndexReport:
             "duplicates": self.duplicates,
             "captions_added": self.captions,
             "photos_gone_from_disk": self.forgotten,
+            "photos_replaced_by_new_content": self.replaced,
             "metadata_backfilled": self.backfilled,
             "classes_backfilled": self.classes_backfilled,
             "skipped": dict(sorted(reasons.items())),
@@ -294,6 +296,7 @@ class _Run:
             )
         added = self.files.add_files(files, self.run)
         self.report.captions += added.captions
+        self.report.replaced += added.replaced
         self.report.backfilled += added.filled
 
 

@@ -43,6 +43,7 @@ class Added:
     photos: int = 0
     files: int = 0
     captions: int = 0
+    #: photos dropped because their only file now holds other content (a new photo)
     replaced: int = 0
     #: photos already in the gallery whose metadata this call stored (format 2's)
     filled: int = 0

@@ -90,7 +90,8 @@ def test_a_messy_folder_is_indexed_once_and_every_bad_file_named(messy, tmp_path
     shutil.copy(real_photos(7)[6], messy / "g.jpg")
     os.unlink(messy / "trip" / "b.jpg")
     third = run([messy], gallery_dir, parser, captions=captions)
-    assert (third.embedded, third.forgotten, third.photos) == (2, 1, 6)  # c changed, g new
+    # c changed (its old photo replaced), g new, b gone
+    assert (third.embedded, third.replaced, third.forgotten, third.photos) == (2, 1, 1, 6)
     gallery = Gallery.open(gallery_dir)
     assert sorted(gallery.image(i).file for i in gallery.image_ids()) == [
         "a.jpg",

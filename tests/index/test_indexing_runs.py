@@ -42,6 +42,18 @@ def test_indexed_files_dedup_by_content_and_follow_changes(gallery):
     assert gallery.counts() == {"images": 2, "captions": 2}
 
 
+def test_a_file_with_new_content_replaces_its_photo_unless_a_copy_keeps_it(gallery):
+    v = vecs(3)
+    files = IndexedFiles(gallery)
+    files.add_files([indexed(i, v[i]) for i in range(2)], run=1)
+    files.add_files([IndexedFile("/elsewhere/copy.jpg", 10, 1000, "sha-0")], run=1)
+    kept = files.add_files([IndexedFile("/photos/0.jpg", 99, 2000, "sha-new0", v[2])], run=2)
+    assert (kept.photos, kept.replaced) == (1, 0)  # the copy still holds sha-0's photo
+    edited = files.add_files([IndexedFile("/photos/1.jpg", 99, 2000, "sha-new1", v[2])], run=2)
+    assert (edited.photos, edited.replaced) == (1, 1)
+    assert gallery.counts()["images"] == 3  # sha-0 (the copy), sha-new0, sha-new1
+
+
 def test_runs_are_numbered_and_a_new_photo_needs_its_vector(gallery):
     files = IndexedFiles(gallery)
     assert files.next_run() == 1 and not files.has_files_under(Path("/photos"))
