@@ -10,7 +10,8 @@ objects the split's photos lack, and keep the ones they hold?
     python bench/object_detector.py fit-relevance --out /tmp/o.json
     python bench/everyday_words.py --relevance /tmp/o.json --objects
 
-The words are COCO's 80 object categories said as one everyday word ("hydrant", "teddy",
+The words (``model.training.evaluation.everyday``, which `fit-relevance` reads too) are
+COCO's 80 object categories said as one everyday word ("hydrant", "teddy",
 "phone") with the open-vocabulary check's words (``CONCEPT_WORDS``): the objects of the
 photos users keep, not chosen from Flickr8k. A word is *absent* from the split when no
 caption of its photos uses it (or its plural), *present* when captions of at least 3 of
@@ -40,33 +41,11 @@ from groundsearch.common.settings import get_settings
 from groundsearch.model.data.held_out_concepts import photos_mentioning
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.relevance import features, load_relevance, novelty_of, word_count
-from groundsearch.model.training.evaluation.held_out import CONCEPT_WORDS
+from groundsearch.model.training.evaluation.everyday import PRESENT, everyday_queries
 from groundsearch.model.training.relevance import full_model, top_of
 
 sys.path.insert(0, str(Path(__file__).parent))
 from detector.relevance import detector_split
-
-#: COCO's 80 categories, each as the one word people say for it.
-COCO_WORDS = (
-    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
-    "hydrant", "meter", "bench", "bird", "cat", "dog", "horse", "sheep", "cow", "elephant",
-    "bear", "zebra", "giraffe", "backpack", "umbrella", "handbag", "tie", "suitcase",
-    "frisbee", "skis", "snowboard", "ball", "kite", "bat", "glove", "skateboard",
-    "surfboard", "racket", "bottle", "glass", "cup", "fork", "knife", "spoon", "bowl",
-    "banana", "apple", "sandwich", "orange", "broccoli", "carrot", "hotdog", "pizza",
-    "donut", "cake", "chair", "couch", "plant", "bed", "table", "toilet", "television",
-    "laptop", "mouse", "remote", "keyboard", "phone", "microwave", "oven", "toaster", "sink",
-    "refrigerator", "book", "clock", "vase", "scissors", "teddy", "hairdryer", "toothbrush",
-    "light", "sign",
-)  # fmt: skip
-#: Words asked bare (a mass noun or a scene), not "a WORD".
-BARE = frozenset({"snow", "grass", "coffee", "paper", "bricks", "stones", "coins", "skis"})
-#: The fewest photos whose captions use a word for it to count as present.
-PRESENT = 3
-
-
-def forms(word: str) -> tuple[str, ...]:
-    return (word, word + "s", word + "es")
 
 
 def ask(args: argparse.Namespace) -> dict[str, Any]:
@@ -75,15 +54,13 @@ def ask(args: argparse.Namespace) -> dict[str, Any]:
     relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
     embed = detector_split if args.objects else embedded_split
     model, data, parse = embed(args, args.split, source_of(args))
-    words = sorted(set(COCO_WORDS) | set(CONCEPT_WORDS))
-    texts = [w if w in BARE else f"a {w}" for w in words]
-    trees = parse(texts)
+    queries = everyday_queries()
+    trees = parse([q.text for q in queries])
     vectors = model.embed_sentences(trees)
     rows = []
-    for word, text, tree, vector, row in zip(
-        words, texts, trees, vectors, vectors @ data.photos.T, strict=True
-    ):
-        shown = photos_mentioning(data.ds, forms(word))
+    for q, tree, vector, row in zip(queries, trees, vectors, vectors @ data.photos.T, strict=True):
+        word, text = q.concept, q.text
+        shown = photos_mentioning(data.ds, *q.groups)
         if 0 < len(shown) < PRESENT:
             continue
         idx, scores = top_of(row[None, :], relevance.top)

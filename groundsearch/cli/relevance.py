@@ -103,6 +103,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         caption_figures,
         caption_relevance,
         choose_threshold,
+        everyday_runs,
         fit,
         fit_evidence,
         fit_small,
@@ -145,7 +146,9 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
                 "alone, reading log(0.01 + the hit photo's evidence: the larger of its top-10 "
                 "classes' probability on the query nouns' classes (max over nouns) and the "
                 "tagger's probability of the query's tagged nouns (min over nouns)); "
-                "evidence_threshold by the same rule, judging with evidence; "
+                "evidence_threshold by the same rule, judging with evidence, and keeping "
+                f"{KEEP:.0%} of the relevant top-5 hits of the everyday words present "
+                f"on {args.split} (model.training.evaluation.everyday); "
                 f"nouns: {args.nouns or 'noun_classes.tsv'}"
             )
             info["evidence_queries"] = {
@@ -155,9 +158,11 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         fitted = RelevanceModel(kinds, 0.5, identity, info=info)
         threshold = choose_threshold(runs, fitted, checks)
         evidence_threshold = short_threshold = None
+        everyday: list[Any] = []
         if evidence:
+            everyday = [r for d in datas for r in everyday_runs(d, model.embed_sentences, parse)]
             with_evidence = RelevanceModel(kinds, 0.5, identity, evidence=evidence)
-            evidence_threshold = choose_threshold(runs, with_evidence, checks)
+            evidence_threshold = choose_threshold(runs, with_evidence, checks, everyday=everyday)
             if args.short:  # the concept rule alone, for queries of at most 3 words
                 short_threshold = choose_threshold(runs, with_evidence)
         fitted = RelevanceModel(
@@ -187,14 +192,18 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             checks, caption_relevance(checks, score_only), threshold
         ),
     }
-    if evidence_threshold is not None and short_threshold is not None:
+    if evidence_threshold is not None:
         summary["evidence_threshold"] = evidence_threshold
-        summary["short_threshold"] = short_threshold
         summary["evidence_queries"] = info["evidence_queries"]
-        summary[f"{args.split}_evidence_no_match"] = no_match_figures(runs, fitted, short_threshold)
+        summary[f"{args.split}_everyday_words"] = no_match_figures(
+            everyday, fitted, evidence_threshold
+        )
         summary[f"{args.split}_evidence_caption_queries"] = caption_figures(
             checks, caption_relevance(checks, fitted), evidence_threshold
         )
+    if short_threshold is not None:
+        summary["short_threshold"] = short_threshold
+        summary[f"{args.split}_evidence_no_match"] = no_match_figures(runs, fitted, short_threshold)
     print(json_text(summary, digits=3))
     return 0
 

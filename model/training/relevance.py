@@ -53,6 +53,7 @@ from groundsearch.model.training.evaluation.arithmetic import (
     parse_pairs,
     photo_words,
 )
+from groundsearch.model.training.evaluation.everyday import present_queries
 from groundsearch.model.training.evaluation.held_out import (
     ConceptQuery,
     compositional_queries,
@@ -339,8 +340,27 @@ def concept_runs(
 ) -> list[ConceptRun]:
     """Every concept query with a relevant photo in the split, asked both ways."""
     single = single_queries(concepts)
-    singles = {q.text for q in single}
     asked = single + compositional_queries(concepts)
+    return query_runs(data, asked, {q.text for q in single}, embed, parse, top)
+
+
+def everyday_runs(
+    data: SplitData, embed: EmbedFn, parse: ParseFn, top: int = TOP
+) -> list[ConceptRun]:
+    """The everyday words present in the split, each a single-concept query asked both ways."""
+    queries = present_queries(data.ds)
+    return query_runs(data, queries, {q.text for q in queries}, embed, parse, top)
+
+
+def query_runs(
+    data: SplitData,
+    asked: Sequence[ConceptQuery],
+    singles: set[str],
+    embed: EmbedFn,
+    parse: ParseFn,
+    top: int = TOP,
+) -> list[ConceptRun]:
+    """Each of ``asked`` with a relevant photo in the split, asked both ways."""
     queries = [q for q in asked if photos_mentioning(data.ds, *q.groups)]
     trees = parse([q.text for q in queries])
     vectors = embed(trees)
@@ -627,14 +647,18 @@ def choose_threshold(
     checks: CaptionChecks | None = None,
     keep: float = KEEP,
     keep_captions: float = KEEP_CAPTIONS,
+    everyday: Sequence[ConceptRun] = (),
 ) -> float:
     """The highest threshold (grid 0.005) at which the single-concept queries keep
-    ``keep`` of their relevant top-5 hits and (with ``checks``) the caption queries keep
-    their own photo in ``keep_captions`` of cases."""
+    ``keep`` of their relevant top-5 hits, the ``everyday`` words (``everyday_runs``)
+    keep as much of theirs, and (with ``checks``) the caption queries keep their own
+    photo in ``keep_captions`` of cases."""
     relevance = caption_relevance(checks, model) if checks is not None else None
     best = 0.0
     for t in np.round(np.arange(0.0, 1.0, 0.005), 3):
         ok = no_match_figures(runs, model, float(t))["kept_share"] >= keep
+        if everyday:
+            ok = ok and no_match_figures(everyday, model, float(t))["kept_share"] >= keep
         if checks is not None and relevance is not None:
             ok = ok and caption_figures(checks, relevance, float(t))["own_kept_share"] >= (
                 keep_captions

@@ -10,6 +10,7 @@ from groundsearch.model.data import load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.evidence import NounClasses, top_classes
 from groundsearch.model.runtime.relevance import FEATURES, RelevanceModel
+from groundsearch.model.training.evaluation.everyday import PRESENT
 from groundsearch.model.training.relevance import (
     CONCEPTS,
     EVIDENCE_FEATURES,
@@ -27,6 +28,7 @@ from groundsearch.model.training.relevance import (
     concept_pool,
     concept_runs,
     consensus_nouns,
+    everyday_runs,
     fit,
     fit_evidence,
     main_nouns,
@@ -192,6 +194,16 @@ def test_caption_checks_find_the_own_photo_and_drive_the_threshold(split, parser
     assert caption_figures(checks, p, t)["own_kept_share"] >= 0.9
     assert t >= choose_threshold(runs, relevance, checks, keep_captions=1.0)
     assert t <= choose_threshold(runs, relevance, None)
+    # the everyday words the photos hold keep their relevant hits too
+    everyday = everyday_runs(data, model.embed_sentences, parser.parse, top=10)
+    words = {r.query.concept for r in everyday}
+    assert "dog" in words and "giraffe" not in words
+    assert all(len(r.relevant) >= PRESENT and r.single for r in everyday)
+    with_words = choose_threshold(runs, relevance, checks, everyday=everyday)
+    assert with_words <= t
+    assert no_match_figures(everyday, relevance, with_words)["kept_share"] >= 0.9
+    strict = choose_threshold(runs, relevance, checks, keep=1.0, everyday=everyday)
+    assert no_match_figures(everyday, relevance, strict)["kept_share"] == 1.0
 
 
 @pytest.mark.slow

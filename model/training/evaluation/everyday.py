@@ -1,0 +1,49 @@
+"""Everyday words: the objects of the photos users keep, asked against a split.
+
+COCO's 80 object categories, each said as one everyday word ("hydrant", "teddy",
+"phone"), with the open-vocabulary check's words (``CONCEPT_WORDS``): not chosen from
+Flickr8k. A word is *absent* from a split when no caption of its photos uses it (or its
+plural), *present* when captions of at least ``PRESENT`` photos do. ``fit-relevance``
+keeps the present ones' relevant hits above the evidence default (the relevance's
+threshold rule); ``bench/everyday_words.py`` measures both kinds.
+"""
+
+from __future__ import annotations
+
+from groundsearch.model.data.flickr import CaptionedImages
+from groundsearch.model.data.held_out_concepts import photos_mentioning
+from groundsearch.model.training.evaluation.held_out import CONCEPT_WORDS, ConceptQuery
+
+#: COCO's 80 categories, each as the one word people say for it.
+COCO_WORDS = (
+    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
+    "hydrant", "meter", "bench", "bird", "cat", "dog", "horse", "sheep", "cow", "elephant",
+    "bear", "zebra", "giraffe", "backpack", "umbrella", "handbag", "tie", "suitcase",
+    "frisbee", "skis", "snowboard", "ball", "kite", "bat", "glove", "skateboard",
+    "surfboard", "racket", "bottle", "glass", "cup", "fork", "knife", "spoon", "bowl",
+    "banana", "apple", "sandwich", "orange", "broccoli", "carrot", "hotdog", "pizza",
+    "donut", "cake", "chair", "couch", "plant", "bed", "table", "toilet", "television",
+    "laptop", "mouse", "remote", "keyboard", "phone", "microwave", "oven", "toaster", "sink",
+    "refrigerator", "book", "clock", "vase", "scissors", "teddy", "hairdryer", "toothbrush",
+    "light", "sign",
+)  # fmt: skip
+#: Words asked bare (a mass noun or a scene), not "a WORD".
+BARE = frozenset({"snow", "grass", "coffee", "paper", "bricks", "stones", "coins", "skis"})
+#: The fewest photos whose captions use a word for it to count as present.
+PRESENT = 3
+
+
+def forms(word: str) -> tuple[str, ...]:
+    """The forms of ``word`` a caption mentions it by."""
+    return (word, word + "s", word + "es")
+
+
+def everyday_queries() -> list[ConceptQuery]:
+    """Every everyday word as its query ("a cup"; the ``BARE`` ones alone), sorted."""
+    words = sorted(set(COCO_WORDS) | set(CONCEPT_WORDS))
+    return [ConceptQuery(w if w in BARE else f"a {w}", w, (forms(w),)) for w in words]
+
+
+def present_queries(ds: CaptionedImages) -> list[ConceptQuery]:
+    """The everyday words present in ``ds``: captions of ``PRESENT`` photos or more use one."""
+    return [q for q in everyday_queries() if len(photos_mentioning(ds, *q.groups)) >= PRESENT]
