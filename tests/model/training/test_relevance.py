@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -204,6 +206,10 @@ def test_caption_checks_find_the_own_photo_and_drive_the_threshold(split, parser
     assert no_match_figures(everyday, relevance, with_words)["kept_share"] >= 0.9
     strict = choose_threshold(runs, relevance, checks, keep=1.0, everyday=everyday)
     assert no_match_figures(everyday, relevance, strict)["kept_share"] == 1.0
+    # a word none of whose hits is relevant keeps nothing at any threshold: it binds
+    nowhere = [replace(everyday[0], relevant=frozenset({-1}))]
+    assert choose_threshold(runs, relevance, None, everyday=nowhere) == 0.0
+    assert choose_threshold(runs, relevance, None) > 0.0
 
 
 @pytest.mark.slow
