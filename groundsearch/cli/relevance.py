@@ -108,6 +108,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         fit_evidence,
         fit_small,
         gather_all,
+        idle_rules,
         no_match_figures,
     )
 
@@ -135,7 +136,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "threshold_rule": f"highest keeping {KEEP:.0%} of relevant top-5 hits of "
             f"single-concept queries and, of caption queries with their own photo in the "
             f"top 5, keeping it for {KEEP_CAPTIONS:.0%}, on {args.split} (full models; "
-            "the score-only ones share it)",
+            "the score-only ones share it; a rule with no relevant top-5 hit is skipped)",
             "small": "score-only models (the same hits and weights), for queries with fewer "
             "than top scores",
         }
@@ -182,6 +183,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
     summary: dict[str, Any] = {
         "out": str(out),
         "threshold": threshold,
+        "threshold_rules_skipped": idle_rules(runs, checks, everyday),
         "queries": info["queries"],
         f"{args.split}_no_match": no_match_figures(runs, plain, threshold),
         f"{args.split}_caption_queries": caption_figures(

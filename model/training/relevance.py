@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from groundsearch.model.data.flickr import CaptionedImages
+from groundsearch.model.data.flickr import CaptionedImages, DatasetError
 from groundsearch.model.data.held_out_concepts import HELD_OUT, photos_mentioning, with_kinds
 from groundsearch.model.runtime.arithmetic import arithmetic_query
 from groundsearch.model.runtime.concepts import NOUNS
@@ -641,6 +641,28 @@ def caption_figures(
     }
 
 
+def relevant_top5(runs: Sequence[ConceptRun]) -> int:
+    """The relevant hits among the single-concept queries' top 5 (what ``keep`` counts)."""
+    return sum(int(i) in r.relevant for r in runs if r.single for i in r.present_idx[:5])
+
+
+def idle_rules(
+    runs: Sequence[ConceptRun],
+    checks: CaptionChecks | None = None,
+    everyday: Sequence[ConceptRun] = (),
+) -> list[str]:
+    """The threshold rules with nothing to keep on this split (no relevant top-5 hit, no
+    caption with its own photo in the top 5): ``choose_threshold`` skips them."""
+    idle = []
+    if not relevant_top5(runs):
+        idle.append("concepts")
+    if everyday and not relevant_top5(everyday):
+        idle.append("everyday")
+    if checks is not None and not ((checks.own_rank >= 0) & (checks.own_rank < 5)).any():
+        idle.append("captions")
+    return idle
+
+
 def choose_threshold(
     runs: Sequence[ConceptRun],
     model: RelevanceModel,
@@ -652,18 +674,27 @@ def choose_threshold(
     """The highest threshold (grid 0.005) at which the single-concept queries keep
     ``keep`` of their relevant top-5 hits, the ``everyday`` words (``everyday_runs``)
     keep as much of theirs, and (with ``checks``) the caption queries keep their own
-    photo in ``keep_captions`` of cases."""
-    relevance = caption_relevance(checks, model) if checks is not None else None
+    photo in ``keep_captions`` of cases. A rule with nothing to keep (``idle_rules``) is
+    skipped; DatasetError when every rule is."""
+    idle = idle_rules(runs, checks, everyday)
+    rules: list[Callable[[float], bool]] = []
+    if "concepts" not in idle:
+        rules.append(lambda t: no_match_figures(runs, model, t)["kept_share"] >= keep)
+    if everyday and "everyday" not in idle:
+        rules.append(lambda t: no_match_figures(everyday, model, t)["kept_share"] >= keep)
+    if checks is not None and "captions" not in idle:
+        relevance = caption_relevance(checks, model)
+        rules.append(
+            lambda t: caption_figures(checks, relevance, t)["own_kept_share"] >= keep_captions
+        )
+    if not rules:
+        raise DatasetError(
+            "no dev query has a relevant photo in its top 5 (no held-out concept, everyday "
+            "word or caption query to keep): no threshold can be chosen on this split"
+        )
     best = 0.0
     for t in np.round(np.arange(0.0, 1.0, 0.005), 3):
-        ok = no_match_figures(runs, model, float(t))["kept_share"] >= keep
-        if everyday:
-            ok = ok and no_match_figures(everyday, model, float(t))["kept_share"] >= keep
-        if checks is not None and relevance is not None:
-            ok = ok and caption_figures(checks, relevance, float(t))["own_kept_share"] >= (
-                keep_captions
-            )
-        if ok:
+        if all(rule(float(t)) for rule in rules):
             best = float(t)
     return best
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from groundsearch.common.settings import get_settings
-from groundsearch.model.data import load_captioned_images
+from groundsearch.model.data import DatasetError, load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.evidence import NounClasses, top_classes
 from groundsearch.model.runtime.relevance import FEATURES, RelevanceModel
@@ -33,6 +33,7 @@ from groundsearch.model.training.relevance import (
     everyday_runs,
     fit,
     fit_evidence,
+    idle_rules,
     main_nouns,
     measure,
     no_match_figures,
@@ -206,10 +207,28 @@ def test_caption_checks_find_the_own_photo_and_drive_the_threshold(split, parser
     assert no_match_figures(everyday, relevance, with_words)["kept_share"] >= 0.9
     strict = choose_threshold(runs, relevance, checks, keep=1.0, everyday=everyday)
     assert no_match_figures(everyday, relevance, strict)["kept_share"] == 1.0
-    # a word none of whose hits is relevant keeps nothing at any threshold: it binds
-    nowhere = [replace(everyday[0], relevant=frozenset({-1}))]
-    assert choose_threshold(runs, relevance, None, everyday=nowhere) == 0.0
-    assert choose_threshold(runs, relevance, None) > 0.0
+    # a word whose one relevant hit scores far below its others keeps it only up to
+    # that hit's relevance: it binds the threshold there
+    free = choose_threshold(runs, relevance, None)
+    word = everyday[0]
+    scores = word.present_scores.copy()
+    scores[4:] = scores[4] - 1.0
+    alone = [replace(word, present_scores=scores, relevant=frozenset({int(word.present_idx[4])}))]
+    ceiling = float(alone[0].judge(relevance)[4])
+    assert 0.0 < ceiling < free
+    bound = choose_threshold(runs, relevance, None, everyday=alone)
+    assert bound <= ceiling < bound + 0.005
+    # a rule with nothing to keep is skipped, not read as failing everywhere
+    nowhere = [replace(word, relevant=frozenset({-1}))]
+    assert idle_rules(runs, None, nowhere) == ["everyday"]
+    assert choose_threshold(runs, relevance, None, everyday=nowhere) == choose_threshold(
+        runs, relevance, None
+    )
+    none_kept = [replace(r, relevant=frozenset({-1})) for r in runs]
+    assert idle_rules(none_kept, checks) == ["concepts"]
+    assert choose_threshold(none_kept, relevance, checks) == choose_threshold([], relevance, checks)
+    with pytest.raises(DatasetError, match="no threshold can be chosen"):
+        choose_threshold(none_kept, relevance, None, everyday=nowhere)
 
 
 @pytest.mark.slow
