@@ -212,7 +212,8 @@ artifacts: install $(TEACHERS)
 	$(MAKE) --no-print-directory refit CHECKPOINT=$(ARTIFACTS)/sdt-rnn.pt OUT=$(ARTIFACTS)
 
 # Everything that reads a joint model's space, for CHECKPOINT, written into OUT: the word
-# taggers, the caption decoder and the relevance model (SOURCES: --source flags; default:
+# taggers, the caption decoder, the hubness correction and the relevance model fitted on
+# its scores (SOURCES: --source flags; default:
 # each command's, Flickr8k and cc-web). After `train --init` on your photos:
 #   make refit CHECKPOINT=runs/mine.pt OUT=runs/mine SOURCES="--source ~/shop/captions.tsv"
 CHECKPOINT ?= $(ARTIFACTS)/sdt-rnn.pt
@@ -233,8 +234,11 @@ refit: install
 		--epochs $(DECODER_EPOCHS) --patience $(DECODER_PATIENCE) --select $(DECODER_SELECT) \
 		--out $(OUT)/decoder.pt \
 		> $(OUT)/decoder.log 2>&1
+	$(TRAIN_ENV) $(BIN)/groundsearch fit-hubness $(CHECKPOINT) $(SOURCES) \
+		--out $(OUT)/hubness.npz > $(OUT)/hubness.log
 	$(TRAIN_ENV) $(BIN)/groundsearch fit-relevance $(CHECKPOINT) $(SOURCES) \
-		--tagger $(OUT)/vector_tagger.npz --out $(OUT)/relevance.json > $(OUT)/relevance.log
+		--hubness $(OUT)/hubness.npz --tagger $(OUT)/vector_tagger.npz \
+		--out $(OUT)/relevance.json > $(OUT)/relevance.log
 
 # The held-out-concept protocol (docs/RESULTS.md "Concepts Flickr8k never showed"): the
 # SDT-RNN trained as `artifacts` trains it, without the photos of ten concepts — its

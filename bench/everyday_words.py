@@ -58,7 +58,8 @@ def ask(args: argparse.Namespace) -> dict[str, Any]:
     trees = parse([q.text for q in queries])
     vectors = model.embed_sentences(trees)
     rows = []
-    for q, tree, vector, row in zip(queries, trees, vectors, vectors @ data.photos.T, strict=True):
+    scores_of = data.text_scores(vectors)  # as /search scores them
+    for q, tree, vector, row in zip(queries, trees, vectors, scores_of, strict=True):
         word, text = q.concept, q.text
         shown = photos_mentioning(data.ds, *q.groups)
         if 0 < len(shown) < PRESENT:

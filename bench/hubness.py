@@ -1,4 +1,5 @@
-"""Hubness correction of the joint space's scores, measured (not served).
+"""Hubness correction of the joint space's scores, measured both ways (``/search``
+serves it for text queries: ``model.runtime.hubness``).
 
     python bench/hubness.py model/artifacts/sdt-rnn.pt --out runs/bench/hubness.json
     python bench/hubness.py A.pt B.pt C.pt          # an ensemble: the members' mean score
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from groundsearch.model.runtime.hubness import bank_means
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 
 #: The collections' splits read: the bank's (train), the selection's and the reports'.
@@ -42,16 +44,6 @@ KS = (10, 25, 50, 100, 200)
 #: Candidate depths: the correction re-ranks only a query's best ``M`` by the raw score.
 DEPTHS = (10, 20, 50, 100)
 LAMBDAS = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1)
-
-
-def penalties(x: np.ndarray, bank: np.ndarray, k: int) -> np.ndarray:
-    """Each row's mean of its ``k`` largest inner products with the bank's rows."""
-    k = min(k, len(bank))
-    out = np.empty(len(x))
-    for start in range(0, len(x), 1024):
-        s = x[start : start + 1024] @ bank.T
-        out[start : start + 1024] = np.partition(s, -k, axis=1)[:, -k:].mean(axis=1)
-    return out
 
 
 def corrected(
@@ -150,7 +142,7 @@ def measure(space: Space, bank: int, seed: int = 0) -> dict[str, Any]:
         y, v, ci = space[split]["y"], space[split]["v"], space[split]["ci"]
         raw = v @ y.T
         for k in KS:
-            photo_pen, caption_pen = penalties(v, captions, k), penalties(y, photos, k)
+            photo_pen, caption_pen = bank_means(v, captions, k), bank_means(y, photos, k)
             for row in grid:
                 if row["k"] == k:
                     t2i, i2t = corrected(raw, photo_pen, caption_pen, row["lambda"])
@@ -169,8 +161,8 @@ def measure(space: Space, bank: int, seed: int = 0) -> dict[str, Any]:
         y, v, ci = space[split]["y"], space[split]["v"], space[split]["ci"]
         raw = v @ y.T
         bt, bi = best["t2i"], best["i2t"]
-        t2i = raw - bt["lambda"] * penalties(v, captions, bt["k"])[:, None]
-        i2t = raw - bi["lambda"] * penalties(y, photos, bi["k"])[None, :]
+        t2i = raw - bt["lambda"] * bank_means(v, captions, bt["k"])[:, None]
+        i2t = raw - bi["lambda"] * bank_means(y, photos, bi["k"])[None, :]
         depths[split] = {
             str(m): round(direction_sums(within_depth(raw, t2i, m, 1), ci)[0]
                           + direction_sums(within_depth(raw, i2t, m, 0), ci)[1], 1)
@@ -182,7 +174,7 @@ def measure(space: Space, bank: int, seed: int = 0) -> dict[str, Any]:
 
     v, y = space["flickr8k-test"]["v"], space["flickr8k-test"]["y"]
     start = time.perf_counter()
-    penalties(v, captions, best["t2i"]["k"])
+    bank_means(v, captions, best["t2i"]["k"])
     penalty_s = time.perf_counter() - start
     start = time.perf_counter()
     np.argsort(-(v @ y.T), axis=0)  # the reference: every caption's ranking of the photos

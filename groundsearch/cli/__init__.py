@@ -22,6 +22,7 @@ from groundsearch.cli import (
     arithmetic,
     captioning,
     concepts,
+    hubness,
     indexing,
     parsing,
     relevance,
@@ -42,6 +43,7 @@ GROUPS: tuple[ModuleType, ...] = (
     concepts,
     arithmetic,
     captioning,
+    hubness,
     relevance,
 )
 

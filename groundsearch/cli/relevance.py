@@ -69,13 +69,46 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
                 Path(args.tagger) if args.tagger else s.model_dir / VECTORS_FILE_NAME,
                 vectors_identity(checkpoint_identity(checkpoint_path(args))),
             )
-    data = SplitData(ds, trees, photos, captions, columns, classes, nouns, tagger)
+    hub = served_hubness(args)
+    penalty = hub.penalties(photos) if hub is not None else None
+    data = SplitData(ds, trees, photos, captions, columns, classes, nouns, tagger, penalty)
     return model, data, parse
+
+
+def hubness_path(args: argparse.Namespace) -> Path | None:
+    """``--hubness``: the file named, None for 'none', else the artifacts' hubness.npz
+    when it was chosen for the checkpoint (as the service serves it)."""
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.hubness import FILE_NAME, HubnessError, load_hubness
+
+    named = getattr(args, "hubness", None)
+    if named == "none":
+        return None
+    if named:
+        return Path(named)
+    path = get_settings().model_dir / FILE_NAME
+    try:
+        load_hubness(path, checkpoint_identity(checkpoint_path(args)))
+    except HubnessError:
+        return None
+    return path
+
+
+def served_hubness(args: argparse.Namespace) -> Any:
+    """The hubness correction the command scores with (``hubness_path``), or None."""
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.hubness import load_hubness
+
+    path = hubness_path(args)
+    if path is None:
+        return None
+    return load_hubness(path, checkpoint_identity(checkpoint_path(args)))
 
 
 def _errors() -> tuple[type[BaseException], ...]:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.hubness import HubnessError
     from groundsearch.model.runtime.images.photos import PhotoError
     from groundsearch.model.runtime.relevance import RelevanceError
     from groundsearch.model.runtime.sentences import UnusableText
@@ -88,6 +121,7 @@ def _errors() -> tuple[type[BaseException], ...]:
         PhotoError,
         RelevanceError,
         TaggerError,
+        HubnessError,
     )
 
 
@@ -95,6 +129,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
     import numpy as np
 
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.hubness import HUBNESS_KEY, file_digest
     from groundsearch.model.runtime.relevance import RelevanceModel
     from groundsearch.model.training.relevance import (
         CONCEPT_SHARE,
@@ -139,6 +174,8 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "the score-only ones share it; a rule with no relevant top-5 hit is skipped)",
             "small": "score-only models (the same hits and weights), for queries with fewer "
             "than top scores",
+            # the service serves a hubness correction only with the relevance fitted on it
+            HUBNESS_KEY: file_digest(hubness_path(args)),
         }
         if evidence:
             info["evidence"] = (
@@ -326,6 +363,11 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
         help="the noun -> classes table of the classifier's evidence (default: the "
         "artifacts' noun_classes.tsv, as the service reads it with each photo's stored "
         "classes; 'none': the tagger's evidence alone, as for a gallery without classes)",
+    )
+    p.add_argument(
+        "--hubness",
+        help="the hubness correction of text -> photo scores (default: the artifacts' "
+        "hubness.npz when it was chosen for the checkpoint, as served; 'none': raw scores)",
     )
     p.add_argument(
         "--tagger",

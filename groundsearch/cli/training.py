@@ -106,11 +106,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.hubness import HubnessError
     from groundsearch.model.runtime.sentences import UnusableText
     from groundsearch.model.training.experiment import evaluate_checkpoint
 
     s = get_settings()
-    with user_errors(DatasetError, CheckpointError, UnusableText):
+    with user_errors(DatasetError, CheckpointError, UnusableText, HubnessError):
         result = evaluate_checkpoint(
             checkpoint_path(args),
             source_of(args),
@@ -121,6 +122,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             progress=True,
             concept_weight=args.concepts,
             ensemble_with=[Path(p) for p in args.with_ or ()],
+            hubness=Path(args.hubness) if args.hubness else None,
         )
     print(json_text(result))
     return 0
@@ -265,6 +267,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="append",
         metavar="CHECKPOINT",
         help="score another joint checkpoint together with this one (repeatable)",
+    )
+    p.add_argument(
+        "--hubness",
+        help="rank image search as /search does, by this hubness file (chosen for the "
+        "checkpoint: `groundsearch fit-hubness`; the shipped model's: "
+        "model/artifacts/hubness.npz); default: raw scores",
     )
 
     p = command(

@@ -25,6 +25,7 @@ from groundsearch.model.data.held_out_concepts import without_concepts
 from groundsearch.model.data.sources import Source, load_source
 from groundsearch.model.runtime.checkpoints import (
     CheckpointError,
+    checkpoint_identity,
     load_checkpoint,
     load_joint,
     save_joint,
@@ -33,6 +34,7 @@ from groundsearch.model.runtime.checkpoints import (
 from groundsearch.model.runtime.concepts import ConceptConfig
 from groundsearch.model.runtime.embedder import JointEmbedder
 from groundsearch.model.runtime.ensemble import EnsembleEmbedder
+from groundsearch.model.runtime.hubness import load_hubness
 from groundsearch.model.runtime.images.backbones import DEFAULT_BACKBONE
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.joint import JointConfig, JointModel, build_inventory
@@ -186,11 +188,15 @@ def evaluate_checkpoint(
     progress: bool = False,
     concept_weight: float | None = None,
     ensemble_with: Sequence[Path] = (),
+    hubness: Path | None = None,
 ) -> dict[str, Any]:
     """The evaluation protocol (GUIDE §3) for a saved model on a split of ``source``:
     retrieval and sentence similarity, a Flickr8k source's expert judgments, and STS-B /
     SICK-R from ``benchmarks_dir`` (None skips them). ``concept_weight`` overrides the
-    channel's (0: off); ``ensemble_with``: more checkpoints whose scores are averaged in."""
+    channel's (0: off); ``ensemble_with``: more checkpoints whose scores are averaged in;
+    ``hubness``: image search corrected by this file (chosen for the checkpoint), as
+    ``/search`` ranks."""
+    hub = None if hubness is None else load_hubness(hubness, checkpoint_identity(checkpoint))
     model: JointEmbedder | KCCAModel | EnsembleEmbedder = load_checkpoint(
         checkpoint, parser=parser.version, concept_weight=concept_weight
     )
@@ -218,7 +224,8 @@ def evaluate_checkpoint(
         "split": split,
         "images": len(ds.images),
         "captions": len(ds.captions),
-        **protocol.split_metrics(model, sp.trees, sp.features, sp.caption_image),
+        "hubness": None if hubness is None else str(hubness),
+        **protocol.split_metrics(model, sp.trees, sp.features, sp.caption_image, hubness=hub),
         "expert_spearman": protocol.expert_correlation(
             model, source.path, parse, extractor.embed_files
         )

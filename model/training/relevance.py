@@ -156,10 +156,18 @@ class SplitData:
     classes: tuple[np.ndarray, np.ndarray] | None = None
     nouns: NounClasses | None = None
     tagger: WordTagger | None = None
+    #: each photo's hubness penalty (``model.runtime.hubness``), as the service ranks
+    photo_penalty: np.ndarray | None = None
 
     @property
     def caption_image(self) -> np.ndarray:
         return np.asarray(self.ds.caption_image)
+
+    def text_scores(self, vectors: np.ndarray) -> np.ndarray:
+        """Text queries' scores of every photo (queries × photos), as ``/search`` ranks
+        them: less each photo's penalty when the split has them."""
+        scores = np.asarray(vectors) @ self.photos.T
+        return scores if self.photo_penalty is None else scores - self.photo_penalty[None, :]
 
     def novelty(self, vectors: np.ndarray) -> np.ndarray:
         return np.array([novelty_of(v, self.channel_columns) for v in vectors])
@@ -266,7 +274,7 @@ def caption_pools(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) ->
     """captions → photos and photos → captions; the caption queries' checks."""
     own = data.caption_image
     relevant = caption_photo_relevant(data)
-    idx, caption_scores = top_of(data.captions @ data.photos.T, top)
+    idx, caption_scores = top_of(data.text_scores(data.captions), top)
     novelty = data.novelty(data.captions)
     words = np.array([word_count(c) for c in data.ds.captions])
     evidence = [
@@ -364,7 +372,7 @@ def query_runs(
     queries = [q for q in asked if photos_mentioning(data.ds, *q.groups)]
     trees = parse([q.text for q in queries])
     vectors = embed(trees)
-    scores = vectors @ data.photos.T
+    scores = data.text_scores(vectors)
     runs = []
     for q, tree, vec, row in zip(queries, trees, vectors, scores, strict=True):
         relevant = frozenset(photos_mentioning(data.ds, *q.groups))

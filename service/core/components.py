@@ -31,9 +31,16 @@ from groundsearch.service.core.capabilities.library import Library
 from groundsearch.service.core.capabilities.photos import Photos
 from groundsearch.service.core.capabilities.search import PhotoSearch, Search
 from groundsearch.service.core.capabilities.status import Status
+from groundsearch.service.core.hubness import PhotoPenalties, served_hubness
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
-from groundsearch.service.core.relevance import Judge, served_relevance, serving_judge
+from groundsearch.service.core.relevance import (
+    Judge,
+    photo_products,
+    relevance_path,
+    served_relevance,
+    serving_judge,
+)
 from groundsearch.service.core.settings import ServiceSettings
 from groundsearch.service.core.thumbnails import Thumbnails
 from groundsearch.service.core.timing import Observe, Stages
@@ -61,6 +68,9 @@ class Components:
     #: each hit's relevance (the model is None when none fits the checkpoint)
     judge: Judge
     relevance_status: str
+    #: text → photo rankings corrected for hubness (None: raw scores)
+    penalties: PhotoPenalties | None = None
+    hubness_status: str = "none"
     #: the server's parse threads (a command parses in its own thread)
     batcher: ParseBatcher | None = None
     #: the folders the server keeps indexed (``serve --watch``), if any
@@ -137,7 +147,12 @@ class Components:
         relevance, status = served_relevance(settings, identity)
         judge = serving_judge(settings, identity, relevance, model, gallery)
         queries = QueryVectors(sentences, stages, query_cache)
-        return cls(settings, model, identity, gallery, sentences, queries, stages, judge, status)
+        hub, hub_status = served_hubness(settings, identity, relevance, relevance_path(settings))
+        penalties = None if hub is None else PhotoPenalties(hub, photo_products(gallery))
+        return cls(
+            settings, model, identity, gallery, sentences, queries, stages, judge, status,
+            penalties=penalties, hubness_status=hub_status,
+        )  # fmt: skip
 
     @cached_property
     def photos(self) -> PhotoVectors:
@@ -197,7 +212,7 @@ class Capabilities:
     @cached_property
     def search(self) -> Search:
         c = self.components
-        return Search(c.queries, c.gallery, c.stages, c.judge)
+        return Search(c.queries, c.gallery, c.stages, c.judge, c.penalties)
 
     @cached_property
     def photo_search(self) -> PhotoSearch:

@@ -188,6 +188,25 @@ def split(
     return strong, weak
 
 
+def photo_products(gallery: Gallery) -> PhotoProducts:
+    """Hit photos' vectors' inner products with rows of weights (a photo removed since
+    it was ranked: a zero vector)."""
+
+    def products(ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        try:
+            return gallery.image_products(ids, weights)
+        except UnknownItemError:
+            rows = []
+            for i in ids:
+                try:
+                    rows.append(gallery.image_vector(int(i)))
+                except UnknownItemError:
+                    rows.append(np.zeros(gallery.dim, np.float32))
+            return row_products(np.stack(rows), weights)
+
+    return products
+
+
 def serving_judge(
     settings: ServiceSettings,
     identity: dict[str, str],
@@ -197,19 +216,7 @@ def serving_judge(
 ) -> Judge:
     """The judge a server (or a local search) uses."""
     tagger = served_tagger(settings, identity, relevance)
-
-    def products(ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        try:
-            return gallery.image_products(ids, weights)
-        except UnknownItemError:  # removed since it was ranked: a zero vector
-            rows = []
-            for i in ids:
-                try:
-                    rows.append(gallery.image_vector(int(i)))
-                except UnknownItemError:
-                    rows.append(np.zeros(gallery.dim, np.float32))
-            return row_products(np.stack(rows), weights)
-
+    products = photo_products(gallery)
     columns = int(getattr(model, "channel_columns", 0))
     if relevance is None or not relevance.evidence:
         return Judge(relevance, columns)

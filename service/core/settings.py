@@ -91,6 +91,13 @@ class ServiceSettings(Settings):
         "relevance JSON file (which must be fitted for the served checkpoint; the "
         "vector_tagger.npz beside it, if any, gives its evidence).",
     )
+    hubness: str = Field(
+        default="default",
+        description="Hubness correction of /search's text -> photo scores: 'default' (the "
+        "hubness.npz beside the relevance file or the model directory's, used when it was "
+        "chosen for the served checkpoint and the relevance was fitted on it), 'none', or "
+        "a hubness file (which must be).",
+    )
     query_cache: int = Field(default=4096, ge=0, description="Query vectors kept in memory.")
     parse_workers: int = Field(
         default=1,

@@ -429,3 +429,8 @@ class Readiness(BaseModel):
         description="The relevance model that gives each hit its 'relevance' (with the "
         "default min_relevance), or why none.",
     )
+    hubness: str = Field(
+        default="none",
+        description="The hubness correction /search ranks a text query's photos by (score "
+        "less each photo's penalty), or why none.",
+    )

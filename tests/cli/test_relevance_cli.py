@@ -3,6 +3,8 @@ whole split: documented runs, not tests)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from groundsearch.cli import build_parser
@@ -26,3 +28,21 @@ def test_a_nouns_table_that_is_not_there_is_refused_at_the_flag(tmp_path, capsys
     with pytest.raises(SystemExit):
         parser.parse_args(["fit-relevance", "--nouns", str(tmp_path / "missing.tsv")])
     assert "no noun -> classes table" in capsys.readouterr().err
+
+
+def test_fit_hubness_chooses_on_dev_and_writes_a_file_for_the_checkpoint(cli, tmp_path):
+    from groundsearch.common.settings import get_settings
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.hubness import load_hubness
+    from tests.tiny_data import make_tiny_flickr
+
+    root = make_tiny_flickr(tmp_path / "flickr", train=6, dev=4, test=0)
+    out = tmp_path / "hubness.npz"
+    done = cli("fit-hubness", "--source", str(root), "--bank", "20", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["bank"] == 20 and summary["out"] == str(out)  # 6 photos × 5 captions
+    hub = load_hubness(out, checkpoint_identity(get_settings().default_checkpoint))
+    assert (hub.k, hub.weight) == (summary["k"], summary["weight"]) and len(hub.captions) == 20
+    missing = cli("fit-hubness", "--source", str(tmp_path / "nowhere"), "--out", str(out))
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from groundsearch.model.data.flickr import EXPERT_FILE, IMAGES_DIR, DatasetError, read_caption_ids
+from groundsearch.model.runtime.hubness import Hubness
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.training.evaluation.retrieval import (
     bootstrap_intervals,
@@ -71,15 +72,18 @@ def split_metrics(
     features: np.ndarray,
     caption_image: np.ndarray,
     resamples: int = 1000,
+    hubness: Hubness | None = None,
 ) -> dict[str, Any]:
     """One split's retrieval metrics (``ci95``), image search by caption group
-    (``t2i_groups``) and sentence-similarity mean rank."""
+    (``t2i_groups``) and sentence-similarity mean rank; with ``hubness``, image search
+    ranks as ``/search`` does (score − the photo's penalty)."""
     y = model.embed_sentences(trees)
     v = model.embed_images(features)
     scores = v @ y.T
-    out = retrieval_metrics(scores, caption_image)
-    out["ci95"] = bootstrap_intervals(scores, caption_image, resamples=resamples)
-    out["t2i_groups"] = t2i_by_group(scores, caption_image, caption_groups(trees))
+    search = scores if hubness is None else scores - hubness.penalties(v)[:, None]
+    out = retrieval_metrics(scores, caption_image, search)
+    out["ci95"] = bootstrap_intervals(scores, caption_image, resamples=resamples, search=search)
+    out["t2i_groups"] = t2i_by_group(search, caption_image, caption_groups(trees))
     try:
         out["sentence_similarity_mean_rank"] = same_image_mean_rank(y, caption_image)
     except ValueError as exc:  # an image with a single caption

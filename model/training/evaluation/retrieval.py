@@ -54,11 +54,15 @@ def _checked(scores: np.ndarray, caption_image: np.ndarray) -> tuple[np.ndarray,
     return scores, caption_image
 
 
-def retrieval_metrics(scores: np.ndarray, caption_image: np.ndarray) -> dict[str, Any]:
-    """Both directions and rsum (R@1/5/10 summed; R@20 and R@50 reported only)."""
+def retrieval_metrics(
+    scores: np.ndarray, caption_image: np.ndarray, search: np.ndarray | None = None
+) -> dict[str, Any]:
+    """Both directions and rsum (R@1/5/10 summed; R@20 and R@50 reported only); image
+    search (t2i) ranks by ``search`` when given (the hubness-corrected scores)."""
     scores, caption_image = _checked(scores, caption_image)
+    search = scores if search is None else _checked(search, caption_image)[0]
     i2t = summarize(i2t_ranks(scores, caption_image))
-    t2i = summarize(t2i_ranks(scores, caption_image))
+    t2i = summarize(t2i_ranks(search, caption_image))
     rsum = sum(i2t[f"R@{k}"] + t2i[f"R@{k}"] for k in RECALL_AT)
     return {"i2t": i2t, "t2i": t2i, "rsum": rsum}
 
@@ -83,15 +87,17 @@ def bootstrap_intervals(
     resamples: int = 1000,
     seed: int = 0,
     level: float = 0.95,
+    search: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Percentile bootstrap intervals of R@K, mean rank and rsum, resampling the test
     photos (with their captions; as Merkx & Frank 2019), both directions on the same
-    draws: ``{"i2t": {"R@1": [low, high], …}, "t2i": …, "rsum": …, "resamples", …}``."""
+    draws: ``{"i2t": {"R@1": [low, high], …}, "t2i": …, "rsum": …, "resamples", …}``;
+    image search ranks by ``search`` when given."""
     if resamples < 1 or not 0 < level < 1:
         raise ValueError(f"need resamples ≥ 1 and 0 < level < 1, got {resamples}, {level}")
     scores, caption_image = _checked(scores, caption_image)
     draws = _draws(scores.shape[0], resamples, seed)
-    stats, rsum = _resampled(scores, caption_image, draws)
+    stats, rsum = _resampled(scores, caption_image, draws, search)
     out: dict[str, Any] = {}
     for side, values in stats.items():
         spans = _interval(values, level)
@@ -109,14 +115,17 @@ def _draws(n_images: int, resamples: int, seed: int) -> np.ndarray:
 
 
 def _resampled(
-    scores: np.ndarray, caption_image: np.ndarray, draws: np.ndarray
+    scores: np.ndarray,
+    caption_image: np.ndarray,
+    draws: np.ndarray,
+    search: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """For each draw of photos (rows of ``draws``): R@K of ``ALL_RECALL_AT`` and the mean
     rank (resamples × (len(K) + 1)) in each direction, and rsum (resamples)."""
     n_images = scores.shape[0]
     ks = np.array(ALL_RECALL_AT)
     i2t = i2t_ranks(scores, caption_image)
-    t2i = t2i_ranks(scores, caption_image)
+    t2i = t2i_ranks(scores if search is None else search, caption_image)
     # per photo: hits at each K, the rank sum and the query count, in each direction
     i2t_rows = np.column_stack([i2t[:, None] <= ks[None, :], i2t, np.ones(n_images)])
     t2i_cols = np.column_stack([t2i[:, None] <= ks[None, :], t2i, np.ones(len(t2i))])

@@ -12,6 +12,7 @@ from groundsearch.index.gallery import Gallery
 from groundsearch.index.ranking.pages import Page, Ranking
 from groundsearch.index.ranking.photo_pages import PageAsk, photo_page
 from groundsearch.model.runtime.arithmetic import arithmetic_query
+from groundsearch.service.core.hubness import PhotoPenalties
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
 from groundsearch.service.core.relevance import NO_JUDGE, Judge
@@ -26,6 +27,8 @@ class Search:
     gallery: Gallery
     stages: Stages
     judge: Judge = NO_JUDGE
+    #: the hubness correction: hits re-ranked by score − the photo's penalty
+    penalties: PhotoPenalties | None = None
 
     def clean(self, text: str) -> str:
         """The query as cleaned (once, at the route); UnusableText if it cannot be used."""
@@ -45,7 +48,8 @@ class Search:
         threshold = self.judge.threshold(min_relevance, bool(nouns), cleaned)
 
         def fetch(n: int) -> Ranking:
-            return self.gallery.rank_images(vec, n, ask.where)
+            ranking = self.gallery.rank_images(vec, n, ask.where)
+            return ranking if self.penalties is None else self.penalties.rank(ranking)
 
         def judge(ranking: Ranking) -> np.ndarray | None:
             evidence = self.judge.evidence(nouns, ranking.ids)

@@ -35,4 +35,5 @@ class Status:
             decoder=c.captioner.status,
             concepts=channel.config.weight if channel is not None else 0.0,
             relevance=c.relevance_status,
+            hubness=c.hubness_status,
         )

@@ -9,6 +9,7 @@ import pytest
 
 from groundsearch.common.settings import get_settings
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
+from groundsearch.model.runtime.hubness import load_hubness
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.relevance import (
     EVIDENCE_FLOOR,
@@ -34,6 +35,13 @@ def shipped() -> RelevanceModel:
     return load_relevance(SHIPPED, checkpoint_identity(get_settings().default_checkpoint))
 
 
+def searched(photos: np.ndarray) -> np.ndarray:
+    """Each photo's shipped hubness penalty: ``/search`` scores a text query's photos
+    less it, and the shipped relevance was fitted on those scores."""
+    identity = checkpoint_identity(get_settings().default_checkpoint)
+    return load_hubness(get_settings().model_dir / "hubness.npz", identity).penalties(photos)
+
+
 @pytest.fixture(scope="module")
 def thirty(parser, tmp_path_factory) -> tuple[object, list[str], np.ndarray]:
     """The shipped checkpoint, the first 30 Flickr8k test photos and their features."""
@@ -45,8 +53,9 @@ def thirty(parser, tmp_path_factory) -> tuple[object, list[str], np.ndarray]:
 
 @pytest.fixture(scope="module")
 def real_scores(parser, thirty) -> dict[str, np.ndarray]:
-    """Scores of the shipped checkpoint over 30 real Flickr8k test photos, best first:
-    a caption of the first photo, a word no photo shows, and the first photo itself."""
+    """Scores of the shipped checkpoint over 30 real Flickr8k test photos, best first (a
+    text's as ``/search`` scores them): a caption of the first photo, a word no photo
+    shows, and the first photo itself."""
     model, names, feats = thirty
     photos = model.embed_images(feats)
     caption = next(
@@ -55,9 +64,10 @@ def real_scores(parser, thirty) -> dict[str, np.ndarray]:
         if ln.startswith(names[0] + "#")
     )
     texts = model.embed_sentences(parser.parse([caption, "an armadillo"]))
+    penalties = searched(photos)
     return {
-        "caption": np.sort(photos @ texts[0])[::-1],
-        "armadillo": np.sort(photos @ texts[1])[::-1],
+        "caption": np.sort(photos @ texts[0] - penalties)[::-1],
+        "armadillo": np.sort(photos @ texts[1] - penalties)[::-1],
         "photo": np.sort(np.delete(photos @ photos[0], 0))[::-1],
         "novelty": np.array([novelty_of(v, model.channel_columns) for v in texts]),
         "words": word_count(caption),
@@ -324,7 +334,7 @@ def test_with_evidence_the_photos_the_tagger_sees_a_dog_in_are_judged_above_the_
     tree = parser.parse(["a dog"])[0]
     query = model.embed_sentences([tree])[0]
     photos = model.embed_images(feats)
-    scores = photos @ query
+    scores = photos @ query - searched(photos)
     order = np.argsort(-scores)
     evidence = tagger.of(["dog"], photos[order])[:, 0]
     kw = {"novelty": novelty_of(query, model.channel_columns), "words": 2}

@@ -233,10 +233,12 @@ def test_caption_checks_find_the_own_photo_and_drive_the_threshold(split, parser
 
 @pytest.mark.slow
 def test_on_the_flickr8k_test_gallery_a_sentence_keeps_its_hits_and_a_giraffe_none(parser):
-    """The shipped relevance on the 1,000 Flickr8k test photos (features from the cache):
-    an ordinary caption-like sentence keeps its top five in ``results`` at the default,
-    a concept the gallery lacks has none there."""
+    """The shipped relevance on the 1,000 Flickr8k test photos (features from the cache,
+    scored as ``/search`` scores them, with the shipped hubness correction): an ordinary
+    caption-like sentence keeps its top five in ``results`` at the default, a concept the
+    gallery lacks has none there."""
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.hubness import load_hubness
     from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.relevance import load_relevance, novelty_of, word_count
     from tests.tiny_data import FLICKR
@@ -253,9 +255,12 @@ def test_on_the_flickr8k_test_gallery_a_sentence_keeps_its_hits_and_a_giraffe_no
     photos = model.embed_images(
         extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
     )
+    hub = load_hubness(s.model_dir / "hubness.npz", checkpoint_identity(s.default_checkpoint))
+    penalties = hub.penalties(photos)
     for text, matched in (("a black dog runs on the beach", True), ("a giraffe", False)):
         q = model.embed_sentences(parser.parse([text]))[0]
-        _, top = top_of((photos @ q)[None, :], relevance.top)
+        scores = photos @ q - penalties  # as /search ranks
+        _, top = top_of(scores[None, :], relevance.top)
         p = relevance.predict(
             "text-image", top[0], novelty_of(q, model.channel_columns), word_count(text)
         )

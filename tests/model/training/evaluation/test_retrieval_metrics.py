@@ -155,3 +155,19 @@ def test_paired_bootstrap_uses_the_same_draws_for_both_models():
     assert same["rsum"] == {"difference": 0.0, "ci95": [0.0, 0.0]}
     with pytest.raises(ValueError, match="differ"):
         paired_bootstrap(scores, scores[:-1], caption_image)
+
+
+def test_image_search_may_rank_by_its_own_scores_and_description_by_the_raw():
+    rng = np.random.default_rng(5)
+    scores = rng.normal(size=(6, 18))
+    search = scores - rng.uniform(size=(6, 1))  # each photo's penalty taken off
+    ci = np.repeat(np.arange(6), 3)
+    both = retrieval_metrics(scores, ci, search)
+    assert both["i2t"] == retrieval_metrics(scores, ci)["i2t"]
+    assert both["t2i"] == retrieval_metrics(search, ci)["t2i"]
+    assert both["rsum"] == pytest.approx(
+        sum(both[d][f"R@{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10))
+    )
+    ci95 = bootstrap_intervals(scores, ci, resamples=30, search=search)
+    assert ci95["t2i"] == bootstrap_intervals(search, ci, resamples=30)["t2i"]
+    assert ci95["i2t"] == bootstrap_intervals(scores, ci, resamples=30)["i2t"]

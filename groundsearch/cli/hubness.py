@@ -1,0 +1,103 @@
+"""``fit-hubness``: the hubness correction of text → photo scores, chosen on the dev splits."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from groundsearch.cli.common import (
+    checkpoint_argument,
+    checkpoint_path,
+    command,
+    data_option,
+    json_text,
+    make_parser,
+    positive_int,
+    sources_of,
+    user_errors,
+)
+from groundsearch.common.settings import get_settings
+
+
+def cmd_fit_hubness(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from groundsearch.model.data import DatasetError
+    from groundsearch.model.data.sources import load_source
+    from groundsearch.model.runtime.checkpoints import (
+        CheckpointError,
+        checkpoint_identity,
+        load_checkpoint,
+    )
+    from groundsearch.model.runtime.hubness import FILE_NAME, Hubness
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.runtime.sentences import UnusableText
+    from groundsearch.model.training.corpus import photo_features, text_trees
+    from groundsearch.model.training.hubness import DevSplit, bank_rows, choose
+
+    s = get_settings()
+    out = Path(args.out) if args.out else s.model_dir / FILE_NAME
+    with user_errors(DatasetError, CheckpointError, UnusableText):
+        path = checkpoint_path(args)
+        parser = make_parser()
+        parse = text_trees(parser)
+        model = load_checkpoint(path, parser=parser.version)
+        extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
+        sources = sources_of(args)
+        train = [load_source(src, "train", extractor.identity) for src in sources]
+        rows = bank_rows([len(ds.captions) for ds in train], args.bank)
+        texts = [ds.captions[i] for ds, take in zip(train, rows, strict=True) for i in take]
+        bank = model.embed_sentences(parse(texts))
+        devs = []
+        for src in sources:
+            ds = load_source(src, "dev", extractor.identity)
+            devs.append(
+                DevSplit(
+                    src.name,
+                    model.embed_images(photo_features(ds, extractor, progress=True)),
+                    model.embed_sentences(parse(list(ds.captions))),
+                    np.asarray(ds.caption_image),
+                )
+            )
+        chosen = choose(devs, bank)
+        info: dict[str, Any] = {
+            "command": "groundsearch fit-hubness",
+            "checkpoint": path.name,
+            "sources": [src.name for src in sources],
+            "bank": f"{len(texts)} train captions, in proportion to each collection's",
+            "rule": "k and weight: the best mean over the dev collections of image search's "
+            "R@1 + R@5 + R@10",
+        }
+        hub = Hubness(bank, chosen["k"], chosen["weight"], checkpoint_identity(path), info)
+        hub.save(out)
+    summary = {
+        "out": str(out),
+        "bank": len(texts),
+        "k": chosen["k"],
+        "weight": chosen["weight"],
+        "dev_image_search_raw": {
+            k: v for k, v in chosen["raw"].items() if k not in ("k", "weight")
+        },
+        "dev_image_search_corrected": {
+            k: v for k, v in chosen["best"].items() if k not in ("k", "weight")
+        },
+    }
+    print(json_text(summary))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = command(
+        sub,
+        "fit-hubness",
+        cmd_fit_hubness,
+        "choose the hubness correction of text -> photo scores (a bank of training "
+        "captions, k and the penalty's weight) on the dev splits of --source and save it",
+    )
+    checkpoint_argument(p, "the joint-model checkpoint whose scores are corrected")
+    data_option(p, many=True, default="flickr8k,cc-web")
+    p.add_argument(
+        "--bank", type=positive_int, default=10_000, help="training captions in the bank"
+    )
+    p.add_argument("--out", help="where to write it (default: the artifacts' hubness.npz)")

@@ -1,0 +1,119 @@
+"""The served hubness correction (``model.runtime.hubness``): ``/search`` ranks a text
+query's hits by score − the photo's penalty.
+
+The file is ``hubness.npz`` beside the relevance file (``make refit`` writes both into its
+OUT), else the model directory's (``GROUNDSEARCH_HUBNESS``: ``default``, ``none`` or a
+file). It is served only for the checkpoint it was chosen for, and only beside the
+relevance model fitted on its scores (the relevance's ``info`` names its SHA-256), so
+that a hit's relevance reads the score it is ranked by. A photo's penalty is computed
+from its stored vector the first time a query ranks it, then kept (a photo's vector
+never changes under its id).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from groundsearch.index.ranking.pages import Ranking
+from groundsearch.model.runtime.hubness import (
+    FILE_NAME,
+    HUBNESS_KEY,
+    Hubness,
+    HubnessError,
+    corrected_order,
+    file_digest,
+    load_hubness,
+)
+from groundsearch.model.runtime.relevance import RelevanceModel
+from groundsearch.service.core.settings import ServiceSettings
+
+log = logging.getLogger(__name__)
+
+#: (photo ids, weights: rows × d) → their vectors' inner products (photos × rows).
+Products = Callable[[np.ndarray, np.ndarray], np.ndarray]
+#: Penalties kept (then forgotten all at once and computed again).
+KEPT = 1_000_000
+#: Photos whose products with the bank are taken at once.
+CHUNK = 256
+
+
+class PhotoPenalties:
+    """``penalties(ids)``: each photo's penalty, computed once from its vector."""
+
+    def __init__(self, hubness: Hubness, products: Products, kept: int = KEPT) -> None:
+        self.hubness, self.products, self.kept = hubness, products, kept
+        self._known: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids, np.int64)
+        unique = list(dict.fromkeys(ids.tolist()))
+        with self._lock:
+            known = {i: self._known[i] for i in unique if i in self._known}
+        missing = np.array([i for i in unique if i not in known], np.int64)
+        if missing.size:
+            hub = self.hubness
+            new: dict[int, float] = {}
+            for start in range(0, missing.size, CHUNK):
+                part = missing[start : start + CHUNK]
+                scores = self.products(part, hub.captions)
+                k = min(hub.k, scores.shape[1])
+                means = np.partition(scores, -k, axis=1)[:, -k:].mean(axis=1)
+                new.update(zip(part.tolist(), (hub.weight * means).tolist(), strict=True))
+            with self._lock:
+                if len(self._known) + len(new) > self.kept:
+                    self._known.clear()
+                self._known.update(new)
+            known.update(new)
+        return np.array([known[i] for i in ids.tolist()], np.float64)
+
+    def rank(self, ranking: Ranking) -> Ranking:
+        """``ranking`` re-ranked by score − penalty (the scores shown are the corrected)."""
+        if not len(ranking):
+            return ranking
+        ids, scores = corrected_order(ranking.ids, ranking.scores, self(ranking.ids))
+        return Ranking(ids, scores)
+
+
+def hubness_path(settings: ServiceSettings, relevance_file: Path | None) -> Path | None:
+    """The hubness file the settings name (None: 'none')."""
+    if settings.hubness == "none":
+        return None
+    if settings.hubness == "default":
+        return settings.companion(relevance_file, FILE_NAME)
+    return Path(settings.hubness)
+
+
+def served_hubness(
+    settings: ServiceSettings,
+    identity: dict[str, str],
+    relevance: RelevanceModel | None,
+    relevance_file: Path | None,
+) -> tuple[Hubness | None, str]:
+    """The hubness correction served (None: raw scores) and a line for ``/ready``; a
+    file named by the settings that cannot be served raises HubnessError."""
+    path = hubness_path(settings, relevance_file)
+    if path is None:
+        return None, "none"
+    default = settings.hubness == "default"
+    if default and not path.exists():
+        return None, "none (no hubness file)"
+    try:
+        hub = load_hubness(path, identity)
+        fitted = None if relevance is None else (relevance.info or {}).get(HUBNESS_KEY)
+        if relevance is not None and fitted != file_digest(path):
+            raise HubnessError(
+                f"the served relevance model was fitted on {'other' if fitted else 'raw'} "
+                f"scores, not {path.name}'s: refit it (`groundsearch fit-relevance`)"
+            )
+    except HubnessError as exc:
+        if not default:
+            raise
+        log.warning("hubness correction off: %s", exc)
+        return None, f"off: {exc}"
+    return hub, f"{path.name} (k {hub.k}, weight {hub.weight:g}, bank {len(hub.captions)})"

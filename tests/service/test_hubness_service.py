@@ -1,0 +1,129 @@
+"""The served hubness correction: penalties kept once computed, a long query's ranking
+corrected and a short one's left, and which file is served with which relevance."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from groundsearch.index.ranking.pages import Ranking
+from groundsearch.index.ranking.photo_pages import PageAsk
+from groundsearch.model.runtime.hubness import (
+    FILE_NAME,
+    HUBNESS_KEY,
+    Hubness,
+    HubnessError,
+    file_digest,
+    load_hubness,
+)
+from groundsearch.model.runtime.relevance import load_relevance
+from groundsearch.service.core.capabilities.search import Search
+from groundsearch.service.core.hubness import PhotoPenalties, served_hubness
+from groundsearch.service.core.settings import ServiceSettings
+
+ID = {"checkpoint_sha256": "ab" * 32}
+
+
+def test_penalties_are_computed_once_a_photo_and_re_rank_the_hits():
+    rng = np.random.default_rng(0)
+    vectors = {i: rng.normal(size=4) for i in (3, 5, 8)}
+    bank = rng.normal(size=(20, 4)).astype(np.float32)
+    asked: list[list[int]] = []
+
+    def products(ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        asked.append(ids.tolist())
+        return np.stack([vectors[int(i)] for i in ids]) @ weights.T
+
+    hub = Hubness(bank, 4, 1.0, ID)
+    penalties = PhotoPenalties(hub, products)
+    expected = hub.penalties(np.stack([vectors[i] for i in (5, 3)]))
+    assert np.allclose(penalties(np.array([5, 3, 5])), expected[[0, 1, 0]], atol=1e-5)
+    assert np.allclose(penalties(np.array([3, 8])[:1]), expected[1], atol=1e-5)
+    penalties(np.array([8, 5]))
+    assert asked == [[5, 3], [8]]  # each photo's products once
+    ranking = Ranking(np.array([3, 5, 8]), np.array([0.9, 0.8, 0.7]))
+    fixed = penalties.rank(ranking)
+    want = ranking.scores - penalties(ranking.ids)
+    assert fixed.ids.tolist() == ranking.ids[np.argsort(-want, kind="stable")].tolist()
+    assert np.allclose(fixed.scores, np.sort(want)[::-1])
+    assert len(penalties.rank(Ranking(np.zeros(0, np.int64), np.zeros(0)))) == 0
+    small = PhotoPenalties(hub, products, kept=2)  # forgets all at once past ``kept``
+    small(np.array([3, 5]))
+    small(np.array([8]))
+    assert asked[-2:] == [[3, 5], [8]] and len(small._known) == 1
+
+
+def test_a_text_query_is_ranked_by_score_less_the_photos_penalties(service_components):
+    c = service_components
+    assert c.penalties is not None, c.hubness_status  # the shipped pair is served
+    plain = Search(c.queries, c.gallery, c.stages)
+    corrected = Search(c.queries, c.gallery, c.stages, penalties=c.penalties)
+    ask = PageAsk(k=8)
+    for text in ("a dog runs through the grass with a ball", "a dog"):
+        before, _, _ = plain.run(plain.clean(text), ask)
+        after, _, _ = corrected.run(corrected.clean(text), ask)
+        ids = np.array([h.id for h in before.hits])
+        scores = np.array([h.score for h in before.hits])
+        scores = scores - c.penalties(ids)
+        ids = ids[np.argsort(-scores, kind="stable")]
+        scores = np.sort(scores)[::-1]
+        assert [h.id for h in after.hits] == ids.tolist(), text
+        assert np.allclose([h.score for h in after.hits], scores), text
+
+
+@pytest.fixture()
+def model_dir(tmp_path, service_components):
+    """A model folder holding copies of the shipped relevance and hubness files."""
+    shipped = service_components.settings.model_dir
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("relevance.json", FILE_NAME):
+        shutil.copy(shipped / name, folder / name)
+    return folder
+
+
+def test_the_hubness_is_served_only_with_the_relevance_fitted_on_it(model_dir, tmp_path):
+    identity = load_hubness(model_dir / FILE_NAME).identity
+    relevance = load_relevance(model_dir / "relevance.json", identity)
+    assert relevance.info[HUBNESS_KEY] == file_digest(model_dir / FILE_NAME)
+    settings = ServiceSettings(model_dir=model_dir)
+    hub, status = served_hubness(settings, dict(identity), relevance, None)
+    assert hub is not None and status.startswith("hubness.npz (k ")
+    hub, status = served_hubness(settings, dict(identity), None, None)  # no relevance served
+    assert hub is not None
+    raw = replace(relevance, info={**relevance.info, HUBNESS_KEY: None})
+    hub, status = served_hubness(settings, dict(identity), raw, None)
+    assert hub is None and "fitted on raw scores" in status and "fit-relevance" in status
+    hub, status = served_hubness(settings, {"checkpoint_sha256": "cd" * 32}, None, None)
+    assert hub is None and "another checkpoint" in status
+    named = settings.model_copy(update={"hubness": str(model_dir / FILE_NAME)})
+    with pytest.raises(HubnessError, match="raw scores"):
+        served_hubness(named, dict(identity), raw, None)
+    assert (
+        served_hubness(settings.model_copy(update={"hubness": "none"}), identity, None, None)[0]
+        is None
+    )
+    (model_dir / FILE_NAME).unlink()
+    assert served_hubness(settings, dict(identity), relevance, None) == (
+        None,
+        "none (no hubness file)",
+    )
+    beside = tmp_path / "refit"  # make refit's OUT: the file beside the relevance wins
+    beside.mkdir()
+    hub_file = beside / FILE_NAME
+    Hubness(np.ones((3, 114), np.float32), 2, 0.5, identity).save(hub_file)
+    served, _ = served_hubness(settings, dict(identity), None, beside / "relevance.json")
+    assert served is not None and served.k == 2
+
+
+def test_a_hubness_file_that_cannot_be_read_names_the_problem(model_dir):
+    (model_dir / FILE_NAME).write_bytes(b"not a hubness file")
+    settings = ServiceSettings(model_dir=model_dir, hubness=str(model_dir / FILE_NAME))
+    with pytest.raises(HubnessError, match="cannot read hubness file"):
+        served_hubness(settings, ID, None, None)
+    default = ServiceSettings(model_dir=model_dir)
+    hub, status = served_hubness(default, ID, None, None)
+    assert hub is None and status.startswith("off: cannot read hubness file")
