@@ -11,7 +11,7 @@ both digests: built once (parsed in processes, with the parse cache), then loade
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -64,10 +64,22 @@ def captions_from(path: Path) -> tuple[list[str], str]:
 
 
 class CaptionBank:
-    """Caption texts and their vectors, searched exactly by inner product."""
+    """Caption texts and their vectors, searched exactly by inner product; with
+    ``penalties`` (one a caption: ``model.runtime.hubness``) by inner product less the
+    caption's penalty (each vector carries −penalty in one more column, each query 1)."""
 
-    def __init__(self, name: str, texts: Sequence[str], vectors: np.ndarray) -> None:
+    def __init__(
+        self,
+        name: str,
+        texts: Sequence[str],
+        vectors: np.ndarray,
+        penalties: np.ndarray | None = None,
+    ) -> None:
         self.name, self.texts = name, list(texts)
+        self.corrected = penalties is not None and bool(self.texts)
+        if self.corrected:
+            column = -np.asarray(penalties, np.float32).reshape(-1, 1)
+            vectors = np.hstack([np.asarray(vectors, np.float32), column])
         self.index = VectorIndex(int(vectors.shape[1]) if vectors.size else 1)
         if self.texts:
             self.index.add(range(1, len(self.texts) + 1), vectors)
@@ -78,6 +90,8 @@ class CaptionBank:
     def search(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
         if not self.texts:
             return []
+        if self.corrected:
+            query = np.append(np.asarray(query, np.float32).reshape(-1), np.float32(1.0))
         hits = self.index.search(query, k)[0]
         return [(self.texts[i - 1], score) for i, score in hits]
 
@@ -91,19 +105,24 @@ class CaptionBank:
         identity: dict[str, str],
         cache_dir: Path,
         workers: int = 1,
+        penalty: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> CaptionBank:
         """The bank from its cache file, or embedded now and cached (texts the model
-        cannot embed are left out)."""
+        cannot embed are left out); ``penalty``: each caption's from its vector."""
         texts = sorted(set(texts))
         digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
         path = cache_dir / BANK_DIR / f"{identity['checkpoint_sha256'][:12]}-{digest}.npz"
         try:
             with np.load(path) as saved:
-                return cls(name, [str(t) for t in saved["texts"]], saved["vectors"])
+                vectors = saved["vectors"]
+                return cls(
+                    name, [str(t) for t in saved["texts"]], vectors,
+                    None if penalty is None else penalty(vectors),
+                )  # fmt: skip
         except (OSError, KeyError, ValueError):
             pass
         door = Sentences(model, lambda cleaned: parser.parse(cleaned, workers=workers))
         kept, vectors, _ = door.usable_vectors(texts)  # kept: each text as cleaned
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, texts=np.asarray(kept, dtype=str), vectors=vectors)
-        return cls(name, kept, vectors)
+        return cls(name, kept, vectors, None if penalty is None else penalty(vectors))

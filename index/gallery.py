@@ -213,6 +213,19 @@ class Gallery:
             return found
         return self.image_vectors(ids).astype(np.float32) @ np.asarray(weights, np.float32).T
 
+    def caption_products(self, ids: Sequence[int] | np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The inner products (ids × rows) of captions ``ids``' vectors with each row of
+        ``weights`` (in the search index's memory, else from the records); a caption gone
+        since it was ranked reads as a zero vector."""
+        found = self.indexes["captions"].products(ids, weights)
+        if found is not None:
+            return found
+        want = np.asarray(ids, np.int64).tolist()
+        stored = records.vectors_of(self.records.reader(), "captions", want)
+        zero = np.zeros(self.dim, np.float32)
+        rows = np.stack([stored.get(i, zero) for i in want]) if want else np.zeros((0, self.dim))
+        return rows.astype(np.float32) @ np.asarray(weights, np.float32).T
+
     def image_classes(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The stored classes of photos ``ids``, in order (``records.classes_of``; a row of
         -1 for a photo without), and their probabilities; cached (``ClassCache``)."""

@@ -1,4 +1,4 @@
-"""``fit-hubness``: the hubness correction of text → photo scores, chosen on the dev splits."""
+"""``fit-hubness``: the hubness correction of the joint scores, chosen on the dev splits."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def cmd_fit_hubness(args: argparse.Namespace) -> int:
         checkpoint_identity,
         load_checkpoint,
     )
-    from groundsearch.model.runtime.hubness import FILE_NAME, Hubness
+    from groundsearch.model.runtime.hubness import FILE_NAME, Hubness, Penalty
     from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.sentences import UnusableText
     from groundsearch.model.training.corpus import photo_features, text_trees
@@ -48,7 +48,14 @@ def cmd_fit_hubness(args: argparse.Namespace) -> int:
         train = [load_source(src, "train", extractor.identity) for src in sources]
         rows = bank_rows([len(ds.captions) for ds in train], args.bank)
         texts = [ds.captions[i] for ds, take in zip(train, rows, strict=True) for i in take]
-        bank = model.embed_sentences(parse(texts))
+        captions = model.embed_sentences(parse(texts))
+        rows = bank_rows([len(ds.images) for ds in train], args.bank)
+        photos = np.concatenate(
+            [
+                model.embed_images(photo_features(ds.subset(take.tolist()), extractor, True))
+                for ds, take in zip(train, rows, strict=True)
+            ]
+        )
         devs = []
         for src in sources:
             ds = load_source(src, "dev", extractor.identity)
@@ -60,29 +67,30 @@ def cmd_fit_hubness(args: argparse.Namespace) -> int:
                     np.asarray(ds.caption_image),
                 )
             )
-        chosen = choose(devs, bank)
+        chosen = {"photos": choose(devs, captions), "captions": choose(devs, photos, "captions")}
         info: dict[str, Any] = {
             "command": "groundsearch fit-hubness",
             "checkpoint": path.name,
             "sources": [src.name for src in sources],
-            "bank": f"{len(texts)} train captions, in proportion to each collection's",
-            "rule": "k and weight: the best mean over the dev collections of image search's "
-            "R@1 + R@5 + R@10",
+            "banks": f"{len(captions)} train captions and {len(photos)} train photos, in "
+            "proportion to each collection's",
+            "rule": "each side's k and weight: the best mean over the dev collections of its "
+            "direction's R@1 + R@5 + R@10 (photos: image search; captions: description)",
         }
-        hub = Hubness(bank, chosen["k"], chosen["weight"], checkpoint_identity(path), info)
-        hub.save(out)
-    summary = {
-        "out": str(out),
-        "bank": len(texts),
-        "k": chosen["k"],
-        "weight": chosen["weight"],
-        "dev_image_search_raw": {
-            k: v for k, v in chosen["raw"].items() if k not in ("k", "weight")
-        },
-        "dev_image_search_corrected": {
-            k: v for k, v in chosen["best"].items() if k not in ("k", "weight")
-        },
-    }
+        sides = {
+            name: Penalty(bank, chosen[name]["k"], chosen[name]["weight"])
+            for name, bank in (("photos", captions), ("captions", photos))
+        }
+        Hubness(sides["photos"], sides["captions"], checkpoint_identity(path), info).save(out)
+
+    def figures(row: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in row.items() if k not in ("k", "weight")}
+
+    summary: dict[str, Any] = {"out": str(out), "banks": info["banks"]}
+    for name, direction in (("photos", "image_search"), ("captions", "description")):
+        summary[f"{name}_penalty"] = {"k": chosen[name]["k"], "weight": chosen[name]["weight"]}
+        summary[f"dev_{direction}_raw"] = figures(chosen[name]["raw"])
+        summary[f"dev_{direction}_corrected"] = figures(chosen[name]["best"])
     print(json_text(summary))
     return 0
 
@@ -92,12 +100,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         sub,
         "fit-hubness",
         cmd_fit_hubness,
-        "choose the hubness correction of text -> photo scores (a bank of training "
-        "captions, k and the penalty's weight) on the dev splits of --source and save it",
+        "choose the hubness correction of text -> photo and photo -> caption scores (banks "
+        "of training captions and photos, each side's k and weight) on the dev splits of "
+        "--source and save it",
     )
     checkpoint_argument(p, "the joint-model checkpoint whose scores are corrected")
     data_option(p, many=True, default="flickr8k,cc-web")
     p.add_argument(
-        "--bank", type=positive_int, default=10_000, help="training captions in the bank"
+        "--bank",
+        type=positive_int,
+        default=10_000,
+        help="training captions in the photos' bank, and photos in the captions'",
     )
     p.add_argument("--out", help="where to write it (default: the artifacts' hubness.npz)")

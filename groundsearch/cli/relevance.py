@@ -70,8 +70,10 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
                 vectors_identity(checkpoint_identity(checkpoint_path(args))),
             )
     hub = served_hubness(args)
-    penalty = hub.penalties(photos) if hub is not None else None
-    data = SplitData(ds, trees, photos, captions, columns, classes, nouns, tagger, penalty)
+    data = SplitData(ds, trees, photos, captions, columns, classes, nouns, tagger)
+    if hub is not None:  # scored as /search and /describe score
+        data.photo_penalty = hub.photo_penalties(photos)
+        data.caption_penalty = hub.caption_penalties(captions)
     return model, data, parse
 
 

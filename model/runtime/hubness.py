@@ -1,10 +1,12 @@
 """Hubness correction of text → photo scores (CSLS, Conneau et al. 2018).
 
 A few photos of a joint space lie near every sentence ("hubs") and come first for queries
-they do not fit. A photo's **penalty** is ``weight`` × the mean of its ``k`` largest scores
-against a bank of training captions; a text query ranks photos by ``score − penalty``
-(the query's own CSLS term is the same for every photo, so it is left out). The bank,
-``k`` and ``weight`` are chosen on the mixed dev by ``groundsearch fit-hubness``
+they do not fit; a few sentences likewise for photos. A photo's **penalty** is a weight ×
+the mean of its ``k`` largest scores against a bank of training captions; a text query
+ranks photos by ``score − penalty``. A caption's is the same against a bank of training
+photos; a photo query (``/describe``) ranks captions by ``score − penalty``. (The query's
+own CSLS term is the same for all its candidates, so it is left out.) The banks, each
+side's ``k`` and weight are chosen on the mixed dev by ``groundsearch fit-hubness``
 (``model.training.hubness``) and saved beside the relevance model (``FILE_NAME``), bound
 to the checkpoint's identity like it. docs/RESULTS.md, "Hubness correction".
 """
@@ -46,40 +48,73 @@ def bank_means(x: np.ndarray, bank: np.ndarray, k: int) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class Hubness:
-    """The bank of caption vectors (rows), ``k``, the penalty's ``weight`` and the
-    checkpoint they were chosen for (``identity``)."""
+class Penalty:
+    """One side's penalty: ``weight`` × a vector's mean top-``k`` score against ``bank``."""
 
-    captions: np.ndarray
+    bank: np.ndarray
     k: int
     weight: float
-    identity: Mapping[str, str]
-    info: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.captions.ndim != 2 or not len(self.captions):
-            raise HubnessError("the hubness bank must be a non-empty matrix of caption vectors")
+        if self.bank.ndim != 2 or not len(self.bank):
+            raise HubnessError("a hubness bank must be a non-empty matrix of vectors")
         if self.k < 1 or not 0.0 <= self.weight <= 10.0:
             raise HubnessError(
                 f"hubness k must be ≥ 1 and weight in 0–10, got {self.k}, {self.weight}"
             )
 
+    def __call__(self, vectors: np.ndarray) -> np.ndarray:
+        vectors = np.asarray(vectors, np.float32).reshape(-1, self.bank.shape[1])
+        if not len(vectors) or self.weight == 0.0:
+            return np.zeros(len(vectors))
+        return self.weight * bank_means(vectors, self.bank, self.k)
+
+
+@dataclass(frozen=True, eq=False)
+class Hubness:
+    """The photos' penalty (a bank of training captions) for text → photo scores, the
+    captions' (a bank of training photos; None: not corrected) for photo → caption
+    scores, and the checkpoint they were chosen for (``identity``)."""
+
+    photos: Penalty
+    captions: Penalty | None
+    identity: Mapping[str, str]
+    info: Mapping[str, Any] = field(default_factory=dict)
+
     @property
     def dim(self) -> int:
-        return int(self.captions.shape[1])
+        return int(self.photos.bank.shape[1])
 
-    def penalties(self, photos: np.ndarray) -> np.ndarray:
-        """Each photo vector's penalty (``weight`` × its mean top-``k`` bank score)."""
-        photos = np.asarray(photos, np.float32).reshape(-1, self.dim)
-        if not len(photos) or self.weight == 0.0:
-            return np.zeros(len(photos))
-        return self.weight * bank_means(photos, self.captions, self.k)
+    def photo_penalties(self, photos: np.ndarray) -> np.ndarray:
+        """Each photo vector's penalty, taken off its score for a text query."""
+        return self.photos(photos)
+
+    def caption_penalties(self, captions: np.ndarray) -> np.ndarray:
+        """Each caption vector's penalty, taken off its score for a photo (zeros when the
+        file corrects text → photo scores alone)."""
+        if self.captions is None:
+            return np.zeros(len(np.asarray(captions).reshape(-1, self.dim)))
+        return self.captions(captions)
 
     def save(self, path: Path) -> None:
-        """Write it as ``.npz`` (the bank in float16), atomically."""
-        meta = {"k": self.k, "weight": self.weight, "identity": dict(self.identity), **self.info}
+        """Write it as ``.npz`` (the banks in float16), atomically."""
+        meta: dict[str, Any] = {
+            "k": self.photos.k,
+            "weight": self.photos.weight,
+            "identity": dict(self.identity),
+            **self.info,
+        }
+        photos = np.zeros((0, self.dim), np.float16)  # none: text → photo scores alone
+        if self.captions is not None:
+            meta.update(caption_k=self.captions.k, caption_weight=self.captions.weight)
+            photos = self.captions.bank.astype(np.float16)
         with atomic_path(Path(path)) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, captions=self.captions.astype(np.float16), meta=json.dumps(meta))
+            np.savez(
+                fh,
+                meta=np.asarray(json.dumps(meta)),
+                captions=self.photos.bank.astype(np.float16),
+                photos=photos,
+            )
 
 
 def load_hubness(path: Path, identity: Mapping[str, str] | None = None) -> Hubness:
@@ -88,14 +123,17 @@ def load_hubness(path: Path, identity: Mapping[str, str] | None = None) -> Hubne
     try:
         with np.load(Path(path), allow_pickle=False) as data:
             captions = np.asarray(data["captions"], np.float32)
+            photos = np.asarray(data["photos"], np.float32) if "photos" in data else None
+            photos = photos if photos is not None and len(photos) else None
             meta = json.loads(str(data["meta"]))
-        hub = Hubness(
-            captions,
-            int(meta.pop("k")),
-            float(meta.pop("weight")),
-            dict(meta.pop("identity")),
-            meta,
-        )
+        photo_side = Penalty(captions, int(meta.pop("k")), float(meta.pop("weight")))
+        caption_side = None
+        if photos is not None:
+            k, weight = int(meta.pop("caption_k")), float(meta.pop("caption_weight"))
+            caption_side = Penalty(photos, k, weight)
+            if photos.shape[1] != captions.shape[1]:
+                raise HubnessError(f"{path}: its two banks have different dimensions")
+        hub = Hubness(photo_side, caption_side, dict(meta.pop("identity")), meta)
     except HubnessError:
         raise
     except (OSError, EOFError, zipfile.BadZipFile, ValueError, KeyError, TypeError) as exc:

@@ -1,9 +1,11 @@
 """Choosing the hubness correction (``model.runtime.hubness``) on the dev splits.
 
-The bank is ``bank`` training captions drawn from each collection in proportion to its
-captions (seeded); ``k`` and the weight are the grid's best by the mean over the dev
-collections of image search's R@1 + R@5 + R@10 (each collection's captions asked against
-its own photos, as ``loop.dev_score`` weighs them).
+The photos' penalty reads a bank of ``bank`` training captions, the captions' a bank of
+``bank`` training photos, each drawn from the collections in proportion to their sizes
+(seeded); each side's ``k`` and weight are the grid's best by the mean over the dev
+collections of its direction's R@1 + R@5 + R@10 (image search for the photos' penalty,
+description for the captions'; each collection's captions against its own photos, as
+``loop.dev_score`` weighs them).
 """
 
 from __future__ import annotations
@@ -41,28 +43,41 @@ def bank_rows(sizes: Sequence[int], bank: int = BANK, seed: int = 0) -> list[np.
     return [np.sort(rng.choice(n, min(n, round(take * n / total)), replace=False)) for n in sizes]
 
 
-def image_search_sum(scores: np.ndarray, caption_image: np.ndarray) -> float:
-    """R@1 + R@5 + R@10 of captions searching photos (``scores``: photos × captions)."""
-    m = retrieval_metrics(scores, caption_image)["t2i"]
+#: The sides a bank corrects: text → photo scores (each photo's penalty, from a bank of
+#: captions: image search) and photo → caption scores (each caption's, from a bank of
+#: photos: description).
+SIDES = {"photos": "t2i", "captions": "i2t"}
+
+
+def recall_sum(scores: np.ndarray, caption_image: np.ndarray, direction: str) -> float:
+    """R@1 + R@5 + R@10 of one direction (``scores``: photos × captions)."""
+    m = retrieval_metrics(scores, caption_image)[direction]
     return float(m["R@1"] + m["R@5"] + m["R@10"])
 
 
 def choose(
     splits: Sequence[DevSplit],
     bank: np.ndarray,
+    side: str = "photos",
     ks: Sequence[int] = KS,
     weights: Sequence[float] = WEIGHTS,
 ) -> dict[str, Any]:
-    """The best (k, weight) on ``splits`` (mean of image search's R sums; ties: the first
-    in grid order, weight 0 first), every grid point's figures and the uncorrected ones."""
+    """The best (k, weight) of one side's penalty on ``splits`` (``side`` "photos": a
+    bank of captions, image search's R sums; "captions": a bank of photos, description's;
+    the mean over the collections; ties: the first in grid order, weight 0 first), every
+    grid point's figures and the uncorrected ones."""
+    direction = SIDES[side]
     grid: list[dict[str, Any]] = []
     raw = [s.photos @ s.captions.T for s in splits]
     for k in ks:
-        means = [bank_means(s.photos, bank, k) for s in splits]
+        if side == "photos":
+            taken = [bank_means(s.photos, bank, k)[:, None] for s in splits]
+        else:
+            taken = [bank_means(s.captions, bank, k)[None, :] for s in splits]
         for w in weights:
             sums = {
-                s.name: round(image_search_sum(r - w * m[:, None], s.caption_image), 2)
-                for s, r, m in zip(splits, raw, means, strict=True)
+                s.name: round(recall_sum(r - w * m, s.caption_image, direction), 2)
+                for s, r, m in zip(splits, raw, taken, strict=True)
             }
             grid.append({"k": k, "weight": w, **sums, "mean": float(np.mean(list(sums.values())))})
     best = max(grid, key=lambda row: row["mean"])

@@ -156,8 +156,10 @@ class SplitData:
     classes: tuple[np.ndarray, np.ndarray] | None = None
     nouns: NounClasses | None = None
     tagger: WordTagger | None = None
-    #: each photo's hubness penalty (``model.runtime.hubness``), as the service ranks
+    #: each photo's and caption's hubness penalty (``model.runtime.hubness``), as the
+    #: service ranks them
     photo_penalty: np.ndarray | None = None
+    caption_penalty: np.ndarray | None = None
 
     @property
     def caption_image(self) -> np.ndarray:
@@ -168,6 +170,12 @@ class SplitData:
         them: less each photo's penalty when the split has them."""
         scores = np.asarray(vectors) @ self.photos.T
         return scores if self.photo_penalty is None else scores - self.photo_penalty[None, :]
+
+    def caption_scores(self) -> np.ndarray:
+        """Every photo's scores of the split's captions (photos × captions), as
+        ``/describe`` ranks them: less each caption's penalty when the split has them."""
+        scores = self.photos @ self.captions.T
+        return scores if self.caption_penalty is None else scores - self.caption_penalty[None, :]
 
     def novelty(self, vectors: np.ndarray) -> np.ndarray:
         return np.array([novelty_of(v, self.channel_columns) for v in vectors])
@@ -286,7 +294,7 @@ def caption_pools(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) ->
         )
     hit = idx == own[:, None]
     own_rank = np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
-    idx, vals = top_of(data.photos @ data.captions.T, top)
+    idx, vals = top_of(data.caption_scores(), top)
     for i in range(len(idx)):
         pools["image-caption"].add(vals[i], relevant[idx[i], i], "captions")
     return CaptionChecks(caption_scores, words, novelty, own_rank, evidence)

@@ -10,6 +10,7 @@ from pathlib import Path
 from groundsearch.index.caption_bank import CaptionBank, captions_from, training_captions
 from groundsearch.index.ingest.sample_gallery import SAMPLE_CAPTIONS
 from groundsearch.model.runtime.embedder import Embedder
+from groundsearch.model.runtime.hubness import Penalty
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.service.core.settings import ServiceSettings
 
@@ -18,7 +19,8 @@ log = logging.getLogger("groundsearch.service")
 
 class BankLoader:
     """The bank once loaded (``bank``), and a line for ``/ready`` meanwhile (``status``).
-    ``background=False`` loads it before returning (``groundsearch describe``)."""
+    ``background=False`` loads it before returning (``groundsearch describe``); with
+    ``penalty`` (the hubness file's captions' side) its captions rank by score − penalty."""
 
     def __init__(
         self,
@@ -26,8 +28,10 @@ class BankLoader:
         model: Embedder,
         identity: dict[str, str],
         background: bool = True,
+        penalty: Penalty | None = None,
     ):
         self.settings, self.model, self.identity = settings, model, identity
+        self.penalty = penalty
         self.bank: CaptionBank | None = None
         self.status = "none" if settings.caption_bank == "none" else "loading"
         if settings.caption_bank == "none":
@@ -47,8 +51,9 @@ class BankLoader:
             self.status = f"embedding {name} ({len(texts)} captions)"
             parser = Parser(s.parser_dir, s.cache_dir, use_cache=True, direct=not s.parse_pipeline)
             self.bank = CaptionBank.load_or_build(
-                name, texts, self.model, parser, self.identity, s.cache_dir, s.bank_parse_workers
-            )
+                name, texts, self.model, parser, self.identity, s.cache_dir, s.bank_parse_workers,
+                self.penalty,
+            )  # fmt: skip
             self.status = f"{name} ({len(self.bank)} captions)"
         except Exception as exc:  # the gallery's captions still answer /describe
             self.status = f"failed: {exc}"

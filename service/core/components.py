@@ -31,12 +31,11 @@ from groundsearch.service.core.capabilities.library import Library
 from groundsearch.service.core.capabilities.photos import Photos
 from groundsearch.service.core.capabilities.search import PhotoSearch, Search
 from groundsearch.service.core.capabilities.status import Status
-from groundsearch.service.core.hubness import PhotoPenalties, served_hubness
+from groundsearch.service.core.hubness import Served, served_hubness, served_penalties
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
 from groundsearch.service.core.relevance import (
     Judge,
-    photo_products,
     relevance_path,
     served_relevance,
     serving_judge,
@@ -68,8 +67,8 @@ class Components:
     #: each hit's relevance (the model is None when none fits the checkpoint)
     judge: Judge
     relevance_status: str
-    #: text → photo rankings corrected for hubness (None: raw scores)
-    penalties: PhotoPenalties | None = None
+    #: rankings corrected for hubness: the gallery's penalties (None: raw scores)
+    hubness: Served | None = None
     hubness_status: str = "none"
     #: the server's parse threads (a command parses in its own thread)
     batcher: ParseBatcher | None = None
@@ -148,10 +147,9 @@ class Components:
         judge = serving_judge(settings, identity, relevance, model, gallery)
         queries = QueryVectors(sentences, stages, query_cache)
         hub, hub_status = served_hubness(settings, identity, relevance, relevance_path(settings))
-        penalties = None if hub is None else PhotoPenalties(hub, photo_products(gallery))
         return cls(
             settings, model, identity, gallery, sentences, queries, stages, judge, status,
-            penalties=penalties, hubness_status=hub_status,
+            hubness=served_penalties(hub, gallery), hubness_status=hub_status,
         )  # fmt: skip
 
     @cached_property
@@ -170,9 +168,8 @@ class Components:
     @cached_property
     def bank(self) -> BankLoader:
         """The caption bank: the server's loads in the background, a command's at once."""
-        return BankLoader(
-            self.settings, self.model, self.identity, background=self.batcher is not None
-        )
+        side = self.hubness.hubness.captions if self.hubness else None
+        return BankLoader(self.settings, self.model, self.identity, self.batcher is not None, side)
 
     def _warm_up(self) -> None:
         """Load the parser, backbone, decoder and members now; start loading the bank."""
@@ -212,7 +209,9 @@ class Capabilities:
     @cached_property
     def search(self) -> Search:
         c = self.components
-        return Search(c.queries, c.gallery, c.stages, c.judge, c.penalties)
+        return Search(
+            c.queries, c.gallery, c.stages, c.judge, c.hubness.photos if c.hubness else None
+        )
 
     @cached_property
     def photo_search(self) -> PhotoSearch:
@@ -233,7 +232,10 @@ class Capabilities:
     @cached_property
     def describe(self) -> Describe:
         c = self.components
-        return Describe(c.photos, c.queries, c.gallery, c.bank, c.captioner, c.stages, c.judge)
+        return Describe(
+            c.photos, c.queries, c.gallery, c.bank, c.captioner, c.stages, c.judge,
+            c.hubness.captions if c.hubness else None,
+        )  # fmt: skip
 
     @cached_property
     def arithmetic(self) -> Arithmetic:

@@ -1,13 +1,15 @@
 """The served hubness correction (``model.runtime.hubness``): ``/search`` ranks a text
-query's hits by score − the photo's penalty.
+query's photos by score − the photo's penalty, ``/describe`` a photo's captions by
+score − the caption's.
 
 The file is ``hubness.npz`` beside the relevance file (``make refit`` writes both into its
 OUT), else the model directory's (``GROUNDSEARCH_HUBNESS``: ``default``, ``none`` or a
 file). It is served only for the checkpoint it was chosen for, and only beside the
 relevance model fitted on its scores (the relevance's ``info`` names its SHA-256), so
-that a hit's relevance reads the score it is ranked by. A photo's penalty is computed
-from its stored vector the first time a query ranks it, then kept (a photo's vector
-never changes under its id).
+that a hit's relevance reads the score it is ranked by. A gallery photo's or caption's
+penalty is computed from its stored vector the first time a query ranks it, then kept
+(an item's vector never changes under its id); the caption bank's are computed with the
+bank (``index.caption_bank``).
 """
 
 from __future__ import annotations
@@ -15,21 +17,25 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from groundsearch.index.gallery import Gallery
 from groundsearch.index.ranking.pages import Ranking
 from groundsearch.model.runtime.hubness import (
     FILE_NAME,
     HUBNESS_KEY,
     Hubness,
     HubnessError,
+    Penalty,
     corrected_order,
     file_digest,
     load_hubness,
 )
 from groundsearch.model.runtime.relevance import RelevanceModel
+from groundsearch.service.core.relevance import photo_products
 from groundsearch.service.core.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
@@ -42,11 +48,12 @@ KEPT = 1_000_000
 CHUNK = 256
 
 
-class PhotoPenalties:
-    """``penalties(ids)``: each photo's penalty, computed once from its vector."""
+class Penalties:
+    """``penalties(ids)``: each gallery item's penalty (one side of the hubness file:
+    photos or captions), computed once from its vector's products with the bank."""
 
-    def __init__(self, hubness: Hubness, products: Products, kept: int = KEPT) -> None:
-        self.hubness, self.products, self.kept = hubness, products, kept
+    def __init__(self, side: Penalty, products: Products, kept: int = KEPT) -> None:
+        self.side, self.products, self.kept = side, products, kept
         self._known: dict[int, float] = {}
         self._lock = threading.Lock()
 
@@ -57,14 +64,14 @@ class PhotoPenalties:
             known = {i: self._known[i] for i in unique if i in self._known}
         missing = np.array([i for i in unique if i not in known], np.int64)
         if missing.size:
-            hub = self.hubness
+            side = self.side
             new: dict[int, float] = {}
             for start in range(0, missing.size, CHUNK):
                 part = missing[start : start + CHUNK]
-                scores = self.products(part, hub.captions)
-                k = min(hub.k, scores.shape[1])
+                scores = self.products(part, side.bank)
+                k = min(side.k, scores.shape[1])
                 means = np.partition(scores, -k, axis=1)[:, -k:].mean(axis=1)
-                new.update(zip(part.tolist(), (hub.weight * means).tolist(), strict=True))
+                new.update(zip(part.tolist(), (side.weight * means).tolist(), strict=True))
             with self._lock:
                 if len(self._known) + len(new) > self.kept:
                     self._known.clear()
@@ -78,6 +85,24 @@ class PhotoPenalties:
             return ranking
         ids, scores = corrected_order(ranking.ids, ranking.scores, self(ranking.ids))
         return Ranking(ids, scores)
+
+
+@dataclass(frozen=True)
+class Served:
+    """The served correction: the file's and each gallery side's kept penalties."""
+
+    hubness: Hubness
+    photos: Penalties
+    captions: Penalties | None
+
+
+def served_penalties(hub: Hubness | None, gallery: Gallery) -> Served | None:
+    """The penalties of the gallery's photos and captions under ``hub`` (None: none)."""
+    if hub is None:
+        return None
+    photos = Penalties(hub.photos, photo_products(gallery))
+    captions = None if hub.captions is None else Penalties(hub.captions, gallery.caption_products)
+    return Served(hub, photos, captions)
 
 
 def hubness_path(settings: ServiceSettings, relevance_file: Path | None) -> Path | None:
@@ -116,4 +141,7 @@ def served_hubness(
             raise
         log.warning("hubness correction off: %s", exc)
         return None, f"off: {exc}"
-    return hub, f"{path.name} (k {hub.k}, weight {hub.weight:g}, bank {len(hub.captions)})"
+    sides = [f"photos: k {hub.photos.k}, weight {hub.photos.weight:g}"]
+    if hub.captions is not None:
+        sides.append(f"captions: k {hub.captions.k}, weight {hub.captions.weight:g}")
+    return hub, f"{path.name} ({'; '.join(sides)})"

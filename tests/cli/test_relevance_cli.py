@@ -41,8 +41,12 @@ def test_fit_hubness_chooses_on_dev_and_writes_a_file_for_the_checkpoint(cli, tm
     done = cli("fit-hubness", "--source", str(root), "--bank", "20", "--out", str(out))
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert summary["bank"] == 20 and summary["out"] == str(out)  # 6 photos × 5 captions
+    assert summary["out"] == str(out)
     hub = load_hubness(out, checkpoint_identity(get_settings().default_checkpoint))
-    assert (hub.k, hub.weight) == (summary["k"], summary["weight"]) and len(hub.captions) == 20
+    assert hub.captions is not None
+    assert len(hub.photos.bank) == 20 and len(hub.captions.bank) == 6  # all 6 train photos
+    for side, name in ((hub.photos, "photos_penalty"), (hub.captions, "captions_penalty")):
+        assert (side.k, side.weight) == (summary[name]["k"], summary[name]["weight"])
+    assert set(summary["dev_description_corrected"]) >= {"mean"}
     missing = cli("fit-hubness", "--source", str(tmp_path / "nowhere"), "--out", str(out))
     assert missing.returncode != 0 and "Traceback" not in missing.stderr

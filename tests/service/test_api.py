@@ -393,7 +393,7 @@ def test_every_hit_carries_its_relevance_and_the_default_splits_them(client, gal
     ]
     ready = client.get("/ready").json()
     assert ready["relevance"].startswith("relevance.json")
-    assert ready["hubness"].startswith("hubness.npz (k ")  # fitted with the relevance
+    assert ready["hubness"].startswith("hubness.npz (photos: k ")  # fitted with relevance
     for res in answers:
         assert res.status_code == 200, res.text
         body = res.json()

@@ -16,12 +16,13 @@ from groundsearch.model.runtime.hubness import (
     HUBNESS_KEY,
     Hubness,
     HubnessError,
+    Penalty,
     file_digest,
     load_hubness,
 )
 from groundsearch.model.runtime.relevance import load_relevance
 from groundsearch.service.core.capabilities.search import Search
-from groundsearch.service.core.hubness import PhotoPenalties, served_hubness
+from groundsearch.service.core.hubness import Penalties, served_hubness
 from groundsearch.service.core.settings import ServiceSettings
 
 ID = {"checkpoint_sha256": "ab" * 32}
@@ -37,9 +38,9 @@ def test_penalties_are_computed_once_a_photo_and_re_rank_the_hits():
         asked.append(ids.tolist())
         return np.stack([vectors[int(i)] for i in ids]) @ weights.T
 
-    hub = Hubness(bank, 4, 1.0, ID)
-    penalties = PhotoPenalties(hub, products)
-    expected = hub.penalties(np.stack([vectors[i] for i in (5, 3)]))
+    side = Penalty(bank, 4, 1.0)
+    penalties = Penalties(side, products)
+    expected = side(np.stack([vectors[i] for i in (5, 3)]))
     assert np.allclose(penalties(np.array([5, 3, 5])), expected[[0, 1, 0]], atol=1e-5)
     assert np.allclose(penalties(np.array([3, 8])[:1]), expected[1], atol=1e-5)
     penalties(np.array([8, 5]))
@@ -50,7 +51,7 @@ def test_penalties_are_computed_once_a_photo_and_re_rank_the_hits():
     assert fixed.ids.tolist() == ranking.ids[np.argsort(-want, kind="stable")].tolist()
     assert np.allclose(fixed.scores, np.sort(want)[::-1])
     assert len(penalties.rank(Ranking(np.zeros(0, np.int64), np.zeros(0)))) == 0
-    small = PhotoPenalties(hub, products, kept=2)  # forgets all at once past ``kept``
+    small = Penalties(side, products, kept=2)  # forgets all at once past ``kept``
     small(np.array([3, 5]))
     small(np.array([8]))
     assert asked[-2:] == [[3, 5], [8]] and len(small._known) == 1
@@ -58,16 +59,16 @@ def test_penalties_are_computed_once_a_photo_and_re_rank_the_hits():
 
 def test_a_text_query_is_ranked_by_score_less_the_photos_penalties(service_components):
     c = service_components
-    assert c.penalties is not None, c.hubness_status  # the shipped pair is served
+    assert c.hubness is not None, c.hubness_status  # the shipped pair is served
     plain = Search(c.queries, c.gallery, c.stages)
-    corrected = Search(c.queries, c.gallery, c.stages, penalties=c.penalties)
+    corrected = Search(c.queries, c.gallery, c.stages, penalties=c.hubness.photos)
     ask = PageAsk(k=8)
     for text in ("a dog runs through the grass with a ball", "a dog"):
         before, _, _ = plain.run(plain.clean(text), ask)
         after, _, _ = corrected.run(corrected.clean(text), ask)
         ids = np.array([h.id for h in before.hits])
         scores = np.array([h.score for h in before.hits])
-        scores = scores - c.penalties(ids)
+        scores = scores - c.hubness.photos(ids)
         ids = ids[np.argsort(-scores, kind="stable")]
         scores = np.sort(scores)[::-1]
         assert [h.id for h in after.hits] == ids.tolist(), text
@@ -91,7 +92,8 @@ def test_the_hubness_is_served_only_with_the_relevance_fitted_on_it(model_dir, t
     assert relevance.info[HUBNESS_KEY] == file_digest(model_dir / FILE_NAME)
     settings = ServiceSettings(model_dir=model_dir)
     hub, status = served_hubness(settings, dict(identity), relevance, None)
-    assert hub is not None and status.startswith("hubness.npz (k ")
+    assert hub is not None and status.startswith("hubness.npz (photos: k ")
+    assert "captions: k " in status
     hub, status = served_hubness(settings, dict(identity), None, None)  # no relevance served
     assert hub is not None
     raw = replace(relevance, info={**relevance.info, HUBNESS_KEY: None})
@@ -114,9 +116,9 @@ def test_the_hubness_is_served_only_with_the_relevance_fitted_on_it(model_dir, t
     beside = tmp_path / "refit"  # make refit's OUT: the file beside the relevance wins
     beside.mkdir()
     hub_file = beside / FILE_NAME
-    Hubness(np.ones((3, 114), np.float32), 2, 0.5, identity).save(hub_file)
+    Hubness(Penalty(np.ones((3, 114), np.float32), 2, 0.5), None, identity).save(hub_file)
     served, _ = served_hubness(settings, dict(identity), None, beside / "relevance.json")
-    assert served is not None and served.k == 2
+    assert served is not None and served.photos.k == 2 and served.captions is None
 
 
 def test_a_hubness_file_that_cannot_be_read_names_the_problem(model_dir):
@@ -127,3 +129,47 @@ def test_a_hubness_file_that_cannot_be_read_names_the_problem(model_dir):
     default = ServiceSettings(model_dir=model_dir)
     hub, status = served_hubness(default, ID, None, None)
     assert hub is None and status.startswith("off: cannot read hubness file")
+
+
+def test_a_photo_is_described_by_captions_ranked_by_score_less_their_penalty(
+    service_components, gallery_photo
+):
+    from PIL import Image
+
+    from groundsearch.service.core.capabilities.describe import Describe
+
+    c = service_components
+    assert c.hubness is not None and c.hubness.captions is not None
+    plain = Describe(c.photos, c.queries, c.gallery, c.bank, c.captioner, c.stages)
+    fixed = replace(plain, penalties=c.hubness.captions)
+    image = Image.open(c.gallery.photo_path(gallery_photo))
+    before, _, _, _ = plain.run(image, k=40)
+    after, _, _, _ = fixed.run(image, k=40)
+    raw = {d.id: d.score for d in before}
+    assert {d.id for d in after} == set(raw)  # the gallery's 40 captions, re-ranked
+    penalty = dict(zip(raw, c.hubness.captions(np.array(list(raw))), strict=True))
+    assert [d.id for d in after] == sorted(raw, key=lambda i: -(raw[i] - penalty[i]))
+    assert all(np.isclose(d.score, raw[d.id] - penalty[d.id]) for d in after)
+
+
+@pytest.fixture(scope="module")
+def gallery_photo(service_components) -> int:
+    return service_components.gallery.image_ids()[0]
+
+
+def test_the_caption_bank_ranks_by_score_less_penalty_exactly():
+    from groundsearch.index.caption_bank import CaptionBank
+
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(50, 8)).astype(np.float32)
+    penalties = rng.uniform(size=50)
+    texts = [f"caption {i}" for i in range(50)]
+    bank = CaptionBank("test", texts, vectors, penalties)
+    query = rng.normal(size=8).astype(np.float32)
+    fixed = vectors @ query - penalties
+    hits = bank.search(query, 5)
+    assert [t for t, _ in hits] == [texts[i] for i in np.argsort(-fixed)[:5]]
+    assert np.allclose([s for _, s in hits], np.sort(fixed)[::-1][:5], atol=1e-5)
+    raw = CaptionBank("test", texts, vectors).search(query, 5)
+    assert [t for t, _ in raw] == [texts[i] for i in np.argsort(-(vectors @ query))[:5]]
+    assert CaptionBank("empty", [], np.zeros((0, 8)), np.zeros(0)).search(query, 3) == []

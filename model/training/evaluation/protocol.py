@@ -76,13 +76,17 @@ def split_metrics(
 ) -> dict[str, Any]:
     """One split's retrieval metrics (``ci95``), image search by caption group
     (``t2i_groups``) and sentence-similarity mean rank; with ``hubness``, image search
-    ranks as ``/search`` does (score − the photo's penalty)."""
+    ranks as ``/search`` does (score − the photo's penalty) and description as
+    ``/describe`` does (score − the caption's)."""
     y = model.embed_sentences(trees)
     v = model.embed_images(features)
     scores = v @ y.T
-    search = scores if hubness is None else scores - hubness.penalties(v)[:, None]
-    out = retrieval_metrics(scores, caption_image, search)
-    out["ci95"] = bootstrap_intervals(scores, caption_image, resamples=resamples, search=search)
+    search, describe = scores, scores
+    if hubness is not None:
+        search = scores - hubness.photo_penalties(v)[:, None]
+        describe = scores - hubness.caption_penalties(y)[None, :]
+    out = retrieval_metrics(describe, caption_image, search)
+    out["ci95"] = bootstrap_intervals(describe, caption_image, resamples=resamples, search=search)
     out["t2i_groups"] = t2i_by_group(search, caption_image, caption_groups(trees))
     try:
         out["sentence_similarity_mean_rank"] = same_image_mean_rank(y, caption_image)

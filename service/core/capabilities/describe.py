@@ -13,6 +13,7 @@ from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen
 from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
 from groundsearch.service.core.bank_loader import BankLoader
+from groundsearch.service.core.hubness import Penalties
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
 from groundsearch.service.core.relevance import NO_JUDGE, Judge
@@ -48,6 +49,8 @@ class Describe:
     captioner: Captioner
     stages: Stages
     judge: Judge = NO_JUDGE
+    #: the hubness correction of the gallery's captions (the bank corrects its own)
+    penalties: Penalties | None = None
 
     @property
     def writes(self) -> bool:
@@ -94,10 +97,17 @@ class Describe:
     def _found(self, vec: np.ndarray, k: int) -> tuple[list[Description], list[Description]]:
         """The first ``k`` captions of each source, and all those fetched (``Judge.fetch``)."""
         fetch = self.judge.fetch(k)
-        gallery = [
-            Description(h.record.text, h.score, "gallery", h.id, h.record.image_id)
-            for h in self.gallery.search_captions(vec, fetch)
-        ]
+        hits = self.gallery.search_captions(vec, fetch)
+        scores = [h.score for h in hits]
+        if self.penalties is not None and hits:  # score − the caption's penalty
+            scores = list(np.asarray(scores) - self.penalties(np.array([h.id for h in hits])))
+        gallery = sorted(
+            (
+                Description(h.record.text, float(s), "gallery", h.id, h.record.image_id)
+                for h, s in zip(hits, scores, strict=True)
+            ),
+            key=lambda d: -d.score,
+        )
         bank = self.bank.bank
         banked = (
             [Description(t, score, "bank") for t, score in bank.search(vec, fetch)]

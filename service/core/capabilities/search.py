@@ -12,7 +12,7 @@ from groundsearch.index.gallery import Gallery
 from groundsearch.index.ranking.pages import Page, Ranking
 from groundsearch.index.ranking.photo_pages import PageAsk, photo_page
 from groundsearch.model.runtime.arithmetic import arithmetic_query
-from groundsearch.service.core.hubness import PhotoPenalties
+from groundsearch.service.core.hubness import Penalties
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
 from groundsearch.service.core.relevance import NO_JUDGE, Judge
@@ -28,7 +28,7 @@ class Search:
     stages: Stages
     judge: Judge = NO_JUDGE
     #: the hubness correction: hits re-ranked by score − the photo's penalty
-    penalties: PhotoPenalties | None = None
+    penalties: Penalties | None = None
 
     def clean(self, text: str) -> str:
         """The query as cleaned (once, at the route); UnusableText if it cannot be used."""

@@ -39,7 +39,7 @@ def searched(photos: np.ndarray) -> np.ndarray:
     """Each photo's shipped hubness penalty: ``/search`` scores a text query's photos
     less it, and the shipped relevance was fitted on those scores."""
     identity = checkpoint_identity(get_settings().default_checkpoint)
-    return load_hubness(get_settings().model_dir / "hubness.npz", identity).penalties(photos)
+    return load_hubness(get_settings().model_dir / "hubness.npz", identity).photo_penalties(photos)
 
 
 @pytest.fixture(scope="module")

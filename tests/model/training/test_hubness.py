@@ -41,3 +41,14 @@ def test_the_grid_corrects_a_split_with_a_hub_and_reports_the_raw_figures():
     assert chosen["best"]["mean"] > chosen["raw"]["mean"]
     assert chosen["raw"]["weight"] == 0.0 and len(chosen["grid"]) == 6
     assert chosen["best"]["mean"] == (chosen["best"]["a"] + chosen["best"]["b"]) / 2
+
+
+def test_the_captions_side_is_chosen_by_description():
+    rng = np.random.default_rng(1)
+    splits = [hubbed(rng, "a"), hubbed(rng, "b")]
+    # a caption hub: every photo leans towards caption 0
+    for s in splits:
+        s.photos[1:] = unit(s.photos[1:] + 0.9 * s.captions[0])
+    photos = np.concatenate([s.photos for s in splits])
+    chosen = choose(splits, photos, "captions", ks=(5, 20), weights=(0.0, 0.5, 1.0))
+    assert chosen["weight"] > 0 and chosen["best"]["mean"] > chosen["raw"]["mean"]

@@ -256,7 +256,7 @@ def test_on_the_flickr8k_test_gallery_a_sentence_keeps_its_hits_and_a_giraffe_no
         extractor.embed_files([ds.image_path(i) for i in range(len(ds.images))])
     )
     hub = load_hubness(s.model_dir / "hubness.npz", checkpoint_identity(s.default_checkpoint))
-    penalties = hub.penalties(photos)
+    penalties = hub.photo_penalties(photos)
     for text, matched in (("a black dog runs on the beach", True), ("a giraffe", False)):
         q = model.embed_sentences(parser.parse([text]))[0]
         scores = photos @ q - penalties  # as /search ranks

@@ -177,15 +177,20 @@ def test_empty_split_is_a_clear_error(tiny_flickr, tmp_path):
 
 
 def test_split_metrics_rank_image_search_as_the_service_with_a_hubness(splits, model):
-    from groundsearch.model.runtime.hubness import Hubness
+    from groundsearch.model.runtime.hubness import Hubness, Penalty
     from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 
     sp = splits["test"]
     plain = split_metrics(model, sp.trees, sp.features, sp.caption_image, resamples=20)
     y = model.embed_sentences(sp.trees)
     v = model.embed_images(sp.features)
-    hub = Hubness(np.asarray(y, np.float32), 2, 1.0, {})
-    fixed = split_metrics(model, sp.trees, sp.features, sp.caption_image, 20, hub)
-    assert fixed["i2t"] == plain["i2t"]  # description keeps the raw scores
-    search = v @ y.T - hub.penalties(v)[:, None]
+    only = Hubness(Penalty(np.asarray(y, np.float32), 2, 1.0), None, {})
+    fixed = split_metrics(model, sp.trees, sp.features, sp.caption_image, 20, only)
+    assert fixed["i2t"] == plain["i2t"]  # no captions' side: description keeps raw scores
+    search = v @ y.T - only.photo_penalties(v)[:, None]
+    assert fixed["t2i"] == retrieval_metrics(v @ y.T, sp.caption_image, search)["t2i"]
+    both = Hubness(only.photos, Penalty(np.asarray(v, np.float32), 2, 1.0), {})
+    fixed = split_metrics(model, sp.trees, sp.features, sp.caption_image, 20, both)
+    describe = v @ y.T - both.caption_penalties(y)[None, :]
+    assert fixed["i2t"] == retrieval_metrics(describe, sp.caption_image)["i2t"]
     assert fixed["t2i"] == retrieval_metrics(v @ y.T, sp.caption_image, search)["t2i"]
