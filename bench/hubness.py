@@ -1,5 +1,5 @@
-"""Hubness correction of the joint space's scores, measured both ways (``/search``
-serves it for text queries: ``model.runtime.hubness``).
+"""Hubness correction of the joint space's scores, measured both ways for one model or an
+ensemble (the service's: ``model.runtime.hubness``, chosen by ``groundsearch fit-hubness``).
 
     python bench/hubness.py model/artifacts/sdt-rnn.pt --out runs/bench/hubness.json
     python bench/hubness.py A.pt B.pt C.pt          # an ensemble: the members' mean score
