@@ -31,7 +31,12 @@ from groundsearch.service.core.capabilities.library import Library
 from groundsearch.service.core.capabilities.photos import Photos
 from groundsearch.service.core.capabilities.search import PhotoSearch, Search
 from groundsearch.service.core.capabilities.status import Status
-from groundsearch.service.core.hubness import Served, served_hubness, served_penalties
+from groundsearch.service.core.hubness import (
+    Served,
+    relevance_on_raw,
+    served_hubness,
+    served_penalties,
+)
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
 from groundsearch.service.core.relevance import (
@@ -144,9 +149,10 @@ class Components:
     ) -> Components:
         sentences = Sentences(model, parse, settings.max_text_chars)
         relevance, status = served_relevance(settings, identity)
+        hub, hub_status = served_hubness(settings, identity, relevance, relevance_path(settings))
+        relevance, status = relevance_on_raw(settings, relevance, status, hub)
         judge = serving_judge(settings, identity, relevance, model, gallery)
         queries = QueryVectors(sentences, stages, query_cache)
-        hub, hub_status = served_hubness(settings, identity, relevance, relevance_path(settings))
         return cls(
             settings, model, identity, gallery, sentences, queries, stages, judge, status,
             hubness=served_penalties(hub, gallery), hubness_status=hub_status,

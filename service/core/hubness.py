@@ -34,7 +34,7 @@ from groundsearch.model.runtime.hubness import (
     file_digest,
     load_hubness,
 )
-from groundsearch.model.runtime.relevance import RelevanceModel
+from groundsearch.model.runtime.relevance import RelevanceError, RelevanceModel
 from groundsearch.service.core.relevance import photo_products
 from groundsearch.service.core.settings import ServiceSettings
 
@@ -103,6 +103,24 @@ def served_penalties(hub: Hubness | None, gallery: Gallery) -> Served | None:
     photos = Penalties(hub.photos, photo_products(gallery))
     captions = None if hub.captions is None else Penalties(hub.captions, gallery.caption_products)
     return Served(hub, photos, captions)
+
+
+def relevance_on_raw(
+    settings: ServiceSettings,
+    relevance: RelevanceModel | None,
+    status: str,
+    hub: Hubness | None,
+) -> tuple[RelevanceModel | None, str]:
+    """The relevance served beside ``hub``: one fitted on corrected scores reads raw ones
+    wrongly, so without a hubness correction it is off (RelevanceError for one the
+    settings name)."""
+    if relevance is None or hub is not None or not (relevance.info or {}).get(HUBNESS_KEY):
+        return relevance, status
+    why = "it was fitted on hubness-corrected scores, and no hubness correction is served"
+    if settings.relevance != "default":
+        raise RelevanceError(f"{settings.relevance}: {why}")
+    log.warning("relevance off: %s", why)
+    return None, f"off: {why}"
 
 
 def hubness_path(settings: ServiceSettings, relevance_file: Path | None) -> Path | None:

@@ -173,3 +173,21 @@ def test_the_caption_bank_ranks_by_score_less_penalty_exactly():
     raw = CaptionBank("test", texts, vectors).search(query, 5)
     assert [t for t, _ in raw] == [texts[i] for i in np.argsort(-(vectors @ query))[:5]]
     assert CaptionBank("empty", [], np.zeros((0, 8)), np.zeros(0)).search(query, 3) == []
+
+
+def test_a_relevance_fitted_on_corrected_scores_is_not_served_on_raw_ones(model_dir):
+    from groundsearch.model.runtime.relevance import RelevanceError
+    from groundsearch.service.core.hubness import relevance_on_raw
+
+    identity = load_hubness(model_dir / FILE_NAME).identity
+    relevance = load_relevance(model_dir / "relevance.json", identity)
+    settings = ServiceSettings(model_dir=model_dir)
+    hub, _ = served_hubness(settings, dict(identity), relevance, None)
+    assert relevance_on_raw(settings, relevance, "served", hub) == (relevance, "served")
+    off, status = relevance_on_raw(settings, relevance, "served", None)
+    assert off is None and "hubness-corrected" in status
+    raw = replace(relevance, info={**relevance.info, HUBNESS_KEY: None})
+    assert relevance_on_raw(settings, raw, "served", None) == (raw, "served")
+    named = settings.model_copy(update={"relevance": str(model_dir / "relevance.json")})
+    with pytest.raises(RelevanceError, match="hubness-corrected"):
+        relevance_on_raw(named, relevance, "served", None)
