@@ -275,6 +275,7 @@ class Readiness:
     decoder: str = "none"
     concepts: float = 0.0
     relevance: str = "none"
+    hubness: str = "none"
 
 
 @dataclass(frozen=True)
