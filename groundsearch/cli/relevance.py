@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groundsearch.cli.common import (
     checkpoint_argument,
@@ -18,6 +18,9 @@ from groundsearch.cli.common import (
     user_errors,
 )
 from groundsearch.common.settings import get_settings
+
+if TYPE_CHECKING:
+    from groundsearch.model.runtime.hubness import Hubness
 
 
 def embedded_splits(args: argparse.Namespace, split: str) -> tuple[Any, list[Any], Any]:
@@ -96,7 +99,7 @@ def hubness_path(args: argparse.Namespace) -> Path | None:
     return path
 
 
-def served_hubness(args: argparse.Namespace) -> Any:
+def served_hubness(args: argparse.Namespace) -> Hubness | None:
     """The hubness correction the command scores with (``hubness_path``), or None."""
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.hubness import load_hubness
@@ -368,8 +371,8 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--hubness",
-        help="the hubness correction of text -> photo scores (default: the artifacts' "
-        "hubness.npz when it was chosen for the checkpoint, as served; 'none': raw scores)",
+        help="the hubness correction of the scores (default: the artifacts' hubness.npz "
+        "when it was chosen for the checkpoint, as served; 'none': raw scores)",
     )
     p.add_argument(
         "--tagger",

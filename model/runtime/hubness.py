@@ -1,4 +1,4 @@
-"""Hubness correction of text → photo scores (CSLS, Conneau et al. 2018).
+"""Hubness correction of the joint scores (CSLS, Conneau et al. 2018).
 
 A few photos of a joint space lie near every sentence ("hubs") and come first for queries
 they do not fit; a few sentences likewise for photos. A photo's **penalty** is a weight ×
