@@ -244,7 +244,8 @@ refit: install
 # SDT-RNN trained as `artifacts` trains it, without the photos of ten concepts — its
 # teachers trained without them too, or they would teach it the concepts — asked for them
 # on test without and with the open-vocabulary channel (CONCEPT_WEIGHT, chosen on dev),
-# and the sample photos.
+# and the sample photos; then as /search ranks, with a hubness correction whose banks
+# leave the concepts out too.
 CONCEPTS_DIR ?= runs/concepts
 CONCEPT_WEIGHT ?= 1
 HELD_OUT_TEACHERS := $(TEACHERS:$(TEACHERS_DIR)/%=$(CONCEPTS_DIR)/teachers/%)
@@ -261,6 +262,12 @@ concepts: install $(HELD_OUT_TEACHERS)
 	for w in 0 $(CONCEPT_WEIGHT); do for split in dev test; do \
 		$(BIN)/groundsearch evaluate-concepts $(CONCEPTS_DIR)/sdt-heldout.pt --split $$split \
 			--concepts $$w --sample --out $(CONCEPTS_DIR)/heldout.$$split.w$$w.json > /dev/null; done; done
+	$(TRAIN_ENV) $(BIN)/groundsearch fit-hubness $(CONCEPTS_DIR)/sdt-heldout.pt --hold-out default \
+		--out $(CONCEPTS_DIR)/hubness.npz > $(CONCEPTS_DIR)/hubness.log
+	for split in dev test; do \
+		$(BIN)/groundsearch evaluate-concepts $(CONCEPTS_DIR)/sdt-heldout.pt --split $$split \
+			--hubness $(CONCEPTS_DIR)/hubness.npz --out $(CONCEPTS_DIR)/heldout.$$split.hub.json \
+			> /dev/null; done
 
 # The held-out-concept captioning protocol (DCC's, on Flickr8k; docs/RESULTS.md "Sentences
 # that name what the CNN sees"): a decoder trained without the photos of the ten held-out

@@ -47,7 +47,12 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError, load_captioned_images
     from groundsearch.model.data.held_out_concepts import resolve
     from groundsearch.model.data.sources import load_source
-    from groundsearch.model.runtime.checkpoints import CheckpointError, load_checkpoint
+    from groundsearch.model.runtime.checkpoints import (
+        CheckpointError,
+        checkpoint_identity,
+        load_checkpoint,
+    )
+    from groundsearch.model.runtime.hubness import HubnessError, load_hubness
     from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.images.photos import PhotoError
     from groundsearch.model.runtime.sentences import UnusableText
@@ -57,7 +62,7 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
     s = get_settings()
     parser = make_parser()
     parse = text_trees(parser)  # the text front door, over the parse cache
-    with user_errors(DatasetError, CheckpointError, UnusableText, PhotoError):
+    with user_errors(DatasetError, CheckpointError, UnusableText, PhotoError, HubnessError):
         concepts = resolve(args.hold_out)
         model = load_checkpoint(
             checkpoint_path(args), parser=parser.version, concept_weight=args.concepts
@@ -73,8 +78,13 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
             photos = model.embed_images(photo_features(ds, extractor))
             trees = parse(ds.captions)
             result["split"] = args.split
+            penalty = None
+            if args.hubness:
+                hub = load_hubness(Path(args.hubness), checkpoint_identity(checkpoint_path(args)))
+                penalty = hub.photo_penalties(photos)
+                result["hubness"] = args.hubness
             result.update(
-                held_out_metrics(model.embed_sentences, photos, ds, trees, parse, concepts)
+                held_out_metrics(model.embed_sentences, photos, ds, trees, parse, concepts, penalty)
             )
         if args.sample:
             from groundsearch.index.ingest.sample_gallery import prepare_sample_dataset
@@ -206,4 +216,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the open-vocabulary channel's weight (0: off; default: the checkpoint's)",
     )
     p.add_argument("--sample", action="store_true", help="also score the shipped sample photos")
+    p.add_argument(
+        "--hubness",
+        help="rank the split's photos as /search does, by this hubness file (chosen for "
+        "the checkpoint: `groundsearch fit-hubness [--hold-out …]`); default: raw scores",
+    )
     p.add_argument("--out", help="also write the JSON here")

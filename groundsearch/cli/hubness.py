@@ -17,6 +17,7 @@ from groundsearch.cli.common import (
     sources_of,
     user_errors,
 )
+from groundsearch.cli.concepts import held_out_names
 from groundsearch.common.settings import get_settings
 
 
@@ -24,6 +25,7 @@ def cmd_fit_hubness(args: argparse.Namespace) -> int:
     import numpy as np
 
     from groundsearch.model.data import DatasetError
+    from groundsearch.model.data.held_out_concepts import resolve, without_concepts
     from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import (
         CheckpointError,
@@ -46,6 +48,8 @@ def cmd_fit_hubness(args: argparse.Namespace) -> int:
         extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
         sources = sources_of(args)
         train = [load_source(src, "train", extractor.identity) for src in sources]
+        if args.hold_out:  # the banks of a model trained without these concepts' photos
+            train = [without_concepts(ds, resolve(args.hold_out)) for ds in train]
         rows = bank_rows([len(ds.captions) for ds in train], args.bank)
         texts = [ds.captions[i] for ds, take in zip(train, rows, strict=True) for i in take]
         captions = model.embed_sentences(parse(texts))
@@ -111,5 +115,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=positive_int,
         default=10_000,
         help="training captions in the photos' bank, and photos in the captions'",
+    )
+    p.add_argument(
+        "--hold-out",
+        type=held_out_names,
+        help="draw the banks without the training photos of these concepts (comma-separated, "
+        "or 'default'), as `train --hold-out` trained the checkpoint",
     )
     p.add_argument("--out", help="where to write it (default: the artifacts' hubness.npz)")

@@ -48,5 +48,12 @@ def test_fit_hubness_chooses_on_dev_and_writes_a_file_for_the_checkpoint(cli, tm
     for side, name in ((hub.photos, "photos_penalty"), (hub.captions, "captions_penalty")):
         assert (side.k, side.weight) == (summary[name]["k"], summary[name]["weight"])
     assert set(summary["dev_description_corrected"]) >= {"mean"}
+    held = cli(
+        "fit-hubness", "--source", str(root), "--bank", "20", "--hold-out", "dog",
+        "--out", str(tmp_path / "held.npz"),
+    )  # fmt: skip
+    assert held.returncode == 0, held.stderr
+    kept = load_hubness(tmp_path / "held.npz").captions
+    assert kept is not None and len(kept.bank) < 6  # the dog photos left out of the banks
     missing = cli("fit-hubness", "--source", str(tmp_path / "nowhere"), "--out", str(out))
     assert missing.returncode != 0 and "Traceback" not in missing.stderr

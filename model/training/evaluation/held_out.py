@@ -127,9 +127,13 @@ def held_out_metrics(
     caption_trees: Sequence[DependencyTree],
     parse: ParseFn,
     concepts: Mapping[str, Collection[str]] = HELD_OUT,
+    photo_penalty: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The protocol's figures for one model on one split (see the module docstring)."""
+    """The protocol's figures for one model on one split (see the module docstring);
+    with ``photo_penalty`` (``model.runtime.hubness``) text queries rank the photos as
+    ``/search`` does, by score − the photo's penalty."""
     result: dict[str, Any] = {"concepts": {k: list(v) for k, v in concepts.items()}}
+    penalty = 0.0 if photo_penalty is None else np.asarray(photo_penalty)[None, :]
     for kind, queries in (
         ("single", single_queries(concepts)),
         ("compositional", compositional_queries(concepts)),
@@ -140,7 +144,7 @@ def held_out_metrics(
             result[kind] = {"queries": []}
             continue
         y = embed_sentences(parse([q.text for q, _ in used]))
-        rows = ranked_query_metrics(y @ photo_vectors.T, [r for _, r in used])
+        rows = ranked_query_metrics(y @ photo_vectors.T - penalty, [r for _, r in used])
         per_query = [
             {"query": q.text, "concept": q.concept, **m}
             for (q, _), m in zip(used, rows, strict=True)
@@ -154,7 +158,7 @@ def held_out_metrics(
     forms = {f for fs in concepts.values() for f in fs}
     mention = np.array([not set(_words(c)).isdisjoint(forms) for c in ds.captions])
     y = embed_sentences(caption_trees)
-    ranks = caption_ranks(y @ photo_vectors.T, np.asarray(ds.caption_image))
+    ranks = caption_ranks(y @ photo_vectors.T - penalty, np.asarray(ds.caption_image))
     result["captions"] = {
         "held_out": recall_at(ranks[mention]),
         "others": recall_at(ranks[~mention]),

@@ -87,6 +87,25 @@ def test_held_out_metrics_on_a_tiny_split():
     held = out["captions"]["held_out"]
     assert held["captions"] == 3 and held["r@1"] == pytest.approx(100 * 2 / 3)
     assert out["captions"]["others"]["captions"] == 1
+    # ranked as /search ranks, less each photo's hubness penalty: a penalty on the cat
+    # photo sends it below the others for "a cat", and "A red car ." finds its own photo
+    fixed = held_out_metrics(
+        texts.embed,
+        photos,
+        ds,
+        texts.parse(list(ds.captions)),
+        texts.parse,
+        resolve(["cat", "car"]),
+        photo_penalty=np.array([1.5, 0.0, 0.0]),
+    )
+    singles = {q["query"]: q for q in fixed["single"]["queries"]}
+    assert singles["a cat"]["top5"][0] != 0 and singles["a car"]["top5"][0] == 2
+    assert fixed["captions"]["held_out"]["r@1"] == pytest.approx(100 * 1 / 3)
+    same = held_out_metrics(
+        texts.embed, photos, ds, texts.parse(list(ds.captions)), texts.parse,
+        resolve(["cat", "car"]), photo_penalty=np.full(3, 0.3),
+    )  # fmt: skip
+    assert same["single"] == out["single"] and same["captions"] == out["captions"]
 
 
 def test_single_queries_name_each_concept():
