@@ -12,9 +12,10 @@ bank of queries: for a photo, a sample of the training captions (Flickr8k train 
 train); for a sentence, a sample of the training photos. No test query is read, and a
 query's own term is the same for all its candidates, so it is left out.
 
-``k`` and ``λ`` (one for each direction) are chosen on the mixed dev (the mean of Flickr8k
-dev's and cc-web dev's rsums, as ``loop.dev_score``); then Flickr8k test and cc-web dev
-are scored with them, beside the uncorrected scores. Embeddings are cached in ``--work``
+``k`` and ``λ`` (one for each direction) are chosen on the mixed dev as ``fit-hubness``
+chooses them (``model.training.hubness``: banks of 10,000, the mean of Flickr8k dev's and
+cc-web dev's R sums); then Flickr8k test and cc-web dev are scored with them, beside the
+uncorrected scores. Embeddings are cached in ``--work``
 by checkpoint digest. (docs/RESULTS.md, "Hubness correction".)
 """
 
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from groundsearch.model.runtime.hubness import bank_means
-from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
+from groundsearch.model.training.hubness import DevSplit, bank_rows, choose, recall_sum
 
 #: The collections' splits read: the bank's (train), the selection's and the reports'.
 SPLITS = (
@@ -40,18 +41,8 @@ SPLITS = (
     ("cc-web", "dev"),
     ("flickr8k", "test"),
 )
-KS = (10, 25, 50, 100, 200)
 #: Candidate depths: the correction re-ranks only a query's best ``M`` by the raw score.
 DEPTHS = (10, 20, 50, 100)
-LAMBDAS = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1)
-
-
-def corrected(
-    scores: np.ndarray, photo_penalty: np.ndarray, caption_penalty: np.ndarray, lam: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Photos × captions scores for image search (each photo's penalty taken off) and
-    for description (each caption's)."""
-    return scores - lam * photo_penalty[:, None], scores - lam * caption_penalty[None, :]
 
 
 def within_depth(raw: np.ndarray, fixed: np.ndarray, depth: int, axis: int) -> np.ndarray:
@@ -62,12 +53,6 @@ def within_depth(raw: np.ndarray, fixed: np.ndarray, depth: int, axis: int) -> n
     inside = np.zeros(raw.shape, bool)
     np.put_along_axis(inside, top, True, axis=1 - axis)
     return np.where(inside, fixed, raw - 1e3)
-
-
-def direction_sums(scores: np.ndarray, caption_image: np.ndarray) -> tuple[float, float]:
-    """R@1 + R@5 + R@10 of image search (t2i) and of description (i2t)."""
-    m = retrieval_metrics(scores, caption_image)
-    return tuple(sum(m[d][f"R@{k}"] for k in (1, 5, 10)) for d in ("t2i", "i2t"))  # type: ignore[return-value]
 
 
 Space = dict[str, dict[str, np.ndarray]]
@@ -121,79 +106,55 @@ def embed(checkpoint: Path, work: Path) -> Space:
 
 
 def measure(space: Space, bank: int, seed: int = 0) -> dict[str, Any]:
-    """The grid on the mixed dev, the setting chosen for each direction, and the rsums
-    with and without it."""
-    rng = np.random.default_rng(seed)
+    """Each side's setting chosen on the mixed dev (``model.training.hubness.choose``, as
+    ``fit-hubness`` chooses), and the rsums of the report splits with and without it."""
     train = ("flickr8k-train", "cc-web-train")
-
-    def sample(rows: list[np.ndarray]) -> np.ndarray:
-        # ``bank`` rows in all, drawn from each collection in proportion to its rows
-        total = sum(len(r) for r in rows)
-        return np.concatenate(
-            [r[rng.choice(len(r), round(min(bank, total) * len(r) / total), replace=False)]
-             for r in rows]
-        )  # fmt: skip
-
-    captions = sample([space[n]["y"] for n in train])
-    photos = sample([space[n]["v"] for n in train])
+    banks = {}
+    for side, key in (("photos", "y"), ("captions", "v")):  # a photo's bank is captions
+        rows = bank_rows([len(space[n][key]) for n in train], bank, seed)
+        banks[side] = np.concatenate([space[n][key][r] for n, r in zip(train, rows, strict=True)])
+    devs = [
+        DevSplit(name, space[name]["v"], space[name]["y"], space[name]["ci"])
+        for name in ("flickr8k-dev", "cc-web-dev")
+    ]
+    chosen = {side: choose(devs, banks[side], side) for side in banks}  # fit-hubness's grid
     targets = ("flickr8k-dev", "cc-web-dev", "flickr8k-test")
-    grid: list[dict[str, Any]] = [{"k": k, "lambda": lam} for k in KS for lam in LAMBDAS]
+    raw_sums, fixed_sums, depths = {}, {}, {}
     for split in targets:
         y, v, ci = space[split]["y"], space[split]["v"], space[split]["ci"]
         raw = v @ y.T
-        for k in KS:
-            photo_pen, caption_pen = bank_means(v, captions, k), bank_means(y, photos, k)
-            for row in grid:
-                if row["k"] == k:
-                    t2i, i2t = corrected(raw, photo_pen, caption_pen, row["lambda"])
-                    row[split] = {
-                        "t2i": round(direction_sums(t2i, ci)[0], 2),
-                        "i2t": round(direction_sums(i2t, ci)[1], 2),
-                    }
-
-    def mixed(row: dict[str, Any], d: str) -> float:
-        return (row["flickr8k-dev"][d] + row["cc-web-dev"][d]) / 2
-
-    best = {d: max(grid, key=lambda r, d=d: mixed(r, d)) for d in ("t2i", "i2t")}
-    raw_row = next(r for r in grid if r["lambda"] == 0.0)
-    depths: dict[str, dict[str, float]] = {}
-    for split in targets:
-        y, v, ci = space[split]["y"], space[split]["v"], space[split]["ci"]
-        raw = v @ y.T
-        bt, bi = best["t2i"], best["i2t"]
-        t2i = raw - bt["lambda"] * bank_means(v, captions, bt["k"])[:, None]
-        i2t = raw - bi["lambda"] * bank_means(y, photos, bi["k"])[None, :]
+        cp, cc = chosen["photos"], chosen["captions"]
+        t2i = raw - cp["weight"] * bank_means(v, banks["photos"], cp["k"])[:, None]
+        i2t = raw - cc["weight"] * bank_means(y, banks["captions"], cc["k"])[None, :]
+        raw_sums[split] = round(recall_sum(raw, ci, "t2i") + recall_sum(raw, ci, "i2t"), 1)
+        fixed_sums[split] = round(recall_sum(t2i, ci, "t2i") + recall_sum(i2t, ci, "i2t"), 1)
         depths[split] = {
-            str(m): round(direction_sums(within_depth(raw, t2i, m, 1), ci)[0]
-                          + direction_sums(within_depth(raw, i2t, m, 0), ci)[1], 1)
+            str(m): round(recall_sum(within_depth(raw, t2i, m, 1), ci, "t2i")
+                          + recall_sum(within_depth(raw, i2t, m, 0), ci, "i2t"), 1)
             for m in DEPTHS
         }  # fmt: skip
-
-    def rsums(t2i_row: dict[str, Any], i2t_row: dict[str, Any]) -> dict[str, float]:
-        return {s: round(t2i_row[s]["t2i"] + i2t_row[s]["i2t"], 1) for s in targets}
-
     v, y = space["flickr8k-test"]["v"], space["flickr8k-test"]["y"]
     start = time.perf_counter()
-    bank_means(v, captions, best["t2i"]["k"])
+    bank_means(v, banks["photos"], chosen["photos"]["k"])
     penalty_s = time.perf_counter() - start
     start = time.perf_counter()
     np.argsort(-(v @ y.T), axis=0)  # the reference: every caption's ranking of the photos
     raw_s = time.perf_counter() - start
     return {
-        "bank": {"captions": len(captions), "photos": len(photos)},
+        "bank": {"captions": len(banks["photos"]), "photos": len(banks["captions"])},
         "seconds": {
             "penalties_of_1000_test_photos": round(penalty_s, 4),
             "reference_5000_captions_rank_1000_photos": round(raw_s, 4),
         },
-        "chosen": {d: {"k": best[d]["k"], "lambda": best[d]["lambda"]} for d in best},
-        "rsum_raw": rsums(raw_row, raw_row),
-        "rsum_corrected": rsums(best["t2i"], best["i2t"]),
+        "chosen": {side: {"k": c["k"], "weight": c["weight"]} for side, c in chosen.items()},
+        "rsum_raw": raw_sums,
+        "rsum_corrected": fixed_sums,
         "rsum_corrected_within_depth": depths,
         "mixed_dev": {
-            "raw": round(mixed(raw_row, "t2i") + mixed(raw_row, "i2t"), 1),
-            "corrected": round(mixed(best["t2i"], "t2i") + mixed(best["i2t"], "i2t"), 1),
+            "raw": round(sum(c["raw"]["mean"] for c in chosen.values()), 1),
+            "corrected": round(sum(c["best"]["mean"] for c in chosen.values()), 1),
         },
-        "grid": grid,
+        "grid": {side: c["grid"] for side, c in chosen.items()},
     }
 
 

@@ -67,6 +67,9 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
         model = load_checkpoint(
             checkpoint_path(args), parser=parser.version, concept_weight=args.concepts
         )
+        hub = None
+        if args.hubness:  # read before the split is embedded: a bad file fails at once
+            hub = load_hubness(Path(args.hubness), checkpoint_identity(checkpoint_path(args)))
         extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
         channel = getattr(model, "concepts", None)
         result: dict[str, Any] = {
@@ -79,8 +82,7 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
             trees = parse(ds.captions)
             result["split"] = args.split
             penalty = None
-            if args.hubness:
-                hub = load_hubness(Path(args.hubness), checkpoint_identity(checkpoint_path(args)))
+            if hub is not None:
                 penalty = hub.photo_penalties(photos)
                 result["hubness"] = args.hubness
             result.update(

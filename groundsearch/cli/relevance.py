@@ -72,7 +72,7 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
                 Path(args.tagger) if args.tagger else s.model_dir / VECTORS_FILE_NAME,
                 vectors_identity(checkpoint_identity(checkpoint_path(args))),
             )
-    hub = served_hubness(args)
+    _, hub = command_hubness(args)
     data = SplitData(ds, trees, photos, captions, columns, classes, nouns, tagger)
     if hub is not None:  # scored as /search and /describe score
         data.photo_penalty = hub.photo_penalties(photos)
@@ -80,34 +80,23 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
     return model, data, parse
 
 
-def hubness_path(args: argparse.Namespace) -> Path | None:
-    """``--hubness``: the file named, None for 'none', else the artifacts' hubness.npz
-    when it was chosen for the checkpoint (as the service serves it)."""
+def command_hubness(args: argparse.Namespace) -> tuple[Path | None, Hubness | None]:
+    """``--hubness`` and the correction it names: a file (HubnessError if it cannot be used
+    for the checkpoint), none for 'none', else the artifacts' hubness.npz when it was
+    chosen for the checkpoint (as the service serves it)."""
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.hubness import FILE_NAME, HubnessError, load_hubness
 
     named = getattr(args, "hubness", None)
     if named == "none":
-        return None
-    if named:
-        return Path(named)
-    path = get_settings().model_dir / FILE_NAME
+        return None, None
+    path = Path(named) if named else get_settings().model_dir / FILE_NAME
     try:
-        load_hubness(path, checkpoint_identity(checkpoint_path(args)))
+        return path, load_hubness(path, checkpoint_identity(checkpoint_path(args)))
     except HubnessError:
-        return None
-    return path
-
-
-def served_hubness(args: argparse.Namespace) -> Hubness | None:
-    """The hubness correction the command scores with (``hubness_path``), or None."""
-    from groundsearch.model.runtime.checkpoints import checkpoint_identity
-    from groundsearch.model.runtime.hubness import load_hubness
-
-    path = hubness_path(args)
-    if path is None:
-        return None
-    return load_hubness(path, checkpoint_identity(checkpoint_path(args)))
+        if named:
+            raise
+        return None, None
 
 
 def _errors() -> tuple[type[BaseException], ...]:
@@ -180,7 +169,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "small": "score-only models (the same hits and weights), for queries with fewer "
             "than top scores",
             # the service serves a hubness correction only with the relevance fitted on it
-            HUBNESS_KEY: file_digest(hubness_path(args)),
+            HUBNESS_KEY: file_digest(command_hubness(args)[0]),
         }
         if evidence:
             info["evidence"] = (

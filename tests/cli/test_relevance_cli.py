@@ -57,3 +57,12 @@ def test_fit_hubness_chooses_on_dev_and_writes_a_file_for_the_checkpoint(cli, tm
     assert kept is not None and len(kept.bank) < 6  # the dog photos left out of the banks
     missing = cli("fit-hubness", "--source", str(tmp_path / "nowhere"), "--out", str(out))
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("command", ["evaluate", "evaluate-concepts"])
+def test_a_hubness_file_that_cannot_be_used_is_named(cli, tmp_path, command):
+    bad = tmp_path / "hubness.npz"
+    bad.write_bytes(b"not a hubness file")
+    done = cli(command, "--hubness", str(bad), "--split", "test")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "cannot read hubness file" in done.stderr

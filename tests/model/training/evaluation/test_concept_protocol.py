@@ -71,14 +71,8 @@ def test_held_out_metrics_on_a_tiny_split():
         }
     )
     photos = np.eye(3)
-    out = held_out_metrics(
-        texts.embed,
-        photos,
-        ds,
-        texts.parse(list(ds.captions)),
-        texts.parse,
-        resolve(["cat", "car"]),
-    )
+    asked = (texts.embed, photos, ds, texts.parse(list(ds.captions)), texts.parse)
+    out = held_out_metrics(*asked, resolve(["cat", "car"]))
     singles = {q["query"]: q for q in out["single"]["queries"]}
     assert singles["a cat"]["relevant"] == 1 and singles["a cat"]["top5"][0] == 0
     assert singles["a cat"]["r@10"] == 100.0 and singles["a cat"]["p@5"] == 20.0
@@ -89,22 +83,11 @@ def test_held_out_metrics_on_a_tiny_split():
     assert out["captions"]["others"]["captions"] == 1
     # ranked as /search ranks, less each photo's hubness penalty: a penalty on the cat
     # photo sends it below the others for "a cat", and "A red car ." finds its own photo
-    fixed = held_out_metrics(
-        texts.embed,
-        photos,
-        ds,
-        texts.parse(list(ds.captions)),
-        texts.parse,
-        resolve(["cat", "car"]),
-        photo_penalty=np.array([1.5, 0.0, 0.0]),
-    )
+    fixed = held_out_metrics(*asked, resolve(["cat", "car"]), np.array([1.5, 0.0, 0.0]))
     singles = {q["query"]: q for q in fixed["single"]["queries"]}
     assert singles["a cat"]["top5"][0] != 0 and singles["a car"]["top5"][0] == 2
     assert fixed["captions"]["held_out"]["r@1"] == pytest.approx(100 * 1 / 3)
-    same = held_out_metrics(
-        texts.embed, photos, ds, texts.parse(list(ds.captions)), texts.parse,
-        resolve(["cat", "car"]), photo_penalty=np.full(3, 0.3),
-    )  # fmt: skip
+    same = held_out_metrics(*asked, resolve(["cat", "car"]), np.full(3, 0.3))
     assert same["single"] == out["single"] and same["captions"] == out["captions"]
 
 
