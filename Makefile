@@ -212,8 +212,8 @@ artifacts: install $(TEACHERS)
 	$(MAKE) --no-print-directory refit CHECKPOINT=$(ARTIFACTS)/sdt-rnn.pt OUT=$(ARTIFACTS)
 
 # Everything that reads a joint model's space, for CHECKPOINT, written into OUT: the word
-# taggers, the caption decoder, the hubness correction and the relevance model fitted on
-# its scores (SOURCES: --source flags; default:
+# taggers, the caption decoder, the hubness correction, the short queries' fusion and the
+# relevance model fitted on its scores (SOURCES: --source flags; default:
 # each command's, Flickr8k and cc-web). After `train --init` on your photos:
 #   make refit CHECKPOINT=runs/mine.pt OUT=runs/mine SOURCES="--source ~/shop/captions.tsv"
 CHECKPOINT ?= $(ARTIFACTS)/sdt-rnn.pt
@@ -236,8 +236,13 @@ refit: install
 		> $(OUT)/decoder.log 2>&1
 	$(TRAIN_ENV) $(BIN)/groundsearch fit-hubness $(CHECKPOINT) $(SOURCES) \
 		--out $(OUT)/hubness.npz > $(OUT)/hubness.log
-	$(TRAIN_ENV) $(BIN)/groundsearch fit-relevance $(CHECKPOINT) $(SOURCES) \
+	$(TRAIN_ENV) $(BIN)/groundsearch fit-fusion $(CHECKPOINT) $(SOURCES) \
 		--hubness $(OUT)/hubness.npz --tagger $(OUT)/vector_tagger.npz \
+		--out $(OUT)/fusion.json > $(OUT)/fusion.log
+	# on the joint ranking: fitted on the fused one, its threshold rule keeps the hits the
+	# evidence lifted and lets absent words through (docs/RESULTS.md, "Short queries")
+	$(TRAIN_ENV) $(BIN)/groundsearch fit-relevance $(CHECKPOINT) $(SOURCES) \
+		--hubness $(OUT)/hubness.npz --tagger $(OUT)/vector_tagger.npz --fusion none \
 		--out $(OUT)/relevance.json > $(OUT)/relevance.log
 
 # The held-out-concept protocol (docs/RESULTS.md "Concepts Flickr8k never showed"): the

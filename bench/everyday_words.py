@@ -23,6 +23,14 @@ Reported: the share of absent
 words answered "no match" (no hit at the default threshold), of present words answered
 "no match", and of present words' relevant top-5 hits kept. The labels are the captions':
 a photo may show a cup no caption names. (docs/RESULTS.md, "Everyday words".)
+
+With ``--ranking`` it scores the rankings instead (``model.training.evaluation.
+short_queries``): each word asked "WORD", "a WORD" and in two-to-three-word phrases,
+P@5, P@10 and average precision over the whole split beside their ceilings, by the joint
+score alone and as served (short queries fused with their evidence, ``fusion.json``):
+
+    python bench/everyday_words.py --ranking --split test --out runs/bench/short-test.json
+    python bench/everyday_words.py --ranking --source cc-web --split dev
 """
 
 from __future__ import annotations
@@ -36,13 +44,18 @@ from typing import Any
 import numpy as np
 
 from groundsearch.cli.common import checkpoint_path, data_option, source_of
-from groundsearch.cli.relevance import embedded_split, nouns_table
+from groundsearch.cli.relevance import command_fusion, embedded_split, nouns_table
 from groundsearch.common.settings import get_settings
 from groundsearch.model.data.held_out_concepts import photos_mentioning
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.relevance import features, load_relevance, novelty_of, word_count
 from groundsearch.model.training.evaluation.everyday import PRESENT, everyday_queries
-from groundsearch.model.training.relevance import full_model, top_of
+from groundsearch.model.training.evaluation.short_queries import (
+    ranking_figures,
+    short_queries,
+    table,
+)
+from groundsearch.model.training.relevance import full_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from detector.relevance import detector_split
@@ -58,22 +71,23 @@ def ask(args: argparse.Namespace) -> dict[str, Any]:
     trees = parse([q.text for q in queries])
     vectors = model.embed_sentences(trees)
     rows = []
-    scores_of = data.text_scores(vectors)  # as /search scores them
-    for q, tree, vector, row in zip(queries, trees, vectors, scores_of, strict=True):
+    for q, tree, vector, row in zip(
+        queries, trees, vectors, data.text_scores(vectors), strict=True
+    ):
         word, text = q.concept, q.text
         shown = photos_mentioning(data.ds, *q.groups)
         if 0 < len(shown) < PRESENT:
             continue
-        idx, scores = top_of(row[None, :], relevance.top)
-        evidence = data.evidence(data.query_nouns(tree), idx[0])
+        idx, scores = data.ranked(row, tree, relevance.top)  # as /search ranks and judges
+        evidence = data.evidence(data.query_nouns(tree), idx)
         judge = relevance if evidence is not None else relevance.without_evidence()
         threshold = relevance.default_threshold(evidence=evidence is not None)
         table = features(
-            scores[0], novelty_of(vector, data.channel_columns), relevance.top,
+            scores, novelty_of(vector, data.channel_columns), relevance.top,
             word_count(text), evidence,
         )  # fmt: skip
         p = full_model(judge, "text-image", evidence is not None).predict(table)
-        top5 = [int(i) in shown for i in idx[0][:5]]
+        top5 = [int(i) in shown for i in idx[:5]]
         rows.append(
             {
                 "word": word,
@@ -104,6 +118,72 @@ def ask(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def sentence_recalls(data: Any, scores: np.ndarray) -> dict[str, float]:
+    """Text -> image R@1, R@5, R@10 (percent) of the captions' own photos."""
+    own = data.caption_image
+    ranks = (scores > scores[np.arange(len(own)), own][:, None]).sum(axis=1)
+    return {f"r@{k}": round(float(100 * (ranks < k).mean()), 2) for k in (1, 5, 10)}
+
+
+def page_order(
+    data: Any, relevance: Any, text: str, tree: Any, vector: np.ndarray, row: np.ndarray
+) -> np.ndarray:
+    """A query's photos in the order the page lists them: its good matches (relevance at
+    or above the default threshold) in the served order, then the rest."""
+    idx, joint = data.ranked(row, tree, len(row))
+    nouns = data.query_nouns(tree)
+    evidence = data.evidence(nouns, idx)
+    novelty, words = novelty_of(vector, data.channel_columns), word_count(text)
+    p = relevance.predict("text-image", joint, novelty, words, evidence)
+    if evidence is not None and np.isnan(evidence).any():
+        plain = relevance.predict("text-image", joint, novelty, words, None)
+        p = np.where(np.isnan(evidence), plain, p)
+    good = p >= relevance.default_threshold(evidence is not None, words)
+    order = np.concatenate([idx[good], idx[~good]])
+    out = np.empty(len(row))
+    out[order] = -np.arange(len(row), dtype=np.float64)
+    return out
+
+
+def rank(args: argparse.Namespace) -> dict[str, Any]:
+    """The short queries' rankings, by the joint score and as served (module docstring)."""
+    path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
+    relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
+    model, data, parse = embedded_split(args, args.split, source_of(args))
+    queries = short_queries(data.ds, data.trees)
+    trees = parse([q.text for q in queries])
+    vectors = model.embed_sentences(trees)
+    joint = data.text_scores(vectors)
+    served = data.ranked_scores(vectors, trees)
+    page = [
+        page_order(data, relevance, q.text, t, v, row)
+        for q, t, v, row in zip(queries, trees, vectors, joint, strict=True)
+    ]
+    return {
+        "split": args.split,
+        "source": str(source_of(args)),
+        "fusion": str(command_fusion(args)[0]),
+        "joint": table(queries, lambda i: joint[i]),
+        "served": table(queries, lambda i: served[i]),
+        # as the page lists them: good matches first (relevance >= the default threshold)
+        "page": table(queries, lambda i: page[i]),
+        # the split's captions as sentence queries: text -> image R@1, R@5, R@10
+        "sentences_joint": sentence_recalls(data, data.text_scores(data.captions)),
+        "sentences_served": sentence_recalls(data, data.ranked_scores(data.captions, data.trees)),
+        "queries": [
+            {
+                "text": q.text,
+                "form": q.form,
+                "relevant": len(q.relevant),
+                "joint": ranking_figures(joint[i], q.relevant),
+                "served": ranking_figures(served[i], q.relevant),
+                "page": ranking_figures(page[i], q.relevant),
+            }
+            for i, q in enumerate(queries)
+        ],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--split", default="test")
@@ -120,18 +200,26 @@ def main() -> None:
         help="with the object detector's evidence too (bench/detector/; fit the relevance "
         "with python bench/object_detector.py fit-relevance)",
     )
+    ap.add_argument(
+        "--ranking",
+        action="store_true",
+        help="score the short queries' rankings (P@5, P@10, AP), joint and as served",
+    )
+    ap.add_argument(
+        "--fusion", help="the fusion as served (default: the shipped one; 'none': joint only)"
+    )
     ap.add_argument("--out", type=Path)
     data_option(ap)
     args = ap.parse_args()
     args.checkpoint, args.data, args.evidence, args.tagger = None, None, True, None
-    result = ask(args)
+    result = rank(args) if args.ranking else ask(args)
     text = json.dumps(result, indent=1)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n", encoding="utf-8")
-    summary = {k: v for k, v in result.items() if k != "words"}
+    summary = {k: v for k, v in result.items() if k not in ("words", "queries")}
     print(json.dumps(summary, indent=1))
-    for r in result["words"]:
+    for r in result.get("words", []):
         if (r["photos"] == 0) != r["no_match"]:  # an absent word answered, a present one not
             print(f"  {r['word']}: {r['photos']} photos, best {r['best']} at {r['threshold']}")
 

@@ -276,6 +276,7 @@ class Readiness:
     concepts: float = 0.0
     relevance: str = "none"
     hubness: str = "none"
+    fusion: str = "none"
 
 
 @dataclass(frozen=True)

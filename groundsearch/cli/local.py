@@ -96,10 +96,11 @@ class LocalGallery:
             gallery, identity = open_gallery(settings)
         try:
             from groundsearch.model.runtime.checkpoints import CheckpointError
+            from groundsearch.model.runtime.fusion import FusionError
             from groundsearch.model.runtime.hubness import HubnessError
             from groundsearch.model.runtime.relevance import RelevanceError
 
-            errors = (CheckpointError, RelevanceError, HubnessError, OSError)
+            errors = (CheckpointError, RelevanceError, HubnessError, FusionError, OSError)
             with clock.phase("model"), user_errors(*errors):
                 components = Components.open(settings, gallery, identity)
         except BaseException:

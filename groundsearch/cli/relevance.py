@@ -20,6 +20,7 @@ from groundsearch.cli.common import (
 from groundsearch.common.settings import get_settings
 
 if TYPE_CHECKING:
+    from groundsearch.model.runtime.fusion import Fusion
     from groundsearch.model.runtime.hubness import Hubness
 
 
@@ -77,6 +78,7 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
     if hub is not None:  # scored as /search and /describe score
         data.photo_penalty = hub.photo_penalties(photos)
         data.caption_penalty = hub.caption_penalties(captions)
+    data.fusion = command_fusion(args)[1]
     return model, data, parse
 
 
@@ -99,9 +101,63 @@ def command_hubness(args: argparse.Namespace) -> tuple[Path | None, Hubness | No
         return None, None
 
 
+def command_fusion(args: argparse.Namespace) -> tuple[Path | None, Fusion | None]:
+    """``--fusion`` and the fusion it names: a file (FusionError if it was chosen for
+    another checkpoint), none for 'none', else the artifacts' fusion.json when it was
+    chosen for the checkpoint (as the service serves it)."""
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.fusion import FILE_NAME, FusionError, load_fusion
+
+    named = getattr(args, "fusion", None)
+    if named == "none":
+        return None, None
+    path = Path(named) if named else get_settings().model_dir / FILE_NAME
+    try:
+        return path, load_fusion(path, checkpoint_identity(checkpoint_path(args)))
+    except FusionError:
+        if named:
+            raise
+        return None, None
+
+
+def cmd_fit_fusion(args: argparse.Namespace) -> int:
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.fusion import FILE_NAME
+    from groundsearch.model.runtime.hubness import HUBNESS_KEY, file_digest
+    from groundsearch.model.training.fusion import choose, prepare
+
+    out = Path(args.out) if args.out else get_settings().model_dir / FILE_NAME
+    args.fusion = "none"  # chosen on the joint scores
+    with user_errors(*_errors()):
+        collections = []
+        for source in sources_of(args):
+            model, data, parse = embedded_split(args, args.split, source)
+            collections.append(prepare(str(source), data, model.embed_sentences, parse))
+        identity = checkpoint_identity(checkpoint_path(args))
+        fusion, report = choose(collections, identity)
+        fusion = type(fusion)(
+            fusion.weights,
+            identity,
+            {
+                "command": "groundsearch fit-fusion",
+                "checkpoint": checkpoint_path(args).name,
+                "split": args.split,
+                "sources": [str(source) for source in sources_of(args)],
+                "rule": "per query length (content words): the weights with the best mean "
+                "short-query AP over the sources, unless the dev captions of that length lose "
+                "text -> image R@1+5+10 beyond noise (model.training.fusion)",
+                HUBNESS_KEY: file_digest(command_hubness(args)[0]),
+            },
+        )
+        fusion.save(out)
+    print(json_text({"out": str(out), **fusion.to_dict(), **report}, digits=4))
+    return 0
+
+
 def _errors() -> tuple[type[BaseException], ...]:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.fusion import FusionError
     from groundsearch.model.runtime.hubness import HubnessError
     from groundsearch.model.runtime.images.photos import PhotoError
     from groundsearch.model.runtime.relevance import RelevanceError
@@ -116,6 +172,7 @@ def _errors() -> tuple[type[BaseException], ...]:
         RelevanceError,
         TaggerError,
         HubnessError,
+        FusionError,
     )
 
 
@@ -170,6 +227,7 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
             "than top scores",
             # the service serves a hubness correction only with the relevance fitted on it
             HUBNESS_KEY: file_digest(command_hubness(args)[0]),
+            "fusion": str(command_fusion(args)[0]),
         }
         if evidence:
             info["evidence"] = (
@@ -308,6 +366,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = command(
         sub,
+        "fit-fusion",
+        cmd_fit_fusion,
+        "choose how short queries' scores are fused with the photos' evidence (the "
+        "classifier's classes and the tagger's words) on the dev splits of --source "
+        "(default: Flickr8k's and cc-web's) and write it as JSON",
+    )
+    checkpoint_argument(p, "the joint-model checkpoint whose scores are fused")
+    data_option(p, many=True, default="flickr8k,cc-web")
+    p.add_argument("--split", default="dev", choices=("dev", "train"), help="never test")
+    p.add_argument("--out", help="where to write it (default: the artifacts' fusion.json)")
+    _evidence_options(p)
+
+    p = command(
+        sub,
         "evaluate-relevance",
         cmd_evaluate_relevance,
         "the relevance model's calibration error, AUROC on concept queries and 'no match' "
@@ -362,6 +434,12 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
         "--hubness",
         help="the hubness correction of the scores (default: the artifacts' hubness.npz "
         "when it was chosen for the checkpoint, as served; 'none': raw scores)",
+    )
+    p.add_argument(
+        "--fusion",
+        help="the short queries' fusion with their evidence (default: the artifacts' "
+        "fusion.json when it was chosen for the checkpoint, as served; 'none': the joint "
+        "scores alone)",
     )
     p.add_argument(
         "--tagger",

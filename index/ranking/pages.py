@@ -115,13 +115,20 @@ class Page:
 
 @dataclass(frozen=True, eq=False)
 class Ranking:
-    """A ranking's first hits as arrays, best first: ids (int64), scores and — for a
-    date order — when each photo was taken (epoch seconds, NaN when unknown). Equal to
-    another with the same ids and scores."""
+    """A ranking's first hits as arrays, best first: ids (int64), scores, — for a date
+    order — when each photo was taken (epoch seconds, NaN when unknown) and, where the
+    order is not the joint score's (a short query's fused ranking), each hit's joint score
+    (``joint``), which its relevance reads. Equal to another with the same ids and scores."""
 
     ids: np.ndarray
     scores: np.ndarray
     taken_at: np.ndarray | None = None
+    joint: np.ndarray | None = None
+
+    @property
+    def judged(self) -> np.ndarray:
+        """The scores a relevance model reads: ``joint`` when given, else ``scores``."""
+        return self.scores if self.joint is None else self.joint
 
     @classmethod
     def found(cls, scores: np.ndarray, ids: np.ndarray) -> Ranking:

@@ -11,7 +11,7 @@ reads the ranking's dates alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -62,7 +62,7 @@ def photo_page(
         when = gallery.taken_at(ranking.ids.tolist())
         taken = [when.get(i) for i in ranking.ids.tolist()]
         dates = np.array([np.nan if t is None else t for t in taken], np.float64)
-        return Ranking(ranking.ids, ranking.scores, dates)
+        return replace(ranking, taken_at=dates)
 
     page = paginate(ranked, judge, ask.k, ask.order, threshold, cursor, key, monotone=monotone)
     found = gallery.image_records([h.id for h in page.hits])

@@ -72,29 +72,35 @@ def evidence_nouns(
     return list(dict.fromkeys(named))
 
 
-def hit_evidence(
+def evidence_channels(
     nouns: Sequence[str],
     table: NounClasses | None = None,
     classes: tuple[np.ndarray, np.ndarray] | None = None,
     tagger: WordTagger | None = None,
     products: Products | None = None,
-) -> np.ndarray | None:
-    """Each hit's evidence for ``nouns`` (None without): the larger of the classifier's
-    (its best noun among the hit's top ``classes``; a row of -1 has none) and the
-    tagger's from the hits' vectors' ``products`` (its worst noun); NaN where neither is
-    known."""
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Each hit's evidence for ``nouns`` from the classifier (its best noun among the
+    hit's top ``classes``; NaN for a row of -1, which has none) and from the tagger (its
+    worst noun, from the hits' vectors' ``products``); None for a channel without."""
+    named: np.ndarray | None = None
+    tagged: np.ndarray | None = None
     if not nouns:
-        return None
-    out: np.ndarray | None = None
+        return None, None
     if table is not None and classes is not None and table.nameable(nouns):
         ids, probs = classes
-        out = table.evidence(nouns, ids, probs)
-        if out is not None:
-            out = np.where(np.asarray(ids)[:, 0] < 0, np.nan, out)  # a row of -1: none
+        named = table.evidence(nouns, ids, probs)
+        if named is not None:
+            named = np.where(np.asarray(ids)[:, 0] < 0, np.nan, named)  # a row of -1: none
     if tagger is not None and products is not None and (cols := tagger.columns_of(nouns)):
         tagged = tagger.evidence(cols, products)
-        out = tagged if out is None else np.fmax(out, tagged)
-    return out
+    return named, tagged
+
+
+def joined(named: np.ndarray | None, tagged: np.ndarray | None) -> np.ndarray | None:
+    """The larger of two channels' evidence (NaN where neither is known; None without)."""
+    if named is None or tagged is None:
+        return named if tagged is None else tagged
+    return np.fmax(named, tagged)
 
 
 def photo_classes(model: object, features: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

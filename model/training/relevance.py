@@ -29,11 +29,13 @@ from groundsearch.model.runtime.arithmetic import arithmetic_query
 from groundsearch.model.runtime.concepts import NOUNS
 from groundsearch.model.runtime.evidence import (
     NounClasses,
+    evidence_channels,
     evidence_nouns,
-    hit_evidence,
+    joined,
     noun_words,
     top_of,
 )
+from groundsearch.model.runtime.fusion import Fusion, content_words
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.relevance import (
     FEATURES,
@@ -160,6 +162,9 @@ class SplitData:
     #: service ranks them
     photo_penalty: np.ndarray | None = None
     caption_penalty: np.ndarray | None = None
+    #: short queries' scores fused with their evidence (``model.runtime.fusion``), as
+    #: the service ranks them
+    fusion: Fusion | None = None
 
     @property
     def caption_image(self) -> np.ndarray:
@@ -170,6 +175,29 @@ class SplitData:
         them: less each photo's penalty when the split has them."""
         scores = np.asarray(vectors) @ self.photos.T
         return scores if self.photo_penalty is None else scores - self.photo_penalty[None, :]
+
+    def ranked_scores(self, vectors: np.ndarray, trees: Sequence[DependencyTree]) -> np.ndarray:
+        """``text_scores`` with each short query's row fused with its evidence (``fused``)."""
+        scores = self.text_scores(vectors)
+        return np.stack([self.fused(row, t) for row, t in zip(scores, trees, strict=True)])
+
+    def ranked(
+        self, row: np.ndarray, tree: DependencyTree, top: int = TOP
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A text query's ``top`` photos as ``/search`` ranks them (``fused``) and their
+        scores as its relevance reads them (``row``'s: the joint scores)."""
+        idx, _ = top_of(self.fused(row, tree)[None, :], top)
+        return idx[0], row[idx[0]]
+
+    def fused(self, row: np.ndarray, tree: DependencyTree) -> np.ndarray:
+        """A text query's scores of every photo (-inf: left out) as ``/search`` ranks
+        them: fused with the photos' evidence when ``fusion`` applies to it."""
+        if self.fusion is None:
+            return row
+        nouns, words = self.query_nouns(tree), content_words(tree)
+        if not self.fusion.applies(words, len(nouns)):
+            return row
+        return self.fusion.fuse(row, *self.channels(nouns, np.arange(len(row))), words)
 
     def caption_scores(self) -> np.ndarray:
         """Every photo's scores of the split's captions (photos × captions), as
@@ -186,12 +214,19 @@ class SplitData:
         return evidence_nouns(noun_words(tree), table, self.tagger)
 
     def evidence(self, nouns: Sequence[str], photos: np.ndarray) -> np.ndarray | None:
-        """Each of ``photos``' evidence for ``nouns`` (None without: ``hit_evidence``)."""
+        """Each of ``photos``' evidence for ``nouns`` (None without: the larger of ``channels``)."""
+        return joined(*self.channels(nouns, photos))
+
+    def channels(
+        self, nouns: Sequence[str], photos: np.ndarray
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Each of ``photos``' evidence for ``nouns`` from the classifier and from the
+        tagger (``evidence_channels``)."""
         idx = np.asarray(photos, np.int64)
         classes = None if self.classes is None else (self.classes[0][idx], self.classes[1][idx])
-        photos = self.photos[idx]
-        return hit_evidence(
-            nouns, self.nouns, classes, self.tagger, lambda w: row_products(photos, w)
+        vectors = self.photos[idx]
+        return evidence_channels(
+            nouns, self.nouns, classes, self.tagger, lambda w: row_products(vectors, w)
         )
 
 
@@ -282,7 +317,12 @@ def caption_pools(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) ->
     """captions → photos and photos → captions; the caption queries' checks."""
     own = data.caption_image
     relevant = caption_photo_relevant(data)
-    idx, caption_scores = top_of(data.text_scores(data.captions), top)
+    ranked = [
+        data.ranked(row, tree, top)
+        for row, tree in zip(data.text_scores(data.captions), data.trees, strict=True)
+    ]
+    idx = np.stack([i for i, _ in ranked])
+    caption_scores = np.stack([s for _, s in ranked])
     novelty = data.novelty(data.captions)
     words = np.array([word_count(c) for c in data.ds.captions])
     evidence = [
@@ -386,10 +426,10 @@ def query_runs(
         relevant = frozenset(photos_mentioning(data.ds, *q.groups))
         # absent: the concept's own photos (any caption mentions it) left out
         own = photos_mentioning(data.ds, *q.groups[:1])
-        p_idx, p_val = top_of(row[None, :], top)
+        p_idx, p_val = data.ranked(row, tree, top)
         masked = row.copy()
         masked[list(own)] = -np.inf
-        a_idx, a_val = top_of(masked[None, :], top)
+        a_idx, a_val = data.ranked(masked, tree, top)
         nouns = data.query_nouns(tree)
         runs.append(
             ConceptRun(
@@ -397,12 +437,12 @@ def query_runs(
                 q.text in singles,
                 relevant,
                 novelty_of(vec, data.channel_columns),
-                p_idx[0],
-                p_val[0],
-                a_idx[0],
-                a_val[0],
-                data.evidence(nouns, p_idx[0]),
-                data.evidence(nouns, a_idx[0]),
+                p_idx,
+                p_val,
+                a_idx,
+                a_val,
+                data.evidence(nouns, p_idx),
+                data.evidence(nouns, a_idx),
             )
         )
     return runs

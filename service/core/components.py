@@ -31,6 +31,7 @@ from groundsearch.service.core.capabilities.library import Library
 from groundsearch.service.core.capabilities.photos import Photos
 from groundsearch.service.core.capabilities.search import PhotoSearch, Search
 from groundsearch.service.core.capabilities.status import Status
+from groundsearch.service.core.fusion import Fuser, served_fusion
 from groundsearch.service.core.hubness import (
     Served,
     relevance_on_raw,
@@ -75,6 +76,9 @@ class Components:
     #: rankings corrected for hubness: the gallery's penalties (None: raw scores)
     hubness: Served | None = None
     hubness_status: str = "none"
+    #: short queries ranked by their fused scores (None: joint scores alone)
+    fuser: Fuser | None = None
+    fusion_status: str = "none"
     #: the server's parse threads (a command parses in its own thread)
     batcher: ParseBatcher | None = None
     #: the folders the server keeps indexed (``serve --watch``), if any
@@ -152,10 +156,12 @@ class Components:
         hub, hub_status = served_hubness(settings, identity, relevance, relevance_path(settings))
         relevance, status = relevance_on_raw(settings, relevance, status, hub)
         judge = serving_judge(settings, identity, relevance, model, gallery)
+        fusion, fusion_status = served_fusion(settings, identity, judge, relevance_path(settings))
         queries = QueryVectors(sentences, stages, query_cache)
         return cls(
             settings, model, identity, gallery, sentences, queries, stages, judge, status,
             hubness=served_penalties(hub, gallery), hubness_status=hub_status,
+            fuser=Fuser(fusion, judge) if fusion else None, fusion_status=fusion_status,
         )  # fmt: skip
 
     @cached_property
@@ -216,7 +222,12 @@ class Capabilities:
     def search(self) -> Search:
         c = self.components
         return Search(
-            c.queries, c.gallery, c.stages, c.judge, c.hubness.photos if c.hubness else None
+            c.queries,
+            c.gallery,
+            c.stages,
+            c.judge,
+            c.hubness.photos if c.hubness else None,
+            c.fuser,
         )
 
     @cached_property

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from groundsearch.model.runtime.evidence import NounWords, noun_words
+from groundsearch.model.runtime.fusion import content_words
 from groundsearch.model.runtime.parsing import DependencyTree
 from groundsearch.model.runtime.sentences import Sentences
 from groundsearch.service.core.timing import Stages, Timings
@@ -24,7 +25,7 @@ class QueryVectors:
 
     def __init__(self, door: Sentences, stages: Stages, size: int) -> None:
         self.door, self.stages, self.size = door, stages, size
-        self._cache: OrderedDict[str, tuple[np.ndarray, NounWords]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[np.ndarray, NounWords, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def clean(self, text: str, what: str = "text") -> str:
@@ -48,8 +49,9 @@ class QueryVectors:
 
     def vector_and_nouns(
         self, cleaned: str, timings: Timings, what: str = "text"
-    ) -> tuple[np.ndarray, NounWords]:
-        """The unit query vector and noun words of a cleaned text, cached."""
+    ) -> tuple[np.ndarray, NounWords, int]:
+        """The unit query vector, noun words and number of content words of a cleaned
+        text, cached."""
         with self._lock:
             cached = self._cache.get(cleaned)
             if cached is not None:
@@ -57,7 +59,7 @@ class QueryVectors:
                 return cached
         tree = self.trees([cleaned], [what], timings)[0]
         with self.stages.stage("encode", timings):
-            entry = (self.door.embed([tree])[0], noun_words(tree))
+            entry = (self.door.embed([tree])[0], noun_words(tree), content_words(tree))
         if self.size:
             with self._lock:
                 self._cache[cleaned] = entry

@@ -9,7 +9,7 @@ one every hit's relevance is null.
 
 **Evidence** (text → photo only): a query with a noun the backbone's classes name
 (``noun_classes.tsv``) or the vector tagger tags (``vector_tagger.npz``) is judged by the
-evidence model, each hit reading ``hit_evidence`` from the photo's stored top classes and
+evidence model, each hit reading ``evidence_channels`` from the photo's stored top classes and
 vector. A gallery that does not store every photo's classes has the tagger's evidence
 only until an indexing run fills them (``ClassesKept`` asks again each minute).
 """
@@ -29,7 +29,13 @@ import numpy as np
 from groundsearch.index.errors import UnknownItemError
 from groundsearch.index.gallery import Gallery
 from groundsearch.model.runtime.evidence import FILE_NAME as NOUNS_FILE_NAME
-from groundsearch.model.runtime.evidence import NounClasses, NounWords, evidence_nouns, hit_evidence
+from groundsearch.model.runtime.evidence import (
+    NounClasses,
+    NounWords,
+    evidence_channels,
+    evidence_nouns,
+    joined,
+)
 from groundsearch.model.runtime.relevance import (
     RelevanceError,
     RelevanceModel,
@@ -126,14 +132,21 @@ class Judge:
 
     def evidence(self, nouns: Sequence[str], ids: Sequence[int] | np.ndarray) -> np.ndarray | None:
         """Each hit photo's evidence for ``nouns`` (NaN: none known; None without)."""
+        return joined(*self.channels(nouns, ids))
+
+    def channels(
+        self, nouns: Sequence[str], ids: Sequence[int] | np.ndarray
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Each hit photo's evidence for ``nouns`` from the classifier's stored classes and
+        from the tagger (``evidence_channels``; None for a channel without)."""
         ids = np.asarray(ids, np.int64)
         products = self.products
         if not nouns or products is None or not ids.size:
-            return None
+            return None, None
         classes = None
         if self.nouns is not None and self.classes is not None and self.nouns.nameable(nouns):
             classes = self.classes(ids)
-        return hit_evidence(
+        return evidence_channels(
             nouns, self.nouns, classes, self.tagger, lambda weights: products(ids, weights)
         )
 

@@ -98,6 +98,14 @@ class ServiceSettings(Settings):
         "chosen for the served checkpoint and the relevance was fitted on it), 'none', or "
         "a hubness file (which must be).",
     )
+    fusion: str = Field(
+        default="default",
+        description="Short queries' fusion with what each photo shows (/search ranks a "
+        "query of a word or two by its score fused with the classifier's and the tagger's "
+        "evidence): 'default' (the fusion.json beside the relevance file or the model "
+        "directory's, used when it was chosen for the served checkpoint and the relevance "
+        "was fitted on it), 'none', or a fusion file (which must be).",
+    )
     query_cache: int = Field(default=4096, ge=0, description="Query vectors kept in memory.")
     parse_workers: int = Field(
         default=1,

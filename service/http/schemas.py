@@ -434,3 +434,8 @@ class Readiness(BaseModel):
         description="The hubness correction /search ranks a text query's photos by (score "
         "less each photo's penalty), or why none.",
     )
+    fusion: str = Field(
+        default="none",
+        description="How /search ranks a query of a word or two (its score fused with what "
+        "each photo shows: the classifier's classes and the tagger's words), or why not.",
+    )

@@ -38,10 +38,16 @@ def forms(word: str) -> tuple[str, ...]:
     return (word, word + "s", word + "es")
 
 
+def article(word: str) -> str:
+    """The indefinite article people write before ``word`` ("an apple")."""
+    return "an" if word[0] in "aeiou" else "a"
+
+
 def everyday_queries() -> list[ConceptQuery]:
-    """Every everyday word as its query ("a cup"; the ``BARE`` ones alone), sorted."""
+    """Every everyday word as its query ("a cup", "an apple"; the ``BARE`` ones alone),
+    sorted."""
     words = sorted(set(COCO_WORDS) | set(CONCEPT_WORDS))
-    return [ConceptQuery(w if w in BARE else f"a {w}", w, (forms(w),)) for w in words]
+    return [ConceptQuery(w if w in BARE else f"{article(w)} {w}", w, (forms(w),)) for w in words]
 
 
 def present_queries(ds: CaptionedImages) -> list[ConceptQuery]:

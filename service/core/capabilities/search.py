@@ -12,6 +12,7 @@ from groundsearch.index.gallery import Gallery
 from groundsearch.index.ranking.pages import Page, Ranking
 from groundsearch.index.ranking.photo_pages import PageAsk, photo_page
 from groundsearch.model.runtime.arithmetic import arithmetic_query
+from groundsearch.service.core.fusion import Fuser
 from groundsearch.service.core.hubness import Penalties
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
@@ -29,6 +30,8 @@ class Search:
     judge: Judge = NO_JUDGE
     #: the hubness correction: hits re-ranked by score − the photo's penalty
     penalties: Penalties | None = None
+    #: short queries' scores fused with their hits' evidence (None: joint scores alone)
+    fuser: Fuser | None = None
 
     def clean(self, text: str) -> str:
         """The query as cleaned (once, at the route); UnusableText if it cannot be used."""
@@ -43,17 +46,20 @@ class Search:
     ) -> tuple[Page, Timings, float | None]:
         """The page ``ask`` wants of the photos matching a cleaned query, and the threshold."""
         timings: Timings = {}
-        vec, words = self.queries.vector_and_nouns(cleaned, timings)
+        vec, words, content = self.queries.vector_and_nouns(cleaned, timings)
         nouns = self.judge.named(words)
         threshold = self.judge.threshold(min_relevance, bool(nouns), cleaned)
+        fuser = self.fuser if self.fuser and self.fuser.applies(content, nouns) else None
 
         def fetch(n: int) -> Ranking:
             ranking = self.gallery.rank_images(vec, n, ask.where)
-            return ranking if self.penalties is None else self.penalties.rank(ranking)
+            if self.penalties is not None:
+                ranking = self.penalties.rank(ranking)
+            return ranking if fuser is None else fuser.rank(ranking, nouns, content)
 
         def judge(ranking: Ranking) -> np.ndarray | None:
             evidence = self.judge.evidence(nouns, ranking.ids)
-            return self.judge.relevance("text-image", ranking.scores, vec, cleaned, evidence)
+            return self.judge.relevance("text-image", ranking.judged, vec, cleaned, evidence)
 
         with self.stages.stage("search", timings):
             page = photo_page(

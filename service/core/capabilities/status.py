@@ -36,4 +36,5 @@ class Status:
             concepts=channel.config.weight if channel is not None else 0.0,
             relevance=c.relevance_status,
             hubness=c.hubness_status,
+            fusion=c.fusion_status,
         )
