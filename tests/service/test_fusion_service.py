@@ -77,6 +77,7 @@ def test_a_short_query_is_ranked_by_its_fused_scores(components):
         assert all(h.relevance == pytest.approx(relevance[h.id]) for h in after.hits)
     assert changed  # the evidence moved photos
 
+
 def test_a_sentence_is_not_fused(components):
     c = components
     plain = Search(c.queries, c.gallery, c.stages, c.judge, c.hubness.photos)
