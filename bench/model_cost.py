@@ -11,6 +11,7 @@ caption bank on, as served), waits until each has loaded its caption bank, then 
 the same requests to both, alternating which goes first: `--queries` distinct Flickr8k
 *training* captions to `/search` (never in the galleries, each sent once per server)
 and `--photos` Flickr8k *dev* photos to `/describe` (uploads; never in the galleries).
+With `--short`, everyday words ("dog", "a dog") instead of captions (the fused path).
 Prints JSON: client p50 / p99 per route and server, their ratio (now ÷ before), the
 servers' median stages and what each serves (checkpoint, bank, decoder).
 """
@@ -93,6 +94,15 @@ def dev_photos(data: Path, n: int) -> list[Path]:
     return [data / "Images" / name for name in names]
 
 
+def short_texts(n: int) -> list[str]:
+    """Up to ``n`` distinct short queries: every everyday word as asked, then bare."""
+    from groundsearch.model.training.evaluation.everyday import everyday_queries
+
+    asked = [q.text for q in everyday_queries()]
+    bare = [q.concept for q in everyday_queries() if q.concept != q.text]
+    return list(dict.fromkeys(asked + bare))[:n]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", type=Path, required=True, help="a model_dir to compare")
@@ -101,6 +111,12 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=150)
     ap.add_argument("--photos", type=int, default=60)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--short",
+        action="store_true",
+        help="send short queries instead of captions: each everyday word bare and as "
+        "'a WORD' (model.training.evaluation.everyday), as people search a library",
+    )
     args = ap.parse_args()
 
     args.work.mkdir(parents=True, exist_ok=True)
@@ -118,7 +134,11 @@ def main() -> None:
             name: bank_loaded(proc, url, args.work / name / "serve.log", 1800)
             for name, (proc, url) in servers.items()
         }
-        texts = sentences(args.data, args.queries, args.seed)
+        texts = (
+            short_texts(args.queries)
+            if args.short
+            else sentences(args.data, args.queries, args.seed)
+        )
         photos = dev_photos(args.data, args.photos)
         ms: dict[str, dict[str, list[float]]] = {
             r: {n: [] for n in models} for r in ("search", "describe")

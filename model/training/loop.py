@@ -53,6 +53,7 @@ from groundsearch.model.training.losses import (
     ranking_loss,
     squared_loss,
 )
+from groundsearch.model.training.phrases import fitting, photo_nouns, with_phrases
 from groundsearch.model.training.teacher import Teacher
 
 OPTIMIZERS = ("adagrad", "adam-cyclic")
@@ -92,6 +93,13 @@ class TrainConfig:
         metadata={"help": "τ of the distillation's softmax (scores / τ; chosen on the mixed dev)"},
     )
     normalize: bool = field(default=False, metadata={"help": "cosine instead of inner product"})
+    phrases: float = field(
+        default=0.0,
+        metadata={
+            "help": "draws per epoch of each caption's noun phrases in all ('a black dog': "
+            "extra positives of its photo, model.training.phrases); 0: none"
+        },
+    )
     optimizer: str = field(default="adagrad", metadata={"choices": OPTIMIZERS})
     lr: float = 1e-2
     lr_min: float = field(
@@ -143,6 +151,9 @@ class Split:
     caption_image: np.ndarray
     rate: np.ndarray | None = None  # each caption's draws per epoch (None: 1 each)
     teacher: Teacher | None = None  # its captions and images in a teacher's space
+    #: a noun phrase's noun ("" for a caption), and each photo's caption nouns
+    phrase_nouns: np.ndarray | None = None
+    photo_nouns: list[frozenset] | None = None
 
     def __post_init__(self) -> None:
         if len(self.trees) == 0 or len(self.features) == 0:
@@ -227,6 +238,10 @@ def train(
     beats that state on dev (``hist.ensemble_dev_rsum`` records it either way)."""
     if cfg.distill and train_split.teacher is None:
         raise ValueError("distillation (--distill) needs a teacher (--teacher CHECKPOINT)")
+    if cfg.phrases and train_split.phrase_nouns is None:
+        if cfg.distill:
+            raise ValueError("--phrases and --distill do not go together (no teacher scores)")
+        train_split = phrase_split(train_split, cfg.phrases)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     opt = _optimizer(model, cfg)
@@ -271,7 +286,11 @@ def train(
                 loss = contrastive_loss(v, y, cfg.temperature, image_ids=image_rows) / len(idx)
             else:
                 hardest = cfg.hardest and epoch > cfg.warmup
-                loss = ranking_loss(v, y, cfg.margin, hardest, image_ids=image_rows) / len(idx)
+                fits = None
+                if train_split.phrase_nouns is not None and train_split.photo_nouns:
+                    nouns, photos = train_split.phrase_nouns[idx], train_split.photo_nouns
+                    fits = torch.as_tensor(fitting(nouns, image_rows.numpy(), photos))
+                loss = ranking_loss(v, y, cfg.margin, hardest, image_rows, fits) / len(idx)
             if cfg.distill and train_split.teacher is not None:
                 teacher = train_split.teacher.scores(image_rows.numpy(), idx)
                 taught = distillation_loss(v @ y.T, teacher, cfg.distill_temperature)
@@ -322,6 +341,15 @@ def train(
                 f"{hist.ensemble_dev_rsum:.1f} ({kept})"
             )
     return hist
+
+
+def phrase_split(split: Split, per_caption: float) -> Split:
+    """``split`` with its captions' noun phrases (``model.training.phrases``)."""
+    trees, links, rate, nouns = with_phrases(
+        split.trees, split.caption_image, split.rate, per_caption
+    )
+    photos = photo_nouns(split.trees, split.caption_image)
+    return Split(trees, split.features, links, rate, None, nouns, photos)
 
 
 def fine_tune(

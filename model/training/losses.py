@@ -45,8 +45,10 @@ def ranking_loss(
     margin: float = 3.0,
     hardest: bool = False,
     image_ids: torch.Tensor | None = None,
+    fitting: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Eq. 5 summed over the batch (without the λ‖θ‖² term; use weight decay for that)."""
+    """Eq. 5 summed over the batch (without the λ‖θ‖² term; use weight decay for that);
+    ``fitting`` (images × sentences): pairs of other photos that are no negatives."""
     if images.shape != sentences.shape or images.ndim != 2:
         raise ValueError(
             f"images {tuple(images.shape)} and sentences "
@@ -58,6 +60,8 @@ def ranking_loss(
         same = torch.eye(len(scores), dtype=torch.bool, device=scores.device)
     else:
         same = image_ids[:, None] == image_ids[None, :]
+    if fitting is not None:
+        same = same | fitting
     # describing images: image i ranks sentences c; image search: sentence i ranks images c
     cost_s = (margin - correct[:, None] + scores).clamp(min=0).masked_fill(same, 0)
     cost_i = (margin - correct[None, :] + scores).clamp(min=0).masked_fill(same, 0)
