@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import queue
+import signal
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
@@ -96,7 +97,19 @@ class ParserProcess:
 def _child_main(
     conn: Connection, parser_dir: str, cache_dir: str, direct: bool, warm_words: int
 ) -> None:
-    """A parser process: batches of texts in, ``(ok, tree dict | message)`` pairs out."""
+    """A parser process: batches of texts in, ``(ok, tree dict | message)`` pairs out.
+    It leaves Ctrl-C to its parent and ends quietly when the parent is gone (a server
+    stopping while the child warms up or answers: no traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it (close)
+    try:
+        _serve_parses(conn, parser_dir, cache_dir, direct, warm_words)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        return  # the parent closed its end
+
+
+def _serve_parses(
+    conn: Connection, parser_dir: str, cache_dir: str, direct: bool, warm_words: int
+) -> None:
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -106,13 +119,7 @@ def _child_main(
     parser.warm(warm_words)  # load the models (and common words) before saying ready
     parser.parse(["A dog runs on the beach ."])
     conn.send("ready")
-    while True:
-        try:
-            texts = conn.recv()
-        except EOFError:  # the parent is gone
-            return
-        if texts is None:
-            return
+    while (texts := conn.recv()) is not None:
         conn.send(
             [
                 (False, str(o)) if isinstance(o, ParseError) else (True, o.to_dict())
