@@ -16,7 +16,8 @@ COCO's 80 object categories said as one everyday word ("hydrant", "teddy",
 photos users keep, not chosen from Flickr8k. A word is *absent* from the split when no
 caption of its photos uses it (or its plural), *present* when captions of at least 3 of
 its photos do; the others are left out. Each word is asked as "a WORD" ("snow", "coffee"…
-bare) against every photo of the split and judged as the service judges a query (the
+bare) against every photo of the split, ranked as ``/search`` ranks (a short query fused
+with its evidence) and judged as the service judges a query's window (the
 shipped relevance model, evidence from the vector tagger when the word is one of its
 nouns, and the classifier's from each photo's top classes when it names the word).
 Reported: the share of absent
@@ -78,7 +79,8 @@ def ask(args: argparse.Namespace) -> dict[str, Any]:
         shown = photos_mentioning(data.ds, *q.groups)
         if 0 < len(shown) < PRESENT:
             continue
-        idx, scores = data.ranked(row, tree, relevance.top)  # as /search ranks and judges
+        # as /search ranks and judges: every photo of the split (its window), best first
+        idx, scores = data.ranked(row, tree, len(row))
         evidence = data.evidence(data.query_nouns(tree), idx)
         judge = relevance if evidence is not None else relevance.without_evidence()
         threshold = relevance.default_threshold(evidence=evidence is not None)

@@ -62,11 +62,13 @@ def feature_columns(
     words: int = 0,
     evidence: Sequence[float] | np.ndarray | None = None,
 ) -> dict[str, np.ndarray | float]:
-    """Each of ``FEATURES`` for one query's hits, from its scores best first (at least
-    its top ``top``), novelty, number of words and each hit's evidence (0 without): an
-    array along the hits, or one number where the feature is the query's."""
+    """Each of ``FEATURES`` for one query's hits, from its scores (at least its top
+    ``top``; ``mean`` and ``lead`` read the ``top`` largest, in whatever order the hits
+    come: a fused ranking's), novelty, number of words and each hit's evidence (0
+    without): an array along the hits, or one number where the feature is the query's."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    head = s[: max(top, 1)]
+    k = min(max(top, 1), s.size)  # the query's top scores, whatever the hits' order
+    head = np.partition(s, s.size - k)[s.size - k :] if s.size else s
     mean = float(head.mean()) if s.size else 0.0
     best = float(head.max()) if s.size else 0.0
     if evidence is None:
