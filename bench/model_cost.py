@@ -183,7 +183,8 @@ def main() -> None:
         "photos": len(photos),
         "served": {
             name: {
-                k: ready[name].get(k) for k in ("checkpoint", "caption_bank", "decoder", "images")
+                k: ready[name].get(k)
+                for k in ("checkpoint", "caption_bank", "decoder", "images", "fusion")
             }
             for name in models
         },
