@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -49,6 +51,20 @@ def write_text(path: Path, text: str) -> None:
     """Write a UTF-8 text file atomically (readers see the old or the new file, whole)."""
     with atomic_path(path) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")
+
+
+def write_json(path: Path, data: object) -> None:
+    """Write ``data`` as indented JSON atomically."""
+    write_text(Path(path), json.dumps(data, indent=1) + "\n")
+
+
+def read_json(path: Path, what: str, error: type[Exception]) -> Any:
+    """The JSON in ``path``; ``error`` ("cannot read <what> <path>: why") if it is missing
+    or not JSON."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise error(f"cannot read {what} {path}: {exc}") from None
 
 
 def torch_save(obj: object, path: Path) -> None:

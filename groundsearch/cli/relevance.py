@@ -4,8 +4,9 @@ model (``model.runtime.relevance``), fitted on Flickr8k dev and measured on test
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from groundsearch.cli.common import (
     checkpoint_argument,
@@ -18,6 +19,8 @@ from groundsearch.cli.common import (
     user_errors,
 )
 from groundsearch.common.settings import get_settings
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from groundsearch.model.runtime.fusion import Fusion
@@ -83,38 +86,38 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
 
 
 def command_hubness(args: argparse.Namespace) -> tuple[Path | None, Hubness | None]:
-    """``--hubness`` and the correction it names: a file (HubnessError if it cannot be used
-    for the checkpoint), none for 'none', else the artifacts' hubness.npz when it was
-    chosen for the checkpoint (as the service serves it)."""
-    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    """``--hubness`` and the correction it names (``_named_file``: as the service serves it)."""
     from groundsearch.model.runtime.hubness import FILE_NAME, HubnessError, load_hubness
 
-    named = getattr(args, "hubness", None)
-    if named == "none":
-        return None, None
-    path = Path(named) if named else get_settings().model_dir / FILE_NAME
-    try:
-        return path, load_hubness(path, checkpoint_identity(checkpoint_path(args)))
-    except HubnessError:
-        if named:
-            raise
-        return None, None
+    return _named_file(args, "hubness", FILE_NAME, load_hubness, HubnessError)
 
 
 def command_fusion(args: argparse.Namespace) -> tuple[Path | None, Fusion | None]:
-    """``--fusion`` and the fusion it names: a file (FusionError if it was chosen for
-    another checkpoint), none for 'none', else the artifacts' fusion.json when it was
-    chosen for the checkpoint (as the service serves it)."""
-    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    """``--fusion`` and the fusion it names (``_named_file``: as the service serves it)."""
     from groundsearch.model.runtime.fusion import FILE_NAME, FusionError, load_fusion
 
-    named = getattr(args, "fusion", None)
+    return _named_file(args, "fusion", FILE_NAME, load_fusion, FusionError)
+
+
+def _named_file(
+    args: argparse.Namespace,
+    option: str,
+    name: str,
+    load: Callable[[Path, dict[str, str]], T],
+    error: type[Exception],
+) -> tuple[Path | None, T | None]:
+    """The file an option names and what ``load`` reads of it for the checkpoint: a path
+    (``error`` if it cannot be used for the checkpoint), none for 'none', else the
+    artifacts' ``name`` when it was made for the checkpoint."""
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+
+    named = getattr(args, option, None)
     if named == "none":
         return None, None
-    path = Path(named) if named else get_settings().model_dir / FILE_NAME
+    path = Path(named) if named else get_settings().model_dir / name
     try:
-        return path, load_fusion(path, checkpoint_identity(checkpoint_path(args)))
-    except FusionError:
+        return path, load(path, checkpoint_identity(checkpoint_path(args)))
+    except error:
         if named:
             raise
         return None, None

@@ -22,7 +22,6 @@ the mixed dev (``groundsearch fit-fusion``, ``model.training.fusion``) and store
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from groundsearch.common.files import read_json, write_json
 from groundsearch.model.runtime.concepts import FUNCTION_TAGS
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
@@ -146,19 +146,12 @@ class Fusion:
             raise FusionError(f"a fusion file is malformed: {exc!r}") from None
 
     def save(self, path: Path) -> None:
-        from groundsearch.common.files import atomic_path
-
-        with atomic_path(Path(path)) as tmp:
-            Path(tmp).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        write_json(path, self.to_dict())
 
 
 def load_fusion(path: Path, identity: Mapping[str, str] | None = None) -> Fusion:
     """The fusion in ``path``; FusionError if unreadable or chosen for another ``identity``."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise FusionError(f"cannot read fusion file {path}: {exc}") from None
-    fusion = Fusion.from_dict(data)
+    fusion = Fusion.from_dict(read_json(path, "fusion file", FusionError))
     if identity is not None and dict(fusion.identity) != dict(identity):
         raise FusionError(f"{path} was chosen for another checkpoint")
     return fusion

@@ -21,7 +21,6 @@ passed; with evidence relevance may rise down a ranking. Format-1 and -2 files s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,19 +323,16 @@ class RelevanceModel:
             raise RelevanceError(f"a relevance model is malformed: {exc!r}") from None
 
     def save(self, path: Path) -> None:
-        from groundsearch.common.files import atomic_path
+        from groundsearch.common.files import write_json
 
-        with atomic_path(Path(path)) as tmp:
-            Path(tmp).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        write_json(path, self.to_dict())
 
 
 def load_relevance(path: Path, identity: Mapping[str, str] | None = None) -> RelevanceModel:
     """The relevance model in ``path``; RelevanceError if unreadable or for another ``identity``."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RelevanceError(f"cannot read relevance model {path}: {exc}") from None
-    model = RelevanceModel.from_dict(data)
+    from groundsearch.common.files import read_json
+
+    model = RelevanceModel.from_dict(read_json(path, "relevance model", RelevanceError))
     if identity is not None and dict(model.identity) != dict(identity):
         raise RelevanceError(f"{path} was fitted for another checkpoint")
     return model

@@ -28,21 +28,12 @@ from groundsearch.service.core.settings import ServiceSettings
 log = logging.getLogger(__name__)
 
 
-def fusion_path(settings: ServiceSettings, relevance_file: Path | None) -> Path | None:
-    """The fusion file the settings name (None: 'none')."""
-    if settings.fusion == "none":
-        return None
-    if settings.fusion == "default":
-        return settings.companion(relevance_file, FILE_NAME)
-    return Path(settings.fusion)
-
-
 def served_fusion(
     settings: ServiceSettings, identity: dict[str, str], judge: Judge, relevance_file: Path | None
 ) -> tuple[Fusion | None, str]:
     """The fusion served (None: joint scores alone) and a line for ``/ready``; a file
     named by the settings that cannot be served raises FusionError."""
-    path = fusion_path(settings, relevance_file)
+    path = settings.beside_relevance("fusion", relevance_file, FILE_NAME)
     if path is None:
         return None, "none"
     default = settings.fusion == "default"

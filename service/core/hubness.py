@@ -123,15 +123,6 @@ def relevance_on_raw(
     return None, f"off: {why}"
 
 
-def hubness_path(settings: ServiceSettings, relevance_file: Path | None) -> Path | None:
-    """The hubness file the settings name (None: 'none')."""
-    if settings.hubness == "none":
-        return None
-    if settings.hubness == "default":
-        return settings.companion(relevance_file, FILE_NAME)
-    return Path(settings.hubness)
-
-
 def served_hubness(
     settings: ServiceSettings,
     identity: dict[str, str],
@@ -140,7 +131,7 @@ def served_hubness(
 ) -> tuple[Hubness | None, str]:
     """The hubness correction served (None: raw scores) and a line for ``/ready``; a
     file named by the settings that cannot be served raises HubnessError."""
-    path = hubness_path(settings, relevance_file)
+    path = settings.beside_relevance("hubness", relevance_file, FILE_NAME)
     if path is None:
         return None, "none"
     default = settings.hubness == "default"

@@ -201,6 +201,16 @@ class ServiceSettings(Settings):
     def index_path(self) -> Path:
         return self.index_dir or self.gallery_dir
 
+    def beside_relevance(self, setting: str, relevance_file: Path | None, name: str) -> Path | None:
+        """The file a setting (``hubness``, ``fusion``) names: None for 'none', the
+        ``name`` beside ``relevance_file`` (``companion``) for 'default', else its path."""
+        value = str(getattr(self, setting))
+        if value == "none":
+            return None
+        if value == "default":
+            return self.companion(relevance_file, name)
+        return Path(value)
+
     def companion(self, path: Path | None, name: str) -> Path:
         """The file ``name`` beside ``path`` (a decoder or relevance file: ``make refit``
         writes their taggers into the same folder) when there is one, else the model
