@@ -122,3 +122,18 @@ def test_which_fusion_is_served(model_dir, service_components, tmp_path):
     bad = settings.model_copy(update={"fusion": str(model_dir / FILE_NAME)})
     with pytest.raises(FusionError, match="cannot read fusion file"):
         served_fusion(bad, identity, c.judge, None)
+
+
+def test_a_fused_query_pages_through_every_photo_once(components):
+    c = components
+    search = Search(c.queries, c.gallery, c.stages, c.judge, c.hubness.photos, c.fuser)
+    cleaned = search.clean("a dog")
+    whole, _, _ = search.run(cleaned, PageAsk(k=8), min_relevance=0)
+    seen, cursor = [], None
+    while True:
+        page, _, _ = search.run(cleaned, PageAsk(k=3, cursor=cursor), min_relevance=0)
+        seen += [h.id for h in page.hits]
+        if page.next is None:
+            break
+        cursor = page.next
+    assert seen == [h.id for h in whole.hits] and len(set(seen)) == c.gallery.counts()["images"]
