@@ -35,15 +35,20 @@ class HubnessError(ValueError):
     """A hubness file that cannot be used (unreadable, inconsistent, another checkpoint)."""
 
 
+def top_means(scores: np.ndarray, k: int) -> np.ndarray:
+    """Each row's mean of its ``k`` largest scores (all of them when fewer)."""
+    scores = np.asarray(scores)
+    k = max(1, min(k, scores.shape[1]))
+    return np.partition(scores, -k, axis=1)[:, -k:].mean(axis=1).astype(np.float64)
+
+
 def bank_means(x: np.ndarray, bank: np.ndarray, k: int) -> np.ndarray:
     """Each row's mean of its ``k`` largest inner products with the bank's rows."""
     x = np.asarray(x, np.float32)
     bank = np.asarray(bank, np.float32)
-    k = max(1, min(k, len(bank)))
     out = np.empty(len(x), np.float64)
     for start in range(0, len(x), CHUNK):
-        s = x[start : start + CHUNK] @ bank.T
-        out[start : start + CHUNK] = np.partition(s, -k, axis=1)[:, -k:].mean(axis=1)
+        out[start : start + CHUNK] = top_means(x[start : start + CHUNK] @ bank.T, k)
     return out
 
 
@@ -68,6 +73,10 @@ class Penalty:
         if not len(vectors) or self.weight == 0.0:
             return np.zeros(len(vectors))
         return self.weight * bank_means(vectors, self.bank, self.k)
+
+    def of_products(self, products: np.ndarray) -> np.ndarray:
+        """The penalties of items from their inner products with the bank (items × bank)."""
+        return self.weight * top_means(products, self.k)
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,16 +68,18 @@ class Penalties:
             new: dict[int, float] = {}
             for start in range(0, missing.size, CHUNK):
                 part = missing[start : start + CHUNK]
-                scores = self.products(part, side.bank)
-                k = min(side.k, scores.shape[1])
-                means = np.partition(scores, -k, axis=1)[:, -k:].mean(axis=1)
-                new.update(zip(part.tolist(), (side.weight * means).tolist(), strict=True))
+                penalties = side.of_products(self.products(part, side.bank))
+                new.update(zip(part.tolist(), penalties.tolist(), strict=True))
             with self._lock:
                 if len(self._known) + len(new) > self.kept:
                     self._known.clear()
                 self._known.update(new)
             known.update(new)
         return np.array([known[i] for i in ids.tolist()], np.float64)
+
+    def corrected(self, ids: np.ndarray, scores: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Each item's score − its penalty, in the same order."""
+        return np.asarray(scores, np.float64) - self(np.asarray(ids, np.int64))
 
     def rank(self, ranking: Ranking) -> Ranking:
         """``ranking`` re-ranked by score − penalty (the scores shown are the corrected)."""

@@ -100,7 +100,7 @@ class Describe:
         hits = self.gallery.search_captions(vec, fetch)
         scores = [h.score for h in hits]
         if self.penalties is not None and hits:  # score − the caption's penalty
-            scores = list(np.asarray(scores) - self.penalties(np.array([h.id for h in hits])))
+            scores = self.penalties.corrected(np.array([h.id for h in hits]), scores).tolist()
         gallery = sorted(
             (
                 Description(h.record.text, float(s), "gallery", h.id, h.record.image_id)
