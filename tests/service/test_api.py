@@ -184,6 +184,9 @@ def test_every_listing_route_takes_the_declared_filters_and_describes_them(clien
     specs = client.get("/filters").json()
     assert [s["name"] for s in specs] == list(FILTER_NAMES)
     assert specs[-1]["choices"] == list(FILTER_PARAMS[-1].choices) == ["folder", "upload"]
+    limits = {s["name"]: (s["max_length"], s["maximum"]) for s in specs}
+    assert limits["folder"] == (4096, None) and limits["camera"] == (200, None)
+    assert limits["within_km"] == (None, 20_000.0) and limits["after"] == (None, None)
     paths = client.get("/openapi.json").json()["paths"]
     for path, method in [
         ("/search", "post"),

@@ -123,6 +123,7 @@ class FilterSpec(BaseModel):
     example: str
     choices: list[str] = Field(default_factory=list, description="for kind 'choice'")
     max_length: int | None = Field(default=None, description="for kind 'text'")
+    maximum: float | None = Field(default=None, description="for kind 'km'")
 
 
 router = APIRouter(tags=["photos"])
@@ -143,6 +144,8 @@ SPECS = [
         help=p.help,
         example=p.example,
         choices=list(p.choices),
+        max_length=p.max_length,
+        maximum=MAX_WITHIN_KM if p.kind == "km" else None,
     )
     for p in FILTER_PARAMS
 ]
