@@ -312,6 +312,7 @@ def remote_describe(args: argparse.Namespace, photo: Path) -> dict[str, Any]:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from groundsearch.index.filters.conditions import FILTER_PARAMS
+    from groundsearch.index.ranking.pages import ORDERS
 
     p = command(sub, "search", cmd_search, "find photos by a sentence, from a terminal")
     p.set_defaults(quick_exit=True)
@@ -321,8 +322,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-k", type=positive_int, default=10, help="how many photos (default: 10)")
     p.add_argument(
         "--order",
-        choices=("relevance", "date", "-date"),
-        default="relevance",
+        choices=ORDERS,
+        default=ORDERS[0],
         help="best match first (default), or the good matches by date: oldest or newest first",
     )
     p.add_argument("--cursor", help="the 'next' of a previous --json answer: the page after it")

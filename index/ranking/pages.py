@@ -26,7 +26,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -34,8 +34,9 @@ from groundsearch.index.ranking.hits import Hit
 
 #: The most hits of a ranking a page or a total reads.
 WINDOW = 1000
-#: The orders a route accepts.
-ORDERS = ("relevance", "date", "-date")
+#: The orders a route accepts (``ORDERS``: the same as a tuple, the first the default).
+Order = Literal["relevance", "date", "-date"]
+ORDERS: tuple[Order, ...] = get_args(Order)
 
 
 class CursorError(ValueError):

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from groundsearch.index.gallery import ImageRecord
 from groundsearch.index.ranking.hits import Hit
-from groundsearch.index.ranking.pages import Page
+from groundsearch.index.ranking.pages import Order, Page
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen
 from groundsearch.model.runtime.parsing.tree import DependencyTree
@@ -246,7 +246,7 @@ class SearchResponse(BaseModel):
     weak: list[ImageHit] = Field(default_factory=list, description=WEAK)
     no_match: bool = Field(default=False, description=NO_MATCH)
     min_relevance: float | None = Field(default=None, description=MIN_RELEVANCE)
-    order: Literal["relevance", "date", "-date"] = Field(
+    order: Order = Field(
         default="relevance", description="The order of the hits (see the 'order' parameter)."
     )
     next: str | None = Field(default=None, description=NEXT)
@@ -260,7 +260,7 @@ class ImagesResponse(BaseModel):
     weak: list[ImageHit] = Field(default_factory=list, description=WEAK)
     no_match: bool = Field(default=False, description=NO_MATCH)
     min_relevance: float | None = Field(default=None, description=MIN_RELEVANCE)
-    order: Literal["relevance", "date", "-date"] | None = Field(
+    order: Order | None = Field(
         default=None, description="The order of the hits, on the routes that take one."
     )
     next: str | None = Field(default=None, description=NEXT + " (paged routes only)")

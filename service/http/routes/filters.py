@@ -26,7 +26,7 @@ from groundsearch.index.filters.conditions import (
     FilterParam,
     PhotoFilter,
 )
-from groundsearch.index.ranking.pages import ORDERS
+from groundsearch.index.ranking.pages import ORDERS, Order
 
 DATE_HELP = (
     "A date (2024-06-01: its midnight, UTC) or a date-time (2024-06-01T18:30:00+02:00; "
@@ -50,7 +50,7 @@ def _not_a_number(value: object) -> object:
 
 
 OrderParam = Annotated[
-    Literal["relevance", "date", "-date"],
+    Order,
     Query(
         description="'relevance' (default): best match first, weak hits included; 'date' / "
         "'-date': only the hits at or above min_relevance, oldest / newest first (photos "
