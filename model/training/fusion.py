@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from groundsearch.model.data import DatasetError
 from groundsearch.model.runtime.fusion import Fusion, Weights, content_words
 from groundsearch.model.runtime.parsing.tree import DependencyTree
+from groundsearch.model.training.evaluation.everyday import PRESENT
 from groundsearch.model.training.evaluation.short_queries import ShortQuery, short_queries, table
 from groundsearch.model.training.relevance import EmbedFn, ParseFn, SplitData
 
@@ -109,7 +111,8 @@ def prepare(name: str, data: SplitData, embed: EmbedFn, parse: ParseFn) -> Colle
     """A dev collection's short queries and short captions with their evidence."""
     queries = short_queries(data.ds, data.trees)
     trees = parse([q.text for q in queries])
-    rows = evidence_rows(data, trees, data.text_scores(embed(trees)))
+    joint = data.text_scores(embed(trees)) if trees else np.zeros((0, len(data.ds.images)))
+    rows = evidence_rows(data, trees, joint)
     longest = int(rows.words.max(initial=0))
     scores = data.text_scores(data.captions)
     own = np.asarray(data.caption_image)
@@ -129,8 +132,14 @@ def prepare(name: str, data: SplitData, embed: EmbedFn, parse: ParseFn) -> Colle
 def choose(
     collections: Sequence[Collection], identity: Mapping[str, str]
 ) -> tuple[Fusion, dict[str, Any]]:
-    """The fusion chosen on ``collections`` and what was tried."""
+    """The fusion chosen on ``collections`` and what was tried (DatasetError when they
+    hold no short query: no everyday word in ``PRESENT`` photos' captions)."""
     lengths = sorted(set().union(*(c.lengths() for c in collections)) - {0})
+    if not lengths:
+        raise DatasetError(
+            f"no everyday word is in {PRESENT} or more photos' captions of these splits: "
+            "there is no short query to choose the fusion on"
+        )
     weights: list[Weights] = [(0.0, 0.0)] * (max(lengths, default=0))
     trials: dict[int, list[dict[str, float]]] = {}
     for n in lengths:

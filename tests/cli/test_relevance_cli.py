@@ -66,3 +66,26 @@ def test_a_hubness_file_that_cannot_be_used_is_named(cli, tmp_path, command):
     done = cli(command, "--hubness", str(bad), "--split", "test")
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "cannot read hubness file" in done.stderr
+
+
+def test_fit_fusion_chooses_on_dev_and_refuses_a_split_without_short_queries(cli, tmp_path):
+    from groundsearch.common.settings import get_settings
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
+    from groundsearch.model.runtime.fusion import load_fusion
+    from tests.tiny_data import make_tiny_flickr
+
+    root = make_tiny_flickr(tmp_path / "flickr", train=0, dev=40, test=0)
+    out = tmp_path / "fusion.json"
+    done = cli("fit-fusion", "--source", str(root), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    fusion = load_fusion(out, checkpoint_identity(get_settings().default_checkpoint))
+    assert [list(w.values()) for w in summary["weights"]] == [list(w) for w in fusion.weights]
+    assert fusion.weights and fusion.info["command"] == "groundsearch fit-fusion"
+    (name,) = summary["fused"]  # the one source, by its name
+    chosen = summary["fused"][name]["short"]["ap"]
+    assert chosen >= summary["joint_alone"][name]["short"]["ap"]  # chosen on it
+    few = make_tiny_flickr(tmp_path / "few", train=0, dev=2, test=0)
+    refused = cli("fit-fusion", "--source", str(few), "--out", str(tmp_path / "none.json"))
+    assert refused.returncode != 0 and "no short query" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "none.json").exists()
