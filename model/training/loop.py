@@ -137,6 +137,10 @@ class TrainConfig:
             raise ValueError("--ensemble-best N needs --ensemble and N ≥ 1")
         if self.ensemble_best == 1:
             raise ValueError("--ensemble-best 1 is no ensemble: use at least 2")
+        if self.phrases < 0:
+            raise ValueError(f"--phrases must be ≥ 0, got {self.phrases}")
+        if self.phrases and self.distill:
+            raise ValueError("--phrases and --distill do not go together (no teacher scores)")
 
 
 @dataclass
@@ -239,8 +243,6 @@ def train(
     if cfg.distill and train_split.teacher is None:
         raise ValueError("distillation (--distill) needs a teacher (--teacher CHECKPOINT)")
     if cfg.phrases and train_split.phrase_nouns is None:
-        if cfg.distill:
-            raise ValueError("--phrases and --distill do not go together (no teacher scores)")
         train_split = phrase_split(train_split, cfg.phrases)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)

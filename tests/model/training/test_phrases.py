@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from groundsearch.model.runtime.parsing.tree import build_tree
+from groundsearch.model.training.loop import TrainConfig
 from groundsearch.model.training.losses import ranking_loss
 from groundsearch.model.training.phrases import fitting, noun_phrases, photo_nouns, with_phrases
 from tests.paper_trees import students
@@ -67,3 +68,11 @@ def test_a_fitting_pair_is_no_negative():
     assert eased < plain
     fits[:] = False
     assert ranking_loss(images, sentences, 0.5, image_ids=ids, fitting=fits) == plain
+
+
+def test_a_phrase_rate_that_cannot_be_used_is_named():
+    with pytest.raises(ValueError, match="--phrases must be ≥ 0"):
+        TrainConfig(phrases=-0.5)
+    with pytest.raises(ValueError, match="do not go together"):
+        TrainConfig(phrases=0.5, distill=1.0)
+    assert TrainConfig(phrases=0.5).phrases == 0.5
