@@ -27,6 +27,42 @@ COCO_WORDS = (
     "refrigerator", "book", "clock", "vase", "scissors", "teddy", "hairdryer", "toothbrush",
     "light", "sign",
 )  # fmt: skip
+#: The words captions name an everyday thing by besides its own: synonyms and kinds ("a
+#: man" is a person, "a puppy" a dog), after the synonym lists of COCO's categories in
+#: Rohrbach et al. 2018 (CHAIR), for the words the protocols ask.
+KINDS: dict[str, tuple[str, ...]] = {
+    "person": ("people", "man", "men", "woman", "women", "boy", "girl", "child", "children",
+               "kid", "baby", "lady", "guy", "toddler", "teenager", "adult", "player",
+               "skier", "snowboarder", "skateboarder", "surfer", "biker", "cyclist",
+               "bicyclist", "rider", "climber", "swimmer", "runner", "dancer", "worker"),
+    "bicycle": ("bike",),
+    "motorcycle": ("motorbike", "moped"),
+    "car": ("automobile", "taxi", "cab", "jeep", "sedan", "suv"),
+    "airplane": ("plane", "jet", "aircraft", "airliner"),
+    "train": ("locomotive",),
+    "boat": ("ship", "canoe", "kayak", "sailboat", "yacht", "raft", "ferry"),
+    "bird": ("seagull", "gull", "duck", "pigeon", "parrot", "goose", "swan", "eagle", "owl",
+             "pelican", "heron", "crow", "hawk", "flamingo"),
+    "cat": ("kitten", "kitty"),
+    "dog": ("puppy", "pup", "poodle", "terrier", "retriever", "labrador", "collie",
+            "dachshund", "bulldog", "beagle", "husky", "greyhound", "chihuahua", "pug",
+            "spaniel", "doberman", "rottweiler", "dalmatian", "hound"),
+    "horse": ("pony", "foal", "stallion", "mare"),
+    "sheep": ("lamb",),
+    "cow": ("cattle", "calf", "bull", "ox"),
+    "backpack": ("knapsack", "rucksack"),
+    "umbrella": ("parasol",),
+    "handbag": ("purse",),
+    "tie": ("necktie",),
+    "suitcase": ("luggage",),
+    "cup": ("mug",),
+    "phone": ("cellphone", "telephone", "smartphone"),
+    "television": ("tv",),
+    "couch": ("sofa",),
+    "sign": ("billboard",),
+    "donut": ("doughnut",),
+    "refrigerator": ("fridge",),
+}  # fmt: skip
 #: Words asked bare (a mass noun or a scene), not "a WORD".
 BARE = frozenset({"snow", "grass", "coffee", "paper", "bricks", "stones", "coins", "skis"})
 #: The fewest photos whose captions use a word for it to count as present.
@@ -36,6 +72,11 @@ PRESENT = 3
 def forms(word: str) -> tuple[str, ...]:
     """The forms of ``word`` a caption mentions it by."""
     return (word, word + "s", word + "es")
+
+
+def names(word: str) -> tuple[str, ...]:
+    """``word`` and the words captions name its kinds by (``KINDS``)."""
+    return (word, *KINDS.get(word, ()))
 
 
 def article(word: str) -> str:

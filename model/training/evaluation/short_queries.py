@@ -11,8 +11,10 @@ words, each in ``PRESENT`` photos' captions or more) is asked in three forms:
   or ``compound`` child) and its most frequent place ("dog on grass": a noun under the
   word, or beside it under the same head, with a ``case`` of ``PLACES``).
 
-A photo is relevant when one of its captions mentions the word (a form of it) or, for a
-phrase, holds the same structure (the modifier on the word, the place beside it). Each
+A photo is relevant when one of its captions' trees holds the word, or a word of its kinds
+(``everyday.KINDS``: "a man" is a person, "a bike" a bicycle), as a noun that heads its
+phrase ("an orange shirt" shows no orange, "a dog collar" no dog); for a phrase, when a
+tree holds the same structure (the modifier on the word, the place beside it). Each
 query ranks the whole split; reported per form: P@5, P@10 and average precision, each
 beside its ceiling (P@k cannot pass min(k, relevant) / k). The labels are the captions':
 a photo may show a dog no caption names, so precision is understated, and most on
@@ -27,14 +29,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from groundsearch.model.data.held_out_concepts import photos_mentioning
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.training.evaluation.everyday import (
     BARE,
     PRESENT,
     article,
-    forms,
-    present_queries,
+    everyday_queries,
+    names,
 )
 
 #: The forms each word is asked in.
@@ -61,18 +62,33 @@ def short_queries(ds: object, trees: Sequence[DependencyTree]) -> list[ShortQuer
     """Every form of every everyday word present in a split (``ds``: CaptionedImages,
     ``trees``: its captions' trees, in order)."""
     images = list(ds.caption_image)  # type: ignore[attr-defined]
+    showing = _nouns(trees, images)
     out: list[ShortQuery] = []
-    present = present_queries(ds)  # type: ignore[arg-type]
-    phrases = _phrases(trees, images, {q.concept for q in present})
-    for q in present:
-        word = q.concept
-        relevant = frozenset(photos_mentioning(ds, forms(word)))  # type: ignore[arg-type]
+    present: dict[str, frozenset[int]] = {}
+    for q in everyday_queries():
+        relevant = frozenset().union(*(showing.get(w, ()) for w in names(q.concept)))
+        if len(relevant) >= PRESENT:
+            present[q.concept] = relevant
+    phrases = _phrases(trees, images, set(present))
+    for word, relevant in present.items():
         out.append(ShortQuery(word, word, "word", relevant))
         if word not in BARE:
             out.append(ShortQuery(f"{article(word)} {word}", word, "a word", relevant))
         for text, photos in phrases.get(word, []):
             out.append(ShortQuery(text, word, "phrase", frozenset(photos)))
     return out
+
+
+def _nouns(trees: Sequence[DependencyTree], images: Sequence[int]) -> dict[str, set[int]]:
+    """Each noun heading its phrase (not a ``compound`` modifier: "orange shirt"), as its
+    lemma and its written form in lower case → the photos whose caption trees hold it."""
+    photos: dict[str, set[int]] = defaultdict(set)
+    for tree, image in zip(trees, images, strict=True):
+        for n in tree:
+            if n.upos in ("NOUN", "PROPN") and n.deprel != "compound":
+                photos[n.lemma.lower()].add(image)
+                photos[n.text.lower()].add(image)
+    return photos
 
 
 def _phrases(

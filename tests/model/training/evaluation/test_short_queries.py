@@ -58,6 +58,21 @@ def test_each_present_word_in_its_forms_with_phrases_from_the_trees(parser):
     assert article("apple") == "an" and article("dog") == "a"
 
 
+def test_a_word_is_shown_by_its_kinds_as_a_noun_never_as_a_colour(parser):
+    captions = [
+        "A man in an orange shirt stands .",
+        "A woman in an orange hat sits .",
+        "A boy in an orange coat runs .",
+        "A puppy plays with a ball .",
+    ]
+    ds = CaptionedImages(Path("."), tuple(f"{i}.jpg" for i in range(4)), tuple(captions),
+                         tuple(range(4)))  # fmt: skip
+    by_text = {q.text: q for q in short_queries(ds, parser.parse(captions))}
+    # a man, a woman and a boy are each a person; "orange" is their clothes' colour
+    assert by_text["a person"].relevant == frozenset({0, 1, 2})
+    assert "orange" not in by_text and "an orange" not in by_text
+
+
 def test_the_table_averages_each_form():
     class Q:
         def __init__(self, form: str, relevant: set[int]) -> None:
