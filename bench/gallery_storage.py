@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
+from groundsearch.index.ingest.indexing_runs import IndexedFile, IndexedFiles
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, percentile

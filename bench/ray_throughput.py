@@ -177,7 +177,7 @@ def writer(
     """The gallery writer's rates: ``add_files`` alone, and with hashing and projection."""
     from groundsearch.common.files import sha256_file
     from groundsearch.index.gallery import Gallery
-    from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
+    from groundsearch.index.ingest.indexing_runs import IndexedFile, IndexedFiles
 
     rng = np.random.default_rng(0)
     vectors = unit_vectors(rng, n, dim)

@@ -80,8 +80,8 @@ def synthetic(components, texts: list[str], size: int, k: int) -> list[float]:
     import faiss
     import numpy as np
 
+    from groundsearch.index.hits import Hit
     from groundsearch.index.ranking import pages
-    from groundsearch.index.ranking.hits import Hit
 
     gallery, judge = components.gallery, components.judge
     real = gallery.image_vectors(gallery.image_ids()).astype(np.float32)

@@ -4,7 +4,8 @@
 record, ``search.search_indexes`` keeps its FAISS indexes up with it,
 ``photo_writes`` adds and removes uploads (files in ``store.upload_files``), ``ingest``
 walks a user's folders into it and ``caption_bank`` holds the captions ``/describe`` may
-answer with. Data flows ``model/ → index/ → service/``.
+answer with. Data flows ``model/ → index/ → service/``. Inside, lowest first: ``errors``
+and ``store``, ``search``, ``filters``, the modules here, ``ranking`` and ``ingest``.
 """
 
 from groundsearch.index.errors import IdentityMismatch, StoreError, UnknownItemError

@@ -25,16 +25,14 @@ from groundsearch.index.filters import sql as filter_sql
 from groundsearch.index.filters.conditions import FilterError, PhotoFilter
 from groundsearch.index.filters.filtered_search import FilteredSearch
 from groundsearch.index.filters.sql import DateKey
+from groundsearch.index.hits import Hit, Ranking
 from groundsearch.index.photo_writes import PhotoWrites
-from groundsearch.index.ranking.hits import Hit
-from groundsearch.index.ranking.pages import Ranking
 from groundsearch.index.search.index_kinds import AUTO, INDEX_KINDS, IndexSettings
 from groundsearch.index.search.search_indexes import SearchIndexes
-from groundsearch.index.search.vectors import as_matrix
 from groundsearch.index.store import records
 from groundsearch.index.store.class_cache import ClassCache
 from groundsearch.index.store.photo_metadata import PhotoMetadata
-from groundsearch.index.store.records import DB_FILE, Records
+from groundsearch.index.store.records import DB_FILE, Records, as_matrix
 
 __all__ = [
     "CaptionRecord",

@@ -14,10 +14,9 @@ import numpy as np
 
 from groundsearch.index.errors import UnknownItemError
 from groundsearch.index.search.search_indexes import SearchIndexes
-from groundsearch.index.search.vectors import as_matrix
 from groundsearch.index.store import records
 from groundsearch.index.store.photo_metadata import PhotoMetadata, read_upload_metadata
-from groundsearch.index.store.records import caption_rows
+from groundsearch.index.store.records import as_matrix, caption_rows
 from groundsearch.index.store.upload_files import UploadFiles
 
 __all__ = ["PhotoWrites"]

@@ -71,7 +71,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     s = get_settings()
     gallery = Path(args.index or s.gallery_dir)
     if args.migrate:
-        from groundsearch.index.store.migrate import migrate_legacy
+        from groundsearch.index.ingest.migrate import migrate_legacy
 
         if args.paths or args.flickr8k or args.sample:
             raise CliError("--migrate only moves the gallery named by --index into a database")

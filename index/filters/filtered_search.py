@@ -30,8 +30,8 @@ from groundsearch.index.filters import sql as filter_sql
 from groundsearch.index.filters.columns import FilterColumns
 from groundsearch.index.filters.conditions import PhotoFilter
 from groundsearch.index.search.index_kinds import COMPRESSED, IndexSettings
-from groundsearch.index.search.search_indexes import SearchIndexes
-from groundsearch.index.search.vectors import VectorIndex, check_k
+from groundsearch.index.search.search_indexes import SearchIndex, SearchIndexes
+from groundsearch.index.search.vectors import check_k
 
 __all__ = ["PLANS", "FilteredSearch", "Plan"]
 
@@ -159,7 +159,7 @@ class FilteredSearch:
         self._estimates[key] = (share, expected)
         return share, expected
 
-    def plan(self, index: VectorIndex, share: float, k: int, expected: dict[str, float]) -> Plan:
+    def plan(self, index: SearchIndex, share: float, k: int, expected: dict[str, float]) -> Plan:
         """The plan for ``k`` hits of a filter passing ``share`` of ``index``'s photos: the
         cheaper of exact and overfetch (``costs``); ``ivfpq`` takes the selector instead of exact
         beyond ``EXACT_UP_TO``, a flat index exact up to ``FLAT_EXACT_SHARE``."""
@@ -202,7 +202,7 @@ class FilteredSearch:
         return _top(index.score_likeliest(query, ids, int(k)), int(k))
 
     def _overfetch(
-        self, index: VectorIndex, query: np.ndarray, k: int, where: PhotoFilter, share: float
+        self, index: SearchIndex, query: np.ndarray, k: int, where: PhotoFilter, share: float
     ) -> list[tuple[int, float]] | None:
         """The plain search for enough hits that ``k`` pass, checked against the
         filter; None when fewer than ``k`` pass and the index holds more."""

@@ -1,2 +1,3 @@
-"""Photos into a gallery: ``groundsearch index`` (``indexer``), watched folders, the
+"""Photos into a gallery: ``groundsearch index`` (``indexer``; the files each run records:
+``indexing_runs``), watched folders, the old format's migration (``migrate``), the
 default galleries and the shipped sample photos."""

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from groundsearch.index.gallery import Gallery, is_gallery
 from groundsearch.index.ingest.indexer import IndexReport, image_dim, index_photos
+from groundsearch.index.ingest.indexing_runs import IndexedFiles
 from groundsearch.index.ingest.sample_gallery import SAMPLE_DATA, prepare_sample_dataset
-from groundsearch.index.store.indexing_runs import IndexedFiles
 from groundsearch.model.data.flickr import CAPTIONS_FILE, FLICKR8K_SPLITS, IMAGES_DIR
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.parsing import Parser

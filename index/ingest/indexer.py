@@ -30,7 +30,7 @@ import torch
 
 from groundsearch.common.files import sha256_file
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
+from groundsearch.index.ingest.indexing_runs import IndexedFile, IndexedFiles
 from groundsearch.index.store.photo_files import PhotoFile, Skipped, walk_photos
 from groundsearch.index.store.photo_metadata import PhotoMetadata, read_metadata
 from groundsearch.model.data.caption_files import CaptionFile, read_caption_file

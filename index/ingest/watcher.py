@@ -35,7 +35,7 @@ from typing import Any
 from watchfiles import watch
 
 from groundsearch.index.ingest.indexer import Indexer, IndexReport
-from groundsearch.index.store.indexing_runs import IndexedFiles
+from groundsearch.index.ingest.indexing_runs import IndexedFiles
 
 log = logging.getLogger("groundsearch.index.ingest.watcher")
 

@@ -30,7 +30,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.hits import Hit, Ranking
 
 #: The most hits of a ranking a page or a total reads.
 WINDOW = 1000
@@ -112,49 +112,6 @@ class Page:
     next: str | None
     total: int
     total_exact: bool
-
-
-@dataclass(frozen=True, eq=False)
-class Ranking:
-    """A ranking's first hits as arrays, best first: ids (int64), scores, — for a date
-    order — when each photo was taken (epoch seconds, NaN when unknown) and, where the
-    order is not the joint score's (a short query's fused ranking), each hit's joint score
-    (``joint``), which its relevance reads. Equal to another with the same ids and scores."""
-
-    ids: np.ndarray
-    scores: np.ndarray
-    taken_at: np.ndarray | None = None
-    joint: np.ndarray | None = None
-
-    @property
-    def judged(self) -> np.ndarray:
-        """The scores a relevance model reads: ``joint`` when given, else ``scores``."""
-        return self.scores if self.joint is None else self.joint
-
-    @classmethod
-    def found(cls, scores: np.ndarray, ids: np.ndarray) -> Ranking:
-        """The ranking of one row of a FAISS answer (ids of -1: none)."""
-        kept = ids >= 0
-        return cls(ids[kept].astype(np.int64), scores[kept].astype(np.float64))
-
-    @classmethod
-    def of(cls, pairs: Sequence[tuple[int, float]]) -> Ranking:
-        """The ranking of (id, score) pairs, best first."""
-        n = len(pairs)
-        ids = np.fromiter((i for i, _ in pairs), np.int64, n)
-        return cls(ids, np.fromiter((s for _, s in pairs), np.float64, n))
-
-    def __len__(self) -> int:
-        return int(self.ids.size)
-
-    def pairs(self) -> list[tuple[int, float]]:
-        """(id, score) of each hit, best first."""
-        return list(zip(self.ids.tolist(), self.scores.tolist(), strict=True))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Ranking) and self.pairs() == other.pairs()
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 #: (n) → up to n hits of the ranking, best first (with ``taken_at`` for a date order).

@@ -1,7 +1,7 @@
 """A page of gallery photos for one query vector: filtered in the search, judged, ordered.
 
 The capabilities that list photos (``/search``, ``/search/image``,
-``/images/{id}/similar``) read their ranking as arrays (``pages.Ranking``: ids, scores)
+``/images/{id}/similar``) read their ranking as arrays (``index.hits.Ranking``: ids, scores)
 through ``Gallery.rank_images`` with the request's filters, judge every hit at once
 (``service.core.relevance``) and cut the page with ``index.ranking.pages``; only the
 page's hits become ``hits.Hit`` objects, and only its photos are read from the records
@@ -17,13 +17,13 @@ import numpy as np
 
 from groundsearch.index.filters.conditions import PhotoFilter
 from groundsearch.index.gallery import Gallery
+from groundsearch.index.hits import Ranking
 from groundsearch.index.ranking.pages import (
     ORDERS,
     Cursor,
     Fetch,
     Judge,
     Page,
-    Ranking,
     fingerprint,
     paginate,
 )

@@ -3,7 +3,8 @@
 An index is loaded from its snapshot and caught up, or built from the records when the
 snapshot is missing, stale or ahead. Maintenance rebuilds one with many removals, a large
 delta or the wrong kind for its size (``choose_kind``), and snapshots after many changes;
-a read-only process writes nothing and takes up the writer's snapshots.
+a read-only process writes nothing and takes up the writer's snapshots. An index given
+whole (``given``: the front over the photos' shards) is neither loaded nor taken up.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from groundsearch.index.search.index_kinds import (
     choose_rerank,
     disk_free,
 )
+from groundsearch.index.search.shards import ShardedIndex
 from groundsearch.index.search.snapshots import clear_leftovers
 from groundsearch.index.search.vectors import VectorIndex
 from groundsearch.index.store import records
@@ -41,6 +43,8 @@ COMPACT_SHARE = 0.2
 COMPACT_MIN = 1000
 #: Snapshot the search indexes after this many changes since the last snapshot.
 SNAPSHOT_EVERY = 20_000
+#: What the gallery searches: its own index, or the front over the shards of its photos.
+SearchIndex = VectorIndex | ShardedIndex
 
 
 class SearchIndexes:
@@ -53,8 +57,10 @@ class SearchIndexes:
         records: Records,
         read_only: bool = False,
         settings: IndexSettings | None = None,
+        given: dict[str, SearchIndex] | None = None,
     ) -> None:
         self.folder, self.records, self.read_only = Path(folder), records, read_only
+        self._given = dict(given or {})
         meta = records.meta
         self.dim, self.kind = int(meta["dim"]), str(meta["kind"])
         self.identity: dict[str, str] = meta["identity"]
@@ -70,7 +76,7 @@ class SearchIndexes:
         self.listeners: list[Callable[[sqlite3.Connection], int]] = []
         self.refresh()
 
-    def __getitem__(self, kind: str) -> VectorIndex:
+    def __getitem__(self, kind: str) -> SearchIndex:
         return self._indexes[kind]
 
     def counts(self) -> dict[str, int]:
@@ -92,7 +98,9 @@ class SearchIndexes:
             "table": kind,
         }
 
-    def _load(self, kind: str) -> VectorIndex:
+    def _load(self, kind: str) -> SearchIndex:
+        if kind in self._given:
+            return self._given[kind]
         stem = self.folder / kind
         self._snapshot_seen[kind] = _mtime(stem.with_suffix(".json"))
         index = VectorIndex.load(stem, self._header(kind))
@@ -215,7 +223,7 @@ class SearchIndexes:
         looked, and it is not ahead of the records this process sees."""
         stem = self.folder / kind
         seen = _mtime(stem.with_suffix(".json"))
-        if seen == self._snapshot_seen.get(kind):
+        if seen == self._snapshot_seen.get(kind) or kind in self._given:
             return
         self._snapshot_seen[kind] = seen
         index = VectorIndex.load(stem, self._header(kind))

@@ -8,13 +8,13 @@ built from the records with ``VectorIndex.build``; ``auto`` picks the kind by th
 size and the free disk, ``choose_kind``/``choose_rerank``).
 
 A shard server (``Shard``; one per Ray Serve deployment in ``service.core.sharding``)
-answers what ``VectorIndex`` answers for its ids. The front (``ShardedIndex``) is a
-``VectorIndex``: a search goes to every shard through a ``Fanout`` and the best ``k``
-are merged (``merge_hits``: highest score first, ties by smaller id); calls naming ids
-send each shard its own, so ``FilteredSearch`` runs unchanged. Exact shards answer as
-the one-piece index does. The front (``open_sharded``) follows the records like a replica
-and pushes later adds and removes to their shards (idempotent); shards keep them in
-memory until ``write_shards`` runs again.
+answers what ``VectorIndex`` answers for its ids. The front (``ShardedIndex``, a
+``SearchIndex``) sends a search to every shard through a ``Fanout`` and merges the best
+``k`` (``merge_hits``: highest score first, ties by smaller id); calls naming ids send
+each shard its own, so ``FilteredSearch`` runs unchanged. Exact shards answer as the
+one-piece index does. Its gallery (``service.core.sharding.open_sharded``) follows the
+records like a replica and pushes later adds and removes to their shards (idempotent);
+shards keep them in memory until ``write_shards`` runs again.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import numpy as np
 
 from groundsearch.common.files import write_text
 from groundsearch.index.errors import StoreError
-from groundsearch.index.gallery import INDEX_DIR, Gallery
 from groundsearch.index.search.index_kinds import (
     AUTO,
     INDEX_KINDS,
@@ -41,16 +40,9 @@ from groundsearch.index.search.index_kinds import (
     choose_rerank,
     disk_free,
 )
-from groundsearch.index.search.search_indexes import SearchIndexes
-from groundsearch.index.search.vectors import (
-    VectorIndex,
-    as_additions,
-    as_matrix,
-    check_after,
-    check_k,
-)
+from groundsearch.index.search.vectors import VectorIndex, as_additions, check_after, check_k
 from groundsearch.index.store import records
-from groundsearch.index.store.records import DB_FILE, Records
+from groundsearch.index.store.records import DB_FILE, Records, as_matrix
 
 __all__ = [
     "MANIFEST",
@@ -60,9 +52,7 @@ __all__ = [
     "Shard",
     "ShardSet",
     "ShardedIndex",
-    "ShardedIndexes",
     "merge_hits",
-    "open_sharded",
     "shard_of",
     "write_shards",
 ]
@@ -276,9 +266,6 @@ class Shard:
     def search(self, queries: np.ndarray, k: int, settings: IndexSettings | None) -> list[Hits]:
         return self.index.search(queries, k, settings)
 
-    def score(self, query: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.index.score(query, ids)
-
     def score_likeliest(
         self, query: np.ndarray, ids: np.ndarray, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -346,19 +333,19 @@ class LocalFanout:
         self._pool.shutdown(wait=False)
 
 
-class ShardedIndex(VectorIndex):
-    """The shards of a ``ShardSet``, searched through ``fanout`` as one ``VectorIndex``
-    (the methods the gallery, ``SearchIndexes.refresh`` and ``FilteredSearch`` use).
+class ShardedIndex:
+    """The shards of a ``ShardSet``, searched through ``fanout`` as one index (what the
+    gallery, ``SearchIndexes`` and ``FilteredSearch`` ask of a ``VectorIndex``).
     It holds no vectors itself; its watermarks are the records' it has pushed."""
 
     def __init__(
         self, fanout: Fanout, shard_set: ShardSet, settings: IndexSettings | None = None
     ) -> None:
-        super().__init__(shard_set.dim, "flat", settings)
         if fanout.shards != shard_set.shards:
             raise ValueError(f"{fanout.shards} shard servers for {shard_set.shards} shards")
         self.fanout, self.shard_set = fanout, shard_set
-        self.kind = shard_set.kind
+        self.dim, self.kind = shard_set.dim, shard_set.kind
+        self.settings = settings or IndexSettings()
         self.last_id, self.last_removal = shard_set.last_id, shard_set.last_removal
         self._infos: list[dict[str, Any]] = []
         self._read_infos()
@@ -374,7 +361,6 @@ class ShardedIndex(VectorIndex):
 
     tombstones = property(lambda self: sum(int(i["tombstones"]) for i in self._infos))
     total = property(lambda self: sum(int(i["total"]) for i in self._infos))
-    delta = property(lambda self: sum(int(i["delta"]) for i in self._infos))
 
     @property
     def built(self) -> bool:
@@ -444,20 +430,15 @@ class ShardedIndex(VectorIndex):
         """None, as ``stored``: the records' vectors are multiplied instead."""
         return None
 
-    def score(self, query: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self._scored("score", query, ids)
-
     def score_likeliest(
         self, query: np.ndarray, ids: np.ndarray, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Each shard's likeliest of its ``ids`` scored (``VectorIndex.score_likeliest``)."""
-        return self._scored("score_likeliest", query, ids, int(k))
-
-    def _scored(self, method: str, query: np.ndarray, ids: np.ndarray, *more: Any) -> Any:
-        """Each shard's (ids, scores) answer to ``method`` for its ``ids``, concatenated."""
+        """Each shard's likeliest of its ``ids`` scored (``VectorIndex.score_likeliest``),
+        the shards' (ids, scores) answers concatenated."""
         q = as_matrix(query, self.dim, "query")
         parts = split_ids(ids, self.fanout.shards)
-        answers = self.fanout.call(method, [(q, p, *more) if p.size else None for p in parts])
+        args = [(q, p, int(k)) if p.size else None for p in parts]
+        answers = self.fanout.call("score_likeliest", args)
         found = [a for a in answers if a is not None and a[0].size]
         if not found:
             return np.empty(0, np.int64), np.empty(0, np.float32)
@@ -477,63 +458,3 @@ class ShardedIndex(VectorIndex):
 
     def save(self, stem: Path, header: dict[str, Any]) -> None:
         raise StoreError("a sharded index is written by write_shards, not snapshotted")
-
-
-class ShardedIndexes(SearchIndexes):
-    """A read-only gallery's search indexes whose ``images`` index is ``images`` (the
-    shards); the captions index is the gallery's own, followed and taken up as a
-    replica does."""
-
-    def __init__(
-        self,
-        folder: Path,
-        db_records: Records,
-        images: ShardedIndex,
-        settings: IndexSettings | None = None,
-    ) -> None:
-        self._images = images
-        super().__init__(folder, db_records, read_only=True, settings=settings)
-
-    def _load(self, kind: str) -> VectorIndex:
-        if kind == TABLE:
-            return self._images
-        return super()._load(kind)
-
-    def _take_up_snapshot(self, kind: str) -> None:
-        if kind != TABLE:  # the writer's one-piece images index is not what this serves
-            super()._take_up_snapshot(kind)
-
-
-def open_sharded(
-    folder: Path,
-    images: ShardedIndex,
-    identity: dict[str, str] | None = None,
-    settings: IndexSettings | None = None,
-) -> Gallery:
-    """The gallery in ``folder`` opened read-only, its photos searched through
-    ``images``; StoreError when the shards were written from another gallery or from
-    records this gallery does not hold (a newer copy: write the shards again)."""
-    folder = Path(folder)
-    db_records = Records.open(folder / DB_FILE, identity, migrate=False)
-    try:
-        shard_set = images.shard_set
-        meta = db_records.meta
-        if meta["identity"] != shard_set.identity or int(meta["dim"]) != shard_set.dim:
-            raise StoreError(
-                f"the shards at {shard_set.folder} were written from another gallery than "
-                f"{folder}: write them again"
-            )
-        with db_records.snapshot() as db:
-            ahead = shard_set.last_id > records.last_id(db, TABLE) or (
-                shard_set.last_removal > records.last_removal(db)
-            )
-        if ahead:
-            raise StoreError(
-                f"the shards at {shard_set.folder} hold photos the gallery at {folder} does "
-                "not (written from a newer copy): write them again"
-            )
-        indexes = ShardedIndexes(folder / INDEX_DIR, db_records, images, settings)
-    except BaseException:
-        db_records.close()
-        raise
-    return Gallery(folder, indexes)

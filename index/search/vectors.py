@@ -27,8 +27,9 @@ from groundsearch.index.search.compressed import CompressedIndex
 from groundsearch.index.search.index_kinds import COMPRESSED, INDEX_KINDS, IndexSettings
 from groundsearch.index.search.sketches import SketchKeeper
 from groundsearch.index.search.snapshots import Snapshot
+from groundsearch.index.store.records import as_matrix
 
-__all__ = ["INDEX_KINDS", "IndexSettings", "VectorIndex", "as_matrix"]
+__all__ = ["INDEX_KINDS", "IndexSettings", "VectorIndex"]
 
 #: Fold the delta into a rebuilt main once it holds this share of main's vectors…
 DELTA_SHARE = 0.05
@@ -55,21 +56,6 @@ def check_after(ids: np.ndarray, last_id: int) -> None:
     """ValueError unless ``ids`` increase and are all larger than ``last_id``."""
     if ids.min() <= last_id or np.any(np.diff(ids) <= 0):
         raise ValueError("ids must increase and be larger than every id added")
-
-
-def as_matrix(x: np.ndarray, dim: int, what: str = "vectors") -> np.ndarray:
-    """``x`` as a C-contiguous float32 ``n×dim`` matrix of finite numbers (ValueError)."""
-    arr = np.asarray(x)
-    if arr.ndim == 1:
-        arr = arr[None, :]
-    if arr.ndim != 2 or arr.shape[1] != dim:
-        raise ValueError(f"{what} must have shape (n, {dim}), got {np.shape(x)}")
-    if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
-        raise ValueError(f"{what} must be real numbers, got dtype {arr.dtype}")
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{what} contain NaN or infinite values")
-    return arr
 
 
 class VectorIndex:

@@ -34,7 +34,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from groundsearch.index.errors import IdentityMismatch, StoreError
-from groundsearch.index.search.vectors import as_matrix
 from groundsearch.index.store.photo_metadata import PhotoMetadata
 
 DB_FILE = "gallery.db"
@@ -154,6 +153,21 @@ def unblob(data: bytes) -> np.ndarray:
 def matrix(blobs: Sequence[bytes], dim: int) -> np.ndarray:
     """Vector blobs as the rows of one (n, dim) matrix."""
     return np.frombuffer(b"".join(blobs), np.float32).reshape(-1, dim)
+
+
+def as_matrix(x: np.ndarray, dim: int, what: str = "vectors") -> np.ndarray:
+    """``x`` as a C-contiguous float32 ``n×dim`` matrix of finite numbers (ValueError)."""
+    arr = np.asarray(x)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != dim:
+        raise ValueError(f"{what} must have shape (n, {dim}), got {np.shape(x)}")
+    if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+        raise ValueError(f"{what} must be real numbers, got dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{what} contain NaN or infinite values")
+    return arr
 
 
 def caption_rows(

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from groundsearch.index.ranking.pages import WINDOW, Ranking
+from groundsearch.index.hits import Ranking
+from groundsearch.index.ranking.pages import WINDOW
 from groundsearch.model.runtime.fusion import FILE_NAME, Fusion, FusionError, load_fusion
 from groundsearch.service.core.relevance import Judge
 from groundsearch.service.core.settings import ServiceSettings

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.ranking.pages import Ranking
+from groundsearch.index.hits import Ranking
 from groundsearch.model.runtime.hubness import (
     FILE_NAME,
     HUBNESS_KEY,

@@ -1,9 +1,11 @@
 """The gallery's shards served by Ray Serve: one deployment per shard, one replica each,
-and the front's handles to them.
+the front's handles to them, and the read-only gallery the front serves over them.
 
 Each deployment (``groundsearch-shard-<s>``) answers the ``Shard`` methods through
 ``call``; the front encodes a query once and sends it to every shard at once
-(``RayFanout.call``), merging their top ``k``. No Serve HTTP proxy.
+(``RayFanout.call``), merging their top ``k``. No Serve HTTP proxy. The front's gallery
+(``open_sharded``) follows the records like a replica, its ``images`` index the shards'
+``ShardedIndex`` (``index.search.shards``), its captions index its own.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from groundsearch.index.errors import StoreError
-from groundsearch.index.gallery import Gallery
+from groundsearch.index.gallery import INDEX_DIR, Gallery
 from groundsearch.index.search.index_kinds import IndexSettings
-from groundsearch.index.search.shards import Shard, ShardedIndex, ShardSet, open_sharded
+from groundsearch.index.search.search_indexes import SearchIndexes
+from groundsearch.index.search.shards import TABLE, Shard, ShardedIndex, ShardSet
+from groundsearch.index.store import records
+from groundsearch.index.store.records import DB_FILE, Records
 
 log = logging.getLogger("groundsearch.service")
 #: Each shard's Ray Serve application is named this plus the shard's number.
@@ -30,7 +35,7 @@ MAX_ONGOING = 16
 SHARD_TIMEOUT_S = 10.0
 #: What the front may call on a shard.
 SHARD_METHODS = frozenset(
-    {"info", "search", "score", "score_likeliest", "held", "search_among", "add", "remove"}
+    {"info", "search", "score_likeliest", "held", "search_among", "add", "remove"}
 )
 INSTALL_HINT = "install it with `pip install 'groundsearch[ray]'`"
 
@@ -151,3 +156,38 @@ def sharded_gallery(
         ray.init(address=ray_address, logging_level=logging.WARNING, log_to_driver=False)
     images = ShardedIndex(connect_shards(shard_set.shards), shard_set, settings)
     return open_sharded(gallery_folder, images, identity, settings)
+
+
+def open_sharded(
+    folder: Path,
+    images: ShardedIndex,
+    identity: dict[str, str] | None = None,
+    settings: IndexSettings | None = None,
+) -> Gallery:
+    """The gallery in ``folder`` opened read-only, its photos searched through
+    ``images``; StoreError when the shards were written from another gallery or from
+    records this gallery does not hold (a newer copy: write the shards again)."""
+    folder = Path(folder)
+    db_records = Records.open(folder / DB_FILE, identity, migrate=False)
+    try:
+        shard_set = images.shard_set
+        meta = db_records.meta
+        if meta["identity"] != shard_set.identity or int(meta["dim"]) != shard_set.dim:
+            raise StoreError(
+                f"the shards at {shard_set.folder} were written from another gallery than "
+                f"{folder}: write them again"
+            )
+        with db_records.snapshot() as db:
+            ahead = shard_set.last_id > records.last_id(db, TABLE) or (
+                shard_set.last_removal > records.last_removal(db)
+            )
+        if ahead:
+            raise StoreError(
+                f"the shards at {shard_set.folder} hold photos the gallery at {folder} does "
+                "not (written from a newer copy): write them again"
+            )
+        indexes = SearchIndexes(folder / INDEX_DIR, db_records, True, settings, {TABLE: images})
+    except BaseException:
+        db_records.close()
+        raise
+    return Gallery(folder, indexes)

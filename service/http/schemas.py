@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from groundsearch.index.gallery import ImageRecord
-from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.hits import Hit
 from groundsearch.index.ranking.pages import Order, Page
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen

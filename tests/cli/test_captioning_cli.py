@@ -11,7 +11,7 @@ import pytest
 
 from groundsearch.common.settings import get_settings
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
+from groundsearch.index.ingest.indexing_runs import IndexedFile, IndexedFiles
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from tests.tiny_data import make_tiny_flickr, shipped_width
 

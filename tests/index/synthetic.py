@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from groundsearch.index.store.indexing_runs import IndexedFile
+from groundsearch.index.ingest.indexing_runs import IndexedFile
 
 DIM = 8
 ID = {"checkpoint_sha256": "c" * 64}

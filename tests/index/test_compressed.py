@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from groundsearch.index.gallery import Gallery
+from groundsearch.index.ingest.indexing_runs import IndexedFiles
 from groundsearch.index.search import compressed, index_kinds, mapped_files, search_indexes
 from groundsearch.index.search import vectors as vectors_module
 from groundsearch.index.search.compressed import CompressedIndex, DiskSpaceError, build_compressed
 from groundsearch.index.search.index_kinds import choose_kind, choose_rerank, new_index, pq_bytes
 from groundsearch.index.search.vectors import IndexSettings, VectorIndex
-from groundsearch.index.store.indexing_runs import IndexedFiles
 from tests.index.synthetic import DIM as GALLERY_DIM
 from tests.index.synthetic import ID, indexed, vecs
 

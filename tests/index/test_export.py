@@ -7,8 +7,8 @@ import pytest
 
 from groundsearch.index.errors import IdentityMismatch, StoreError
 from groundsearch.index.gallery import Gallery
+from groundsearch.index.ingest.indexing_runs import IndexedFile, IndexedFiles
 from groundsearch.index.store.export import export_vectors
-from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
 
 DIM, ID = 4, {"checkpoint_sha256": "test"}
 

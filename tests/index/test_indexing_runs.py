@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.store.indexing_runs import IndexedFile, IndexedFiles
+from groundsearch.index.ingest.indexing_runs import IndexedFile, IndexedFiles
 from tests.index.synthetic import DIM, ID, indexed, vecs
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from groundsearch.index.errors import StoreError
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.store.migrate import migrate_legacy
+from groundsearch.index.ingest.migrate import migrate_legacy
 
 ID = {"checkpoint_sha256": "d" * 64}
 

@@ -8,14 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from groundsearch.index.ranking.pages import (
-    WINDOW,
-    Cursor,
-    CursorError,
-    Ranking,
-    fingerprint,
-    paginate,
-)
+from groundsearch.index.hits import Ranking
+from groundsearch.index.ranking.pages import WINDOW, Cursor, CursorError, fingerprint, paginate
 
 
 class Photos:

@@ -8,10 +8,10 @@ import json
 import sqlite3
 
 from groundsearch.index.gallery import Gallery
+from groundsearch.index.ingest.indexing_runs import IndexedFiles
 from groundsearch.index.search import search_indexes
 from groundsearch.index.search import vectors as vectors_module
 from groundsearch.index.search.index_kinds import IndexSettings, choose_kind
-from groundsearch.index.store.indexing_runs import IndexedFiles
 from tests.index.synthetic import DIM, ID, indexed, vecs
 
 

@@ -23,12 +23,12 @@ from groundsearch.index.search.shards import (
     ShardedIndex,
     ShardSet,
     merge_hits,
-    open_sharded,
     shard_of,
     write_shards,
 )
 from groundsearch.index.search.vectors import VectorIndex
 from groundsearch.index.store import records
+from groundsearch.service.core.sharding import open_sharded
 from tests.index.synthetic import DIM, ID, vecs
 from tests.index.test_filtered_search import FILTERS, insert, make_rows
 
@@ -201,12 +201,12 @@ def test_what_is_refused(tmp_path):
     gallery.close()
 
 
-def test_the_front_overrides_every_public_method_of_an_index():
-    """A method added to ``VectorIndex`` and not to the front would search the front's
-    own empty index (``seal`` is a build step the front never takes)."""
-    public = [name for name in dir(VectorIndex) if not name.startswith("_")]
-    inherited = [n for n in public if getattr(ShardedIndex, n) is getattr(VectorIndex, n)]
-    assert inherited == ["seal"]
+def test_the_front_is_no_vector_index_and_answers_for_itself(world):
+    """The front subclasses nothing: what it does not answer itself (``SearchIndex``,
+    checked by mypy) cannot fall through to an empty index of its own."""
+    images = world[1].indexes["images"]
+    assert isinstance(images, ShardedIndex) and ShardedIndex.__mro__ == (ShardedIndex, object)
+    assert not isinstance(images, VectorIndex) and not hasattr(images, "seal")
 
 
 @pytest.mark.parametrize(

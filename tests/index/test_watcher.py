@@ -20,8 +20,8 @@ from PIL import Image
 
 from groundsearch.common.settings import get_settings
 from groundsearch.index.ingest.indexer import Indexer
+from groundsearch.index.ingest.indexing_runs import IndexedFiles
 from groundsearch.index.ingest.watcher import FolderWatcher, folder_identity
-from groundsearch.index.store.indexing_runs import IndexedFiles
 
 FLICKR = get_settings().flickr8k_dir
 CHECKPOINT = get_settings().default_checkpoint

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from groundsearch.index.ranking.pages import Ranking
+from groundsearch.index.hits import Ranking
 from groundsearch.index.ranking.photo_pages import PageAsk
 from groundsearch.model.runtime.fusion import FILE_NAME, Fusion, FusionError
 from groundsearch.service.core.capabilities.search import Search

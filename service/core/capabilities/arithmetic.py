@@ -10,7 +10,7 @@ from PIL import Image
 
 from groundsearch.index.filters.conditions import PhotoFilter
 from groundsearch.index.gallery import Gallery, ImageRecord
-from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.hits import Hit
 from groundsearch.model.runtime.arithmetic import arithmetic_query, centre_rerank
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.embedder import Embedder

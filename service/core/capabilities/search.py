@@ -9,7 +9,8 @@ import numpy as np
 from PIL import Image
 
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.ranking.pages import Page, Ranking
+from groundsearch.index.hits import Ranking
+from groundsearch.index.ranking.pages import Page
 from groundsearch.index.ranking.photo_pages import PageAsk, photo_page
 from groundsearch.model.runtime.arithmetic import arithmetic_query
 from groundsearch.service.core.fusion import Fuser

@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.index.filters.conditions import PhotoFilter
 from groundsearch.index.gallery import ImageRecord
-from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.hits import Hit
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.service.core.capabilities.arithmetic import Arithmetic
 from groundsearch.service.core.settings import ServiceSettings

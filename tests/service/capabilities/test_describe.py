@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from groundsearch.index.gallery import CaptionRecord
-from groundsearch.index.ranking.hits import Hit
+from groundsearch.index.hits import Hit
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen
 from groundsearch.service.core.capabilities.describe import Describe, Description

@@ -12,10 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from groundsearch.index.gallery import Gallery
-from groundsearch.index.search.vectors import as_matrix
 from groundsearch.index.store import records
 from groundsearch.index.store.photo_metadata import PhotoMetadata
-from groundsearch.index.store.records import FileState, caption_rows
+from groundsearch.index.store.records import FileState, as_matrix, caption_rows
 
 
 @dataclass
