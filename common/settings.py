@@ -1,10 +1,12 @@
 """Project settings: where data, trained models and caches live.
 
-Each of the three fields — ``data_dir``, ``model_dir``, ``cache_dir`` — can be overridden
+Each of the fields — ``data_dir``, ``model_dir``, ``cache_dir``, ``taught_dir`` — can be overridden
 by an environment variable with the ``GROUNDSEARCH_`` prefix, e.g.
 ``GROUNDSEARCH_DATA_DIR=/data groundsearch parse "..."``. The paths below them
 (``parser_dir``, ``default_checkpoint``, ``flickr8k_dir``, ``gallery_dir``, …) are
-properties derived from those three, not settings of their own: move the folder above.
+properties derived from those, not settings of their own: move the folder above. The
+served joint model and the files fitted on its space come from ``space_dir``: the model
+set ``groundsearch teach`` installed last, else the shipped ``model_dir``.
 
 Only the roof reads them — the command line, the service factory and the benchmark
 scripts — and hands paths down: library code under ``model/`` and ``index/`` takes
@@ -14,11 +16,13 @@ its paths and options as arguments.
 from __future__ import annotations
 
 import importlib.util
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from groundsearch.common import model_sets
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,6 +33,10 @@ def _default_data_dir() -> Path:
 
 def _default_cache_dir() -> Path:
     return Path.home() / ".cache" / "groundsearch"
+
+
+def _default_taught_dir() -> Path:
+    return Path.home() / ".local" / "share" / "groundsearch" / "taught"
 
 
 def _default_model_dir() -> Path:
@@ -54,6 +62,11 @@ class Settings(BaseSettings):
         default_factory=_default_cache_dir,
         description="Rebuildable files: GloVe pretrain, parse cache, features.",
     )
+    taught_dir: Path = Field(
+        default_factory=_default_taught_dir,
+        description="Model sets taught by `groundsearch teach`; the one it installed last "
+        "is served (common.model_sets).",
+    )
     parse_pipeline: bool = Field(
         False,
         description="Parse every text with stanza.Pipeline instead of the direct path "
@@ -66,15 +79,22 @@ class Settings(BaseSettings):
         """Folder of the trained stanza English models."""
         return self.model_dir / "stanza"
 
+    @cached_property
+    def space_dir(self) -> Path:
+        """The folder of the served joint model and the files fitted on its space: the
+        taught set installed (``model_sets.current``) when these settings were first
+        asked, else ``model_dir`` (a process keeps one model set while it runs)."""
+        return model_sets.current(self.taught_dir) or self.model_dir
+
     @property
     def default_checkpoint(self) -> Path:
         """The SDT-RNN the service and ``groundsearch evaluate`` load by default."""
-        return self.model_dir / "sdt-rnn.pt"
+        return self.space_dir / model_sets.CHECKPOINT
 
     @property
     def default_decoder(self) -> Path:
         """The caption decoder trained on the default checkpoint's joint space."""
-        return self.model_dir / "decoder.pt"
+        return self.space_dir / "decoder.pt"
 
     @property
     def gallery_dir(self) -> Path:

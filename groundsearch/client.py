@@ -277,6 +277,7 @@ class Readiness:
     relevance: str = "none"
     hubness: str = "none"
     fusion: str = "none"
+    model: str = "shipped"
 
 
 @dataclass(frozen=True)

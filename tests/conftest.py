@@ -19,6 +19,8 @@ from groundsearch.common.settings import get_settings
 # training captions would run beside every test); tests/index/test_caption_bank.py
 # names its own bank.
 os.environ.setdefault("GROUNDSEARCH_CAPTION_BANK", "none")
+# The shipped model, whatever `groundsearch teach` installed on this machine.
+os.environ["GROUNDSEARCH_TAUGHT_DIR"] = str(Path(__file__).parent / "no-taught-models")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -28,6 +28,7 @@ from groundsearch.cli import (
     relevance,
     searching,
     serving,
+    teaching,
     training,
 )
 from groundsearch.cli.common import CliError
@@ -45,6 +46,7 @@ GROUPS: tuple[ModuleType, ...] = (
     captioning,
     hubness,
     relevance,
+    teaching,
 )
 
 

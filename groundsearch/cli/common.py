@@ -114,18 +114,39 @@ def _add_flag(parser: argparse.ArgumentParser, f: dataclasses.Field[Any]) -> Non
     flag = meta.get("flag", "--" + f.name.replace("_", "-"))
     help_text = meta.get("help")
     if isinstance(f.default, bool):
-        action = "store_false" if meta.get("invert") else "store_true"
+        action = _recording(
+            argparse._StoreFalseAction if meta.get("invert") else argparse._StoreTrueAction
+        )
         parser.add_argument(flag, dest=f.name, action=action, help=help_text)
         return
     shown = f"default: {f.default}"
     parser.add_argument(
         flag,
         dest=f.name,
+        action=_recording(argparse._StoreAction),
         type=type(f.default),
         default=f.default,
         choices=meta.get("choices"),
         help=f"{help_text} ({shown})" if help_text else shown,
     )
+
+
+def _recording(base: type[argparse.Action]) -> type[argparse.Action]:
+    """The action ``base`` that also records its field in the namespace's ``given`` set,
+    so a command tells a setting typed on the command line from its default."""
+
+    class Recording(base):  # type: ignore[valid-type, misc]
+        def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+            super().__call__(parser, namespace, values, option_string)
+            namespace.given = {*getattr(namespace, "given", ()), self.dest}
+
+    return Recording
+
+
+def given_settings(args: argparse.Namespace, config: type[Any]) -> dict[str, Any]:
+    """The fields of ``config`` typed on the command line, with their values."""
+    names = {f.name for f in dataclasses.fields(config)}
+    return {k: getattr(args, k) for k in getattr(args, "given", ()) if k in names}
 
 
 def config_from(args: argparse.Namespace, config: type[T], **values: Any) -> T:

@@ -254,8 +254,10 @@ def compare_checkpoints(
     split: str | None = "test",
     resamples: int = 1000,
     progress: bool = False,
+    level: float = 0.95,
 ) -> dict[str, Any]:
-    """Retrieval of two saved models on a split, and ``second − first`` (paired bootstrap)."""
+    """Retrieval of two saved models on a split, and ``second − first`` (paired bootstrap,
+    intervals at ``level``)."""
     models = [load_checkpoint(path, parser=parser.version) for path in (first, second)]
     ds = load_source(source, split, models[0].backbone)
     caption_image = np.asarray(ds.caption_image)
@@ -277,7 +279,7 @@ def compare_checkpoints(
         "first": metrics[0],
         "second": metrics[1],
         "second_minus_first": paired_bootstrap(
-            scores[0], scores[1], caption_image, resamples=resamples
+            scores[0], scores[1], caption_image, resamples=resamples, level=level
         ),
     }
 

@@ -354,6 +354,31 @@ def phrase_split(split: Split, per_caption: float) -> Split:
     return Split(trees, split.features, links, rate, None, nouns, photos)
 
 
+#: The schedule a fine-tune puts on the init checkpoint's own recipe: a few epochs in a
+#: few cycles at ``FINE_TUNE_STEP`` × its step, without warm-up, teachers (a fresh clone
+#: has none) or an ensemble of its own.
+FINE_TUNE: dict[str, Any] = {
+    "epochs": 6,
+    "cycles": 3,
+    "warmup": 0,
+    "distill": 0.0,
+    "ensemble": False,
+    "ensemble_best": 0,
+    "phrases": 0.0,
+}
+FINE_TUNE_STEP = 0.25
+
+
+def fine_tune_config(recipe: Mapping[str, Any], given: Mapping[str, Any]) -> TrainConfig:
+    """The fine-tuning recipe: the init checkpoint's own ``recipe`` (its ``train``
+    summary: loss, margin, negatives, batch, optimizer) on the ``FINE_TUNE`` schedule,
+    then every setting ``given`` on the command line."""
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    base = {k: v for k, v in recipe.items() if k in names} | FINE_TUNE
+    base["lr"] = float(recipe.get("lr", TrainConfig.lr)) * FINE_TUNE_STEP
+    return TrainConfig(**(base | {k: v for k, v in given.items() if k in names}))
+
+
 def fine_tune(
     model: JointModel,
     train_split: Split,
@@ -363,9 +388,10 @@ def fine_tune(
 ) -> History:
     """Go on training a trained model in place: each member of its snapshot ensemble (or
     the model alone) is trained on by ``cfg`` — without an ensemble of its own — and
-    kept at its best dev epoch, so the ensemble survives the fine-tuning (a single
-    member would lose what the ensemble adds). The model's own state becomes the first
-    member's; ``hist`` is the first member's, with the whole ensemble's dev rsum."""
+    kept at its best dev epoch, or as it was when no epoch beats it on dev (epoch 0), so
+    the ensemble survives the fine-tuning (a single member would lose what the ensemble
+    adds). The model's own state becomes the first member's; ``hist`` is the first
+    member's, with the whole ensemble's dev rsum."""
     start = time.perf_counter()
     single = dataclasses.replace(cfg, ensemble=False, ensemble_best=0)
     states, model.snapshots, tuned = model.snapshots or [model.state_dict()], [], []
@@ -374,7 +400,14 @@ def fine_tune(
         if progress and len(states) > 1:
             progress(f"member {i}/{len(states)}")
         model.load_state_dict(state)
+        initial = copy.deepcopy(model.state_dict())  # the model's own tensors train in place
+        before = float(dev_score(model, dev_split, cfg.normalize)["rsum"])
         histories.append(train(model, train_split, dev_split, single, progress))
+        if max(histories[-1].dev_rsum, default=before) <= before:  # no epoch beat it
+            model.load_state_dict(initial)
+            histories[-1].best_epoch = 0
+            if progress:
+                progress(f"no epoch beats the init's dev rsum {before:.1f}: kept as it was")
         tuned.append(copy.deepcopy(model.state_dict()))
     model.load_state_dict(tuned[0])
     hist = histories[0]

@@ -81,7 +81,7 @@ def relevance_path(settings: ServiceSettings) -> Path | None:
     if settings.relevance == "none":
         return None
     if settings.relevance == "default":
-        return settings.model_dir / "relevance.json"
+        return settings.space_dir / "relevance.json"
     return Path(settings.relevance)
 
 

@@ -198,6 +198,16 @@ class ServiceSettings(Settings):
         return self.checkpoint or self.default_checkpoint
 
     @property
+    def served_model(self) -> str:
+        """Which model is served: 'shipped', 'taught: NAME' (``groundsearch teach``), or
+        the checkpoint named."""
+        if self.checkpoint is not None:
+            return str(self.checkpoint)
+        if self.space_dir == self.model_dir:
+            return "shipped"
+        return f"taught: {self.space_dir.name}"
+
+    @property
     def index_path(self) -> Path:
         return self.index_dir or self.gallery_dir
 
@@ -213,8 +223,8 @@ class ServiceSettings(Settings):
 
     def companion(self, path: Path | None, name: str) -> Path:
         """The file ``name`` beside ``path`` (a decoder or relevance file: ``make refit``
-        writes their taggers into the same folder) when there is one, else the model
-        directory's."""
+        writes their taggers into the same folder) when there is one, else the served
+        model's (``space_dir``)."""
         if path is not None and (path.parent / name).exists():
             return path.parent / name
-        return self.model_dir / name
+        return self.space_dir / name

@@ -404,6 +404,11 @@ class Health(BaseModel):
 
 class Readiness(BaseModel):
     ready: bool
+    model: str = Field(
+        default="shipped",
+        description="The model served: 'shipped', 'taught: NAME' (installed by `groundsearch "
+        "teach`), or the checkpoint named by GROUNDSEARCH_CHECKPOINT / --checkpoint.",
+    )
     encoder: str
     checkpoint: str = Field(description="SHA-256 of the served checkpoint.")
     images: int

@@ -128,7 +128,7 @@ def test_fine_tuning_on_ones_own_photos_changes_its_answers(cli, tmp_path):
     tuned = tmp_path / "tuned.pt"
     res = cli(
         "train", "--init", str(base), "--source", str(own / "mine.tsv"), "--out", str(tuned),
-        "--epochs", "8", "--lr", "0.01", *common,
+        "--epochs", "8", "--lr", "0.01", "--mix", "0", *common,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert json.loads((tmp_path / "tuned.json").read_text())["init"] == str(base)

@@ -25,6 +25,7 @@ class Status:
         channel = getattr(c.model, "concepts", None)  # the open-vocabulary channel
         return dict(
             ready=True,
+            model=c.settings.served_model,
             encoder=c.model.encoder,
             checkpoint=c.identity["checkpoint_sha256"],
             images=counts["images"],

@@ -142,3 +142,24 @@ def test_distillation_needs_a_teacher(small):
         TrainConfig(distill=-1.0)
     with pytest.raises(ValueError, match="distill_temperature must be > 0"):
         TrainConfig(distill_temperature=0.0)
+
+
+def test_a_fine_tune_no_epoch_of_which_beats_the_model_keeps_it_as_it_was(small):
+    """Captions shuffled across photos teach nothing: judged on the true captions, every
+    epoch is worse than the model it started from, which is kept as it was."""
+    from groundsearch.model.training.loop import fine_tune
+
+    split, parser_version = small
+    vocab = glove_vocabulary([t.words for t in split.trees])
+    config = JointConfig.from_dict({"encoder": "bow"})
+    model = JointModel(config, vocab, build_inventory(config, split.trees), parser_version, "x")
+    cfg = TrainConfig(epochs=8, batch_size=20, optimizer="adam-cyclic", normalize=True,
+                      margin=0.2, lr=0.005, cycles=2)  # fmt: skip
+    train(model, split, split, cfg)
+    before = evaluate(model, split, normalize=True)["rsum"]
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    shuffled = Split(split.trees, split.features, np.roll(split.caption_image, 17))
+    hist = fine_tune(model, shuffled, split, dataclasses.replace(cfg, epochs=3, lr=0.05))
+    assert max(hist.dev_rsum) < before and hist.best_epoch == 0
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())
+    assert evaluate(model, split, normalize=True)["rsum"] == pytest.approx(before)
