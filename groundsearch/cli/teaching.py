@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from groundsearch.cli.common import CliError, command, make_parser, positive_int
+from groundsearch.cli.training import FINE_TUNE_MIX
 from groundsearch.common import model_sets
 from groundsearch.common.files import write_json
 from groundsearch.common.settings import get_settings
@@ -138,6 +139,8 @@ def _teach(
     ckpt = staging / model_sets.CHECKPOINT
     src = ["--source", str(captions)]
     shipped = [x for name, _ in ELSEWHERE for x in ("--source", name)]
+    # the decoder learns from a share of the shipped collections' captions, as train --init
+    mixed = [x for name, _ in ELSEWHERE for x in ("--source", f"{name}={FINE_TUNE_MIX:g}")]
     hub, tagger = str(staging / "hubness.npz"), str(staging / "vector_tagger.npz")
     stages: list[tuple[str, list[str]]] = [
         ("your photos' features", ["features", *src]),
@@ -151,7 +154,7 @@ def _teach(
                                        "--out", str(staging / "fusion.json")]),
         ("the relevance", ["fit-relevance", str(ckpt), "--hubness", hub, "--tagger", tagger,
                            "--fusion", "none", "--out", str(staging / "relevance.json")]),
-        ("the caption decoder", ["train-decoder", "--checkpoint", str(ckpt), *shipped, *src,
+        ("the caption decoder", ["train-decoder", "--checkpoint", str(ckpt), *mixed, *src,
                                  "--epochs", str(args.decoder_epochs), "--patience", "3",
                                  "--select", "cider", "--out", str(staging / "decoder.pt")]),
     ]  # fmt: skip
