@@ -4,7 +4,8 @@ One short sentence costs about as much as several in one batch (22 ms alone, 8 m
 in a batch of 8), so request threads queue their texts and a batcher thread parses
 everything queued (up to ``max_batch``) in one call. With ``workers`` ≥ 1 each batcher
 hands its batches to a parser in a process of its own (stanza holds the GIL); with
-``workers=0`` the parser of this process is used.
+``workers=0`` the parser of this process is used. ``niceness``: added to the batching
+threads' and the parser processes' (a server's: its event loop runs first).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from concurrent.futures import Future
 
 from groundsearch.model.runtime.parsing import DependencyTree, Parser
 from groundsearch.model.runtime.parsing.pool import Outcome, ParserProcess, parse_each
+from groundsearch.service.core.photo_workers import lower_priority
 
 Job = tuple[str, Future[DependencyTree]]
 
@@ -24,18 +26,26 @@ class ParseBatcher:
     """Parse texts from many threads through batching parser threads (or processes)."""
 
     def __init__(
-        self, parser: Parser, max_batch: int = 16, workers: int = 0, warm_words: int = 0
+        self,
+        parser: Parser,
+        max_batch: int = 16,
+        workers: int = 0,
+        warm_words: int = 0,
+        niceness: int = 0,
     ) -> None:
-        self.parser, self.max_batch = parser, max_batch
+        self.parser, self.max_batch, self.niceness = parser, max_batch, niceness
         self._queue: queue.Queue[Job | None] = queue.Queue()
         backends: list[_Local | ParserProcess] = (
             [_Local(parser, warm_words)]
             if workers == 0
             else [
-                ParserProcess(parser.parser_dir, parser.cache_dir, parser.direct, warm_words)
+                ParserProcess(
+                    parser.parser_dir, parser.cache_dir, parser.direct, warm_words, niceness
+                )
                 for _ in range(workers)
             ]
         )
+        self._backends = backends
         self._threads = [
             threading.Thread(target=self._run, args=(b,), name=f"parse-batcher-{i}", daemon=True)
             for i, b in enumerate(backends)
@@ -59,6 +69,7 @@ class ParseBatcher:
             thread.join(timeout=10)
 
     def _run(self, backend: _Local | ParserProcess) -> None:
+        lower_priority(self.niceness)
         try:
             while True:
                 item = self._queue.get()

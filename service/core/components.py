@@ -90,8 +90,10 @@ class Components:
         settings: ServiceSettings,
         observe: Observe | None = None,
         parser: Parser | None = None,
+        niceness: int = 0,
     ) -> Components:
-        """Everything the server serves, warmed up; the caption bank loading meanwhile."""
+        """Everything the server serves, warmed up; the caption bank loading meanwhile.
+        ``niceness``: added to the parse threads' and processes' (a server's)."""
         _set_threads(settings)
         parser = parser or Parser(
             settings.parser_dir,
@@ -117,7 +119,10 @@ class Components:
             gallery = Gallery.open(settings.index_path, identity, settings.read_only, search)
         gallery.indexes.follow(FOLLOW_EVERY)  # writes of other processes appear within a second
         batcher = ParseBatcher(
-            parser, workers=settings.parse_workers, warm_words=settings.parse_warm_words
+            parser,
+            workers=settings.parse_workers,
+            warm_words=settings.parse_warm_words,
+            niceness=niceness,
         )
         stages = Stages(observe)
         c = cls._over(

@@ -1,7 +1,11 @@
-"""The threads that decode photos and run the backbone, at a lower CPU priority.
+"""The threads that do a request's work, at a lower CPU priority than the event loop.
 
-A photo costs ~20× the CPU of a query; these threads run niced (``NICENESS``), so photo
-work uses the CPU the text work leaves and searches stay fast under uploads.
+A photo costs ~20× the CPU of a query and a query tens of milliseconds of parse,
+encoding and search; the event loop, which reads every request and answers the 429s,
+needs about 0.2 ms for a refusal. The work threads (photos: ``PhotoWorkers``;
+text: ``PhotoWorkers(n, TEXT_PREFIX)``), the parse threads and the parser processes run
+niced (``NICENESS``, Linux: per thread), so on a busy CPU the event loop runs first: the
+time it waits for a CPU falls 2–3× (docs/BENCHMARKS.md, "Overload").
 """
 
 from __future__ import annotations
@@ -16,23 +20,34 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-#: Added to the threads' niceness (Linux: setpriority on a thread id is per thread).
+#: Added to the work threads' niceness (Linux: setpriority on a thread id is per thread).
 NICENESS = 10
-#: The threads' names begin with this.
+#: The photo threads' names begin with this.
 THREAD_PREFIX = "photo"
+#: The text threads' names (a query's parse, encoding and search) begin with this.
+TEXT_PREFIX = "text"
 
 
-def _lower_priority() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
+def lower_priority(niceness: int = NICENESS) -> None:
+    """Make the calling thread (and the threads it starts later) ``niceness`` nicer."""
+    if niceness:
+        with contextlib.suppress(OSError, AttributeError):
+            me = threading.get_native_id()
+            now = os.getpriority(os.PRIO_PROCESS, me)
+            os.setpriority(os.PRIO_PROCESS, me, min(19, now + niceness))
 
 
 class PhotoWorkers:
     """``concurrency`` niced threads; ``run`` awaits a blocking call on one of them."""
 
-    def __init__(self, concurrency: int) -> None:
+    def __init__(
+        self, concurrency: int, prefix: str = THREAD_PREFIX, niceness: int = NICENESS
+    ) -> None:
         self._pool = ThreadPoolExecutor(
-            max_workers=concurrency, thread_name_prefix=THREAD_PREFIX, initializer=_lower_priority
+            max_workers=concurrency,
+            thread_name_prefix=prefix,
+            initializer=lower_priority,
+            initargs=(niceness,),
         )
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:

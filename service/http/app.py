@@ -26,7 +26,7 @@ from groundsearch.index.ranking.pages import CursorError
 from groundsearch.model.runtime.sentences import UnusableText
 from groundsearch.service.core.components import Capabilities, Components
 from groundsearch.service.core.memory import return_freed_memory
-from groundsearch.service.core.photo_workers import PhotoWorkers
+from groundsearch.service.core.photo_workers import NICENESS, TEXT_PREFIX, PhotoWorkers
 from groundsearch.service.core.settings import ServiceSettings
 from groundsearch.service.core.writing import NoDecoder
 from groundsearch.service.http import openapi, problems
@@ -54,6 +54,9 @@ MULTIPART_SLACK = 64 * 1024
 SWITCH_INTERVAL_S = 0.001
 #: Threads that make thumbnails (niced, as the photo workers).
 THUMBNAIL_THREADS = 2
+#: Text threads beyond the parse slots (niced too): a cached query's search takes no
+#: slot, and over shards it waits on the network.
+CACHED_TEXT_THREADS = 8
 #: Typical seconds one request holds a slot of each kind (for ``Retry-After``).
 SECONDS_PER_REQUEST = {"parse": 0.03, "cnn": 0.15}
 #: How an unusable text is answered, by why: (status, problem type).
@@ -93,7 +96,9 @@ def create_app(
 
     def _load(app: FastAPI) -> None:
         try:
-            components = Components.load(settings, observe=metrics.observe_stage)
+            # the parse threads and processes niced, as the text and photo threads: the
+            # event loop, which reads every request and answers the 429s, runs first
+            components = Components.load(settings, observe=metrics.observe_stage, niceness=NICENESS)
             app.state.components = components
             app.state.capabilities = Capabilities.over(components)
             # What is loaded stays for the process's life: out of the collector's way, so a
@@ -121,6 +126,9 @@ def create_app(
     app.state.photo_workers = PhotoWorkers(settings.cnn_concurrency)
     # thumbnails: decoded at reduced scale, niced, beside (not behind) the CNN work
     app.state.thumbnail_workers = PhotoWorkers(THUMBNAIL_THREADS)
+    # a query's parse wait, encoding and search (the routes that take a parse slot)
+    text_threads = settings.parse_concurrency + CACHED_TEXT_THREADS
+    app.state.text_workers = PhotoWorkers(text_threads, TEXT_PREFIX)
     app.state.admission = Admission(
         [
             Gate(kind, concurrency, queue, SECONDS_PER_REQUEST[kind], metrics.observe_gate)

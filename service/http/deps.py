@@ -76,6 +76,10 @@ async def get_thumbnail_workers(request: Request) -> PhotoWorkers:
     return request.app.state.thumbnail_workers
 
 
+async def get_text_workers(request: Request) -> PhotoWorkers:
+    return request.app.state.text_workers
+
+
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 SearchDep = Annotated[Search, Depends(get_search)]
 PhotoSearchDep = Annotated[PhotoSearch, Depends(get_photo_search)]
@@ -88,6 +92,7 @@ GalleryWritesDep = Annotated[GalleryWrites, Depends(get_writes)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]
 PhotoWorkersDep = Annotated[PhotoWorkers, Depends(get_photo_workers)]
 ThumbnailWorkersDep = Annotated[PhotoWorkers, Depends(get_thumbnail_workers)]
+TextWorkersDep = Annotated[PhotoWorkers, Depends(get_text_workers)]
 
 
 def check_k(k: int, settings: ServiceSettings) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import queue
 import signal
 from collections.abc import Sequence
@@ -43,13 +44,21 @@ class ParserProcess:
 
     Batches of texts go in through a pipe and one outcome per text comes back. The
     process loads the pipeline before it says it is ready, so a first batch is not slow.
+    ``niceness``: added to the niceness of the thread that makes it (a server's: its
+    event loop runs first); a restarted process gets the same.
     """
 
     def __init__(
-        self, parser_dir: Path, cache_dir: Path, direct: bool = True, warm_words: int = 0
+        self,
+        parser_dir: Path,
+        cache_dir: Path,
+        direct: bool = True,
+        warm_words: int = 0,
+        niceness: int = 0,
     ) -> None:
         self.parser_dir, self.cache_dir = Path(parser_dir), Path(cache_dir)
         self.direct, self.warm_words = direct, warm_words
+        self.nice = _nicer(niceness)
         self._start()
 
     def _start(self) -> None:
@@ -57,7 +66,14 @@ class ParserProcess:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=_child_main,
-            args=(child, str(self.parser_dir), str(self.cache_dir), self.direct, self.warm_words),
+            args=(
+                child,
+                str(self.parser_dir),
+                str(self.cache_dir),
+                self.direct,
+                self.warm_words,
+                self.nice,
+            ),
             name="groundsearch-parser",
             daemon=True,
         )
@@ -94,13 +110,32 @@ class ParserProcess:
             self.process.kill()
 
 
+def _nicer(niceness: int) -> int | None:
+    """The niceness ``niceness`` above the calling thread's (None: unchanged, or unknown)."""
+    if not niceness:
+        return None
+    try:
+        return min(19, os.getpriority(os.PRIO_PROCESS, 0) + niceness)
+    except (OSError, AttributeError):
+        return None
+
+
 def _child_main(
-    conn: Connection, parser_dir: str, cache_dir: str, direct: bool, warm_words: int
+    conn: Connection,
+    parser_dir: str,
+    cache_dir: str,
+    direct: bool,
+    warm_words: int,
+    nice: int | None = None,
 ) -> None:
     """A parser process: batches of texts in, ``(ok, tree dict | message)`` pairs out.
     It leaves Ctrl-C to its parent and ends quietly when the parent is gone (a server
-    stopping while the child warms up or answers: no traceback)."""
+    stopping while the child warms up or answers: no traceback). ``nice``: its niceness,
+    set first, so that the threads it starts (torch's) have it too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it (close)
+    if nice is not None:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
     try:
         _serve_parses(conn, parser_dir, cache_dir, direct, warm_words)
     except (BrokenPipeError, ConnectionResetError, EOFError):

@@ -9,7 +9,6 @@ from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.index.filters.conditions import PhotoFilter
 from groundsearch.index.gallery import ImageRecord
@@ -24,6 +23,7 @@ from groundsearch.service.http.deps import (
     ArithmeticDep,
     PhotoWorkersDep,
     SettingsDep,
+    TextWorkersDep,
     check_k,
     read_upload,
 )
@@ -107,6 +107,7 @@ async def arithmetic(
     settings: SettingsDep,
     request: Request,
     admission: AdmissionDep,
+    workers: TextWorkersDep,
     image_id: GalleryPhoto,
     terms: TermsDep,
 ) -> ImagesResponse:
@@ -115,7 +116,7 @@ async def arithmetic(
     terms.check(capability, settings)  # before any work
     plus, minus, sentence = terms.plus, terms.minus, terms.sentence
     async with admission.slots_for(request, plus=plus, minus=minus, sentence=sentence):
-        hits, wrote, timings = await run_in_threadpool(
+        hits, wrote, timings = await workers.run(
             partial(capability.run, written=sentence, where=terms.where),
             image_id,
             plus,

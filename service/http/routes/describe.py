@@ -17,6 +17,7 @@ from groundsearch.service.http.deps import (
     DescribeDep,
     PhotoWorkersDep,
     SettingsDep,
+    TextWorkersDep,
     check_k,
     read_upload,
 )
@@ -134,6 +135,7 @@ async def paraphrase(
     capability: DescribeDep,
     request: Request,
     admission: AdmissionDep,
+    workers: TextWorkersDep,
     text: Text,
     beam: Beam = None,
 ) -> ParaphraseResponse:
@@ -142,7 +144,7 @@ async def paraphrase(
     capability.captioner.require()  # 501 before any work
     cleaned = capability.clean(text)
     async with admission.slots_for(request):
-        wrote, timings = await run_in_threadpool(capability.paraphrase, cleaned, beam)
+        wrote, timings = await workers.run(capability.paraphrase, cleaned, beam)
     return ParaphraseResponse(
         query=text, generated=[WrittenSentence.of(g) for g in wrote], timings_ms=timings
     )

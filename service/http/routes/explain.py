@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.service.http.admission import declare_work
-from groundsearch.service.http.deps import AdmissionDep, ExplainDep
+from groundsearch.service.http.deps import AdmissionDep, ExplainDep, TextWorkersDep
 from groundsearch.service.http.routes.params import TEXT_ERRORS, Text
 from groundsearch.service.http.schemas import ExplainResponse
 
@@ -20,10 +19,14 @@ router = APIRouter(tags=["search"])
     openapi_extra=declare_work(parse=()),
 )
 async def explain(
-    capability: ExplainDep, request: Request, admission: AdmissionDep, text: Text
+    capability: ExplainDep,
+    request: Request,
+    admission: AdmissionDep,
+    workers: TextWorkersDep,
+    text: Text,
 ) -> ExplainResponse:
     """The query's dependency tree and each word's share of its sentence vector."""
     cleaned = capability.clean(text)
     async with admission.slots_for(request):
-        tree, shares, timings = await run_in_threadpool(capability.run, cleaned)
+        tree, shares, timings = await workers.run(capability.run, cleaned)
     return ExplainResponse.of(tree, shares, capability.encoder, timings)

@@ -8,7 +8,6 @@ import hashlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from fastapi.concurrency import run_in_threadpool
 
 from groundsearch.index.ranking.photo_pages import PageAsk
 from groundsearch.service.http.admission import declare_work
@@ -18,6 +17,7 @@ from groundsearch.service.http.deps import (
     PhotoWorkersDep,
     SearchDep,
     SettingsDep,
+    TextWorkersDep,
     check_k,
     read_upload,
 )
@@ -48,6 +48,7 @@ async def search(
     settings: SettingsDep,
     request: Request,
     admission: AdmissionDep,
+    workers: TextWorkersDep,
     text: Text,
     where: Filters,
     paging: PagingDep,
@@ -62,9 +63,7 @@ async def search(
     cleaned = capability.clean(text)
     ask = PageAsk(k, where, paging.order, paging.cursor)
     async with admission.slots_for(request, cached=capability.is_cached(cleaned)):
-        page, timings, threshold = await run_in_threadpool(
-            capability.run, cleaned, ask, min_relevance
-        )
+        page, timings, threshold = await workers.run(capability.run, cleaned, ask, min_relevance)
     return SearchResponse(
         query=text, order=paging.order, **page_hits(page, threshold), timings_ms=timings
     )
