@@ -30,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,7 @@ def _teach(
     comparison: dict[str, Any] = {}
     installed, why = False, ""
     for i, (what, argv) in enumerate(stages, 1):
-        timings[what] = _stage(f"[{i}/{total}] {what}", lambda a=argv: _run(a, log))
+        timings[what] = _stage(f"[{i}/{total}] {what}", partial(_run, argv, log))
         if argv[0] == "train" and _kept_as_it_was(ckpt):
             why = (
                 "no epoch of fine-tuning beat the served model on the mixed dev (your dev "
