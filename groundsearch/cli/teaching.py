@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import json
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -70,6 +71,8 @@ def cmd_teach(args: argparse.Namespace) -> int:
     own = _check_collection(captions)
     served = s.default_checkpoint
     staging = taught / f".staging-{name}"
+    # stopped (kill, docker stop), it removes its staging folder as on any error
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     taught.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
