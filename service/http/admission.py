@@ -33,10 +33,14 @@ WORK_KEY = "x-work"
 _OFF = {"", "0", "false", "no", "off"}
 
 
-def declare_work(upload: bool = False, **kinds: tuple[str, ...]) -> dict[str, Any]:
+def declare_work(
+    upload: bool = False, cached_by: str | None = None, **kinds: tuple[str, ...]
+) -> dict[str, Any]:
     """A route's ``openapi_extra``: each kind of work it takes with the query parameters
-    that make it take it (none: always), and whether its body is a photo ``upload``."""
-    return {WORK_KEY: {"kinds": {k: list(p) for k, p in kinds.items()}, "upload": upload}}
+    that make it take it (none: always), whether its body is a photo ``upload``, and the
+    query parameter whose text, once its vector is cached, takes no parse (``cached_by``)."""
+    declared = {"kinds": {k: list(p) for k, p in kinds.items()}, "upload": upload}
+    return {WORK_KEY: declared | {"cached_by": cached_by}}
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class RouteWork:
     route: RouteContext
     kinds: dict[str, tuple[str, ...]]
     upload: bool
+    cached_by: str | None = None
 
     def needs(self, query: dict[str, list[str]]) -> tuple[str, ...]:
         """The kinds of work a request with this query string takes."""
@@ -78,7 +83,8 @@ def declared_work(routes: Sequence[BaseRoute]) -> list[RouteWork]:
     for route in iter_route_contexts(routes):
         declared = (getattr(route, "openapi_extra", None) or {}).get(WORK_KEY)
         if declared is not None:
-            out.append(RouteWork(route, _declared(route), bool(declared["upload"])))
+            upload, cached_by = bool(declared["upload"]), declared.get("cached_by")
+            out.append(RouteWork(route, _declared(route), upload, cached_by))
     return out
 
 
@@ -192,38 +198,44 @@ class Admission:
 
 class EarlyRefusal:
     """ASGI middleware: 429 at once for a request whose kind of work is full, as its
-    route declares it (a cached ``/search`` query needs no parse)."""
+    route declares it (a text whose vector is cached, its ``cached_by``, needs no parse)."""
 
     def __init__(self, app: ASGIApp, admission: Admission, work: list[RouteWork]) -> None:
         self.app, self.admission, self.work = app, admission, work
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            full = [k for k in self._work(scope) if self.admission.gates[k].full]
-            if full and not self._cached_search(scope):
+            declared = self._declared(scope)
+            needs = declared.needs(_query(scope)) if declared is not None else ()
+            full = [k for k in needs if self.admission.gates[k].full]
+            if full and not self._cached(scope, declared):
                 exc = self.admission.gates[full[0]].refuse()
                 answer = problem(Request(scope), 429, exc.detail, exc.slug, exc.headers)
                 await answer(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def _work(self, scope: Scope) -> tuple[str, ...]:
+    def _declared(self, scope: Scope) -> RouteWork | None:
         for declared in self.work:
             if declared.route.matches(scope)[0] == Match.FULL:
-                query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-                return declared.needs(query)
-        return ()
+                return declared
+        return None
 
-    def _cached_search(self, scope: Scope) -> bool:
-        """A ``/search`` whose query vector is cached (asked only when its gate is full:
-        the query is cleaned here only then)."""
+    @staticmethod
+    def _cached(scope: Scope, declared: RouteWork | None) -> bool:
+        """Whether the route's ``cached_by`` text has its query vector cached (asked only
+        when a gate is full: the text is cleaned here only then)."""
         capabilities = scope["app"].state.capabilities
-        if scope["path"] != "/search" or capabilities is None:
+        if declared is None or declared.cached_by is None or capabilities is None:
             return False
-        texts = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("text")
+        texts = _query(scope).get(declared.cached_by)
         if not texts:
             return False
         try:
             return capabilities.search.is_cached(capabilities.search.clean(texts[0]))
         except UnusableText:
             return False
+
+
+def _query(scope: Scope) -> dict[str, list[str]]:
+    return parse_qs(scope.get("query_string", b"").decode("latin-1"))

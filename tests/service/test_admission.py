@@ -191,3 +191,33 @@ def test_every_route_that_parses_or_runs_the_cnn_is_refused_before_its_body_is_r
         finally:
             gates["parse"].active = 0
         assert plain.status_code == 200, plain.text
+
+
+def test_the_early_refusal_lets_a_text_through_that_its_route_declares_cached():
+    """With the parse line full, a route's ``cached_by`` text whose vector is cached is
+    let through; another text, or the same on a route that declares none, is refused."""
+    from fastapi import FastAPI
+
+    from groundsearch.service.http.admission import EarlyRefusal
+
+    app = FastAPI()
+
+    @app.post("/find", openapi_extra=declare_work(parse=(), cached_by="q"))
+    def find(q: str) -> dict[str, str]:
+        return {"found": q}
+
+    @app.post("/plain", openapi_extra=declare_work(parse=()))
+    def plain(q: str) -> dict[str, str]:
+        return {"found": q}
+
+    gate = Gate("parse", concurrency=1, queue=0)
+    gate.active = 1  # the line is full
+    admission = Admission([gate])
+    search = SimpleNamespace(clean=str.strip, is_cached=lambda text: text == "a dog")
+    app.state.capabilities = SimpleNamespace(search=search)
+    app.add_middleware(EarlyRefusal, admission=admission, work=declared_work(app.routes))
+    with TestClient(app) as client:
+        assert client.post("/find", params={"q": "a dog"}).json() == {"found": "a dog"}
+        assert client.post("/find", params={"q": "a cat"}).status_code == 429
+        assert client.post("/plain", params={"q": "a dog"}).status_code == 429
+    assert gate.refused == 2

@@ -41,7 +41,7 @@ router = APIRouter(tags=["search"])
     "/search",
     response_model=SearchResponse,
     responses=TEXT_ERRORS,
-    openapi_extra=declare_work(parse=()),
+    openapi_extra=declare_work(parse=(), cached_by="text"),
 )
 async def search(
     capability: SearchDep,
