@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -95,6 +96,17 @@ class Settings(BaseSettings):
     def default_decoder(self) -> Path:
         """The caption decoder trained on the default checkpoint's joint space."""
         return self.space_dir / "decoder.pt"
+
+    def parser_options(self, use_cache: bool = True) -> dict[str, Any]:
+        """The parser these settings name, as ``Parser(**settings.parser_options())``
+        (``model.runtime.parsing``): the trained models, the parse cache (``use_cache``:
+        read and write it) and the direct path unless ``parse_pipeline``."""
+        return {
+            "parser_dir": self.parser_dir,
+            "cache_dir": self.cache_dir,
+            "use_cache": use_cache,
+            "direct": not self.parse_pipeline,
+        }
 
     @property
     def gallery_dir(self) -> Path:

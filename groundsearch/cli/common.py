@@ -216,5 +216,4 @@ def make_parser(use_cache: bool = True) -> Parser:
     """The dependency parser from the settings' model and cache folders."""
     from groundsearch.model.runtime.parsing import Parser
 
-    s = get_settings()
-    return Parser(s.parser_dir, s.cache_dir, use_cache=use_cache, direct=not s.parse_pipeline)
+    return Parser(**get_settings().parser_options(use_cache))

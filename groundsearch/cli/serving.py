@@ -38,7 +38,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         served = ensure_gallery(
             s.checkpoint_path,
             s.index_path,
-            Parser(s.parser_dir, s.cache_dir, direct=not s.parse_pipeline),
+            Parser(**s.parser_options()),
             s.cache_dir,
             s.flickr8k_dir,
             sample=args.sample,

@@ -49,7 +49,7 @@ class BankLoader:
             else:
                 texts, name = captions_from(Path(s.caption_bank))
             self.status = f"embedding {name} ({len(texts)} captions)"
-            parser = Parser(s.parser_dir, s.cache_dir, use_cache=True, direct=not s.parse_pipeline)
+            parser = Parser(**s.parser_options())
             self.bank = CaptionBank.load_or_build(
                 name, texts, self.model, parser, self.identity, s.cache_dir, s.bank_parse_workers,
                 self.penalty,

@@ -95,12 +95,7 @@ class Components:
         """Everything the server serves, warmed up; the caption bank loading meanwhile.
         ``niceness``: added to the parse threads' and processes' (a server's)."""
         _set_threads(settings)
-        parser = parser or Parser(
-            settings.parser_dir,
-            settings.cache_dir,
-            use_cache=False,
-            direct=not settings.parse_pipeline,
-        )
+        parser = parser or Parser(**settings.parser_options(use_cache=False))
         model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
         identity = checkpoint_identity(settings.checkpoint_path)
         search = IndexSettings(
@@ -141,7 +136,7 @@ class Components:
         """For one command over ``gallery`` (opened by the caller): the checkpoint, the
         parser through its cache and the relevance; the rest as the command asks."""
         _set_threads(settings)  # as the server's: a command's answer is the server's
-        parser = Parser(settings.parser_dir, settings.cache_dir, direct=not settings.parse_pipeline)
+        parser = Parser(**settings.parser_options())
         model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
         return cls._over(settings, model, identity, gallery, parser.parse, Stages())
 
