@@ -64,7 +64,7 @@ from detector.relevance import detector_split
 
 def ask(args: argparse.Namespace) -> dict[str, Any]:
     """Every word asked and judged on the split (see the module docstring)."""
-    path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
+    path = Path(args.relevance) if args.relevance else get_settings().space_dir / "relevance.json"
     relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
     embed = detector_split if args.objects else embedded_split
     model, data, parse = embed(args, args.split, source_of(args))
@@ -149,7 +149,7 @@ def page_order(
 
 def rank(args: argparse.Namespace) -> dict[str, Any]:
     """The short queries' rankings, by the joint score and as served (module docstring)."""
-    path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
+    path = Path(args.relevance) if args.relevance else get_settings().space_dir / "relevance.json"
     relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
     model, data, parse = embedded_split(args, args.split, source_of(args))
     queries = short_queries(data.ds, data.trees)

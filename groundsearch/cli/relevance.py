@@ -72,8 +72,8 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
             nouns = NounClasses.load(Path(table) if table else None)
         if getattr(args, "tagger", None) != "none":
             tagger = WordTagger.load(
-                # the checkpoint's own tagger: GROUNDSEARCH_MODEL_DIR's with the checkpoint
-                Path(args.tagger) if args.tagger else s.model_dir / VECTORS_FILE_NAME,
+                # the checkpoint's own tagger: the served model's (a taught set's or the shipped)
+                Path(args.tagger) if args.tagger else s.space_dir / VECTORS_FILE_NAME,
                 vectors_identity(checkpoint_identity(checkpoint_path(args))),
             )
     _, hub = command_hubness(args)
@@ -107,14 +107,15 @@ def _named_file(
     error: type[Exception],
 ) -> tuple[Path | None, T | None]:
     """The file an option names and what ``load`` reads of it for the checkpoint: a path
-    (``error`` if it cannot be used for the checkpoint), none for 'none', else the
-    artifacts' ``name`` when it was made for the checkpoint."""
+    (``error`` if it cannot be used for the checkpoint), none for 'none', else the served
+    model's ``name`` (``Settings.space_dir``, as the server reads it) when it was made for
+    the checkpoint."""
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
 
     named = getattr(args, option, None)
     if named == "none":
         return None, None
-    path = Path(named) if named else get_settings().model_dir / name
+    path = Path(named) if named else get_settings().space_dir / name
     try:
         return path, load(path, checkpoint_identity(checkpoint_path(args)))
     except error:
@@ -309,7 +310,7 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
     from groundsearch.model.runtime.relevance import SHORT_WORDS, load_relevance
     from groundsearch.model.training.relevance import gather_all, measure, reliability_figure
 
-    path = Path(args.relevance) if args.relevance else get_settings().model_dir / "relevance.json"
+    path = Path(args.relevance) if args.relevance else get_settings().space_dir / "relevance.json"
     with user_errors(*_errors()):
         relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
         model, datas, parse = embedded_splits(args, args.split)
