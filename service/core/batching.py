@@ -17,7 +17,7 @@ from concurrent.futures import Future
 
 from groundsearch.model.runtime.parsing import DependencyTree, Parser
 from groundsearch.model.runtime.parsing.pool import Outcome, ParserProcess, parse_each
-from groundsearch.service.core.photo_workers import lower_priority
+from groundsearch.service.core.work_threads import lower_priority
 
 Job = tuple[str, Future[DependencyTree]]
 

@@ -26,8 +26,8 @@ from groundsearch.index.ranking.pages import CursorError
 from groundsearch.model.runtime.sentences import UnusableText
 from groundsearch.service.core.components import Capabilities, Components
 from groundsearch.service.core.memory import return_freed_memory
-from groundsearch.service.core.photo_workers import NICENESS, TEXT_PREFIX, PhotoWorkers
 from groundsearch.service.core.settings import ServiceSettings
+from groundsearch.service.core.work_threads import NICENESS, TEXT_PREFIX, WorkThreads
 from groundsearch.service.core.writing import NoDecoder
 from groundsearch.service.http import openapi, problems
 from groundsearch.service.http.admission import Admission, EarlyRefusal, Gate, declared_work
@@ -123,12 +123,12 @@ def create_app(
     app.state.settings, app.state.metrics = settings, metrics
     app.state.components, app.state.load_error = components, None
     app.state.capabilities = Capabilities.over(components) if components is not None else None
-    app.state.photo_workers = PhotoWorkers(settings.cnn_concurrency)
+    app.state.photo_workers = WorkThreads(settings.cnn_concurrency)
     # thumbnails: decoded at reduced scale, niced, beside (not behind) the CNN work
-    app.state.thumbnail_workers = PhotoWorkers(THUMBNAIL_THREADS)
+    app.state.thumbnail_workers = WorkThreads(THUMBNAIL_THREADS)
     # a query's parse wait, encoding and search (the routes that take a parse slot)
     text_threads = settings.parse_concurrency + CACHED_TEXT_THREADS
-    app.state.text_workers = PhotoWorkers(text_threads, TEXT_PREFIX)
+    app.state.text_workers = WorkThreads(text_threads, TEXT_PREFIX)
     app.state.admission = Admission(
         [
             Gate(kind, concurrency, queue, SECONDS_PER_REQUEST[kind], metrics.observe_gate)

@@ -22,8 +22,8 @@ from groundsearch.service.core.capabilities.library import Library
 from groundsearch.service.core.capabilities.photos import Photos
 from groundsearch.service.core.capabilities.search import PhotoSearch, Search
 from groundsearch.service.core.components import Capabilities
-from groundsearch.service.core.photo_workers import PhotoWorkers
 from groundsearch.service.core.settings import ServiceSettings
+from groundsearch.service.core.work_threads import WorkThreads
 from groundsearch.service.http.admission import Admission
 from groundsearch.service.http.problems import ServiceError
 from groundsearch.service.http.uploads import check_size
@@ -68,15 +68,15 @@ async def get_admission(request: Request) -> Admission:
     return request.app.state.admission
 
 
-async def get_photo_workers(request: Request) -> PhotoWorkers:
+async def get_photo_workers(request: Request) -> WorkThreads:
     return request.app.state.photo_workers
 
 
-async def get_thumbnail_workers(request: Request) -> PhotoWorkers:
+async def get_thumbnail_workers(request: Request) -> WorkThreads:
     return request.app.state.thumbnail_workers
 
 
-async def get_text_workers(request: Request) -> PhotoWorkers:
+async def get_text_workers(request: Request) -> WorkThreads:
     return request.app.state.text_workers
 
 
@@ -90,9 +90,9 @@ ArithmeticDep = Annotated[Arithmetic, Depends(get_arithmetic)]
 ExplainDep = Annotated[Explain, Depends(get_explain)]
 GalleryWritesDep = Annotated[GalleryWrites, Depends(get_writes)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]
-PhotoWorkersDep = Annotated[PhotoWorkers, Depends(get_photo_workers)]
-ThumbnailWorkersDep = Annotated[PhotoWorkers, Depends(get_thumbnail_workers)]
-TextWorkersDep = Annotated[PhotoWorkers, Depends(get_text_workers)]
+PhotoWorkersDep = Annotated[WorkThreads, Depends(get_photo_workers)]
+ThumbnailWorkersDep = Annotated[WorkThreads, Depends(get_thumbnail_workers)]
+TextWorkersDep = Annotated[WorkThreads, Depends(get_text_workers)]
 
 
 def check_k(k: int, settings: ServiceSettings) -> int:

@@ -14,8 +14,8 @@ from PIL import Image
 from groundsearch.index.gallery import CaptionRecord, Gallery
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.service.core.components import Components
-from groundsearch.service.core.photo_workers import THREAD_PREFIX as PHOTO_THREADS
 from groundsearch.service.core.settings import ServiceSettings
+from groundsearch.service.core.work_threads import PHOTO_PREFIX as PHOTO_THREADS
 from groundsearch.service.http import uploads
 from groundsearch.service.http.app import create_app
 from tests.oriented import ORIENTATIONS, coffee, oriented_bytes

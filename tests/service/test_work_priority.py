@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from groundsearch.service.core.batching import ParseBatcher
-from groundsearch.service.core.photo_workers import NICENESS, TEXT_PREFIX
+from groundsearch.service.core.work_threads import NICENESS, TEXT_PREFIX
 from groundsearch.service.http.app import create_app
 
 pytestmark = pytest.mark.skipif(

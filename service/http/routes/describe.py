@@ -1,6 +1,6 @@
 """Photo → sentences (found and written), and text → sentences written for its vector.
 
-The photo is decoded and run through the backbone on the niced ``PhotoWorkers`` threads,
+The photo is decoded and run through the backbone on the niced ``WorkThreads``,
 holding a ``cnn`` admission slot; a paraphrase holds a ``parse`` slot.
 """
 

@@ -1,6 +1,6 @@
 """Gallery writes: add an uploaded photo (with captions) or remove one. Token required.
 
-An upload is decoded, run through the backbone and written on the niced ``PhotoWorkers``
+An upload is decoded, run through the backbone and written on the niced ``WorkThreads``
 threads (as ``/describe``'s photos are), holding a ``cnn`` slot (and ``parse`` with
 captions)."""
 

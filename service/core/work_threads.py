@@ -2,8 +2,8 @@
 
 A photo costs ~20× the CPU of a query and a query tens of milliseconds of parse,
 encoding and search; the event loop, which reads every request and answers the 429s,
-needs about 0.2 ms for a refusal. The work threads (photos: ``PhotoWorkers``;
-text: ``PhotoWorkers(n, TEXT_PREFIX)``), the parse threads and the parser processes run
+needs about 0.2 ms for a refusal. The work threads (``WorkThreads``: the photos', the
+thumbnails' and the text's, each a pool), the parse threads and the parser processes run
 niced (``NICENESS``, Linux: per thread), so on a busy CPU the event loop runs first: the
 time it waits for a CPU falls 2–3× (docs/BENCHMARKS.md, "Overload").
 """
@@ -23,7 +23,7 @@ T = TypeVar("T")
 #: Added to the work threads' niceness (Linux: setpriority on a thread id is per thread).
 NICENESS = 10
 #: The photo threads' names begin with this.
-THREAD_PREFIX = "photo"
+PHOTO_PREFIX = "photo"
 #: The text threads' names (a query's parse, encoding and search) begin with this.
 TEXT_PREFIX = "text"
 
@@ -37,11 +37,11 @@ def lower_priority(niceness: int = NICENESS) -> None:
             os.setpriority(os.PRIO_PROCESS, me, min(19, now + niceness))
 
 
-class PhotoWorkers:
+class WorkThreads:
     """``concurrency`` niced threads; ``run`` awaits a blocking call on one of them."""
 
     def __init__(
-        self, concurrency: int, prefix: str = THREAD_PREFIX, niceness: int = NICENESS
+        self, concurrency: int, prefix: str = PHOTO_PREFIX, niceness: int = NICENESS
     ) -> None:
         self._pool = ThreadPoolExecutor(
             max_workers=concurrency,
