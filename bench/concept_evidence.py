@@ -34,10 +34,10 @@ from groundsearch.model.data.held_out_concepts import HELD_OUT, photos_mentionin
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.evidence import NounClasses, top_classes
 from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.objects.detector import COCO, ObjectDetector
 
 sys.path.insert(0, str(Path(__file__).parent))
-from detector.evidence import ObjectNounClasses, objects_path, read_objects
-from detector.objects import COCO, ObjectDetector, object_classes
+from detector.evidence import ObjectNounClasses, object_classes, objects_path, read_objects
 
 KEEP = 0.9
 
@@ -46,7 +46,7 @@ def classifier_table(checkpoint: Path, objects: bool = False) -> None:
     s = get_settings()
     model = load_checkpoint(checkpoint)
     extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
-    detector = ObjectDetector.load(cache_dir=s.cache_dir) if objects else None
+    detector = ObjectDetector.load(s.objects_dir, s.cache_dir) if objects else None
     # the detector's kinds alone (every kind's score), or the classifier's top classes
     table = ObjectNounClasses(read_objects(objects_path())) if objects else NounClasses.load()
     splits = {}
@@ -125,7 +125,7 @@ def main() -> None:
         "--objects",
         action="store_true",
         help="the object detector's evidence instead (its best score on the concept's "
-        "COCO kinds: detector/noun_objects.tsv; python bench/object_detector.py fetch installs "
+        "COCO kinds: model/artifacts/noun_objects.tsv; groundsearch fetch-objects installs "
         "it)",
     )
     args = ap.parse_args()

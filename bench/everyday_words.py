@@ -151,6 +151,7 @@ def rank(args: argparse.Namespace) -> dict[str, Any]:
     """The short queries' rankings, by the joint score and as served (module docstring)."""
     path = Path(args.relevance) if args.relevance else get_settings().space_dir / "relevance.json"
     relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
+    args.objects = args.fusion != "none"  # the detector's channel of the served fusion
     model, data, parse = embedded_split(args, args.split, source_of(args))
     queries = short_queries(data.ds, data.trees)
     trees = parse([q.text for q in queries])

@@ -34,8 +34,8 @@ streamed over the synthetic vectors regenerated from the seed and the drawn meta
 
 Method: a fresh process opens the gallery read-only as a replica does (the HNSW snapshot
 loaded), one FAISS thread; for each filter one untimed pass over the queries, then a
-timed one: ``Gallery.search_images(query, 10, where)`` per query (batch 1, the hits'
-records read too), each right after ``Gallery.search_images(query, 10)`` of the same
+timed one: ``Gallery.rank_images(query, 10, where)`` per query (batch 1, the hits'
+records read too), each right after ``Gallery.rank_images(query, 10)`` of the same
 query, timed too: the ratio compares the two taken side by side (the machine is
 shared). The sweep forces each plan on the first 40 queries (10 untimed first).
 Output: ``runs/bench/filtered_search.json`` and markdown tables.
@@ -361,7 +361,12 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
     db = gallery.records.reader()
 
     def ids_of(where: PhotoFilter | None):
-        return lambda q: [h.id for h in gallery.search_images(q, K, where)]
+        def search(q: np.ndarray) -> list[int]:
+            ids = gallery.rank_images(q, K, where).ids.tolist()
+            found = gallery.image_records(ids)  # the hits' records, as a page reads them
+            return [i for i in ids if i in found]
+
+        return search
 
     ms, found = timed(ids_of(None), queries)
     out: dict[str, Any] = {

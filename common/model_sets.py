@@ -1,11 +1,8 @@
 """Taught model sets: a joint checkpoint with the files fitted on its space, served as one.
 
-``groundsearch teach`` writes a set into its own folder under the taught folder
-(``Settings.taught_dir``): the checkpoint (``CHECKPOINT``), its caption decoder, taggers,
-hubness correction, fusion and relevance, and ``teach.json`` (what was taught and how it
-compared). ``install`` points the folder's ``current`` file at a set; the settings then
-read the served model and its files from it (``Settings.space_dir``) unless a checkpoint
-is named. ``restore`` removes the pointer: the shipped model is served again.
+``groundsearch teach`` writes a set (checkpoint, decoder, taggers, hubness, fusion,
+relevance and ``teach.json``) into its own folder under ``Settings.taught_dir``;
+``install`` points the ``current`` file at it, ``restore`` removes the pointer.
 """
 
 from __future__ import annotations
@@ -42,9 +39,8 @@ def check_name(taught_dir: Path, name: str) -> None:
 
 
 def install(taught_dir: Path, staged: Path, name: str) -> Path:
-    """Move the set written in ``staged`` (a folder inside ``taught_dir``) to ``name``
-    (``check_name``) and serve it; the pointer is replaced atomically, so a crash serves
-    the old set or the new, never neither."""
+    """Move the set written in ``staged`` (inside ``taught_dir``) to ``name`` and serve it
+    (the pointer is replaced atomically)."""
     check_name(taught_dir, name)
     target = Path(taught_dir) / name
     os.replace(staged, target)

@@ -1,8 +1,8 @@
 """Project settings: where data, trained models and caches live.
 
-Each of the fields — ``data_dir``, ``model_dir``, ``cache_dir``, ``taught_dir`` — can be overridden
-by an environment variable with the ``GROUNDSEARCH_`` prefix, e.g.
-``GROUNDSEARCH_DATA_DIR=/data groundsearch parse "..."``. The paths below them
+Each of the fields — ``data_dir``, ``model_dir``, ``cache_dir``, ``taught_dir``,
+``objects_dir`` — can be overridden by an environment variable with the ``GROUNDSEARCH_``
+prefix, e.g. ``GROUNDSEARCH_DATA_DIR=/data groundsearch parse "..."``. The paths below them
 (``parser_dir``, ``default_checkpoint``, ``flickr8k_dir``, ``gallery_dir``, …) are
 properties derived from those, not settings of their own: move the folder above. The
 served joint model and the files fitted on its space come from ``space_dir``: the model
@@ -40,6 +40,10 @@ def _default_taught_dir() -> Path:
     return Path.home() / ".local" / "share" / "groundsearch" / "taught"
 
 
+def _default_objects_dir() -> Path:
+    return Path.home() / ".local" / "share" / "groundsearch" / "object-detector"
+
+
 def _default_model_dir() -> Path:
     """``artifacts/`` inside the installed ``groundsearch.model`` package (the repository's
     ``model/artifacts`` in an editable install)."""
@@ -67,6 +71,12 @@ class Settings(BaseSettings):
         default_factory=_default_taught_dir,
         description="Model sets taught by `groundsearch teach`; the one it installed last "
         "is served (common.model_sets).",
+    )
+    objects_dir: Path = Field(
+        default_factory=_default_objects_dir,
+        description="The COCO object detector `groundsearch fetch-objects` installs from the "
+        "npm registry (model.runtime.objects); without it short queries are ranked "
+        "without its evidence.",
     )
     parse_pipeline: bool = Field(
         False,

@@ -62,9 +62,8 @@ __all__ = [
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: A photo to upload: its bytes, a path, or a binary file object.
 PhotoInput = bytes | str | os.PathLike[str] | IO[bytes]
-#: A photo filter's value (``Client.filters()`` lists them; docs/API.md): ISO 8601 text
-#: or a date for ``after`` / ``before``, ``(lat, lon)`` or "lat,lon" for ``near``, a number
-#: for ``within_km``, text for the rest.
+#: A photo filter's value (``Client.filters()`` lists them): ISO 8601 text or a date,
+#: ``(lat, lon)`` or "lat,lon" for ``near``, a number, or text.
 Filter = str | float | date | datetime | tuple[float, float]
 Order = Literal["relevance", "date", "-date"]
 Sentences = Literal["both", "generated", "retrieved"]

@@ -1,17 +1,14 @@
 """Captions ``/describe`` may answer with when the gallery has few or none of its own.
 
-A user's gallery usually has photos and no captions. The default bank is the captions
-the model was trained on, those of each collection of the data folder that is there
-(Flickr8k train and dev, 35,000 sentences; cc-web train and dev, 17,645 web alt-texts),
-otherwise the shipped sample captions; any captions file can be named instead.
-Its vectors depend on the checkpoint and the texts, so the cache file's name carries
-both digests: built once (parsed in processes, with the parse cache), then loaded.
+The default bank is the training captions of the data folder's collections (Flickr8k
+and cc-web train and dev), else the shipped sample captions; any captions file can be
+named instead. Its vectors are cached under the checkpoint's and the texts' digests.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,14 +19,12 @@ from groundsearch.model.data import load_captioned_images
 from groundsearch.model.data.caption_files import read_caption_file
 from groundsearch.model.data.flickr import FLICKR8K_SPLITS
 from groundsearch.model.runtime.embedder import Embedder
+from groundsearch.model.runtime.hubness import Penalty
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import Sentences
 
 BANK_DIR = "caption-banks"
-SPLIT_FILES = {
-    "flickr8k": FLICKR8K_SPLITS,
-    "cc-web": {"train": "train.txt", "dev": "dev.txt"},
-}
+SPLIT_FILES = {"flickr8k": FLICKR8K_SPLITS, "cc-web": {"train": "train.txt", "dev": "dev.txt"}}
 
 
 #: The data folder's collections the default bank draws from: folder → its captions file.
@@ -64,21 +59,17 @@ def captions_from(path: Path) -> tuple[list[str], str]:
 
 
 class CaptionBank:
-    """Caption texts and their vectors, searched exactly by inner product; with
-    ``penalties`` (one a caption: ``model.runtime.hubness``) by inner product less the
-    caption's penalty (each vector carries −penalty in one more column, each query 1)."""
+    """Caption texts and their vectors, searched exactly by inner product; with a hubness
+    ``penalty`` (the captions' side) by inner product less each caption's penalty (each
+    vector carries −penalty in one more column, each query 1)."""
 
     def __init__(
-        self,
-        name: str,
-        texts: Sequence[str],
-        vectors: np.ndarray,
-        penalties: np.ndarray | None = None,
+        self, name: str, texts: Sequence[str], vectors: np.ndarray, penalty: Penalty | None = None
     ) -> None:
         self.name, self.texts = name, list(texts)
-        self.corrected = penalties is not None and bool(self.texts)
-        if self.corrected:
-            column = -np.asarray(penalties, np.float32).reshape(-1, 1)
+        self.corrected = penalty is not None and bool(self.texts)
+        if penalty is not None and self.texts:
+            column = -penalty(vectors).astype(np.float32).reshape(-1, 1)
             vectors = np.hstack([np.asarray(vectors, np.float32), column])
         self.index = VectorIndex(int(vectors.shape[1]) if vectors.size else 1)
         if self.texts:
@@ -105,24 +96,20 @@ class CaptionBank:
         identity: dict[str, str],
         cache_dir: Path,
         workers: int = 1,
-        penalty: Callable[[np.ndarray], np.ndarray] | None = None,
+        penalty: Penalty | None = None,
     ) -> CaptionBank:
         """The bank from its cache file, or embedded now and cached (texts the model
-        cannot embed are left out); ``penalty``: each caption's from its vector."""
+        cannot embed are left out)."""
         texts = sorted(set(texts))
         digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
         path = cache_dir / BANK_DIR / f"{identity['checkpoint_sha256'][:12]}-{digest}.npz"
         try:
             with np.load(path) as saved:
-                vectors = saved["vectors"]
-                return cls(
-                    name, [str(t) for t in saved["texts"]], vectors,
-                    None if penalty is None else penalty(vectors),
-                )  # fmt: skip
+                return cls(name, [str(t) for t in saved["texts"]], saved["vectors"], penalty)
         except (OSError, KeyError, ValueError):
             pass
         door = Sentences(model, lambda cleaned: parser.parse(cleaned, workers=workers))
         kept, vectors, _ = door.usable_vectors(texts)  # kept: each text as cleaned
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, texts=np.asarray(kept, dtype=str), vectors=vectors)
-        return cls(name, kept, vectors, None if penalty is None else penalty(vectors))
+        return cls(name, kept, vectors, penalty)

@@ -1,14 +1,8 @@
 """A gallery: photos and captions in a SQLite database, searched through FAISS.
 
-A gallery folder holds ``gallery.db`` (``index.store.records``, the system of record),
-``index/`` (snapshots of the two FAISS indexes, ``index.search.search_indexes``: derived,
-rebuilt when missing or stale) and ``uploads/`` (``index.store.upload_files``). The index
-kind is fixed at creation or ``auto`` (picked by size, changed by a rebuild).
-
-One writer (it compacts and snapshots) and any number of ``read_only`` processes may
-serve one gallery; all follow the records (``gallery.indexes.follow``, every second).
-Each write (``gallery.writes``) is one transaction; an upload's file is synced before it
-and deleted after its removal, and files no record names are cleared when a writer opens.
+A gallery folder holds ``gallery.db`` (the system of record), ``index/`` (snapshots of
+the two FAISS indexes, derived from it) and ``uploads/``. One writer and any number of
+``read_only`` processes may serve one gallery; all follow the records every second.
 """
 
 from __future__ import annotations
@@ -123,9 +117,8 @@ class Gallery:
         read_only: bool = False,
         settings: IndexSettings | None = None,
     ) -> Gallery:
-        """A gallery; StoreError (IdentityMismatch) if there is none or another model
-        built it. Leftovers of interrupted writes are cleared (unless ``read_only``).
-        ``settings``: the approximate kinds' search settings for this process."""
+        """A gallery; StoreError (IdentityMismatch) if there is none or another model built
+        it. Leftovers of interrupted writes are cleared (unless ``read_only``)."""
         folder = Path(folder)
         _refuse_legacy(folder)
         if not is_gallery(folder):
@@ -189,9 +182,8 @@ class Gallery:
         return [CaptionRecord(cid, text, image_id) for cid, text in rows]
 
     def image_vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """The vectors of photos ``ids``, in order (read from the search index's memory
-        when it holds them whole, else from the records); UnknownItemError if one is
-        gone."""
+        """The vectors of photos ``ids``, in order (from the search index's memory, else the
+        records); UnknownItemError if one is gone."""
         held = self.indexes["images"].stored(ids)
         if held is not None:
             return held
@@ -204,8 +196,7 @@ class Gallery:
 
     def image_products(self, ids: Sequence[int] | np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The inner products (ids × rows) of photos ``ids``' vectors with each row of
-        ``weights``: in the search index's memory when it holds them whole (no copy of the
-        vectors), else from ``image_vectors``; UnknownItemError if one is gone."""
+        ``weights``; UnknownItemError if one is gone."""
         found = self.indexes["images"].products(ids, weights)
         if found is not None:
             return found
@@ -213,8 +204,7 @@ class Gallery:
 
     def caption_products(self, ids: Sequence[int] | np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The inner products (ids × rows) of captions ``ids``' vectors with each row of
-        ``weights`` (in the search index's memory, else from the records); a caption gone
-        since it was ranked reads as a zero vector."""
+        ``weights``; a caption gone since it was ranked reads as a zero vector."""
         found = self.indexes["captions"].products(ids, weights)
         if found is not None:
             return found
@@ -254,23 +244,9 @@ class Gallery:
                 return path
         raise UnknownItemError(f"the photo of image {image_id} is no longer on disk")
 
-    def search_images(
-        self, query: np.ndarray, k: int, where: PhotoFilter | None = None
-    ) -> list[Hit[ImageRecord]]:
-        """The ``k`` photos with the largest inner product with ``query`` (one vector),
-        among those passing ``where`` (``groundsearch.index.filters.filtered_search``: exactly
-        ``min(k, photos passing)`` hits, for every index kind), with their records."""
-        ranking = self.rank_images(query, k, where)
-        found = self.image_records(ranking.ids.tolist())
-        return [
-            Hit(i, s, found[i])
-            for i, s in zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True)
-            if i in found  # gone since it was ranked: left out
-        ]
-
     def rank_images(self, query: np.ndarray, k: int, where: PhotoFilter | None = None) -> Ranking:
-        """``search_images``' ranking as arrays, without records (a long ranking read for
-        its scores: ``image_records`` reads the few a page shows)."""
+        """The ``k`` photos with the largest inner product with ``query`` among those
+        passing ``where`` (exactly ``min(k, photos passing)``), as arrays."""
         arr = as_matrix(query, self.dim, "query")
         if where:
             return Ranking.of(self.filtered.search(arr, k, where))

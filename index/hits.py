@@ -1,9 +1,7 @@
 """A ranking and its hits: the types from the gallery's search to the API's answer.
 
-A ranking is read and judged as arrays (``Ranking``); the hits a page shows become
-``Hit`` objects with what the stages learnt of them — when the photo was taken (a date
-order), its relevance (the judgement), the record it names — so a hit is one thing
-wherever it is read, from the page to the answer.
+A ranking is read and judged as arrays (``Ranking``); only the hits a page shows become
+``Hit`` objects, with their date, relevance and record.
 """
 
 from __future__ import annotations
@@ -19,9 +17,8 @@ Item = TypeVar("Item")
 
 @dataclass(slots=True)
 class Hit(Generic[Item]):
-    """A ranked id and its score, with what later stages add: its record (``item``: an
-    ``ImageRecord`` or ``CaptionRecord``, None until read), when its photo was taken
-    (None: unknown or not read) and its relevance (None: no relevance model)."""
+    """A ranked id and its score, with what later stages add: its record (``item``), when
+    its photo was taken and its relevance (None: not known)."""
 
     id: int
     score: float
@@ -39,10 +36,8 @@ class Hit(Generic[Item]):
 
 @dataclass(frozen=True, eq=False)
 class Ranking:
-    """A ranking's first hits as arrays, best first: ids (int64), scores, — for a date
-    order — when each photo was taken (epoch seconds, NaN when unknown) and, where the
-    order is not the joint score's (a short query's fused ranking), each hit's joint score
-    (``joint``), which its relevance reads. Equal to another with the same ids and scores."""
+    """A ranking's first hits as arrays, best first: ids, scores, when taken (a date order;
+    NaN when unknown) and, for a fused ranking, the joint score its relevance reads."""
 
     ids: np.ndarray
     scores: np.ndarray

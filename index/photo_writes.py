@@ -42,10 +42,9 @@ class PhotoWrites:
         meta: PhotoMetadata | None = None,
         classes: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[int, list[int], bool]:
-        """Keep an uploaded photo in ``uploads/`` and add it with its captions in one durable
-        transaction; the same bytes again add only new captions (and ``meta`` if it had none).
-        ``meta``: read from ``data`` when not given; ``classes``: (ids, probabilities) stored
-        with a new photo. Returns the image id, the new caption ids and whether it was new."""
+        """Keep an uploaded photo in ``uploads/`` and add it with its captions in one
+        transaction (the same bytes again add only new captions); returns the image id,
+        the new caption ids and whether it was new."""
         sha = hashlib.sha256(data).hexdigest()
         file = self.uploads.name_for(sha, extension)
         vec = as_matrix(vector, self.dim, "vector")[0]

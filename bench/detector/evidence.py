@@ -1,8 +1,8 @@
 """The object detector's evidence: COCO kinds beside a photo's ImageNet classes.
 
-With the detector (``detector.objects``) a photo's classes also hold the COCO kinds it
+With the detector (``model.runtime.objects``) a photo's classes also hold the COCO kinds it
 found, as ids ``OFFSET + k`` with the detector's score (``photo_objects``), and the
-noun → kinds table ``noun_objects.tsv`` (``objects_path()``, beside this file) names a
+noun → kinds table ``noun_objects.tsv`` (``objects_path()``, the runtime's) names a
 noun's kinds ("pony": horse). ``ObjectNounClasses`` is the library's ``NounClasses``
 with that table merged in: a noun's evidence is the larger of its ImageNet classes'
 summed probability and its kinds' best detector score — the classifier says what a photo
@@ -22,16 +22,36 @@ from pathlib import Path
 
 import numpy as np
 
-from detector.objects import COCO, OFFSET, object_classes
-from groundsearch.model.runtime.evidence import NounClasses
+from groundsearch.model.runtime.evidence import NounClasses, default_path
+from groundsearch.model.runtime.objects.detector import COCO
 
-#: The noun → COCO kinds table, beside this file.
-OBJECTS_FILE_NAME = "noun_objects.tsv"
+#: Stored object classes are ids OFFSET + k for COCO kind k (ImageNet's are 0 … 999).
+OFFSET = 1000
+#: A photo keeps at most this many kinds, those scoring at least ``FLOOR``.
+OBJECT_CLASSES = 10
+FLOOR = 0.05
 
 
 def objects_path() -> Path:
-    """The noun → COCO kinds table (``bench/detector/noun_objects.tsv``)."""
-    return Path(__file__).resolve().parent / OBJECTS_FILE_NAME
+    """The noun → COCO kinds table (``model/artifacts/noun_objects.tsv``)."""
+    return default_path("noun_objects.tsv")
+
+
+def object_classes(
+    scores: np.ndarray, k: int = OBJECT_CLASSES, floor: float = FLOOR
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each photo's kinds scoring at least ``floor``, best first, at most ``k``, and its
+    best kind whatever its score (so a stored row shows the detector ran), as class ids
+    (``OFFSET`` + kind) and scores: photos × k, padded with id -1 and score 0."""
+    s = np.asarray(scores, np.float32).reshape(len(scores), -1)
+    k = min(k, s.shape[1])
+    order = np.argsort(-s, axis=1, kind="stable")[:, :k]
+    vals = np.take_along_axis(s, order, axis=1)
+    keep = vals >= floor
+    keep[:, 0] = True
+    return np.where(keep, order + OFFSET, -1).astype(np.int64), np.where(keep, vals, 0.0).astype(
+        np.float32
+    )
 
 
 def read_objects(path: Path) -> dict[str, frozenset[int]]:
@@ -55,7 +75,7 @@ def photo_objects(
     classes: tuple[np.ndarray, np.ndarray] | None, objects: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Photos' top ImageNet classes with the COCO kinds the detector found appended
-    (``objects.object_classes`` of its scores: ids ``OFFSET`` + kind, -1 padding);
+    (``object_classes`` of its scores: ids ``OFFSET`` + kind, -1 padding);
     ``classes`` alone without detector scores."""
     if classes is None or objects is None:
         return classes

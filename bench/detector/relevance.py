@@ -17,9 +17,9 @@ from typing import Any
 from unittest import mock
 
 from detector.evidence import ObjectNounClasses, photo_objects
-from detector.objects import ObjectDetector
 from groundsearch.cli import relevance
 from groundsearch.common.settings import get_settings
+from groundsearch.model.runtime.objects.detector import ObjectDetector
 
 #: The library's own embedding of a split (``detector_splits`` replaces it).
 EMBEDDED_SPLIT = relevance.embedded_split
@@ -30,9 +30,10 @@ def detector_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
     evidence (the photos' top classes and a noun → classes table), the detector's too;
     ObjectsError when the detector is not installed."""
     model, data, parse = EMBEDDED_SPLIT(args, split, source)
-    if data.classes is not None and data.nouns is not None:
+    if data.classes is not None and data.nouns is not None and data.ds.features is None:
         data.nouns = ObjectNounClasses.merged(data.nouns)
-        detector = ObjectDetector.load(cache_dir=get_settings().cache_dir)
+        settings = get_settings()
+        detector = ObjectDetector.load(settings.objects_dir, settings.cache_dir)
         scores = detector.score_files(data.ds.image_paths(), progress=True)
         data.classes = photo_objects(data.classes, scores)
     return model, data, parse

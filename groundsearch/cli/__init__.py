@@ -82,9 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"groundsearch {args.command}: error: {exc}", file=sys.stderr)
         status = 2
     if own and getattr(args, "quick_exit", False):
-        # A command that wrote nothing but its output (a search from the terminal) ends
-        # here: the interpreter's teardown of torch, FAISS and the GloVe table takes
-        # longer than the search (docs/BENCHMARKS.md, "Terminal search").
+        # the interpreter's teardown of torch, FAISS and GloVe takes longer than a search
+        # (docs/BENCHMARKS.md, "Terminal search")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

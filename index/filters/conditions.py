@@ -1,16 +1,13 @@
 """What a search may be narrowed to: a photo's date, folder, camera, place and source.
 
-Each filter is declared once, in ``FILTER_PARAMS``; the route's parameters, the CLI's
-flags, the client's keywords and the page's form are made from it. A bad value raises
-``FilterError`` naming its parameter (a 422). All conditions must hold:
+Each filter is declared once, in ``FILTER_PARAMS`` (routes, CLI flags, the client and the
+page are made from it); a bad value raises ``FilterError`` (a 422). All must hold:
 
 * ``after`` / ``before``: ``after <= taken_at < before`` (an unknown date never passes).
 * ``folder``: the folder or under it, component by component; uploads never pass.
 * ``camera``: equal, ignoring ASCII case.
 * ``near`` with ``within_km`` (default 1 km): haversine distance; no GPS never passes.
 * ``source``: ``folder`` or ``upload``.
-
-The SQL lives in ``index.filters.sql``; ``masks`` states the same over in-memory columns.
 """
 
 from __future__ import annotations
@@ -24,21 +21,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-
-__all__ = [
-    "DEFAULT_WITHIN_KM",
-    "EARTH_RADIUS_KM",
-    "FILTER_NAMES",
-    "FILTER_PARAMS",
-    "MAX_WITHIN_KM",
-    "SOURCES",
-    "Categorical",
-    "FilterError",
-    "FilterParam",
-    "PhotoFilter",
-    "haversine_km",
-    "parse_time",
-]
 
 #: The radius of ``near`` when ``within_km`` is not given.
 DEFAULT_WITHIN_KM = 1.0
@@ -233,10 +215,8 @@ class PhotoFilter:
         )
 
     def masks(self, columns: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Which rows pass each condition, by name (``conditions``), over columns as
-        ``filter_sql.filter_sample`` returns them: ``taken_at``, ``lat``, ``lon`` (float, NaN
-        when unknown), ``folder`` and ``camera`` (``Categorical``, or object arrays; None
-        when unknown; the camera in lower case) and ``uploaded`` (bool)."""
+        """Which rows pass each condition, by name, over columns as
+        ``filter_sql.filter_sample`` returns them (NaN or None when unknown)."""
         out: dict[str, np.ndarray] = {}
         if "date" in self.conditions:
             taken = np.asarray(columns["taken_at"], np.float64)
@@ -322,10 +302,8 @@ def _parse_place(text: str) -> tuple[float, float]:
 
 
 def parse_time(value: str | float, parameter: str) -> float:
-    """Seconds since the epoch (UTC) of an ISO 8601 date (``2024-07-01``: its midnight,
-    UTC) or date and time (``2024-07-01T18:03:05+02:00``; without an offset: read as
-    UTC, as the records read an EXIF time without one), or of a number of seconds;
-    FilterError naming ``parameter`` otherwise."""
+    """Epoch seconds of an ISO 8601 date or date and time (no offset: UTC), or of a
+    number of seconds; FilterError naming ``parameter`` otherwise."""
     if not isinstance(value, str):
         return _number(value, parameter, "a date")
     text = value.strip()

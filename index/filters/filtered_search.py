@@ -1,20 +1,11 @@
 """Searches narrowed by a ``PhotoFilter``, applied inside the vector search.
 
-The filter columns are held in memory (``FilterColumns``). Each query's plan is chosen
-by its estimated cost, from the filter's share of the photos (a random sample,
-``filter_sql.filter_sample``, redrawn after a tenth changed or ``RESAMPLE_AFTER_S``) and
-per-item costs measured at 1M photos (``ROW_US``, ``SCORE_US``, ``HIT_US``):
-
-* **exact**: the passing ids scored from the index's copies (``score_likeliest``); for
-  selective filters.
-* **overfetch**: a plain search for ``k / share × OVERFETCH_MARGIN`` hits, checked
-  against the columns; retried once ``OVERFETCH_AGAIN`` times larger, then another plan.
-* **selector**: ``ivfpq`` only, between the two: the passing ids restrict the IVF search
-  (``search_among``), exact scoring when it comes back short. (HNSW restricted by a
-  selector was measured slower than exact and far from it.)
-
-Every plan answers exactly ``min(k, photos passing)`` hits; the estimate only decides
-how fast (docs/BENCHMARKS.md, "Filtered search").
+Each query's plan is chosen by its estimated cost, from the filter's share of the photos
+(a sample, redrawn after a tenth changed or ``RESAMPLE_AFTER_S``) and per-item costs
+measured at 1M photos: **exact** (the passing ids scored, ``score_likeliest``),
+**overfetch** (a plain search for ``k / share × OVERFETCH_MARGIN`` hits, checked against
+the columns) or, ``ivfpq`` only, **selector** (the passing ids restrict the IVF search).
+Every plan answers exactly ``min(k, photos passing)`` hits (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations

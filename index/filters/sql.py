@@ -1,8 +1,6 @@
-"""The photo filters as SQL over the gallery's records (``groundsearch.index.store.records``):
-the ids of the photos that pass a filter (``matching_ids``, planned from a sample's
-selectivities), a keyset listing by date (``photos_by_date``) and the random sample the
-planner reads (``filter_sample``). Each function runs on a connection the caller holds
-(a reader or a ``Records.snapshot``), as the records' own statements do."""
+"""The photo filters as SQL over the gallery's records: the ids that pass a filter
+(``matching_ids``), a keyset listing by date (``photos_by_date``) and the planner's
+random sample (``filter_sample``), each on a connection the caller holds."""
 
 from __future__ import annotations
 
@@ -16,10 +14,9 @@ import numpy as np
 from groundsearch.index.filters.conditions import EARTH_RADIUS_KM, Categorical, PhotoFilter
 from groundsearch.index.store.records import FILTER_COLUMNS, last_id
 
-#: Looking the ids of a further condition up in its index costs about a tenth of checking
-#: a photo row (a row lookup reads the row's page, vector and all): a condition is looked
-#: up and intersected while it matches fewer than this many times the photos still in
-#: the running; beyond, the rest are checked on those photos' rows (``matching_ids``).
+#: A further condition is looked up in its index and intersected while it matches fewer
+#: than this many times the photos still in the running (a lookup costs about a tenth of
+#: checking a row); beyond, the rest are checked on those photos' rows.
 FETCH_RATIO = 10
 #: The order conditions are tried in when nothing is known of their selectivity.
 _DEFAULT_ORDER = ("near", "camera", "folder", "date", "source")
@@ -83,10 +80,7 @@ def _id_array(text: str | None) -> np.ndarray:
 
 
 def _ids_where(
-    db: sqlite3.Connection,
-    f: PhotoFilter,
-    names: Sequence[str],
-    among: np.ndarray | None = None,
+    db: sqlite3.Connection, f: PhotoFilter, names: Sequence[str], among: np.ndarray | None = None
 ) -> np.ndarray:
     """The sorted ids of the photos (among ``among``, if given) that meet ``f``'s
     conditions ``names`` (``near``: its box, then the exact distance)."""
@@ -147,11 +141,9 @@ def photos_by_date(
     after: DateKey | None = None,
     passing: int | None = None,
 ) -> list[DateKey]:
-    """The first ``limit`` photos that pass ``f`` (None or empty: all) after ``after`` in
-    date order (``taken_at`` newest or oldest first, ties by id; undated photos last): a
-    *keyset*, each part of the order one range of ``photos_taken``. ``passing``: about how
-    many photos pass, when known: the date index is walked only when that reads fewer rows
-    than SQLite's own plan (``limit × photos / passing`` against ``passing``)."""
+    """The first ``limit`` photos that pass ``f`` (None: all) after the keyset ``after`` in
+    date order (ties by id; undated last). ``passing`` (about how many pass) decides
+    whether walking the date index reads fewer rows than SQLite's own plan."""
     conditions = filter_conditions(f) if f else {}
     walk = (
         bool(conditions)

@@ -19,6 +19,7 @@ from groundsearch.index.ingest.indexing_runs import IndexedFiles
 from groundsearch.index.ingest.sample_gallery import SAMPLE_DATA, prepare_sample_dataset
 from groundsearch.model.data.flickr import CAPTIONS_FILE, FLICKR8K_SPLITS, IMAGES_DIR
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
+from groundsearch.model.runtime.objects.detector import ObjectDetector
 from groundsearch.model.runtime.parsing import Parser
 
 
@@ -58,10 +59,22 @@ def sample_preset(cache_dir: Path) -> Preset:
 
 
 def index_preset(
-    preset: Preset, folder: Path, checkpoint: Path, parser: Parser, progress: bool = False
+    preset: Preset,
+    folder: Path,
+    checkpoint: Path,
+    parser: Parser,
+    progress: bool = False,
+    detector: ObjectDetector | None = None,
 ) -> IndexReport:
     return index_photos(
-        preset.paths, folder, checkpoint, parser, preset.captions, preset.only, progress=progress
+        preset.paths,
+        folder,
+        checkpoint,
+        parser,
+        preset.captions,
+        preset.only,
+        progress=progress,
+        detector=detector,
     )
 
 
@@ -73,10 +86,12 @@ def ensure_gallery(
     flickr8k: Path | None,
     sample: bool = False,
     empty: bool = False,
+    detector: ObjectDetector | None = None,
 ) -> str:
     """Index the default collection into ``folder`` if it has no gallery (``flickr8k`` when
     there, else or with ``sample`` the sample photos; ``empty``: an empty gallery); say what
-    is served. ``StoreError`` (``IdentityMismatch``) for another checkpoint's gallery."""
+    is served; ``detector``: its photos' object scores stored too). ``StoreError``
+    (``IdentityMismatch``) for another checkpoint's gallery."""
     if is_gallery(folder):
         gallery = Gallery.open(folder, checkpoint_identity(checkpoint))
         try:
@@ -93,5 +108,5 @@ def ensure_gallery(
         preset = flickr8k_preset(flickr8k)
     else:
         preset = sample_preset(cache_dir)
-    report = index_preset(preset, folder, checkpoint, parser, progress=True)
+    report = index_preset(preset, folder, checkpoint, parser, progress=True, detector=detector)
     return f"{preset.what}, indexed into {folder} ({report.photos} photos)"

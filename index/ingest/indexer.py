@@ -31,6 +31,7 @@ import torch
 from groundsearch.common.files import sha256_file
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.ingest.indexing_runs import IndexedFile, IndexedFiles
+from groundsearch.index.ingest.objects import detect_objects
 from groundsearch.index.store.photo_files import PhotoFile, Skipped, walk_photos
 from groundsearch.index.store.photo_metadata import PhotoMetadata, read_metadata
 from groundsearch.model.data.caption_files import CaptionFile, read_caption_file
@@ -42,6 +43,7 @@ from groundsearch.model.runtime.images.backend import FeatureBackend
 from groundsearch.model.runtime.images.photos import MAX_PIXELS, PhotoError
 from groundsearch.model.runtime.images.pool import FeaturePool
 from groundsearch.model.runtime.images.ray_pool import RayFeaturePool
+from groundsearch.model.runtime.objects.detector import ObjectDetector
 from groundsearch.model.runtime.parsing import DependencyTree, Parser
 from groundsearch.model.runtime.sentences import Sentences
 
@@ -69,6 +71,8 @@ class IndexReport:
     replaced: int = 0
     backfilled: int = 0
     classes_backfilled: int = 0
+    #: photos whose object detector scores were stored (``index.ingest.objects``)
+    objects: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     caption_problems: list[str] = field(default_factory=list)
     unused_captions: int = 0
@@ -88,6 +92,7 @@ class IndexReport:
             "photos_replaced_by_new_content": self.replaced,
             "metadata_backfilled": self.backfilled,
             "classes_backfilled": self.classes_backfilled,
+            "objects_detected": self.objects,
             "skipped": dict(sorted(reasons.items())),
             "caption_problems": len(self.caption_problems),
             "captions_for_photos_not_found": self.unused_captions,
@@ -378,6 +383,7 @@ class Indexer:
         progress: bool = False,
         model: Embedder | None = None,
         gallery: Gallery | None = None,
+        detector: ObjectDetector | None = None,
     ) -> None:
         self.roots = [Path(os.path.abspath(p)) for p in paths]
         for root in self.roots:
@@ -397,6 +403,8 @@ class Indexer:
             torch.set_num_threads(1)  # this process only projects and writes: the cores
             model = load_checkpoint(checkpoint, parser=parser.version)  # are the CNN's
         self.model = model
+        #: stores each photo's object scores after a pass (None: the gallery keeps none)
+        self.detector = detector
         self.pool: FeatureBackend
         if ray is None:
             self.pool = FeaturePool(model.backbone, workers, max_pixels=max_pixels)
@@ -500,6 +508,8 @@ class Indexer:
                 gone = [g for g in gone if not os.path.lexists(g) and not (keep and keep(g))]
                 if gone:
                     report.forgotten += run.files.forget([str(g) for g in gone])
+                if self.detector is not None:
+                    report.objects = detect_objects(self.gallery, self.detector, progress, stop)
         finally:
             bar.close()
         report.photos = self.gallery.counts()["images"]
@@ -519,12 +529,14 @@ def index_photos(
     max_pixels: int = MAX_PIXELS,
     progress: bool = False,
     ray: str | None = None,
+    detector: ObjectDetector | None = None,
 ) -> IndexReport:
     """Index ``paths`` (folders, recursively, and files) into the gallery at ``gallery_dir``
     (created if missing) with ``checkpoint``'s model. ``captions``: a TSV or JSONL file;
     ``only``: these names (or paths relative to a folder) alone; ``workers``: CNN processes
     (default one per core; 0: in this process); ``ray``: embed on that Ray cluster
-    (``RayFeaturePool``) with ``workers`` actors. Raises ``IndexingError`` for a missing
+    (``RayFeaturePool``) with ``workers`` actors; ``detector``: each photo's object scores
+    stored too (``index.ingest.objects``). Raises ``IndexingError`` for a missing
     path, ``RayClusterError`` for an unusable cluster; a bad file is reported, not raised."""
     start = time.perf_counter()
     session = Indexer(
@@ -539,6 +551,7 @@ def index_photos(
         max_pixels=max_pixels,
         ray=ray,
         progress=progress,
+        detector=detector,
     )
     with session as indexer:
         report = indexer.index(progress=progress)

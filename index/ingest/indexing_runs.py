@@ -19,10 +19,8 @@ from groundsearch.index.store.records import FileState, as_matrix, caption_rows
 
 @dataclass
 class IndexedFile:
-    """A photo file to record: where it is, its state, its content's hash; its vector
-    (None when that content is already in the gallery), its captions with vectors, what
-    the file says (``read_metadata``; None: not read) and the classifier's most probable
-    classes (ids, probabilities; None: not stored)."""
+    """A photo file to record: its state and hash, vector (None: content already there),
+    captions with vectors, metadata and most probable classes (None: not read)."""
 
     path: str
     size: int
@@ -73,10 +71,9 @@ class IndexedFiles:
         return records.has_files_under(self.gallery.records.reader(), str(folder))
 
     def add_files(self, files: Sequence[IndexedFile], run: int = 0) -> Added:
-        """Record indexed photo files (and their captions) in one transaction: known content
-        becomes another file of its photo, a changed file moves to its new photo (photos left
-        with no file go), files are marked seen by ``run``, and ``meta`` is stored with a new
-        photo (or one that had none)."""
+        """Record indexed photo files and their captions in one transaction: known content
+        becomes another file of its photo, photos left with no file go, files are marked
+        seen by ``run``."""
         added, dim = Added(), self.gallery.dim
         with self.gallery.records.transaction() as db:
             for item in files:
@@ -108,10 +105,7 @@ class IndexedFiles:
         return added
 
     def mark_seen(
-        self,
-        paths: Sequence[str],
-        run: int,
-        metadata: Sequence[tuple[int, PhotoMetadata]] = (),
+        self, paths: Sequence[str], run: int, metadata: Sequence[tuple[int, PhotoMetadata]] = ()
     ) -> int:
         """Record that an indexing run found these (unchanged) files, and store the
         ``metadata`` read for photos that had none (the backfill of a format-2 gallery:

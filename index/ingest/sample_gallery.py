@@ -1,9 +1,8 @@
 """The shipped default gallery: sample photos from the scikit-image wheel, captioned by us.
 
-No Flickr8k, no download: the photos are copied from the installed ``skimage`` package's
-``data`` folder and captioned by ``index/ingest/sample_captions.txt`` (Flickr8k's token
-format). Grayscale and transparent photos become RGB PNGs (on white); RGB files are
-copied as they are.
+No download: the photos are copied from the installed ``skimage`` package's ``data``
+folder (grayscale and transparent ones as RGB PNGs) and captioned by
+``sample_captions.txt``.
 
 Provenance, per ``skimage.data``'s docstrings (scikit-image 0.26):
 
@@ -71,11 +70,8 @@ def _copy_photo(src: Path, dest: Path) -> None:
 
 
 def prepare_sample_dataset(root: Path) -> Path:
-    """Write a Flickr8k-layout folder of the sample photos and captions at ``root``.
-
-    Idempotent: photos already there are kept, the captions file is rewritten only when
-    it differs. Raises DatasetError if the installed scikit-image lacks a photo.
-    """
+    """Write a Flickr8k-layout folder of the sample photos and captions at ``root``
+    (idempotent); DatasetError if the installed scikit-image lacks a photo."""
     root = Path(root).resolve()
     images = root / IMAGES_DIR
     images.mkdir(parents=True, exist_ok=True)

@@ -3,19 +3,10 @@
 ``groundsearch index PATH… --watch`` runs this in its own process, ``groundsearch serve
 --watch PATH`` in a server thread; every write goes through ``Indexer.index``.
 
-1. **Watch, then catch up**: notifications (``watchfiles``; ``WATCHFILES_FORCE_POLLING=
-   true`` polls) first, then one full pass records what changed while nothing watched.
-2. **Debounced batches**: changes are grouped until ``step_ms`` pass without a new one
-   (at most ``debounce_ms``); each batch is one indexer pass.
-3. **A batch** looks at each path as it is *now*: a file is recorded (known content
-   becomes another file of its photo, keeping its id), a folder is walked, a gone path
-   has its files forgotten — after the additions, so a renamed photo is never embedded
-   again. Hidden names and the gallery's own folder are left out.
-4. **A folder that disappears** (an unmounted drive) forgets nothing while missing; it is
-   watched again and caught up when back. An **empty** folder the gallery holds files
-   under is treated alike until something lands in it.
-5. **Crash-safe**: each commit is one transaction; a stop ends the batch at the next
-   photo, commits what was embedded, and returns.
+Notifications (``watchfiles``) first, then one full pass to catch up; changes are
+debounced into batches, each one indexer pass that looks at every path as it is *now*
+(gone paths forgotten after the additions, so a renamed photo keeps its id). A folder
+that disappears (an unmounted drive), or turns empty, forgets nothing until it is back.
 
 Events (``on_event(kind, data)``): ``caught-up``, ``changes`` (with ``paths``),
 ``missing``, ``back``, ``kept``, ``polling``, ``error``; summaries' ``lines`` name each

@@ -8,13 +8,9 @@ in one of three orders:
   ``weak``;
 - ``date`` / ``-date``: only the good matches, by when taken; undated last, ties by id.
 
-**The cursor** is opaque base64url JSON: the last hit's sort key and id (keyset paging),
-the order, the hits before it, and a fingerprint of the query and filters (another
-query's cursor is refused). Photos present at both requests are never shown twice nor
-skipped.
-
-**total** counts the good matches in the first ``WINDOW`` hits; ``total_exact`` is false
-when the window ends above the cutoff. Without a relevance model every hit counts.
+**The cursor** is opaque base64url JSON (the last hit's sort key and id, the order, and a
+fingerprint of the query and filters). **total** counts the good matches in the first
+``WINDOW`` hits (``total_exact`` false when the window ends above the cutoff).
 """
 
 from __future__ import annotations
@@ -132,10 +128,8 @@ def paginate(
     monotone: bool = True,
 ) -> Page:
     """The page of ``k`` hits after ``cursor`` of a ranking read through ``fetch``, in
-    ``order``, with its next cursor and the total above ``threshold``. The first ``window``
-    hits are fetched and judged at once as arrays; only the page's become ``Hit`` objects.
-    ``monotone``: relevance never rises down the ranking (else the total is exact only for
-    a ranking the window holds whole). Sort keys ascend by (group, key, id)."""
+    ``order``, with its next cursor and the total above ``threshold``. ``monotone``:
+    relevance never rises down the ranking. Sort keys ascend by (group, key, id)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     n = max(window, 2 * k + (cursor.served if cursor else 0))

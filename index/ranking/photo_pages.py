@@ -1,12 +1,7 @@
 """A page of gallery photos for one query vector: filtered in the search, judged, ordered.
 
-The capabilities that list photos (``/search``, ``/search/image``,
-``/images/{id}/similar``) read their ranking as arrays (``index.hits.Ranking``: ids, scores)
-through ``Gallery.rank_images`` with the request's filters, judge every hit at once
-(``service.core.relevance``) and cut the page with ``index.ranking.pages``; only the
-page's hits become ``hits.Hit`` objects, and only its photos are read from the records
-(a total above the cutoff reads up to 1,000 scores, not 1,000 records); a date order
-reads the ranking's dates alone.
+The ranking is read as arrays (``Gallery.rank_images``), judged at once and cut with
+``index.ranking.pages``; only the page's photos are read from the records.
 """
 
 from __future__ import annotations
@@ -49,8 +44,7 @@ def photo_page(
     monotone: bool = True,
 ) -> Page:
     """The page ``ask`` wants of a ranking, its hits' items the photos' records; ``query``
-    identifies it in the cursor (its text or photo), with the filters and threshold
-    (CursorError for another query's cursor)."""
+    identifies it in the cursor (CursorError for another query's)."""
     key = fingerprint(query, ask.where, threshold)
     cursor = None if ask.cursor is None else Cursor.decode(ask.cursor, ask.order, key)
     dated = ask.order != "relevance"

@@ -5,12 +5,11 @@ A compressed main (``ivfpq``, ``ivfopq``) is four files named by one path ``P``:
 re-rank or PQ code a vector, by position), ``P.ids`` (the sorted int64 ids) and
 ``P.codec`` (the trained codec of ``P.codes``).
 
-**The build**: quantisers trained on a sample; chunks added to the IVF until a shard
-(``IndexSettings.shard_size``) is full, its lists written out and the IVF emptied; codes
-and ids appended as they come. ``manifest.json`` records each synced shard, so a killed
-build resumes after the last one. Last, the shards' lists are merged list by list into
-the served file (the layout of a one-piece build): peak memory is one shard's codes.
-(FAISS's ``merge_ondisk`` maps everything and names its data file by absolute path.)
+**The build**: chunks are added to a trained IVF until a shard (``shard_size``) is full,
+its lists written out and the IVF emptied; ``manifest.json`` records each synced shard,
+so a killed build resumes after the last. Last, the shards' lists are merged list by list
+into the served file: peak memory is one shard's codes (FAISS's ``merge_ondisk`` maps
+everything and names its data file by absolute path).
 """
 
 from __future__ import annotations
@@ -96,7 +95,7 @@ class CompressedIndex:
         self.codec = codec
         #: whether the store re-ranks candidates (ivfpq) or only scores given ids (ivfopq)
         self.rerank = isinstance(codec, FAISS.IndexScalarQuantizer)
-        self.fp16 = self.rerank and codec.sq.qtype == faiss.ScalarQuantizer.QT_fp16
+        self.fp16 = codec_is_fp16(codec)
         self.codes, self.ids = codes, ids
         self.d = int(index.d)
         #: threads reading the store's rows at once (``gather``; 0: one)
@@ -119,12 +118,11 @@ class CompressedIndex:
     @classmethod
     def open(cls, path: Path, mmap: bool = True) -> CompressedIndex:
         """The main written at ``path``; ``mmap``: the lists and the store stay in their
-        files, paged in as searches touch them (read at random: no read-ahead; a store
-        larger than half the memory by ``READERS`` threads at once)."""
+        files, paged in at random as searches touch them."""
         path = Path(path)
         codec = faiss.read_index(str(path.with_name(path.name + ".codec")))
         ids_path, codes_path = (path.with_name(path.name + s) for s in (".ids", ".codes"))
-        width = _code_width(codec)
+        width = int(codec.sa_code_size())
         ids: np.ndarray = np.empty(0, np.int64)
         codes: np.ndarray = np.empty((0, width), np.uint8)
         if mmap:
@@ -179,8 +177,7 @@ class CompressedIndex:
         self, x: np.ndarray, k: int, settings: IndexSettings, sel: Any
     ) -> tuple[np.ndarray, np.ndarray]:
         """(scores, ids) of the ``k`` best of each row: the IVF's ``k × k_factor`` best
-        (``sel``: which ids may be returned) re-ranked from the store (``ivfpq``), or its
-        ``k`` best as they are (``ivfopq``)."""
+        re-ranked from the store (``ivfpq``), or its ``k`` best as they are (``ivfopq``)."""
         wanted = min(self.ntotal, k * max(1, settings.k_factor)) if self.rerank else k
         params = FAISS.SearchParametersIVF(nprobe=settings.nprobe, sel=sel)
         scores, labels = self.ivf.search(self._space(x), max(wanted, 1), params=params)
@@ -201,10 +198,6 @@ class CompressedIndex:
 def files_of(path: Path) -> list[Path]:
     """The four files of a compressed main written at ``path``."""
     return [path, *(path.with_name(path.name + s) for s in SUFFIXES)]
-
-
-def _code_width(codec: Any) -> int:
-    return int(codec.sa_code_size())
 
 
 def _fingerprint(dim: int, kind: str, n: int, settings: IndexSettings, key: str) -> dict[str, Any]:
@@ -273,9 +266,8 @@ def build_compressed(
 ) -> Path:
     """Build a compressed main of ``kind`` over ``chunks`` (about ``n`` vectors, ids
     increasing) in ``work``; returns ``work/main.faiss``. A build begun there with the same
-    shape and ``key`` resumes after its last finished shard (``chunks.after(last_id)`` when
-    it has one). ``on_shard(i)``: called after shard ``i`` is recorded. ``DiskSpaceError``
-    before anything is written if the disk is too small."""
+    shape and ``key`` resumes after its last finished shard; ``on_shard(i)`` is called after
+    shard ``i`` is recorded; ``DiskSpaceError`` first if the disk is too small."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     manifest = _Manifest(work, _fingerprint(dim, kind, n, settings, key))
@@ -308,8 +300,7 @@ def build_compressed(
     last_id = manifest.last("last_id")
     if last_id and hasattr(chunks, "after"):
         chunks = chunks.after(last_id)
-    shard_rows = 0
-    rows = done_rows
+    shard_rows, rows = 0, done_rows
     with open(store_path, "ab") as store, open(ids_path, "ab") as id_file:
         for ids, vectors in chunks:
             id_arr = np.asarray(ids, np.int64)
@@ -328,9 +319,9 @@ def build_compressed(
             shard_rows, rows = shard_rows + id_arr.size, rows + id_arr.size
             if shard_rows >= settings.shard_size:
                 _finish_shard(trained, ivf, work, manifest, store, id_file, rows, last_id)
+                shard_rows = 0
                 if on_shard is not None:
                     on_shard(len(manifest.shards) - 1)
-                shard_rows = 0
         if shard_rows:
             _finish_shard(trained, ivf, work, manifest, store, id_file, rows, last_id)
             if on_shard is not None:

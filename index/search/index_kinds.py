@@ -65,10 +65,8 @@ def choose_kind(
     rerank: str = "fp16",
     stored: int | None = None,
 ) -> str:
-    """The kind ``auto`` picks for an index of ``n`` vectors (``free_bytes``: the disk it
-    would be built on has this much free; ``ivfopq`` when not even the re-rank store
-    ``choose_rerank`` would fall back to for ``rerank`` fits in it; ``stored``: the
-    vectors whose copies that disk must hold, when more than ``n`` — every shard's)."""
+    """The kind ``auto`` picks for ``n`` vectors on a disk with ``free_bytes`` free
+    (``ivfopq`` when no re-rank store fits; ``stored``: the vectors it must hold, if more)."""
     if n <= EXACT_UP_TO:
         return "flat"
     if n < COMPRESSED_FROM:
@@ -93,8 +91,7 @@ def smallest_store(dim: int, rerank: str) -> str:
 
 def choose_rerank(n: int, dim: int, free_bytes: int | None, wanted: str) -> str:
     """The re-rank store ``auto`` gives an ``ivfpq`` index of ``n`` vectors: ``wanted``
-    when it fits the disk, else SQ8 (half of float16's bytes, −0.1 rsum against −0.5
-    for ``ivfopq``: docs/BENCHMARKS.md, "Vector size")."""
+    when it fits the disk, else SQ8 (docs/BENCHMARKS.md, "Vector size")."""
     return wanted if store_fits(n, dim, wanted, free_bytes) else smallest_store(dim, wanted)
 
 
@@ -111,10 +108,8 @@ def pq_bytes(dim: int, kind: str, m: int) -> int:
 
 @dataclass
 class IndexSettings:
-    """Shape and search settings of the approximate kinds: ``nlist`` (None: about √n),
-    ``m`` (PQ bytes), ``nprobe``, ``k_factor`` (re-ranked per result), ``rerank`` and
-    ``shard_size`` for ``ivfpq``/``ivfopq``; ``ef_search`` for ``hnsw`` (16 loses recall at
-    640-d)."""
+    """Shape and search settings of the approximate kinds (``nlist`` None: about √n;
+    ``ef_search`` for ``hnsw``, the rest for ``ivfpq``/``ivfopq``)."""
 
     nlist: int | None = None
     m: int = 64
@@ -208,14 +203,11 @@ def index_name(index: FAISS.Index) -> str:
 
 def read(path: Path, mmap: bool = False) -> faiss.Index:
     """Read an index written by ``faiss.write_index``; with ``mmap`` its inverted lists
-    and stored codes (the float16 re-rank copy of an ``IndexRefine`` main written before
-    the sharded build, too) stay in the file, paged in as searches touch them."""
+    and stored codes stay in the file, paged in as searches touch them."""
     if not mmap:
         return faiss.read_index(str(path))
-    # By file name FAISS maps the whole file (MappedFileIOReader): every code array is a
-    # view of it. (IO_FLAG_MMAP with a FileIOReader maps only the inverted lists and
-    # reads the re-rank codes, 1,280 B a vector, into memory.) Its pages are read at
-    # random: no read-ahead (mapped_files).
+    # by file name FAISS maps the whole file (a FileIOReader would read the re-rank codes
+    # into memory); its pages are read at random: no read-ahead (mapped_files)
     index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
     advise_random(path)
     return index

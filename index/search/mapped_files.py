@@ -1,10 +1,7 @@
 """Telling the kernel how a memory-mapped index file is read.
 
-``advise_random`` marks every mapping of a file ``MADV_RANDOM`` (found in
-``/proc/self/maps``: FAISS does not expose it), so random re-rank reads do not pull in
-128 KB of read-ahead each (Linux only; otherwise nothing changes). ``gather`` reads rows
-of a mapped array at many positions with several threads, since a disk serves many reads
-at once (docs/BENCHMARKS.md, "Scale" and "100M vectors").
+``advise_random`` marks a file's mappings ``MADV_RANDOM`` (no read-ahead; Linux only);
+``gather`` reads rows of a mapped array with several threads (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A gallery's two search indexes (FAISS), derived from its records and kept up with them.
 
-An index is loaded from its snapshot and caught up, or built from the records when the
-snapshot is missing, stale or ahead. Maintenance rebuilds one with many removals, a large
-delta or the wrong kind for its size (``choose_kind``), and snapshots after many changes;
-a read-only process writes nothing and takes up the writer's snapshots. An index given
-whole (``given``: the front over the photos' shards) is neither loaded nor taken up.
+An index is loaded from its snapshot and caught up, or built from the records. Maintenance
+rebuilds one with many removals, a large delta or the wrong kind, and snapshots after many
+changes; a read-only process takes up the writer's snapshots instead.
 """
 
 from __future__ import annotations

@@ -18,19 +18,6 @@ from groundsearch.index.search.compressed import CompressedIndex
 from groundsearch.index.search.index_kinds import IndexSettings
 from groundsearch.index.search.sketches import CANDIDATES_PER_HIT, MIN_CANDIDATES, SketchKeeper
 
-__all__ = [
-    "Tombstones",
-    "held",
-    "hits",
-    "products",
-    "score",
-    "score_likeliest",
-    "search",
-    "stored",
-    "stored_rows",
-]
-
-
 #: ``products`` multiplies a whole segment, then takes the ids' rows, when the ids are at
 #: least 1 / WHOLE_SHARE of it (a matrix-vector product a row reads it in order, about
 #: twice as fast a vector as products at scattered positions).
@@ -76,9 +63,8 @@ class Tombstones:
 def search(
     parts: Sequence[Any], arr: np.ndarray, k: int, settings: IndexSettings, sel: Any
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, labels) of the ``k`` best of each query row of ``arr`` in the segments
-    that hold anything, merged; ``sel``: a FAISS ``IDSelector`` of the ids searched
-    (None: all). Labels of -1 where fewer were found."""
+    """(scores, labels) of the ``k`` best of each query row in the segments, merged
+    (``sel``: an ``IDSelector`` of the ids searched); labels of -1 where fewer were found."""
     found = [_search_part(part, arr, k, settings, sel) for part in parts if part.ntotal]
     if not found:
         n = arr.shape[0]
@@ -162,9 +148,8 @@ def products(
 def score(
     parts: Sequence[Any], removed: np.ndarray, query: np.ndarray, ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact inner products of ``query`` with the live vectors a segment holds among ``ids``
-    (sorted, unique int64): (ids, scores), from the segments' own copies (so a score is the
-    one its search reports)."""
+    """(ids, scores): exact inner products of ``query`` with the live vectors among ``ids``,
+    from the segments' own copies (so a score is the one its search reports)."""
     ids = ids[~np.isin(ids, removed, assume_unique=True)]
     out_ids, out_scores = [], []
     for part in parts:

@@ -1,20 +1,12 @@
 """A gallery's photo vectors split into shards, each its own ``VectorIndex`` snapshot,
 and a front that searches them all as one index.
 
-Photo ``i`` lives in shard ``i mod S`` (new photos spread evenly); only the ``images``
-index is sharded. On disk: ``out/shards.json`` (``ShardSet``: scheme, count, kind,
-identity, the records' watermarks) and ``out/shard-<s>/`` (a ``VectorIndex`` snapshot,
-built from the records with ``VectorIndex.build``; ``auto`` picks the kind by the shard's
-size and the free disk, ``choose_kind``/``choose_rerank``).
-
-A shard server (``Shard``; one per Ray Serve deployment in ``service.core.sharding``)
-answers what ``VectorIndex`` answers for its ids. The front (``ShardedIndex``, a
-``SearchIndex``) sends a search to every shard through a ``Fanout`` and merges the best
-``k`` (``merge_hits``: highest score first, ties by smaller id); calls naming ids send
-each shard its own, so ``FilteredSearch`` runs unchanged. Exact shards answer as the
-one-piece index does. Its gallery (``service.core.sharding.open_sharded``) follows the
-records like a replica and pushes later adds and removes to their shards (idempotent);
-shards keep them in memory until ``write_shards`` runs again.
+Photo ``i`` lives in shard ``i mod S``; only the ``images`` index is sharded. On disk:
+``out/shards.json`` (``ShardSet``) and ``out/shard-<s>/`` (a ``VectorIndex`` snapshot).
+A ``Shard`` (one per Ray Serve deployment) answers for its ids; the front
+(``ShardedIndex``) calls every shard through a ``Fanout`` and merges the best ``k``, so
+``FilteredSearch`` runs unchanged. Later adds and removes are pushed to the shards, which
+keep them in memory until ``write_shards`` runs again.
 """
 
 from __future__ import annotations
@@ -43,19 +35,6 @@ from groundsearch.index.search.index_kinds import (
 from groundsearch.index.search.vectors import VectorIndex, as_additions, check_after, check_k
 from groundsearch.index.store import records
 from groundsearch.index.store.records import DB_FILE, Records, as_matrix
-
-__all__ = [
-    "MANIFEST",
-    "SCHEME",
-    "Fanout",
-    "LocalFanout",
-    "Shard",
-    "ShardSet",
-    "ShardedIndex",
-    "merge_hits",
-    "shard_of",
-    "write_shards",
-]
 
 log = logging.getLogger("groundsearch.index")
 #: How photos are assigned to shards.
@@ -158,9 +137,8 @@ def write_shards(
     settings: IndexSettings | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ShardSet:
-    """Split the photo vectors of the gallery in ``gallery`` into ``shards`` (``id mod
-    shards``) written to ``out`` as ``VectorIndex`` snapshots, ``out/shards.json`` last.
-    ``kind``: default the gallery's (``auto``: by shard size). The gallery is only read."""
+    """Split the gallery's photo vectors into ``shards`` written to ``out`` as
+    ``VectorIndex`` snapshots, ``shards.json`` last (``kind``: default the gallery's)."""
     if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
         raise ValueError(f"shards must be a positive int, got {shards!r}")
     if kind is not None and kind not in (AUTO, *INDEX_KINDS):
@@ -334,9 +312,8 @@ class LocalFanout:
 
 
 class ShardedIndex:
-    """The shards of a ``ShardSet``, searched through ``fanout`` as one index (what the
-    gallery, ``SearchIndexes`` and ``FilteredSearch`` ask of a ``VectorIndex``).
-    It holds no vectors itself; its watermarks are the records' it has pushed."""
+    """The shards of a ``ShardSet``, searched through ``fanout`` as one ``VectorIndex``; its
+    watermarks are the records' it has pushed."""
 
     def __init__(
         self, fanout: Fanout, shard_set: ShardSet, settings: IndexSettings | None = None

@@ -1,11 +1,8 @@
 """A low-dimensional copy of an index's vectors, to pick candidates among many ids.
 
-Scoring every passing photo exactly reads all their vectors; the sketch holds each
-vector's first ``DIMS`` principal components (128 bytes), so only the best ``count``
-(``CANDIDATES_PER_HIT`` a hit) are scored exactly. Subtracting the mean keeps the order.
-``train`` returns None unless, on the sample, the exact top 10 of ``CHECK_QUERIES``
-held-out vectors are among the sketch's ``CHECK_CANDIDATES`` best at least
-``CHECK_RECALL`` of the time (``bench/filtered_search.py`` measures recall).
+The sketch holds each vector's first ``DIMS`` principal components, so only the best
+``CANDIDATES_PER_HIT`` a hit are scored exactly; ``train`` returns None unless the sketch
+keeps ``CHECK_RECALL`` of held-out queries' top 10 among its ``CHECK_CANDIDATES`` best.
 """
 
 from __future__ import annotations
@@ -83,10 +80,8 @@ class Sketch:
 
 
 class SketchKeeper:
-    """The sketch of one index's growing main: trained once the main holds ``start``
-    vectors (on a seeded sample of ``sample``), tried again when the main has doubled
-    since a sketch was found untrustworthy, extended to the main's new rows, and dropped
-    when the main is replaced (a rebuild)."""
+    """The sketch of one index's growing main: trained once it holds ``start`` vectors,
+    tried again when it doubled after a failed check, extended, dropped on a rebuild."""
 
     def __init__(self, start: int, sample: int) -> None:
         self.start, self.sample = start, sample

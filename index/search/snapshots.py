@@ -1,11 +1,8 @@
 """The files a ``VectorIndex`` (``index.search.vectors``) keeps beside its stem.
 
-``NAME.json`` (the header: identity, dimension, kind, watermarks, tombstones) names
-``NAME-<random>.faiss`` or a sealed ``NAME-<random>.main.faiss`` (with ``.codes``,
-``.ids``, ``.codec``) and ``NAME-<random>.delta.faiss``. It is replaced atomically after
-its files are written; a missing or unreadable snapshot means a rebuild from the records.
-One process writes a folder's snapshots (``snapshot.lock``) and each deletes the files
-the JSON no longer names (a young sealed main is kept).
+``NAME.json`` (the header) names the segment files and is replaced atomically after them;
+a missing or unreadable snapshot means a rebuild. One process writes a folder's snapshots
+(``snapshot.lock``) and deletes the files the JSON no longer names.
 """
 
 from __future__ import annotations
@@ -43,10 +40,8 @@ KEEP_YOUNG_S = 600
 
 @dataclass
 class Snapshot:
-    """What a snapshot holds of an index: its shape, watermarks and tombstones, and its
-    segments. ``main``: an unsealed main (written as ``NAME-<random>.faiss``), or the
-    main read back; ``main_file``: the file of the sealed main written beside the stem
-    (None: none); ``delta``: a sealed index's delta (None for an unsealed one)."""
+    """What a snapshot holds of an index: shape, watermarks, tombstones and segments
+    (``main_file``: a sealed main's file; ``delta``: a sealed index's delta)."""
 
     dim: int
     kind: str
@@ -87,9 +82,8 @@ def write(stem: Path, header: dict[str, Any], snapshot: Snapshot) -> None:
 
 
 def read(stem: Path, header: dict[str, Any]) -> Snapshot | None:
-    """The snapshot at ``stem`` if its header matches ``header``, its segments read back
-    (a sealed main memory-mapped); None if there is none or it is unreadable or made for
-    something else (rebuild then)."""
+    """The snapshot at ``stem`` if its header matches ``header``, its segments read back;
+    None if there is none or it is unreadable or made for something else."""
     try:
         doc = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
         if any(doc.get(key) != value for key, value in header.items()):
@@ -156,9 +150,8 @@ def _place_main(stem: Path, work: Path) -> tuple[CompressedIndex, str]:
 
 
 def write_main(stem: Path, main: CompressedIndex) -> tuple[CompressedIndex, str] | None:
-    """Write a sealed main held in memory beside ``stem`` and map it back: the mapped
-    main and its file name; None if it could not be written (a read-only folder: it
-    stays in memory)."""
+    """Write a sealed main held in memory beside ``stem`` and map it back (with its file
+    name); None if it could not be written (a read-only folder)."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     work = stem.with_name(f".{stem.name}.write-{uuid.uuid4().hex[:8]}")
     try:
@@ -212,9 +205,8 @@ def _referenced(stem: Path) -> set[str]:
 
 
 def _clear_unreferenced(stem: Path) -> None:
-    """Delete this stem's snapshot files the JSON does not name (replaced ones, and
-    temp files a crash left), unless young (a rebuilt main waits for its snapshot).
-    Called with the snapshot lock held."""
+    """Delete this stem's snapshot files the JSON does not name, unless young (a rebuilt
+    main waits for its snapshot); called with the snapshot lock held."""
     keep = _referenced(stem)
     now = time.time()
     for path in stem.parent.glob(f"*{stem.name}-*.faiss*"):

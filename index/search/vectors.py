@@ -1,14 +1,8 @@
 """The gallery's search structure: FAISS inner-product indexes derived from the records.
 
-The records are the truth; the index remembers how far it read them (``last_id``,
-``last_removal``) to catch up. Removed ids are tombstones an ``IDSelector`` leaves out;
-``tombstones`` says when a compaction is due.
-
-Two segments: the *main* index and an exact *delta*. ``flat`` and ``hnsw`` add to main; a
-compressed main (``ivfpq``, ``ivfopq``) is built once (``index.search.compressed``),
-sealed and memory-mapped, later additions going to the delta until ``delta_due`` asks
-for a rebuild. Searches over segments are ``index.search.segments``; snapshot files,
-their format and lock are ``index.search.snapshots``.
+The index remembers how far it read the records (``last_id``, ``last_removal``); removed
+ids are tombstones. Two segments: the *main* and an exact *delta*; a compressed main is
+built once and sealed, later additions going to the delta until ``delta_due``.
 """
 
 from __future__ import annotations
@@ -202,9 +196,8 @@ class VectorIndex:
             return segments.held((self._main, self._delta), self._tombstones.sorted(), ids)
 
     def stored(self, ids: Sequence[int] | np.ndarray) -> np.ndarray | None:
-        """The float32 vectors of ``ids``, in order, read from memory: the copies a flat
-        or HNSW segment searches. None when one is not held so (removed, never added, or
-        in a compressed segment): the records then have it."""
+        """The float32 vectors of ``ids``, in order, from a flat or HNSW segment's copies;
+        None when one is not held so (the records then have it)."""
         want = np.asarray(ids, np.int64)
         with self._lock:
             parts, removed = (self._main, self._delta), self._tombstones.sorted()
@@ -240,9 +233,8 @@ class VectorIndex:
     def search_among(
         self, query: np.ndarray, k: int, ids: np.ndarray, settings: IndexSettings | None = None
     ) -> list[tuple[int, float]]:
-        """The ``k`` nearest live ids among ``ids`` (sorted, unique int64) of one query, best
-        first, through a FAISS ``IDSelector`` with ``settings`` (default: the index's).
-        Approximate kinds may return fewer or miss some: the caller checks (``score``)."""
+        """The ``k`` nearest live ids among ``ids`` (sorted, unique) of one query, best first,
+        through a FAISS ``IDSelector``; approximate kinds may miss some."""
         arr = as_matrix(query, self.dim, "query")
         ids = np.ascontiguousarray(ids, np.int64)
         check_k(k)
@@ -280,9 +272,8 @@ class VectorIndex:
 
     @classmethod
     def load(cls, stem: Path, header: dict[str, Any]) -> VectorIndex | None:
-        """The snapshot at ``stem`` if its header matches ``header``; None if there is
-        none or it is unreadable or made for something else (rebuild then). A sealed
-        main is memory-mapped."""
+        """The snapshot at ``stem`` if its header matches ``header``, else None (rebuild
+        then); a sealed main is memory-mapped."""
         snapshot = snapshots.read(Path(stem), header)
         if snapshot is None:
             return None

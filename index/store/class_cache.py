@@ -14,10 +14,8 @@ CLASSES_KEPT = 200_000
 
 
 class ClassCache:
-    """``cache(ids)``: each photo's stored classes, in order, as two arrays (photos × k):
-    class ids (int64, a row of -1 for a photo without) and probabilities (float64). A
-    photo's classes never change once stored; those of a photo without any are read
-    again next time (an indexing run may store them meanwhile)."""
+    """``cache(ids)``: each photo's stored classes as two arrays (photos × k): class ids
+    (a row of -1 for a photo without, read again next time) and probabilities."""
 
     def __init__(self, read: ReadClasses, kept: int = CLASSES_KEPT) -> None:
         self.read, self.kept = read, kept

@@ -1,12 +1,8 @@
 """The files under the paths a user asks to index, streamed in a stable order.
 
-``walk_photos`` yields every regular file (the decoder decides what is a photo) as a
-``PhotoFile``, and a ``Skipped`` for each thing it could not look at (a folder it cannot
-list, a broken link, a symbolic-link loop, a path that does not exist); it never raises
-for one bad entry. Folders are walked depth first, each folder's entries sorted by name,
-one folder listing in memory per level. Names starting with "." and the excluded folders
-(e.g. the gallery being written) are left out silently. Symbolic links are followed;
-paths are absolute but not resolved, so a file reached by two paths is yielded twice.
+``walk_photos`` yields every regular file as a ``PhotoFile`` and a ``Skipped`` for each
+thing it could not look at, never raising for one bad entry; depth first, sorted by
+name, hidden names and excluded folders left out, links followed (paths not resolved).
 """
 
 from __future__ import annotations
@@ -31,10 +27,8 @@ class PhotoFile:
 
 @dataclass(frozen=True)
 class Skipped:
-    """Something that could not be walked: ``reason`` is a slug, ``message`` names it.
-
-    Reasons: ``missing``, ``broken-link``, ``symlink-loop``, ``unreadable``, ``not-a-file``.
-    """
+    """Something that could not be walked: ``reason`` a slug (``missing``, ``broken-link``,
+    ``symlink-loop``, ``unreadable``, ``not-a-file``), ``message`` naming it."""
 
     path: Path
     reason: str

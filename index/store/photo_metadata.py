@@ -1,21 +1,14 @@
 """What a photo file says about itself: when it was taken, by which camera, where, and
 its pixel size — read from the file's header and EXIF block, never from its pixels.
 
-* **taken**: EXIF ``DateTimeOriginal`` with ``OffsetTimeOriginal``, else
-  ``DateTimeDigitized``, else IFD0's ``DateTime`` (each with its offset). ``taken`` is
-  the ISO 8601 time as written, ``taken_at`` seconds since the epoch (wall-clock read as
-  UTC without an offset). Without an EXIF date an indexed file's mtime is used
-  (``taken_source`` ``"file"``); an upload's ``taken`` stays None.
-* **camera**: ``Make`` and ``Model`` joined, the make left out when the model starts
-  with it (``Canon`` + ``Canon EOS R5`` → ``Canon EOS R5``).
-* **place**: GPS latitude/longitude as WGS84 degrees; None when missing, out of range or
-  exactly (0, 0).
-* **width**, **height**: as shown (swapped for EXIF orientations 5–8).
-* **folder**, **name**: an indexed file's folder and name; an upload has no folder.
+* **taken**: EXIF ``DateTimeOriginal``, else ``DateTimeDigitized``, else ``DateTime``
+  (with its offset; none: read as UTC); else an indexed file's mtime (``taken_source``
+  ``"file"``).
+* **camera**: ``Make`` and ``Model``, the make left out when the model starts with it.
+* **place**: GPS as WGS84 degrees; None when missing, out of range or exactly (0, 0).
+* **width**, **height**: as shown (after the EXIF orientation).
 
-HEIC/HEIF and AVIF are read the same way (``photos.register_formats``). A broken value
-gives None for that field, never an exception; a PNG's EXIF chunk after the pixel data
-is not read.
+A broken value gives None for that field, never an exception.
 """
 
 from __future__ import annotations
@@ -178,10 +171,8 @@ def _taken(base: dict[int, Any], sub: dict[int, Any]) -> tuple[float, str] | Non
 
 
 def exif_time(date: str | None, offset: str | None) -> tuple[float, str] | None:
-    """An EXIF date (``YYYY:MM:DD HH:MM:SS``) and offset (``+02:00``) as (seconds since
-    the epoch, ISO 8601); the offset is left out when missing or invalid (the wall-clock
-    time then read as UTC for the instant); None for no date or an invalid one (an unset
-    camera clock's ``0000:00:00 00:00:00``, blanks)."""
+    """An EXIF date (``YYYY:MM:DD HH:MM:SS``) and offset (``+02:00``) as (epoch seconds,
+    ISO 8601), read as UTC without a valid offset; None for no date or an invalid one."""
     match = _DATE.match(date or "")
     if match is None:
         return None

@@ -1,19 +1,13 @@
 """The gallery's system of record: one SQLite database (``gallery.db``) in WAL mode.
 
-Tables: ``photos`` (one row per distinct content, ``sha256`` unique; its vector, its file:
-an absolute path, or ``uploads/…`` for an upload; and the filter columns of
-``photo_metadata``, an indexed photo's ``folder``/``name`` always its path's), ``files``
-(every indexed file holding a photo, with size, mtime and the run that last saw it),
-``captions`` (``UNIQUE (photo_id, text)``), ``removals`` and ``edits`` (append-only logs,
-filled by triggers, that the FAISS indexes and the in-memory filter columns follow),
-``photo_classes`` (a photo's most probable ImageNet classes; optional, created on open)
-and ``meta`` (format, dimension, index kind, checkpoint identity).
-
-Format 3 (``FORMAT``) added the metadata columns to format 2; a writer migrates a format-2
-database in place in one transaction (``Records.migrate_format``), its metadata NULL
-(``NOT_READ``) until an indexing run backfills it (``fill_metadata``). Ids come from
-``AUTOINCREMENT`` (never reused, increasing in commit order), so "everything after id N"
-is how a search index catches up; every write is one ``synchronous=FULL`` transaction.
+Tables: ``photos`` (one per distinct content: vector, file path or ``uploads/…``, and
+the filter columns of ``photo_metadata``), ``files`` (every indexed file holding a photo),
+``captions``, ``removals`` and ``edits`` (append-only logs, filled by triggers, that the
+FAISS indexes and filter columns follow), ``photo_classes`` and ``photo_objects`` (optional:
+the classifier's top classes, the object detector's scores) and ``meta``.
+A writer migrates a format-2 database to format 3 in place (``Records.migrate_format``),
+its metadata NULL (``NOT_READ``) until indexing backfills it. Ids come from
+``AUTOINCREMENT``, so "everything after id N" is how a search index catches up.
 
 Only this module and ``index.filters.sql`` know the schema. Every statement is a function
 of the connection it runs on (a thread's reader, a ``snapshot`` or a ``transaction``).
@@ -25,7 +19,7 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import astuple
 from pathlib import Path
@@ -42,8 +36,15 @@ FORMAT = 3
 MIGRATES = (2,)
 #: How long a write waits for another process's write transaction.
 BUSY_SECONDS = 30.0
+#: Format 3's columns of ``photos`` (after ``vector``: a migrated table appends them), in
+#: ``PhotoMetadata``'s field order.
+METADATA_COLUMNS = dict(
+    taken_at="REAL", taken="TEXT", taken_source="TEXT", camera="TEXT", lat="REAL",
+    lon="REAL", width="INTEGER", height="INTEGER", folder="TEXT", name="TEXT",
+)  # fmt: skip
+_META = ", ".join(METADATA_COLUMNS)
 
-SCHEMA = """
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS photos (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -51,16 +52,7 @@ CREATE TABLE IF NOT EXISTS photos (
     path TEXT NOT NULL,
     uploaded INTEGER NOT NULL DEFAULT 0,
     vector BLOB NOT NULL,
-    taken_at REAL,
-    taken TEXT,
-    taken_source TEXT,
-    camera TEXT,
-    lat REAL,
-    lon REAL,
-    width INTEGER,
-    height INTEGER,
-    folder TEXT,
-    name TEXT
+    {", ".join(f"{c} {t}" for c, t in METADATA_COLUMNS.items())}
 );
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY,
@@ -87,20 +79,6 @@ BEGIN INSERT INTO removals (kind, item) VALUES ('images', OLD.id); END;
 CREATE TRIGGER IF NOT EXISTS caption_removed AFTER DELETE ON captions
 BEGIN INSERT INTO removals (kind, item) VALUES ('captions', OLD.id); END;
 """
-#: Format 3's columns of ``photos`` (after ``vector``: a migrated table appends them, so
-#: a new one has them in the same place), in ``PhotoMetadata``'s field order.
-METADATA_COLUMNS = {
-    "taken_at": "REAL",
-    "taken": "TEXT",
-    "taken_source": "TEXT",
-    "camera": "TEXT",
-    "lat": "REAL",
-    "lon": "REAL",
-    "width": "INTEGER",
-    "height": "INTEGER",
-    "folder": "TEXT",
-    "name": "TEXT",
-}
 METADATA_INDEXES = """
 CREATE INDEX IF NOT EXISTS photos_taken ON photos(taken_at);
 CREATE INDEX IF NOT EXISTS photos_folder ON photos(folder);
@@ -128,8 +106,8 @@ NOT_READ = "taken_source IS NULL AND width IS NULL"
 
 
 def folder_sql(path: str) -> str:
-    """An indexed photo's folder from the SQL expression of its path (``rtrim`` by every
-    character but ``/`` leaves the path up to its last ``/``)."""
+    """An indexed photo's folder from the SQL expression ``path`` (``rtrim`` by every
+    character but ``/`` leaves it up to its last ``/``)."""
     return f"coalesce(nullif(rtrim(rtrim({path}, replace({path}, '/', '')), '/'), ''), '/')"
 
 
@@ -259,8 +237,7 @@ class Records:
         cls, path: Path, identity: dict[str, str] | None = None, migrate: bool = True
     ) -> Records:
         """An existing database; IdentityMismatch if another model's vectors are in it.
-        An older format in ``MIGRATES`` is migrated in place first (``migrate_format``);
-        with ``migrate=False`` (a read-only replica) it is refused, naming the fix."""
+        A format in ``MIGRATES`` is migrated first, or refused with ``migrate=False``."""
         if not path.is_file():
             raise StoreError(f"no gallery database at {path}")
         records = cls(path)
@@ -288,10 +265,8 @@ class Records:
         return records
 
     def migrate_format(self) -> bool:
-        """Migrate a format-2 database to format 3 in place, in one transaction: the
-        metadata columns added (``ALTER TABLE … ADD COLUMN``: SQLite changes the schema,
-        not the rows), their indexes built, the format bumped. Returns whether it
-        migrated (False when another process did first). No vector is touched."""
+        """Migrate a format-2 database to format 3 in one transaction (columns added, not
+        rows rewritten); False when another process did first."""
         try:
             with self.transaction() as db:
                 row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -456,9 +431,6 @@ def photo_ids(db: sqlite3.Connection) -> list[int]:
     return [r[0] for r in db.execute("SELECT id FROM photos ORDER BY id")]
 
 
-_META = ", ".join(METADATA_COLUMNS)
-
-
 def photos(
     db: sqlite3.Connection, ids: Sequence[int]
 ) -> dict[int, tuple[str, str, bool, PhotoMetadata]]:
@@ -518,9 +490,8 @@ def vectors_of(db: sqlite3.Connection, kind: str, ids: Sequence[int]) -> dict[in
 def classes_of(
     db: sqlite3.Connection, ids: Sequence[int]
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """The stored classes (ids int64, probabilities float32, best first) of the photos
-    among ``ids`` that have them, by photo id (none when the database has no
-    ``photo_classes`` table)."""
+    """photo id → stored classes (ids int64, probabilities float32, best first) of the
+    photos among ``ids`` that have them (none without a ``photo_classes`` table)."""
     rows = _rows_in(db, "SELECT photo_id, ids, probs FROM photo_classes WHERE photo_id IN", ids)
     try:
         return {
@@ -534,9 +505,7 @@ def classes_of(
 
 
 def stores_classes(db: sqlite3.Connection) -> bool:
-    """Whether every photo has stored classes (true of an empty gallery). Reads the
-    photos in id order up to the first without: at once for a gallery indexed before
-    classes were kept, every photo's primary key for one that has them all."""
+    """Whether every photo has stored classes (true of an empty gallery)."""
     sql = (
         "SELECT 1 FROM photos p WHERE NOT EXISTS "
         "(SELECT 1 FROM photo_classes c WHERE c.photo_id = p.id) LIMIT 1"
@@ -574,9 +543,7 @@ class FileState(NamedTuple):
 
 
 def file_state(db: sqlite3.Connection, path: str) -> FileState | None:
-    """The size, mtime, photo id, content hash, whether the photo's metadata was read
-    and whether its classes are stored, recorded for an indexed file (on a writer's
-    database: it has the classes table)."""
+    """What the records hold of an indexed file (on a writer's database)."""
     row = db.execute(
         f"SELECT f.size, f.mtime_ns, f.photo_id, p.sha256, NOT ({NOT_READ}), "
         "EXISTS (SELECT 1 FROM photo_classes c WHERE c.photo_id = f.photo_id) FROM files f "
@@ -637,8 +604,7 @@ def insert_photo(
     uploaded: bool = False,
     meta: PhotoMetadata | None = None,
 ) -> int:
-    """A new photo's id. ``meta``: what its file says (None: not read, NULLs); an
-    indexed photo's folder and name are taken from ``path`` (``metadata_row``)."""
+    """A new photo's id. ``meta``: what its file says (None: not read, NULLs)."""
     none = (None,) * len(METADATA_COLUMNS)
     values = metadata_row(meta, path, uploaded) if meta is not None else none
     marks = ", ".join("?" * len(METADATA_COLUMNS))
@@ -653,8 +619,7 @@ def insert_photo(
 def insert_classes(
     db: sqlite3.Connection, photo_id: int, ids: np.ndarray, probs: np.ndarray
 ) -> None:
-    """Store a photo's most probable classes (ids and probabilities, best first; a
-    photo's classes are written once, with the photo)."""
+    """Store a photo's most probable classes (ids and probabilities, best first), once."""
     ids = np.asarray(ids).ravel()
     probs = np.asarray(probs).ravel()
     if ids.shape != probs.shape or ids.size == 0:
@@ -668,10 +633,8 @@ def insert_classes(
 
 
 def fill_metadata(db: sqlite3.Connection, photo_id: int, meta: PhotoMetadata) -> bool:
-    """Store a photo's metadata if it was never read (a format-2 photo: the backfill);
-    a photo read already keeps its own, and metadata with nothing in it (bytes Pillow
-    cannot open) changes nothing. Returns whether it was filled. An indexed photo's
-    folder and name stay those of its recorded path."""
+    """Store a photo's metadata if it was never read (the format-2 backfill) and ``meta``
+    holds something; returns whether it was filled."""
     if meta == PhotoMetadata():
         return False
     row = db.execute(
@@ -749,9 +712,8 @@ def forget_files(db: sqlite3.Connection, path: str) -> None:
 
 
 def drop_orphans(db: sqlite3.Connection, photo_id: int | None = None) -> int:
-    """Remove indexed photos no file holds any more (only ``photo_id``, if given), and
-    point a photo whose recorded path is no longer one of its files at another of them;
-    returns the photos removed."""
+    """Remove indexed photos no file holds any more (only ``photo_id``, if given), point
+    a photo whose path is no longer one of its files at another; returns how many went."""
     where = "AND id = ?" if photo_id is not None else ""
     args = (photo_id,) if photo_id is not None else ()
     cur = db.execute(
@@ -769,3 +731,66 @@ def drop_orphans(db: sqlite3.Connection, photo_id: int | None = None) -> int:
         args,
     )
     return cur.rowcount
+
+
+# Each photo's object detector scores (``index.ingest.objects``): a table created by its
+# first write, one float16 row of the detector's kinds a photo.
+OBJECTS_TABLE = """
+CREATE TABLE IF NOT EXISTS photo_objects (
+    photo_id INTEGER PRIMARY KEY REFERENCES photos(id) ON DELETE CASCADE,
+    scores BLOB NOT NULL
+);
+"""
+
+
+def objects_of(db: sqlite3.Connection, ids: Sequence[int], kinds: int) -> np.ndarray:
+    """The stored scores of photos ``ids``, in order (len(ids) × ``kinds``; a row of NaN
+    for a photo without)."""
+    out = np.full((len(ids), kinds), np.nan, np.float32)
+    if not len(ids):
+        return out
+    where = {int(i): j for j, i in enumerate(ids)}
+    marks = ",".join("?" * len(where))
+    try:
+        rows = db.execute(
+            f"SELECT photo_id, scores FROM photo_objects WHERE photo_id IN ({marks})",
+            list(where),
+        ).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return out
+    for photo, data in rows:
+        scores = np.frombuffer(data, np.float16)
+        if scores.size == kinds:
+            out[where[int(photo)]] = scores
+    return out
+
+
+def lacking_objects(db: sqlite3.Connection, folder: Path) -> list[tuple[int, Path]]:
+    """(id, file) of every photo without stored scores, by id (an upload's relative path
+    resolved in the gallery ``folder``)."""
+    sql = (
+        "SELECT id, path FROM photos p WHERE NOT EXISTS "
+        "(SELECT 1 FROM photo_objects o WHERE o.photo_id = p.id) ORDER BY id"
+    )
+    try:
+        rows = db.execute(sql).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        rows = db.execute("SELECT id, path FROM photos ORDER BY id").fetchall()
+    return [(int(i), folder / p) for i, p in rows]
+
+
+def insert_objects(db: sqlite3.Connection, scores: Mapping[int, np.ndarray]) -> int:
+    """Store photos' scores (photo id → its scores); a photo gone meanwhile is left out.
+    Returns how many were stored."""
+    db.execute(OBJECTS_TABLE)
+    before = db.total_changes
+    db.executemany(
+        "INSERT OR REPLACE INTO photo_objects (photo_id, scores) "
+        "SELECT ?, ? WHERE EXISTS (SELECT 1 FROM photos WHERE id = ?)",
+        [(int(i), np.asarray(s, np.float16).tobytes(), int(i)) for i, s in scores.items()],
+    )
+    return db.total_changes - before

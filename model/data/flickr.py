@@ -27,9 +27,8 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class CaptionedImages:
-    """Images and their captions, in a fixed order (``caption_image[j]``: the image of
-    caption ``j``). Photos are files under ``image_dir`` (default ``root/Images``), or
-    the rows of ``features`` computed by ``backbone``."""
+    """Images and their captions, in a fixed order (``caption_image[j]``: caption ``j``'s
+    image); photos are files under ``image_dir`` or rows of ``features``."""
 
     root: Path
     images: tuple[str, ...]
@@ -107,9 +106,8 @@ def load_captioned_images(
     captions_file: str = CAPTIONS_FILE,
     files: bool = True,
 ) -> CaptionedImages:
-    """Load ``root`` (a Flickr8k-layout folder), restricted to ``split`` (``train``,
-    ``dev``, ``test`` or the path of a list of image names). ``files``: keep only captions
-    whose photo file exists. DatasetError for a missing or malformed file or no image."""
+    """Load ``root`` (a Flickr8k-layout folder), restricted to ``split`` (a name or a list
+    file); DatasetError for a missing or malformed file or no image."""
     root = Path(root)
     if files and not (root / IMAGES_DIR).is_dir():
         raise DatasetError(f"image folder not found: {root / IMAGES_DIR}")

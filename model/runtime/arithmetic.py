@@ -19,9 +19,8 @@ def arithmetic_query(
     minus: Sequence[np.ndarray] = (),
     channel_columns: int = 0,
 ) -> np.ndarray:
-    """The unit query ``base + Σ plus − Σ minus`` of joint-space vectors; the photo's last
-    ``channel_columns`` (the concept channel) are left out: the channel speaks only for
-    the words."""
+    """The unit query ``base + Σ plus − Σ minus`` of joint-space vectors, the photo's last
+    ``channel_columns`` (the concept channel) left out."""
     query = np.array(base, dtype=np.float32, copy=True)
     if channel_columns:
         query[..., -channel_columns:] = 0.0

@@ -134,9 +134,8 @@ WORD_TABLE = "encoder.embed.weight"
 
 
 def pack_snapshot(state: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """A snapshot's weights in 8 bits: each matrix row as int8 steps of its own scale
-    (its largest magnitude / 127, float16); vectors and integers as they are (float16).
-    A quarter of float32's bytes, for members whose errors average out in the ensemble."""
+    """A snapshot's weights in 8 bits: each matrix row as int8 steps of its own float16
+    scale (largest magnitude / 127); vectors and integers as they are (float16)."""
     packed: dict[str, Any] = {}
     for name, value in state.items():
         if not value.is_floating_point() or value.dim() < 2:

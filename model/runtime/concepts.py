@@ -1,20 +1,16 @@
 """The open-vocabulary channel: ImageNet's classes and GloVe beside the joint space.
 
-A word Flickr8k's training captions never use ("zebra") has no trained meaning in the
-joint space, but the backbone knows ImageNet's 1,000 classes and GloVe their names. ConSE
-(Norouzi et al. 2014) joins the two without training:
+A word the training captions never use ("zebra") has no trained meaning in the joint
+space, but the backbone knows ImageNet's classes and GloVe their names; ConSE (Norouzi
+et al. 2014) joins the two without training:
 
     c(z) = Σ_{k ∈ top T} p_k(z) · e_k / Σ p_k     (p: the backbone's own classifier;
                                                     e_k: GloVe of class k's name)
     g(s) = mean over the sentence's nouns n of a_n · GloVe(n)   (untuned, all 400k words)
 
-with ``a_n = 1`` for a noun the joint model never trained (seen fewer than ``rare``
-times) and ``familiar`` for the others. The retrieval score becomes
-
-    (1 − ρ(s)) · joint cosine + weight · c(z)·g(s),    ρ(s) = mean a_n (the novelty share)
-
-The text's joint vector is scaled by 1 − ρ, both channel vectors by √weight and appended
-to the joint embeddings, so one inner product (one FAISS index) still scores a pair.
+with ``a_n = 1`` for a noun seen fewer than ``rare`` times in training, else
+``familiar``. The score ``(1 − ρ(s)) · joint + weight · c(z)·g(s)`` (ρ = mean a_n) is
+one inner product: the channel vectors, scaled, are appended to the joint embeddings.
 """
 
 from __future__ import annotations
@@ -157,9 +153,8 @@ def top_k(p: np.ndarray, k: int) -> np.ndarray:
 
 
 class ConceptChannel:
-    """ConSE vectors of photos (from ``backbone``'s pooled features, through its ImageNet
-    classifier) and of texts (from parses). ``trained_words``: the joint model's
-    training-caption word counts (or its vocabulary); the photo side loads on first use."""
+    """ConSE vectors of photos (``backbone``'s pooled features through its classifier)
+    and of texts; ``trained_words``: the joint model's training word counts."""
 
     def __init__(
         self,

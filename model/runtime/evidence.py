@@ -1,8 +1,8 @@
 """Evidence: what the backbone's classifier says, on a hit photo, about a query's nouns.
 
-A retrieval score cannot say whether the thing a query names is in the photo ("a cat"
-scores a dog photo high); the backbone's ImageNet classifier can, for the nouns its
-classes name (``noun_classes.tsv``: "bird" → 59 bird species). A hit's **evidence** is
+A retrieval score cannot say whether the thing a query names is in the photo; the
+backbone's classifier can, for the nouns its classes name (``noun_classes.tsv``). A hit's
+**evidence** is
 
 read from the photo's ``TOP_CLASSES`` most probable classes (what a gallery stores). A
 query with no nameable noun has no evidence (``None``).
@@ -79,9 +79,8 @@ def evidence_channels(
     tagger: WordTagger | None = None,
     products: Products | None = None,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Each hit's evidence for ``nouns`` from the classifier (its best noun among the
-    hit's top ``classes``; NaN for a row of -1, which has none) and from the tagger (its
-    worst noun, from the hits' vectors' ``products``); None for a channel without."""
+    """Each hit's evidence for ``nouns`` from the classifier (its best noun among the hit's
+    top ``classes``; NaN without) and from the tagger (its worst noun); None: no channel."""
     named: np.ndarray | None = None
     tagged: np.ndarray | None = None
     if not nouns:

@@ -3,21 +3,23 @@
 People search a photo library with a word or two ("dog", "a cake", "birthday cake"); the
 joint space learned from whole sentences, and ranks them poorly ("a dog" can put a panda
 above the dogs). The backbone's classifier tells them apart, and a gallery stores each
-photo's top classes. For a query of n content words with a noun the evidence reads
-(``model.runtime.evidence``), when the fusion has weights for n words, each candidate's
-score becomes
+photo's top classes (and, with the object detector, its COCO kinds' scores). For a query
+of n content words with a noun the evidence reads (``model.runtime.evidence``), when the
+fusion has weights for n words, each candidate's score becomes
 
-    s + sd(s) · (w_c · z(logit c) + w_t · z(logit t))
+    s + sd(s) · (w_c · z(logit c) + w_t · z(logit t) + w_o · z(logit o))
 
 where ``z(x) = (x − mean(x)) / sd(x)`` over the query's candidates (unknown values: 0),
 ``c`` the classifier's probability of the nouns' classes among the photo's top classes
-(every dog breed is "dog"), ``t`` the vector tagger's P(nouns | photo), each clipped to
-[``FLOOR``, 1 − ``FLOOR``] before the logit. It orders the candidates as
-``z(s) + w_c z(logit c) + w_t z(logit t)`` does, and keeps the score's scale, so a
-relevance model reads it as a score. A word alone ("dog", "a dog") and two ("black dog",
-"dog on grass": the classifier reads the dog alone) have weights of their own, chosen on
-the mixed dev (``groundsearch fit-fusion``, ``model.training.fusion``) and stored as JSON
-(``fusion.json``) with the checkpoint they were chosen for.
+(every dog breed is "dog"), ``t`` the vector tagger's P(nouns | photo) and ``o`` the
+object detector's best score for the nouns' COCO kinds (``model.runtime.objects``; a
+gallery indexed without the detector has none), each clipped to [``FLOOR``, 1 −
+``FLOOR``] before the logit. It orders the candidates as ``z(s) + Σ w z(logit …)`` does,
+and keeps the score's scale, so a relevance model reads it as a score. A word alone
+("dog", "a dog") and two ("black dog", "dog on grass": the classifier reads the dog
+alone) have weights of their own, chosen on the mixed dev (``groundsearch fit-fusion``,
+``model.training.fusion``) and stored as JSON (``fusion.json``) with the checkpoint they
+were chosen for.
 """
 
 from __future__ import annotations
@@ -69,13 +71,16 @@ def standardised(values: np.ndarray) -> np.ndarray:
     return out
 
 
-#: The weights of the classifier's and the tagger's evidence for one query length.
-Weights = tuple[float, float]
+#: The weights of the classifier's, the tagger's and the detector's evidence for one
+#: query length.
+Weights = tuple[float, float, float]
+#: The channels' names, in the order of ``Weights``.
+CHANNELS = ("classes", "tagger", "objects")
 
 
 @dataclass(frozen=True)
 class Fusion:
-    """The (classifier, tagger) weights for queries of 1, 2, … content words
+    """The (classifier, tagger, detector) weights for queries of 1, 2, … content words
     (``weights[n − 1]``; longer queries are not fused), chosen for ``identity``."""
 
     weights: tuple[Weights, ...]
@@ -84,8 +89,8 @@ class Fusion:
 
     def __post_init__(self) -> None:
         flat = [w for pair in self.weights for w in pair]
-        if any(len(pair) != 2 for pair in self.weights):
-            raise FusionError("each query length has two weights: classes and tagger")
+        if any(len(pair) != len(CHANNELS) for pair in self.weights):
+            raise FusionError(f"each query length has a weight for each of {CHANNELS}")
         if not all(np.isfinite(w) for w in flat):
             raise FusionError("the fusion weights must be finite numbers")
         if any(w < 0 for w in flat):
@@ -100,12 +105,17 @@ class Fusion:
         """Whether a query of ``words`` content words with ``nouns`` evidence nouns is fused."""
         return 0 < words <= len(self.weights) and nouns > 0 and any(self.weights[words - 1])
 
+    def weighs_objects(self, words: int) -> bool:
+        """Whether the detector's channel counts for a query of ``words`` content words."""
+        return 0 < words <= len(self.weights) and self.weights[words - 1][2] > 0
+
     def fuse(
         self,
         scores: np.ndarray,
         classes: np.ndarray | None = None,
         tagger: np.ndarray | None = None,
         words: int = 1,
+        objects: np.ndarray | None = None,
     ) -> np.ndarray:
         """The fused scores of a query of ``words`` content words' candidates from their
         joint ``scores`` and evidence (each None without, NaN where unknown); -inf scores
@@ -116,7 +126,8 @@ class Fusion:
             return s.copy()
         sd = float(s[kept].std())
         push = np.zeros(s.shape)
-        for weight, values in zip(self.weights[words - 1], (classes, tagger), strict=True):
+        channels = (classes, tagger, objects)
+        for weight, values in zip(self.weights[words - 1], channels, strict=True):
             if weight and values is not None:
                 v = np.where(kept, logit(values), np.nan)
                 push += weight * standardised(v)
@@ -126,7 +137,7 @@ class Fusion:
         return {
             "format": FORMAT,
             "identity": dict(self.identity),
-            "weights": [{"classes": c, "tagger": t} for c, t in self.weights],
+            "weights": [dict(zip(CHANNELS, w, strict=True)) for w in self.weights],
             "info": dict(self.info),
         }
 
@@ -136,7 +147,10 @@ class Fusion:
             raise FusionError(f"not a fusion file of format {FORMAT}")
         try:
             return cls(
-                tuple((float(w["classes"]), float(w["tagger"])) for w in d["weights"]),
+                tuple(
+                    (float(w["classes"]), float(w["tagger"]), float(w.get("objects", 0.0)))
+                    for w in d["weights"]
+                ),
                 {str(k): str(v) for k, v in d["identity"].items()},
                 dict(d.get("info") or {}),
             )

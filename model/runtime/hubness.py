@@ -1,21 +1,19 @@
 """Hubness correction of the joint scores (CSLS, Conneau et al. 2018).
 
-A few photos of a joint space lie near every sentence ("hubs") and come first for queries
-they do not fit; a few sentences likewise for photos. A photo's **penalty** is a weight ×
-the mean of its ``k`` largest scores against a bank of training captions; a text query
-ranks photos by ``score − penalty``. A caption's is the same against a bank of training
-photos; a photo query (``/describe``) ranks captions by ``score − penalty``. (The query's
-own CSLS term is the same for all its candidates, so it is left out.) The banks, each
-side's ``k`` and weight are chosen on the mixed dev by ``groundsearch fit-hubness``
-(``model.training.hubness``) and saved beside the relevance model (``FILE_NAME``), bound
-to the checkpoint's identity like it. docs/RESULTS.md, "Hubness correction".
+A few photos lie near every sentence ("hubs") and come first for queries they do not
+fit; likewise sentences for photos. A photo's **penalty** is a weight × the mean of its
+``k`` largest scores against a bank of training captions (a caption's, against training
+photos), and a query ranks by ``score − penalty``. ``groundsearch fit-hubness`` chooses
+the banks, ``k`` and weights (``FILE_NAME``, bound to the checkpoint). ``Penalty``
+computes a side's penalties from vectors; ``Penalties`` keeps a gallery side's by id.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +25,12 @@ from groundsearch.common.files import atomic_path, sha256_file
 FILE_NAME = "hubness.npz"
 #: The relevance model's ``info`` key naming the hubness file (SHA-256) it was fitted on.
 HUBNESS_KEY = "hubness_sha256"
-#: Photos whose penalties are computed in one product with the bank.
+#: Vectors (or ids) whose penalties are computed in one product with the bank.
 CHUNK = 512
+#: (item ids, weights: rows × d) → their vectors' inner products (items × rows).
+Products = Callable[[np.ndarray, np.ndarray], np.ndarray]
+#: Penalties ``Penalties`` keeps (then forgets all at once and computes again).
+KEPT = 1_000_000
 
 
 class HubnessError(ValueError):
@@ -79,11 +81,47 @@ class Penalty:
         return self.weight * top_means(products, self.k)
 
 
+class Penalties:
+    """``penalties(ids)``: each item's penalty under one side, computed once from its
+    vector's products with the bank (``products``: a gallery's photos or captions)."""
+
+    def __init__(self, side: Penalty, products: Products, kept: int = KEPT) -> None:
+        self.side, self.products, self.kept = side, products, kept
+        self._known: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids, np.int64)
+        unique = list(dict.fromkeys(ids.tolist()))
+        with self._lock:
+            known = {i: self._known[i] for i in unique if i in self._known}
+        missing = np.array([i for i in unique if i not in known], np.int64)
+        if missing.size:
+            new: dict[int, float] = {}
+            for start in range(0, missing.size, CHUNK):
+                part = missing[start : start + CHUNK]
+                penalties = self.side.of_products(self.products(part, self.side.bank))
+                new.update(zip(part.tolist(), penalties.tolist(), strict=True))
+            with self._lock:
+                if len(self._known) + len(new) > self.kept:
+                    self._known.clear()
+                self._known.update(new)
+            known.update(new)
+        return np.array([known[i] for i in ids.tolist()], np.float64)
+
+    def corrected(self, ids: np.ndarray, scores: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Each item's score − its penalty, in the same order."""
+        return np.asarray(scores, np.float64) - self(np.asarray(ids, np.int64))
+
+    def ranked(self, ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hits re-ranked by score − penalty (``corrected_order``)."""
+        return corrected_order(ids, scores, self(ids))
+
+
 @dataclass(frozen=True, eq=False)
 class Hubness:
-    """The photos' penalty (a bank of training captions) for text → photo scores, the
-    captions' (a bank of training photos; None: not corrected) for photo → caption
-    scores, and the checkpoint they were chosen for (``identity``)."""
+    """The photos' penalty (text → photo), the captions' (photo → caption; None: not
+    corrected) and the checkpoint they were chosen for (``identity``)."""
 
     photos: Penalty
     captions: Penalty | None

@@ -1,22 +1,12 @@
 """Relevance: a calibrated probability that a hit matches its query.
 
-A retrieval score ranks hits but its level says little ("a giraffe" on a gallery without
-giraffes still gets a best photo). Each hit's features (``FEATURES``) are read at query
-time: ``score`` (its inner product with the query), ``mean`` of the query's top ``top``
-scores and ``lead`` (best less mean), the text query's concept-channel ``novelty`` ρ
-(``model.runtime.concepts``), ``log_words`` (log(1 + words)), and for a text query with a
-nameable noun ``evidence``, the classifier's probability for the noun's classes among the
-photo's top 10 (``model.runtime.evidence``), with ``log_evidence`` = log(0.01 + evidence).
-
-One model per kind of query (``QUERY_KINDS``): a logistic regression on standardised
-features mapped through an isotonic regression, fitted on Flickr8k dev by ``groundsearch
-fit-relevance`` (``model.training.relevance``) and stored as JSON (``relevance.json``, no
-pickle) with the checkpoint it was fitted for and the default threshold. A model must rise
-with the score (and with the evidence); relevance never changes a hit's score or rank.
-
-Each kind may also have a *score-only* model (``small``, format 2) for queries with fewer
-than ``top`` scores, and *evidence* models (format 3) for queries whose hits' evidence is
-passed; with evidence relevance may rise down a ranking. Format-1 and -2 files still load.
+A score ranks hits but its level says little ("a giraffe" in a gallery without giraffes
+still gets a best photo). Each hit's ``FEATURES`` (its score, the query's top-``top``
+``mean`` and ``lead``, ``novelty``, ``log_words``, and a noun's classifier ``evidence``)
+go through one model per kind of query (``QUERY_KINDS``): a logistic regression mapped
+through an isotonic regression, fitted by ``groundsearch fit-relevance`` and stored as
+JSON with its checkpoint and default threshold. Relevance never changes a score or rank.
+Optional *score-only* (``small``) and *evidence* models; format-1 and -2 files load.
 """
 
 from __future__ import annotations
@@ -61,10 +51,8 @@ def feature_columns(
     words: int = 0,
     evidence: Sequence[float] | np.ndarray | None = None,
 ) -> dict[str, np.ndarray | float]:
-    """Each of ``FEATURES`` for one query's hits, from its scores (at least its top
-    ``top``; ``mean`` and ``lead`` read the ``top`` largest, in whatever order the hits
-    come: a fused ranking's), novelty, number of words and each hit's evidence (0
-    without): an array along the hits, or one number where the feature is the query's."""
+    """Each of ``FEATURES`` for one query's hits (in any order: ``mean`` and ``lead`` read
+    the ``top`` largest scores): an array along the hits, or the query's one number."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     k = min(max(top, 1), s.size)  # the query's top scores, whatever the hits' order
     head = np.partition(s, s.size - k)[s.size - k :] if s.size else s
@@ -189,11 +177,9 @@ class KindModel:
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """Every kind's model (``kinds``), the checkpoint they were fitted for (``identity``)
-    and the default ``min_relevance`` (``threshold``); optionally score-only models for
-    fewer than ``top`` scores (``small``), evidence models (``evidence``,
-    ``evidence_small``) and the defaults for queries judged with evidence
-    (``evidence_threshold``; ``short_threshold`` for at most ``SHORT_WORDS`` words)."""
+    """Every kind's model, the checkpoint they were fitted for and the default
+    ``min_relevance``; optionally score-only (``small``) and evidence models with their
+    defaults (``short_threshold``: at most ``SHORT_WORDS`` words)."""
 
     kinds: Mapping[str, KindModel]
     threshold: float
@@ -237,18 +223,15 @@ class RelevanceModel:
         words: int = 0,
         evidence: Sequence[float] | np.ndarray | None = None,
     ) -> np.ndarray:
-        """The relevance of each hit of one query of ``kind`` from its scores best first
-        (at least its top ``top``), a text query's novelty and number of words, and each
-        hit's ``evidence`` (None: judged as without evidence models); KeyError for a kind
-        without a model."""
+        """The relevance of each hit of one query of ``kind`` (``evidence`` None: judged
+        without evidence models); KeyError for a kind without a model."""
         columns = feature_columns(scores, novelty, self.top, words, evidence)
         n = np.asarray(columns["score"]).size
         return self.model_for(kind, n, evidence is not None).predict_columns(columns, n)
 
     def model_for(self, kind: str, n_scores: int, evidence: bool = False) -> KindModel:
-        """The model for a query of ``kind`` with ``n_scores`` scores: with ``evidence``
-        the kind's evidence model when it has one, else (below ``top`` scores) the
-        score-only one when fitted, else the full one."""
+        """The model for a query of ``kind`` with ``n_scores`` scores: the evidence model,
+        else (below ``top`` scores) the score-only one, else the full one, as fitted."""
         few = n_scores < self.top
         if evidence:
             chosen = (self.evidence_small if few else self.evidence) or {}

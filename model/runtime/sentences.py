@@ -1,9 +1,8 @@
 """The one way in for text: raw texts → cleaned once → parsed → the usable-text rule → vectors.
 
 Every caller goes through here, so a text is refused by one rule with one message:
-**clean** (NFC, controls to spaces, whitespace collapsed; ``too-long``, ``no-words``),
-**parse** (a batch a text spoils is parsed again text by text: ``unparsable``), **a word
-the model knows** (``Embedder.require_known_words``: ``unknown-words``), then **embed**.
+**clean** (``too-long``, ``no-words``), **parse** (``unparsable``), **a known word**
+(``unknown-words``), then **embed**.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The word tagger: which of Flickr8k's caption nouns a photo shows, read from the same
 pooled CNN features the joint model embeds.
 
-ImageNet has no class for snow, a beach or a man. The tagger is one logistic regression
-per frequent caption noun, labelled by whether the photo's captions use it (DCC's lexical
-classifier, Hendricks et al. 2016); it speaks for words a decoder never learned
-(``captioning.novel``) and, as evidence, for a query's nouns (``evidence``).
+ImageNet has no class for snow or a beach: the tagger is one logistic regression per
+frequent caption noun (DCC's lexical classifier, Hendricks et al. 2016), used by
+``captioning.novel`` and as ``evidence``.
 """
 
 from __future__ import annotations
@@ -141,8 +140,7 @@ class WordTagger:
 
     def evidence(self, columns: Sequence[int], products: Products) -> np.ndarray:
         """Each photo's evidence for the tagged nouns ``columns``: the least of their
-        probabilities (dev AUROC 0.91, against 0.85 for the largest and 0.89 the mean),
-        from the photos' ``products`` with the columns' folded weights (``folded``)."""
+        probabilities (dev AUROC 0.91; 0.85 the largest, 0.89 the mean)."""
         weights, biases = self.folded(columns)
         logits = products(weights) + biases
         least = logits[:, 0]

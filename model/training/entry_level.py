@@ -1,14 +1,9 @@
 """Propose the entry-level word of each ImageNet class, and keep the reviewed choices.
 
-The classifier names WordNet synsets ("notebook, notebook computer"); people say "laptop"
-(the *entry-level* category, Ordonez et al. 2013). A word is proposed from local data:
-the class's synset recovered from METEOR 1.5's WordNet (``meteor-1.5.jar``, the ``dev``
-extra; ImageNet's classes are in noun-offset order, so the longest increasing chain of
-candidate offsets), then a **family** word (``FAMILIES``: a dog breed is "dog"), else the
-most frequent single-word lemma by **GloVe rank** (its hypernym's when rarer than
-``RARE_RANK``), or a multi-word name's head noun. Rows of the existing file whose
-``source`` is ``review`` are kept. The result is ``model/artifacts/entry_level.tsv``:
-index, class, wnid, word (empty: never named), source, reason.
+The classifier names synsets ("notebook, notebook computer"); people say "laptop" (the
+*entry-level* category, Ordonez et al. 2013). A word is proposed from the class's synset
+(METEOR 1.5's WordNet): a **family** word (``FAMILIES``), else the commonest lemma by
+**GloVe rank**, or a multi-word name's head noun; reviewed rows are kept.
 """
 
 from __future__ import annotations
@@ -135,10 +130,7 @@ def recover_synsets(classes: list[str], wn: WordNet) -> list[str | None]:
     ends: list[tuple[str, int, tuple[int, str]]] = []  # (offset, length, node)
     for i, opts in enumerate(options):
         for o in opts:
-            prev = max(
-                ((length, node) for off, length, node in ends if off < o),
-                default=(0, None),
-            )
+            prev = max(((length, node) for off, length, node in ends if off < o), default=(0, None))
             best[(i, o)] = (prev[0] + 1, prev[1])
         ends += [(o, best[(i, o)][0], (i, o)) for o in opts]
     node = max(best, key=lambda n: (best[n][0], -n[0]), default=None)

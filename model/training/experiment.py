@@ -1,8 +1,5 @@
-"""The training and evaluation jobs behind ``groundsearch train`` and ``evaluate``.
-
-Every path comes in as an argument: the dataset, the parser (with its caches) and the
-cache folder of image features; nothing here reads the settings.
-"""
+"""The training and evaluation jobs behind ``groundsearch train`` and ``evaluate``; every
+path comes in as an argument (nothing here reads the settings)."""
 
 from __future__ import annotations
 
@@ -83,12 +80,9 @@ def run_training(
     teachers: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """Train on the ``train`` splits of ``sources`` (mixed by weight), select on their
-    ``dev`` splits (``loop.dev_score``); write the best model to ``out`` with its summary
-    (``.json``) and training curve (``.png``). ``hold_out``: concepts whose photos are
-    left out of ``train``; ``concepts``: the channel recorded in the checkpoint;
-    ``init``: a joint checkpoint to fine-tune (``loop.fine_tune``) instead of a new model,
-    its vocabulary grown by the new captions' GloVe words (``with_words``); ``teachers``:
-    joint checkpoints whose ensemble's scores the model learns from (``cfg.distill``)."""
+    ``dev`` splits; write the best model to ``out`` with its summary (``.json``) and curve
+    (``.png``). ``hold_out``: concepts left out of ``train``; ``init``: a joint checkpoint
+    to fine-tune; ``teachers``: checkpoints to distil from (``cfg.distill``)."""
     if bool(teachers) != bool(cfg.distill):
         raise ValueError("--teacher and --distill WEIGHT go together")
     for path in teachers:  # before the captions are parsed, not after
@@ -190,12 +184,9 @@ def evaluate_checkpoint(
     ensemble_with: Sequence[Path] = (),
     hubness: Path | None = None,
 ) -> dict[str, Any]:
-    """The evaluation protocol (GUIDE §3) for a saved model on a split of ``source``:
-    retrieval and sentence similarity, a Flickr8k source's expert judgments, and STS-B /
-    SICK-R from ``benchmarks_dir`` (None skips them). ``concept_weight`` overrides the
-    channel's (0: off); ``ensemble_with``: more checkpoints whose scores are averaged in;
-    ``hubness``: image search corrected by this file (chosen for the checkpoint), as
-    ``/search`` ranks."""
+    """The evaluation protocol (GUIDE §3) for a saved model on a split of ``source``
+    (``benchmarks_dir`` None skips STS-B / SICK-R). ``concept_weight`` overrides the
+    channel's; ``ensemble_with``: checkpoints averaged in; ``hubness``: as ``/search``."""
     hub = None if hubness is None else load_hubness(hubness, checkpoint_identity(checkpoint))
     model: JointEmbedder | KCCAModel | EnsembleEmbedder = load_checkpoint(
         checkpoint, parser=parser.version, concept_weight=concept_weight

@@ -1,8 +1,9 @@
 """Choosing the short-query fusion (``model.runtime.fusion``) on the mixed dev.
 
 Each dev collection's short queries (``evaluation.short_queries``) are embedded once with
-each photo's evidence from the classifier and the tagger. For each query length n (content
-words) the short queries have, every pair of weights of ``GRID`` is scored by the average
+each photo's evidence from the classifier, the tagger and (for a collection of photo files,
+with the detector installed) the object detector. For each query length n (content words)
+the short queries have, every triple of weights of ``GRID`` is scored by the average
 precision of the queries of n words, averaged over the collections, and the best kept.
 Then the sentences: the dev captions of n content words are fused with those weights too
 ("a dog runs": 2), and a length whose captions' text → image R@1 + R@5 + R@10, summed over
@@ -19,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from groundsearch.model.data import DatasetError
-from groundsearch.model.runtime.fusion import Fusion, Weights, content_words
+from groundsearch.model.runtime.evidence import noun_words
+from groundsearch.model.runtime.fusion import CHANNELS, Fusion, Weights, content_words
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.training.evaluation.everyday import PRESENT
 from groundsearch.model.training.evaluation.short_queries import ShortQuery, short_queries, table
@@ -41,6 +43,7 @@ class Rows:
     joint: np.ndarray
     classes: np.ndarray
     tagger: np.ndarray
+    objects: np.ndarray
     words: np.ndarray
 
     def fused(self, fusion: Fusion, i: int) -> np.ndarray:
@@ -48,18 +51,19 @@ class Rows:
         words = int(self.words[i])
         if not fusion.applies(words, 1):
             return self.joint[i]
-        c, t = self.classes[i], self.tagger[i]
-        return fusion.fuse(
-            self.joint[i],
-            None if np.isnan(c).all() else c,
-            None if np.isnan(t).all() else t,
-            words,
-        )
+        c, t, o = (None if np.isnan(x[i]).all() else x[i] for x in self.channels)
+        return fusion.fuse(self.joint[i], c, t, words, o)
+
+    @property
+    def channels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.classes, self.tagger, self.objects
 
 
 def evidence_rows(data: SplitData, trees: Sequence[DependencyTree], joint: np.ndarray) -> Rows:
-    """The queries' channels over every photo of ``data`` (NaN rows: no evidence)."""
-    classes, tagger = np.full(joint.shape, np.nan), np.full(joint.shape, np.nan)
+    """The queries' channels over every photo of ``data`` (NaN rows: no evidence; the
+    detector's where ``data`` holds its photos' scores)."""
+    objects, kinds = data.objects, data.kinds
+    classes, tagger, found = (np.full(joint.shape, np.nan) for _ in range(3))
     everyone = np.arange(len(data.ds.images))
     for i, tree in enumerate(trees):
         c, t = data.channels(data.query_nouns(tree), everyone)
@@ -67,7 +71,12 @@ def evidence_rows(data: SplitData, trees: Sequence[DependencyTree], joint: np.nd
             classes[i] = c
         if t is not None:
             tagger[i] = t
-    return Rows(joint, classes, tagger, np.array([content_words(t) for t in trees]))
+        if objects is not None and kinds is not None:
+            o = kinds.evidence(kinds.named(noun_words(tree)), objects)
+            if o is not None:
+                found[i] = o
+    words = np.array([content_words(t) for t in trees])
+    return Rows(joint, classes, tagger, found, words)
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,8 @@ def prepare(name: str, data: SplitData, embed: EmbedFn, parse: ParseFn) -> Colle
         ],
         np.int64,
     )
-    caption_rows = evidence_rows(data, [data.trees[j] for j in short], scores[short])
+    short_trees = [data.trees[j] for j in short]
+    caption_rows = evidence_rows(data, short_trees, scores[short])
     return Collection(name, queries, rows, own, caption_ranks, short, caption_rows)
 
 
@@ -140,28 +150,30 @@ def choose(
             f"no everyday word is in {PRESENT} or more photos' captions of these splits: "
             "there is no short query to choose the fusion on"
         )
-    weights: list[Weights] = [(0.0, 0.0)] * (max(lengths, default=0))
+    off: Weights = (0.0, 0.0, 0.0)
+    weights: list[Weights] = [off] * (max(lengths, default=0))
     trials: dict[int, list[dict[str, float]]] = {}
+    detected = any(np.isfinite(c.rows.objects).any() for c in collections)
     for n in lengths:
         best: tuple[float, Weights] | None = None
         trials[n] = []
-        for pair in product(GRID, GRID):
-            fusion = Fusion(tuple((pair if m == n else (0.0, 0.0)) for m in range(1, n + 1)))
+        for triple in product(GRID, GRID, GRID if detected else (0.0,)):
+            fusion = Fusion(tuple((triple if m == n else off) for m in range(1, n + 1)))
             aps = [c.short_table(fusion, n)["all"]["ap"] for c in collections if n in c.lengths()]
             ap = float(np.mean(aps))
-            trials[n].append({"classes": pair[0], "tagger": pair[1], "ap": round(ap, 4)})
+            trials[n].append({**dict(zip(CHANNELS, triple, strict=True)), "ap": round(ap, 4)})
             if best is None or ap > best[0] + 1e-9:
-                best = (ap, pair)
+                best = (ap, triple)
         assert best is not None
         weights[n - 1] = best[1]
     joint = sum(c.sentence_recall(None) for c in collections)
     sentences = {"joint": round(joint, 2)}
     for n in lengths:  # a length whose captions lose beyond noise is not fused
-        alone = Fusion(tuple(weights[m - 1] if m == n else (0.0, 0.0) for m in range(1, n + 1)))
+        alone = Fusion(tuple(weights[m - 1] if m == n else off for m in range(1, n + 1)))
         recall = sum(c.sentence_recall(alone) for c in collections)
         sentences[f"{n} words"] = round(recall, 2)
         if recall < joint - NOISE:
-            weights[n - 1] = (0.0, 0.0)
+            weights[n - 1] = off
     fusion = Fusion(tuple(weights), identity)
 
     def figures(f: Fusion | None) -> dict[str, Any]:

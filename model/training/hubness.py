@@ -1,11 +1,8 @@
 """Choosing the hubness correction (``model.runtime.hubness``) on the dev splits.
 
-The photos' penalty reads a bank of ``bank`` training captions, the captions' a bank of
-``bank`` training photos, each drawn from the collections in proportion to their sizes
-(seeded); each side's ``k`` and weight are the grid's best by the mean over the dev
-collections of its direction's R@1 + R@5 + R@10 (image search for the photos' penalty,
-description for the captions'; each collection's captions against its own photos, as
-``loop.dev_score`` weighs them).
+Each side's bank is ``bank`` training items drawn from the collections by size (seeded);
+its ``k`` and weight are the grid's best by the mean over the dev collections of its
+direction's R@1 + R@5 + R@10.
 """
 
 from __future__ import annotations
@@ -43,9 +40,8 @@ def bank_rows(sizes: Sequence[int], bank: int = BANK, seed: int = 0) -> list[np.
     return [np.sort(rng.choice(n, min(n, round(take * n / total)), replace=False)) for n in sizes]
 
 
-#: The sides a bank corrects: text → photo scores (each photo's penalty, from a bank of
-#: captions: image search) and photo → caption scores (each caption's, from a bank of
-#: photos: description).
+#: The sides a bank corrects: text → photo scores (a bank of captions) and photo →
+#: caption scores (a bank of photos).
 SIDES = {"photos": "t2i", "captions": "i2t"}
 
 
@@ -62,10 +58,8 @@ def choose(
     ks: Sequence[int] = KS,
     weights: Sequence[float] = WEIGHTS,
 ) -> dict[str, Any]:
-    """The best (k, weight) of one side's penalty on ``splits`` (``side`` "photos": a
-    bank of captions, image search's R sums; "captions": a bank of photos, description's;
-    the mean over the collections; ties: the first in grid order, weight 0 first), every
-    grid point's figures and the uncorrected ones."""
+    """The best (k, weight) of one side's penalty on ``splits`` (ties: the first in grid
+    order, weight 0 first), every grid point's figures and the uncorrected ones."""
     direction = SIDES[side]
     grid: list[dict[str, Any]] = []
     raw = [s.photos @ s.captions.T for s in splits]

@@ -1,32 +1,14 @@
 """Fit a joint model with the ranking objective (Eq. 5), selecting on dev rsum.
 
-Two optimisation recipes:
+Recipes: ``adagrad`` (the paper's, its sums reset every ``adagrad_reset`` epochs) and
+``adam-cyclic`` (a cosine cyclic rate, a snapshot per cycle; with ``ensemble`` the
+snapshots become members whose scores are averaged, Merkx & Frank 2019).
 
-- ``adagrad``: the paper's AdaGrad, with the squared-gradient sums reset every
-  ``adagrad_reset`` epochs.
-- ``adam-cyclic``: Adam with a cosine cyclic learning rate from ``lr`` down to
-  ``lr_min``; the model at the end of each cycle is a snapshot. With ``ensemble`` the
-  snapshots (all, or the ``ensemble_best`` of best dev rsum) become the model's members
-  and retrieval uses their mean score (snapshot ensembling, Merkx & Frank 2019).
-
-``loss`` is the max-margin objective (Eq. 5) or the squared Euclidean distance of the
-paper's Table 2.
-
-**Several collections.** A training split joined from several (``corpus.joined``) gives
-each caption a draw rate, its collection's weight W: an epoch draws every caption
-⌊W⌋ times and once more with probability W − ⌊W⌋, shuffled together, so batches mix
-the collections in proportion to W × their captions. Selection reads a dev set per
-collection and scores the **mean of their rsums**, each on its own photos and protocol
-(``dev_score``): every collection counts as much as any other, however many captions
-it has, since each stands for photos users will search.
-
-**Distillation.** With ``distill`` > 0 the training split carries a teacher's vectors of
-its captions and photos (``teacher.Teacher``), and each batch adds ``distill`` × the KL
-divergence from the teacher's softmax over the batch's scores to the model's
-(``losses.distillation_loss``).
-
-Inputs are already parsed trees and already extracted image features, so an epoch
-only runs the encoder: parsing and the CNN are done once, before training.
+**Several collections**: an epoch draws each caption its collection's weight W times
+(the fraction by chance); selection scores the **mean of the collections' dev rsums**,
+so each counts alike. **Distillation**: ``distill`` × the KL divergence from a teacher's
+softmax over the batch's scores (``losses.distillation_loss``). Inputs are parsed trees
+and extracted features, so an epoch only runs the encoder.
 """
 
 from __future__ import annotations
@@ -237,9 +219,8 @@ def train(
     cfg: TrainConfig,
     progress: Callable[[str], None] | None = None,
 ) -> History:
-    """Train in place; leaves ``model`` at its best dev-rsum state and, with
-    ``cfg.ensemble``, its cycle-end snapshots as ensemble members when their ensemble
-    beats that state on dev (``hist.ensemble_dev_rsum`` records it either way)."""
+    """Train in place; leaves ``model`` at its best dev-rsum state or, with ``cfg.ensemble``,
+    its cycle-end snapshots as members when their ensemble beats that on dev."""
     if cfg.distill and train_split.teacher is None:
         raise ValueError("distillation (--distill) needs a teacher (--teacher CHECKPOINT)")
     if cfg.phrases and train_split.phrase_nouns is None:
@@ -354,9 +335,8 @@ def phrase_split(split: Split, per_caption: float) -> Split:
     return Split(trees, split.features, links, rate, None, nouns, photos)
 
 
-#: The schedule a fine-tune puts on the init checkpoint's own recipe: a few epochs in a
-#: few cycles at ``FINE_TUNE_STEP`` × its step, without warm-up, teachers (a fresh clone
-#: has none) or an ensemble of its own.
+#: The schedule a fine-tune puts on the init checkpoint's own recipe (no warm-up,
+#: teachers or ensemble of its own).
 FINE_TUNE: dict[str, Any] = {
     "epochs": 6,
     "cycles": 3,
@@ -370,9 +350,8 @@ FINE_TUNE_STEP = 0.25
 
 
 def fine_tune_config(recipe: Mapping[str, Any], given: Mapping[str, Any]) -> TrainConfig:
-    """The fine-tuning recipe: the init checkpoint's own ``recipe`` (its ``train``
-    summary: loss, margin, negatives, batch, optimizer) on the ``FINE_TUNE`` schedule,
-    then every setting ``given`` on the command line."""
+    """The fine-tuning recipe: the init checkpoint's own ``recipe`` on the ``FINE_TUNE``
+    schedule, then every setting ``given`` on the command line."""
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     base = {k: v for k, v in recipe.items() if k in names} | FINE_TUNE
     base["lr"] = float(recipe.get("lr", TrainConfig.lr)) * FINE_TUNE_STEP
@@ -386,12 +365,9 @@ def fine_tune(
     cfg: TrainConfig,
     progress: Callable[[str], None] | None = None,
 ) -> History:
-    """Go on training a trained model in place: each member of its snapshot ensemble (or
-    the model alone) is trained on by ``cfg`` — without an ensemble of its own — and
-    kept at its best dev epoch, or as it was when no epoch beats it on dev (epoch 0), so
-    the ensemble survives the fine-tuning (a single member would lose what the ensemble
-    adds). The model's own state becomes the first member's; ``hist`` is the first
-    member's, with the whole ensemble's dev rsum."""
+    """Go on training a trained model in place: each member of its snapshot ensemble is
+    trained by ``cfg`` and kept at its best dev epoch (or as it was), so the ensemble
+    survives; ``hist`` is the first member's, with the ensemble's dev rsum."""
     start = time.perf_counter()
     single = dataclasses.replace(cfg, ensemble=False, ensemble_best=0)
     states, model.snapshots, tuned = model.snapshots or [model.state_dict()], [], []

@@ -5,20 +5,11 @@ For a batch of matching pairs (row ``i`` of ``images`` goes with row ``i`` of
 
     J = Σ_i Σ_{c≠i} max(0, Δ − v_iᵀy_i + v_iᵀy_c) + max(0, Δ − v_iᵀy_i + v_cᵀy_i)
 
-``hardest=True`` keeps only the largest violation per row and direction (VSE++).
-Rows that show the same image (several captions of it) are not counted as negatives.
-
-``contrastive_loss`` is the symmetric softmax objective of CLIP / InfoNCE (Oord et al.
-2018; Radford et al. 2021): each row's match against the batch as a classification,
-scores divided by a temperature τ, both directions.
-
-``distillation_loss`` matches the batch's scores to a teacher's (Hinton et al. 2015, per
-row and column of the batch's score matrix, as in ensemble distillation for retrieval):
-each image's softmax over the batch's captions, and each caption's over its images, at
-temperature τ, pulled towards the teacher's by KL divergence.
-
-``squared_loss`` is the baseline of the paper's Table 2: the squared Euclidean distance
-between each image and its sentence, ``Σ_i ‖v_i − y_i‖²``, with no contrastive terms.
+``hardest=True`` keeps only the largest violation per row and direction (VSE++); rows of
+the same image are no negatives. Also: ``contrastive_loss`` (CLIP / InfoNCE, both
+directions), ``distillation_loss`` (the batch's softmaxes at temperature τ pulled towards
+a teacher's by KL divergence, Hinton et al. 2015) and ``squared_loss`` (Table 2's
+baseline, ``Σ_i ‖v_i − y_i‖²``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Make the noun → ImageNet classes table the relevance model's evidence reads.
 
-``model/artifacts/noun_classes.tsv`` lists for each noun the classes that are that thing
-(``model.runtime.evidence``). A noun gets class ``c`` when it is ``c``'s **entry-level
-word** (``entry_level.tsv``: every dog breed is "dog"), or a one-word lemma of ``c``'s
-WordNet synset or one of its **hypernyms** ("canoe" → "boat"), provided that synset is
-the noun's **first sense** ("car" is the automobile, not the railway car) and not **too
-general** (at most ``MAX_SPAN`` classes, not one of ``TOO_GENERAL``).
+A noun gets class ``c`` when it is ``c``'s **entry-level word**, or a one-word lemma of
+``c``'s synset or a **hypernym** ("canoe" → "boat") that is the noun's **first sense** and
+not **too general** (at most ``MAX_SPAN`` classes, not in ``TOO_GENERAL``).
 
 WordNet 3.0 is read from Debian's ``wordnet-base``; only this command needs it.
 """

@@ -1,13 +1,9 @@
 """Noun phrases of training captions as extra positives of their photos (``--phrases``).
 
-Every node of a caption's dependency tree is a phrase about the same photo; people search
-a photo library by such phrases ("a dog", "a red ball", "the snow"), which a model trained
-on whole sentences never saw alone. A caption's noun phrases are each noun with its
-determiner, adjectives, compounds and numbers ("a black dog", "two men"), as trees of
-their own. They join the training split as captions of the caption's photo, drawn ``rate``
-times an epoch in all per caption (in the spirit of Young et al. 2014's denotation graph
-and Karpathy et al. 2014's fragments). A phrase is no negative for another photo whose
-captions use its noun (``Split.phrase_nouns``): "a dog" fits every dog of a batch.
+People search by phrases ("a dog", "a red ball") a model trained on whole sentences never
+saw alone. A caption's noun phrases (each noun with its determiner, adjectives, compounds
+and numbers) join the training split as captions of its photo, drawn ``rate`` times an
+epoch per caption; a phrase is no negative for another photo whose captions use its noun.
 """
 
 from __future__ import annotations
@@ -54,9 +50,8 @@ def with_phrases(
     rate: np.ndarray | None,
     per_caption: float,
 ) -> tuple[list[DependencyTree], np.ndarray, np.ndarray, np.ndarray]:
-    """The captions followed by their noun phrases: trees, each one's photo, its draws per
-    epoch (a caption's ``per_caption`` × its own rate shared among its phrases) and its
-    noun ("" for a caption)."""
+    """The captions followed by their noun phrases: trees, each one's photo, draws per
+    epoch and noun ("" for a caption)."""
     own = np.ones(len(trees)) if rate is None else np.asarray(rate, np.float64)
     new_trees, images, rates, nouns = list(trees), [], [], []
     for tree, image, r in zip(trees, caption_image, own, strict=True):

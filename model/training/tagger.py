@@ -14,8 +14,10 @@ import numpy as np
 import torch
 
 from groundsearch.model.data import CaptionedImages
+from groundsearch.model.data.sources import Source
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.tagger import WordTagger
+from groundsearch.model.training.caption_data import CaptionData
 
 #: A noun is tagged when at least this many training photos' captions use it (8 keeps
 #: cat and cow, 9 and 13 photos of the 6,000).
@@ -36,6 +38,24 @@ def photo_nouns(ds: CaptionedImages, trees: Sequence[DependencyTree]) -> list[se
             n.lemma.lower() for n in tree if n.upos in NOUNS and n.lemma.isalpha()
         )
     return out
+
+
+def tagger_split(
+    data: CaptionData, sources: Sequence[Source], split: str, vectors: bool = False
+) -> tuple[list[set[str]], np.ndarray, list[DependencyTree]]:
+    """One split of ``sources``, joined: each photo's nouns, its features (the backbone's,
+    or with ``vectors`` the joint model's photo vectors) and every caption's tree."""
+    nouns, parts, trees = [], [], []
+    for source in sources:
+        ds = data.collection(source, split)
+        source_trees = data.trees(ds)
+        nouns += photo_nouns(ds, source_trees)
+        parts.append(data.features(ds))
+        trees += source_trees
+    features = np.concatenate(parts)
+    if vectors:
+        features = np.asarray(data.model.embed_images(features), np.float32)
+    return nouns, features, trees
 
 
 def vocabulary(nouns: Sequence[set[str]], least: int = LEAST) -> list[str]:

@@ -1,12 +1,8 @@
 """Teachers for distillation: trained joint models whose scores a student learns from.
 
-A teacher is one or more saved joint models, ensembled as ``evaluate --with`` does (each
-model's unit embedding scaled by 1/√M and concatenated, so an inner product is the models'
-mean score), that embed the training split's captions and photos once, before the
-student trains. The loop then reads the teacher's scores of each batch
-(``TrainConfig.distill``): a small student — the shipped SDT-RNN — learns what an ensemble
-it could not ship ranks above what (docs/RESULTS.md, "Distilling an ensemble into the
-SDT-RNN").
+A teacher is one or more saved joint models, ensembled as ``evaluate --with`` does, that
+embed the training split once; the loop reads its scores of each batch
+(``TrainConfig.distill``), so a small student learns what an ensemble ranks above what.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Dynamic batching of parses: requests that wait together are parsed together.
 
-One short sentence costs about as much as several in one batch (22 ms alone, 8 ms each
-in a batch of 8), so request threads queue their texts and a batcher thread parses
-everything queued (up to ``max_batch``) in one call. With ``workers`` ≥ 1 each batcher
-hands its batches to a parser in a process of its own (stanza holds the GIL); with
-``workers=0`` the parser of this process is used. ``niceness``: added to the batching
-threads' and the parser processes' (a server's: its event loop runs first).
+One sentence costs about as much as several in one batch, so request threads queue their
+texts and a batcher thread parses everything queued (up to ``max_batch``) in one call, in
+a parser process of its own when ``workers`` ≥ 1 (stanza holds the GIL).
 """
 
 from __future__ import annotations

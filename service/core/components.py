@@ -19,6 +19,7 @@ from groundsearch.index.search.index_kinds import IndexSettings
 from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.embedder import Embedder
 from groundsearch.model.runtime.images.features import FeatureExtractor
+from groundsearch.model.runtime.objects.detector import ObjectDetector, installed_detector
 from groundsearch.model.runtime.parsing import Parser
 from groundsearch.model.runtime.sentences import ParseFn, Sentences
 from groundsearch.service.core.bank_loader import BankLoader
@@ -31,7 +32,7 @@ from groundsearch.service.core.capabilities.library import Library
 from groundsearch.service.core.capabilities.photos import Photos
 from groundsearch.service.core.capabilities.search import PhotoSearch, Search
 from groundsearch.service.core.capabilities.status import Status
-from groundsearch.service.core.fusion import Fuser, served_fusion
+from groundsearch.service.core.fusion import Fuser, served_fusion, served_objects
 from groundsearch.service.core.hubness import (
     Served,
     relevance_on_raw,
@@ -126,7 +127,7 @@ class Components:
         c.batcher = batcher
         c._warm_up()
         if settings.watch_folders:  # last: its full pass writes what the routes then read
-            c.watching = Watching.start(settings, model, gallery)
+            c.watching = Watching.start(settings, model, gallery, c.detector)
         return c
 
     @classmethod
@@ -161,8 +162,14 @@ class Components:
         return cls(
             settings, model, identity, gallery, sentences, queries, stages, judge, status,
             hubness=served_penalties(hub, gallery), hubness_status=hub_status,
-            fuser=Fuser(fusion, judge) if fusion else None, fusion_status=fusion_status,
+            fuser=Fuser(fusion, judge, served_objects(settings, gallery)) if fusion else None,
+            fusion_status=fusion_status,
         )  # fmt: skip
+
+    @cached_property
+    def detector(self) -> ObjectDetector | None:
+        """The object detector new photos' scores are stored with (None: not installed)."""
+        return installed_detector(self.settings)
 
     @cached_property
     def photos(self) -> PhotoVectors:
@@ -267,11 +274,19 @@ class Capabilities:
     @cached_property
     def writes(self) -> GalleryWrites:
         c = self.components
-        return GalleryWrites(c.photos, c.queries, c.gallery)
+        return GalleryWrites(c.photos, c.queries, c.gallery, c.detector)
 
     @cached_property
     def status(self) -> Status:
-        return Status(self.components)
+        c = self.components
+        channel = getattr(c.model, "concepts", None)  # the open-vocabulary channel
+        served = dict(
+            model=c.settings.served_model, encoder=c.model.encoder,
+            checkpoint=c.identity["checkpoint_sha256"], read_only=c.settings.read_only,
+            relevance=c.relevance_status, hubness=c.hubness_status, fusion=c.fusion_status,
+            concepts=channel.config.weight if channel is not None else 0.0,
+        )  # fmt: skip
+        return Status(c.gallery, c.bank, c.captioner, served)
 
 
 def _set_threads(settings: ServiceSettings) -> None:

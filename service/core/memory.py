@@ -1,8 +1,7 @@
 """Memory the server frees goes back to the system.
 
-glibc's dynamic mmap threshold leaves Pillow's large decode buffers in per-thread heaps
-that rarely shrink; a fixed threshold (4 MB) and two heaps keep the resident size near
-what is in use. Only glibc has ``mallopt``; elsewhere this does nothing.
+A fixed mmap threshold and two heaps keep Pillow's large decode buffers from lingering in
+per-thread heaps (glibc only; elsewhere this does nothing).
 """
 
 from __future__ import annotations

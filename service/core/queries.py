@@ -1,8 +1,7 @@
 """Query texts through the text front door, with their vectors in an LRU cache.
 
-A query is cleaned once (``clean``, at the route or where its phrases are read); the
-cleaned text is what is parsed and the cache's key. ``is_cached`` runs on the event loop
-(one dict lookup, no lock), so a cached query takes no parse slot.
+A query is cleaned once; the cleaned text is parsed and the cache's key. ``is_cached``
+(one dict lookup) runs on the event loop, so a cached query takes no parse slot.
 """
 
 from __future__ import annotations

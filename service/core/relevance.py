@@ -1,17 +1,11 @@
 """Each hit's relevance (``model.runtime.relevance``) as the service serves it.
 
-A capability fetches at least the model's ``top`` hits (``fetch``) and keeps the first
-``k``, so relevance changes neither the hits, their order nor their scores. A route splits
-them at ``min_relevance`` into ``results`` and ``weak`` (``no_match``: no results). The
-shipped ``relevance.json`` is served when it was fitted for the served checkpoint
-(``GROUNDSEARCH_RELEVANCE``: ``default``, ``none`` or a file, which must match); without
-one every hit's relevance is null.
-
-**Evidence** (text → photo only): a query with a noun the backbone's classes name
-(``noun_classes.tsv``) or the vector tagger tags (``vector_tagger.npz``) is judged by the
-evidence model, each hit reading ``evidence_channels`` from the photo's stored top classes and
-vector. A gallery that does not store every photo's classes has the tagger's evidence
-only until an indexing run fills them (``ClassesKept`` asks again each minute).
+A capability fetches at least the model's ``top`` hits and keeps the first ``k``; a route
+splits them at ``min_relevance`` into ``results`` and ``weak``. The relevance file
+(``GROUNDSEARCH_RELEVANCE``) must be fitted for the served checkpoint; without one every
+relevance is null. **Evidence** (text → photo): a query with a noun the classes name or the
+vector tagger tags is judged by the evidence model, from each photo's stored top classes
+and vector (``ClassesKept`` asks each minute whether every photo's are stored).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Service settings: the project's paths plus what only the server needs.
-
-Every field reads an environment variable with the ``GROUNDSEARCH_`` prefix, e.g.
-``GROUNDSEARCH_WRITE_TOKEN=... GROUNDSEARCH_INDEX_DIR=/srv/index groundsearch serve``.
-"""
+"""Service settings: the project's paths plus what only the server needs, each read from
+an environment variable with the ``GROUNDSEARCH_`` prefix."""
 
 from __future__ import annotations
 

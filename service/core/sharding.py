@@ -1,11 +1,6 @@
-"""The gallery's shards served by Ray Serve: one deployment per shard, one replica each,
-the front's handles to them, and the read-only gallery the front serves over them.
-
-Each deployment (``groundsearch-shard-<s>``) answers the ``Shard`` methods through
-``call``; the front encodes a query once and sends it to every shard at once
-(``RayFanout.call``), merging their top ``k``. No Serve HTTP proxy. The front's gallery
-(``open_sharded``) follows the records like a replica, its ``images`` index the shards'
-``ShardedIndex`` (``index.search.shards``), its captions index its own.
+"""The gallery's shards served by Ray Serve: each deployment (``groundsearch-shard-<s>``)
+answers the ``Shard`` methods through ``call``; the front's gallery (``open_sharded``)
+follows the records like a replica, its ``images`` index a ``ShardedIndex`` over them.
 """
 
 from __future__ import annotations
@@ -94,9 +89,7 @@ def _serve() -> Any:
 
 
 def start_shards(
-    shard_set: ShardSet,
-    settings: IndexSettings | None = None,
-    cpus: float = CPUS_PER_SHARD,
+    shard_set: ShardSet, settings: IndexSettings | None = None, cpus: float = CPUS_PER_SHARD
 ) -> RayFanout:
     """Deploy one Ray Serve application per shard on the joined cluster, wait until each
     has loaded, and return the front's fan-out over their handles."""

@@ -1,7 +1,6 @@
 """Small JPEGs of gallery photos for grids (``/images/{id}/thumbnail``), kept in memory.
 
-A thumbnail is made once (``thumbnail_jpeg``) and kept in an LRU cache bounded in bytes,
-keyed by the file's path, modification time and size (a changed file gets a new ``ETag``).
+An LRU cache bounded in bytes, keyed by the file's path, modification time and size.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``groundsearch serve --watch PATH``: the server keeps photo folders indexed itself.
 
-A ``FolderWatcher`` runs in a background thread over an ``Indexer`` that shares the
-server's checkpoint and gallery, so a photo is searchable as soon as it is committed. Its
-photos are embedded by ``watch_workers`` CNN processes of their own (0: in this process).
+A ``FolderWatcher`` runs in a background thread over an ``Indexer`` sharing the server's
+checkpoint and gallery (``watch_workers`` CNN processes of its own).
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from groundsearch.index.gallery import Gallery
 from groundsearch.index.ingest.indexer import Indexer
 from groundsearch.index.ingest.watcher import FolderWatcher
 from groundsearch.model.runtime.embedder import Embedder
+from groundsearch.model.runtime.objects.detector import ObjectDetector
 from groundsearch.service.core.settings import ServiceSettings
 
 log = logging.getLogger("groundsearch.service.core.watching")
@@ -36,7 +36,13 @@ class Watching:
         self.thread = threading.Thread(target=self._run, name="folder-watch", daemon=True)
 
     @classmethod
-    def start(cls, settings: ServiceSettings, model: Embedder, gallery: Gallery) -> Watching:
+    def start(
+        cls,
+        settings: ServiceSettings,
+        model: Embedder,
+        gallery: Gallery,
+        detector: ObjectDetector | None = None,
+    ) -> Watching:
         """Start keeping ``settings.watch_folders`` indexed (``IndexingError`` if missing)."""
         indexer = Indexer(
             settings.watch_folders,
@@ -47,6 +53,7 @@ class Watching:
             max_pixels=settings.max_pixels,
             model=model,
             gallery=gallery,
+            detector=detector,
         )
         watching = cls(indexer.__enter__())  # the CNN processes start now
         watching.thread.start()

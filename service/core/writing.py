@@ -1,10 +1,8 @@
 """Written sentences: the caption decoder (Kiros et al. 2014) writes words for a vector.
 
-``served_decoder`` picks the decoder the settings name (the shipped one is skipped when
-another checkpoint is served); ``Captioner`` writes for ``/describe``, ``/paraphrase`` and
-``/arithmetic?sentence=true``, re-ranking the beam by each sentence's own vector. For a
-photo, its classifier's confident everyday words (``NovelWords``) constrain the sentence;
-other vectors are written unconstrained.
+``served_decoder`` picks the decoder the settings name; ``Captioner`` writes for
+``/describe``, ``/paraphrase`` and ``/arithmetic``, re-ranking the beam, a photo's
+sentence constrained by its confident everyday words (``NovelWords``).
 """
 
 from __future__ import annotations
@@ -51,13 +49,7 @@ def served_captioner(
         tagger=caption_tagger(settings, model.backbone) if settings.decoder_novel else None,
     )
     return Captioner(
-        decoder,
-        status,
-        sentences,
-        stages,
-        settings.decoder_beam,
-        settings.decoder_rerank,
-        novel,
+        decoder, status, sentences, stages, settings.decoder_beam, settings.decoder_rerank, novel
     )
 
 

@@ -1,8 +1,5 @@
-"""Typed dependencies of the routes: each route's capability, settings, admission, the
-photo workers, limits, the writer check.
-
-They are ``async``: FastAPI runs a plain ``def`` dependency in the thread pool, a hop that
-waits behind the model work under load; these only read app state.
+"""Typed dependencies of the routes: capability, settings, admission, workers, limits,
+the writer check. ``async``, so FastAPI does not hop to its thread pool to read app state.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The OpenAPI document, made true to what the server does.
-
-FastAPI's document is completed with the limits that are settings, the photo formats
-an upload may be in, and one error body (``Problem``) in place of FastAPI's own.
-"""
+"""The OpenAPI document, completed with the limits that are settings, the photo formats
+an upload may be in, and one error body (``Problem``) in place of FastAPI's own."""
 
 from __future__ import annotations
 

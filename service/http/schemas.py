@@ -55,7 +55,7 @@ Camera = Annotated[
     str | None,
     Field(
         description="The camera, EXIF Make and Model ('Apple iPhone 12'); null if the "
-        "file names none.",
+        "file names none."
     ),
 ]
 PlaceField = Annotated[

@@ -1,8 +1,5 @@
-"""Uploaded photos: bytes → RGB image, or an ``UploadError`` carrying the HTTP status.
-
-The byte limit is applied while reading and the pixel limit on the header, before
-anything is decoded.
-"""
+"""Uploaded photos: bytes → RGB image, or an ``UploadError`` carrying the HTTP status
+(the byte limit applied while reading, the pixel limit before decoding)."""
 
 from __future__ import annotations
 

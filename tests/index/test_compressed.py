@@ -19,7 +19,7 @@ from groundsearch.index.search.compressed import CompressedIndex, DiskSpaceError
 from groundsearch.index.search.index_kinds import choose_kind, choose_rerank, new_index, pq_bytes
 from groundsearch.index.search.vectors import IndexSettings, VectorIndex
 from tests.index.synthetic import DIM as GALLERY_DIM
-from tests.index.synthetic import ID, indexed, vecs
+from tests.index.synthetic import ID, indexed, search_images, vecs
 
 DIM, N = 64, 20_000
 
@@ -206,7 +206,7 @@ def built_and_reopened(tmp_path, kind: str, name: str) -> IndexSettings:
 
     def answers(gallery: Gallery, described: str) -> None:
         assert gallery.indexes.describe()["images"].startswith(described)
-        assert gallery.search_images(v[10], 1)[0].id == 11
+        assert search_images(gallery, v[10], 1)[0].id == 11
 
     answers(writer, name)
     settings = writer.indexes.settings

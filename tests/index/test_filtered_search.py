@@ -18,7 +18,7 @@ from groundsearch.index.gallery import Gallery
 from groundsearch.index.search.index_kinds import IndexSettings
 from groundsearch.index.store import records
 from groundsearch.index.store.photo_metadata import PhotoMetadata
-from tests.index.synthetic import DIM, ID, vecs
+from tests.index.synthetic import DIM, ID, search_images, vecs
 
 DAY = 86_400.0
 T0 = 1_600_000_000.0  # 2020-09-13
@@ -176,10 +176,11 @@ def test_every_plan_answers_min_k_passing_hits_the_best_of_them(world, f):
 def test_the_gallery_verbs_take_a_filter_and_leave_unfiltered_searches_as_they_were(world):
     gallery, live, _ = world
     q = vecs(1, seed=5)[0]
-    plain = gallery.search_images(q, K)
-    assert gallery.search_images(q, K, None) == plain == gallery.search_images(q, K, PhotoFilter())
+    plain = search_images(gallery, q, K)
+    unfiltered = search_images(gallery, q, K, PhotoFilter())
+    assert search_images(gallery, q, K, None) == plain == unfiltered
     f = PhotoFilter(folder="/photos/a")
-    hits = gallery.search_images(q, K, f)
+    hits = search_images(gallery, q, K, f)
     assert len(hits) == K and all(h.record.path.startswith("/photos/a/") for h in hits)
     assert all(h.record.meta.folder.startswith("/photos/a") for h in hits)
     first = hits[0].id
@@ -263,14 +264,14 @@ def test_a_filter_sees_metadata_filled_in_place_and_photos_added_since(tmp_path)
         row["meta"] = PhotoMetadata()  # not read yet (a format-2 photo)
     insert(gallery, rows)
     f = PhotoFilter(camera="Nikon Z6")
-    assert gallery.count_images(f) == 0 and gallery.search_images(rows[0]["vector"], 5, f) == []
+    assert gallery.count_images(f) == 0 and search_images(gallery, rows[0]["vector"], 5, f) == []
     with gallery.records.transaction() as db:
         assert records.fill_metadata(db, rows[0]["id"], PhotoMetadata(camera="NIKON Z6"))
-    assert [h.id for h in gallery.search_images(rows[5]["vector"], 5, f)] == [rows[0]["id"]]
+    assert [h.id for h in search_images(gallery, rows[5]["vector"], 5, f)] == [rows[0]["id"]]
     late = make_rows(3, 40, seed=7)
     late[0]["meta"] = PhotoMetadata(camera="nikon z6")
     insert(gallery, late)
-    hits = gallery.search_images(late[0]["vector"], 5, f)
+    hits = search_images(gallery, late[0]["vector"], 5, f)
     assert [h.id for h in hits] == [late[0]["id"], rows[0]["id"]]
     assert gallery.count_images(f) == 2
     gallery.close()

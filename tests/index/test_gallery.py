@@ -14,7 +14,7 @@ from groundsearch.index.gallery import Gallery
 from groundsearch.index.store.photo_metadata import PhotoMetadata, read_upload_metadata
 from tests.exif_photos import Exif, photo_bytes
 from tests.index.format2 import downgrade
-from tests.index.synthetic import DIM, ID, vecs
+from tests.index.synthetic import DIM, ID, search_images, vecs
 from tests.oriented import coffee
 
 PHONE = Exif(original="2024:07:01 18:03:05", offset="+02:00", make="Apple", model="iPhone 12")
@@ -38,7 +38,7 @@ def test_an_upload_and_its_captions_are_one_write_and_stored_once(gallery, tmp_p
     again, more, new = gallery.writes.add_photo(b"bytes", "jpg", v[0], ["b", "c"], v[1:])
     assert (again, new, len(more)) == (image_id, False, 1)  # same bytes: one photo
     assert [c.text for c in gallery.captions_of(image_id)] == ["a", "b", "c"]
-    assert gallery.search_images(v[0], 5)[0].id == image_id
+    assert search_images(gallery, v[0], 5)[0].id == image_id
     with pytest.raises(ValueError, match="caption vectors"):
         gallery.writes.add_photo(b"other", "jpg", v[0], ["x", "y"], v[1:2])
     assert gallery.counts() == {"images": 1, "captions": 3}  # the bad write changed nothing
@@ -111,7 +111,7 @@ def test_an_upload_keeps_what_its_bytes_say_and_its_name(gallery):
     assert (meta.width, meta.height) == (90, 60)
     plain, _, _ = gallery.writes.add_photo(photo_bytes(coffee((90, 60))), "jpg", v[1])
     assert gallery.image(plain).meta == PhotoMetadata(width=90, height=60)  # read here
-    hit = gallery.search_images(v[0], 1)[0].record
+    hit = search_images(gallery, v[0], 1)[0].record
     assert hit.meta == meta  # every read carries it
 
 
@@ -132,7 +132,7 @@ def test_a_format2_gallery_migrates_on_open_and_its_uploads_are_read_again(tmp_p
         assert g.writes.fill_upload_metadata() == 1
         assert g.writes.fill_upload_metadata() == 0
         assert g.image(image_id).meta == read_upload_metadata(data, None)  # its name is lost
-        assert g.search_images(vecs(1)[0], 1)[0].id == image_id
+        assert search_images(g, vecs(1)[0], 1)[0].id == image_id
     finally:
         g.close()
     Gallery.open(folder, ID, read_only=True).close()  # format 3: a replica opens it
@@ -144,7 +144,7 @@ def test_a_ranking_read_as_ids_and_scores_is_the_search_without_its_records(gall
     for i in range(5):
         meta = read_upload_metadata(photo_bytes(coffee((40, 30)), PHONE), f"{i}.jpg")
         ids.append(gallery.writes.add_photo(f"photo {i}".encode(), "jpg", v[i], meta=meta)[0])
-    full = gallery.search_images(v[5], 5)
+    full = search_images(gallery, v[5], 5)
     assert gallery.rank_images(v[5], 5).pairs() == [(h.id, h.score) for h in full]
     around = gallery.rank_images(gallery.image_vector(ids[0]), 4)
     assert (

@@ -9,7 +9,7 @@ import pytest
 
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.ingest.indexing_runs import IndexedFile, IndexedFiles
-from tests.index.synthetic import DIM, ID, indexed, vecs
+from tests.index.synthetic import DIM, ID, indexed, search_images, vecs
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def test_indexed_files_dedup_by_content_and_follow_changes(gallery):
     copy = IndexedFile("/elsewhere/copy.jpg", 10, 1000, "sha-0")  # same content as 0.jpg
     assert files.add_files([copy], run=1).photos == 0
     assert gallery.counts()["images"] == 3
-    hits = gallery.search_images(v[0], 3)
+    hits = search_images(gallery, v[0], 3)
     assert len({h.id for h in hits}) == 3  # never the same photo twice
     # 0.jpg's content changes: the photo moves to the copy's path, a new photo appears
     changed = IndexedFile("/photos/0.jpg", 99, 2000, "sha-new", v[3])
@@ -37,7 +37,7 @@ def test_indexed_files_dedup_by_content_and_follow_changes(gallery):
     # run 3 sees only 1.jpg under /photos: 0.jpg and 2.jpg are gone from disk
     files.mark_seen(["/photos/1.jpg"], run=3)
     assert files.forget_unseen(["/photos"], run=3) == 2  # sha-new and 2.jpg's photo
-    paths = sorted(h.record.path for h in gallery.search_images(v[0], 10))
+    paths = sorted(h.record.path for h in search_images(gallery, v[0], 10))
     assert paths == ["/elsewhere/copy.jpg", "/photos/1.jpg"]
     assert gallery.counts() == {"images": 2, "captions": 2}
 

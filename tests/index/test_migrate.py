@@ -13,6 +13,7 @@ import pytest
 from groundsearch.index.errors import StoreError
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.ingest.migrate import migrate_legacy
+from tests.index.synthetic import search_images
 
 ID = {"checkpoint_sha256": "d" * 64}
 
@@ -65,7 +66,7 @@ def test_an_old_gallery_is_migrated_whole(tmp_path):
     assert by_file["0123.png"].uploaded and by_file["0123.png"].captions == ("y", "z")
     assert gallery.photo_path(by_file["0123.png"].id).read_bytes() == b"uploaded"
     assert gallery.photo_path(by_file["a.jpg"].id) == data / "Images" / "a.jpg"
-    found = gallery.search_images(v[1], 1)[0]
+    found = search_images(gallery, v[1], 1)[0]
     hit, score = found.record, found.score
     assert hit.file == "b.jpg" and score == pytest.approx(1.0)
     gallery.close()

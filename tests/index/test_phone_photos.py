@@ -22,6 +22,7 @@ from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import as_stored
 from groundsearch.model.runtime.sentences import Sentences
 from tests.exif_photos import Exif, photo_bytes, write_photo
+from tests.index.synthetic import search_images
 from tests.oriented import oriented_bytes
 
 CHECKPOINT = get_settings().default_checkpoint
@@ -132,7 +133,7 @@ def test_heic_and_avif_are_indexed_upright_with_their_metadata_and_found(phone, 
 
         def best(text: str, k: int) -> set[str]:
             vector = np.asarray(door.vectors([text])[0], dtype=np.float32)
-            return {h.record.file for h in gallery.search_images(vector, k)}
+            return {h.record.file for h in search_images(gallery, vector, k)}
 
         assert best("A cup of coffee on a table .", 3) == {
             "coffee.jpg",

@@ -12,7 +12,7 @@ from groundsearch.index.ingest.indexing_runs import IndexedFiles
 from groundsearch.index.search import search_indexes
 from groundsearch.index.search import vectors as vectors_module
 from groundsearch.index.search.index_kinds import IndexSettings, choose_kind
-from tests.index.synthetic import DIM, ID, indexed, vecs
+from tests.index.synthetic import DIM, ID, indexed, search_images, vecs
 
 
 def test_another_process_writes_are_followed(tmp_path):
@@ -26,7 +26,7 @@ def test_another_process_writes_are_followed(tmp_path):
     writer.writes.remove_photo(2)
     reader.indexes.refresh()
     assert reader.counts() == {"images": 2, "captions": 2}
-    assert {h.id for h in reader.search_images(v[2], 5)} == {1, 3}
+    assert {h.id for h in search_images(reader, v[2], 5)} == {1, 3}
     reader.close()
     writer.close()
 
@@ -44,7 +44,7 @@ def test_snapshots_are_loaded_then_caught_up(tmp_path):
     other.close(snapshot=False)  # the snapshot on disk is now behind the records
     again = Gallery.open(tmp_path / "g", ID)
     assert again.counts()["images"] == 4
-    assert 1 not in {h.id for h in again.search_images(v[0], 10)}
+    assert 1 not in {h.id for h in search_images(again, v[0], 10)}
     again.close()
     # a snapshot newer than the records (a database put back from a backup) is rebuilt
     db = sqlite3.connect(tmp_path / "g" / "gallery.db")
@@ -67,7 +67,7 @@ def test_many_removals_are_compacted(tmp_path, monkeypatch):
     assert g.indexes["images"].tombstones == 10
     g.indexes.maintain()
     assert g.indexes["images"].tombstones == 0 and g.indexes["images"].total == 10
-    assert {h.id for h in g.search_images(v[15], 20)} == set(range(11, 21))
+    assert {h.id for h in search_images(g, v[15], 20)} == set(range(11, 21))
     g.close()
 
 
@@ -101,10 +101,10 @@ def test_a_compressed_gallery_takes_writes_and_a_replica_takes_up_its_rebuilds(
     writer.writes.remove_photo(5)
     replica.indexes.refresh()
     for query in (v[300], v[4], v[150]):
-        hits = [(h.id, round(h.score, 5)) for h in replica.search_images(query, 10)]
-        assert hits == [(h.id, round(h.score, 5)) for h in writer.search_images(query, 10)]
-    assert replica.search_images(v[300], 1)[0].id == image_id
-    assert 5 not in {h.id for h in replica.search_images(v[4], 50)}
+        hits = [(h.id, round(h.score, 5)) for h in search_images(replica, query, 10)]
+        assert hits == [(h.id, round(h.score, 5)) for h in search_images(writer, query, 10)]
+    assert search_images(replica, v[300], 1)[0].id == image_id
+    assert 5 not in {h.id for h in search_images(replica, v[4], 50)}
     snapshot = (tmp_path / "g" / "index" / "images.json").stat().st_mtime_ns
     replica.close()  # a replica writes nothing
     assert (tmp_path / "g" / "index" / "images.json").stat().st_mtime_ns == snapshot

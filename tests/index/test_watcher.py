@@ -22,6 +22,7 @@ from groundsearch.common.settings import get_settings
 from groundsearch.index.ingest.indexer import Indexer
 from groundsearch.index.ingest.indexing_runs import IndexedFiles
 from groundsearch.index.ingest.watcher import FolderWatcher, folder_identity
+from tests.index.synthetic import search_images
 
 FLICKR = get_settings().flickr8k_dir
 CHECKPOINT = get_settings().default_checkpoint
@@ -84,7 +85,7 @@ class Watching:
     def searchable(self, photo_id: int) -> bool:
         """Whether the photo is in the search index (found by its own vector)."""
         gallery = self.indexer.gallery
-        hits = gallery.search_images(gallery.image_vector(photo_id), 1)
+        hits = search_images(gallery, gallery.image_vector(photo_id), 1)
         return bool(hits) and hits[0].id == photo_id
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ class Channels:
 
 def test_the_window_is_fused_and_the_rest_follows_below_in_its_order():
     ranking = Ranking(np.arange(6), np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4]))
-    fuser = Fuser(Fusion(((2.0, 0.0),)), Channels({3: 0.95, 5: 0.99}), window=4)  # type: ignore[arg-type]
+    fuser = Fuser(Fusion(((2.0, 0.0, 0.0),)), Channels({3: 0.95, 5: 0.99}), window=4)  # type: ignore[arg-type]
     fused = fuser.rank(ranking, ["dog"], 1)
     assert fused.ids.tolist()[:4][0] == 3  # the dog of the window first
     assert sorted(fused.ids.tolist()[:4]) == [0, 1, 2, 3]
@@ -113,9 +113,9 @@ def test_which_fusion_is_served(model_dir, service_components, tmp_path):
         served_fusion(named, {"checkpoint_sha256": "cd" * 32}, c.judge, None)
     beside = tmp_path / "refit"  # make refit's OUT: the file beside the relevance wins
     beside.mkdir()
-    Fusion(((0.0, 1.0),), identity).save(beside / FILE_NAME)
+    Fusion(((0.0, 1.0, 0.0),), identity).save(beside / FILE_NAME)
     fusion, status = served_fusion(settings, identity, c.judge, beside / "relevance.json")
-    assert fusion is not None and fusion.weights == ((0.0, 1.0),)
+    assert fusion is not None and fusion.weights == ((0.0, 1.0, 0.0),)
     (model_dir / FILE_NAME).unlink()
     assert served_fusion(settings, identity, c.judge, None) == (None, "none (no fusion file)")
     (model_dir / FILE_NAME).write_text("{broken")
@@ -137,3 +137,27 @@ def test_a_fused_query_pages_through_every_photo_once(components):
             break
         cursor = page.next
     assert seen == [h.id for h in whole.hits] and len(set(seen)) == c.gallery.counts()["images"]
+
+
+def test_the_detectors_stored_scores_lift_the_photo_that_shows_the_thing(tmp_path):
+    from groundsearch.index.gallery import Gallery
+    from groundsearch.index.ingest.objects import store_objects
+    from groundsearch.model.runtime.objects.detector import COCO
+    from groundsearch.model.runtime.objects.nouns import NounObjects
+    from groundsearch.service.core.fusion import PhotoObjects
+    from tests.index.synthetic import DIM, ID, vecs
+
+    g = Gallery.create(tmp_path / "g", DIM, ID)
+    v = vecs(4)
+    ids = [g.writes.add_photo(bytes([i]), "jpg", v[i])[0] for i in range(4)]
+    dog = np.zeros(len(COCO), np.float32)
+    dog[COCO.index("dog")] = 0.9
+    store_objects(g, {ids[0]: np.zeros(len(COCO)), ids[2]: dog})  # 1 and 3: none stored
+    objects = PhotoObjects(NounObjects.load(), g)
+    fuser = Fuser(Fusion(((0.0, 0.0, 1.0),)), Channels({}), objects)  # type: ignore[arg-type]
+    words = (("dog", "dog"),)
+    assert fuser.applies(1, [], words) and not fuser.applies(1, [], (("grass", "grass"),))
+    ranking = Ranking(np.array(ids), np.array([0.9, 0.8, 0.7, 0.6]))
+    assert fuser.rank(ranking, [], 1, words).ids[0] == ids[2]  # the dog first
+    assert fuser.rank(ranking, [], 1, (("grass", "grass"),)).ids.tolist() == ids  # no kind
+    g.close()

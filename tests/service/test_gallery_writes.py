@@ -12,7 +12,9 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from groundsearch.index.gallery import CaptionRecord, Gallery
+from groundsearch.index.store.records import objects_of
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
+from groundsearch.model.runtime.objects.detector import COCO
 from groundsearch.service.core.components import Components
 from groundsearch.service.core.settings import ServiceSettings
 from groundsearch.service.core.work_threads import PHOTO_PREFIX as PHOTO_THREADS
@@ -109,6 +111,9 @@ def test_add_search_serve_and_remove_a_photo(writable, photo):
     mine = next(h for h in hits if h["id"] == added["id"])
     assert mine["source"] == "upload" and mine["captions"] == CAPTIONS
     assert added["new"] is True
+    if components.detector is not None:  # installed (make install): its scores stored too
+        stored = objects_of(components.gallery.records.reader(), [added["id"]], len(COCO))
+        assert np.isfinite(stored).all() and stored.max() > 0
     assert components.gallery.captions_of(added["id"]) == [
         CaptionRecord(cid, text, added["id"])
         for cid, text in zip(added["captions"], CAPTIONS, strict=True)

@@ -16,13 +16,14 @@ from groundsearch.model.runtime.hubness import (
     HUBNESS_KEY,
     Hubness,
     HubnessError,
+    Penalties,
     Penalty,
     file_digest,
     load_hubness,
 )
 from groundsearch.model.runtime.relevance import load_relevance
 from groundsearch.service.core.capabilities.search import Search
-from groundsearch.service.core.hubness import Penalties, served_hubness
+from groundsearch.service.core.hubness import served_hubness
 from groundsearch.service.core.settings import ServiceSettings
 
 ID = {"checkpoint_sha256": "ab" * 32}
@@ -46,11 +47,11 @@ def test_penalties_are_computed_once_a_photo_and_re_rank_the_hits():
     penalties(np.array([8, 5]))
     assert asked == [[5, 3], [8]]  # each photo's products once
     ranking = Ranking(np.array([3, 5, 8]), np.array([0.9, 0.8, 0.7]))
-    fixed = penalties.rank(ranking)
+    fixed = Ranking(*penalties.ranked(ranking.ids, ranking.scores))
     want = ranking.scores - penalties(ranking.ids)
     assert fixed.ids.tolist() == ranking.ids[np.argsort(-want, kind="stable")].tolist()
     assert np.allclose(fixed.scores, np.sort(want)[::-1])
-    assert len(penalties.rank(Ranking(np.zeros(0, np.int64), np.zeros(0)))) == 0
+    assert len(penalties.ranked(np.zeros(0, np.int64), np.zeros(0))[0]) == 0
     small = Penalties(side, products, kept=2)  # forgets all at once past ``kept``
     small(np.array([3, 5]))
     small(np.array([8]))
@@ -162,9 +163,10 @@ def test_the_caption_bank_ranks_by_score_less_penalty_exactly():
 
     rng = np.random.default_rng(3)
     vectors = rng.normal(size=(50, 8)).astype(np.float32)
-    penalties = rng.uniform(size=50)
+    side = Penalty(rng.normal(size=(20, 8)).astype(np.float32), 4, 1.0)
+    penalties = side(vectors)
     texts = [f"caption {i}" for i in range(50)]
-    bank = CaptionBank("test", texts, vectors, penalties)
+    bank = CaptionBank("test", texts, vectors, side)
     query = rng.normal(size=8).astype(np.float32)
     fixed = vectors @ query - penalties
     hits = bank.search(query, 5)
@@ -172,7 +174,7 @@ def test_the_caption_bank_ranks_by_score_less_penalty_exactly():
     assert np.allclose([s for _, s in hits], np.sort(fixed)[::-1][:5], atol=1e-5)
     raw = CaptionBank("test", texts, vectors).search(query, 5)
     assert [t for t, _ in raw] == [texts[i] for i in np.argsort(-(vectors @ query))[:5]]
-    assert CaptionBank("empty", [], np.zeros((0, 8)), np.zeros(0)).search(query, 3) == []
+    assert CaptionBank("empty", [], np.zeros((0, 8)), side).search(query, 3) == []
 
 
 def test_a_relevance_fitted_on_corrected_scores_is_not_served_on_raw_ones(model_dir):

@@ -176,10 +176,8 @@ def _indefinite(word: str) -> str:
 def constrained_search(
     decoder: CaptionDecoder, v: torch.Tensor, s: BeamSettings, constraints: Constraints
 ) -> list[list[Generated]]:
-    """``s.beam`` sentences for each unit vector of ``v`` (n × dim), best first, that
-    contain one of its row's constraint words (constrained beam search with two states,
-    not yet / already met, each with its own beam; sentences that never met one come
-    last). A borrowed word scores as its source word, written only as a constraint."""
+    """``s.beam`` sentences for each unit vector of ``v``, best first, that contain one of
+    its row's constraint words (a beam each for not yet / already met; unmet ones last)."""
     vocab = decoder.vocab
     n, k, size = len(v), s.beam, len(vocab)
     extra = len(constraints.borrowed)

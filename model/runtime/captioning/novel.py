@@ -160,10 +160,9 @@ class NovelWords:
         return out
 
     def speaks_for(self, word: str, probability: float, tagged: float = 0.0) -> bool:
-        """Whether ``word`` seen with ``probability`` (the tagger's: ``tagged``) is a
-        constraint: a word the decoder never learned from ``threshold`` (or
-        ``tagger_threshold``), one it learned from ``learned_threshold`` unless among
-        its ``known`` most frequent or ``AMBIGUOUS``."""
+        """Whether ``word`` seen with ``probability`` is a constraint: an unlearned word from
+        ``threshold`` (``tagger_threshold``), a learned one from ``learned_threshold``
+        unless among its ``known`` most frequent or ``AMBIGUOUS``."""
         if self.decoder is None or word not in self.ids:
             return False
         i = self.ids[word]

@@ -139,9 +139,7 @@ class CharInventory:
 
 class MerkxFrankCharEncoder(nn.Module):
     """Merkx & Frank (2019) as published: 20-d character embeddings, a bi-GRU and
-    vector-valued self-attention (a weight per time step and dimension); no projection,
-    so ``hidden`` must be 2·``rnn_hidden``. Variants: ``cell`` ``lstm``, ``pooling`` ``max``.
-    """
+    vector-valued self-attention; no projection, so ``hidden`` must be 2·``rnn_hidden``."""
 
     def __init__(
         self,

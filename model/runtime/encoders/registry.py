@@ -1,10 +1,8 @@
 """Every sentence encoder by name: what it reads, its own options, how it is built, which
 matrices it needs. Adding an encoder touches this table only.
 
-Each encoder family owns a frozen options dataclass (``TreeRNNOptions``, …) beside the
-shared part of ``JointConfig``. Option names are one flat namespace across families (a
-checkpoint stores them flat, each is one ``groundsearch train`` flag), so a name two
-families share means the same.
+Each family owns a frozen options dataclass beside the shared ``JointConfig``; option
+names are one flat namespace (a checkpoint stores them flat, each a ``train`` flag).
 """
 
 from __future__ import annotations

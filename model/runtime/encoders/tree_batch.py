@@ -146,9 +146,8 @@ class PositionInventory:
 
 
 def child_orders(tree: DependencyTree) -> list[str]:
-    """Each node's side and order among its head's children on that side, counted
-    outwards from the head: ``l1`` is the nearest left child, ``r2`` the second right
-    child (``""`` for the root)."""
+    """Each node's side and order among its head's children on that side, outwards from
+    the head: ``l1`` the nearest left child, ``r2`` the second right (``""``: the root)."""
     orders = [""] * len(tree)
     seen_left = [0] * (len(tree) + 1)
     seen_right = [0] * (len(tree) + 1)
@@ -165,11 +164,9 @@ def child_orders(tree: DependencyTree) -> list[str]:
 
 @dataclass(frozen=True)
 class ChildOrderInventory:
-    """The paper's DT-RNN matrices (Socher et al. 2014, Eq. 1–3): one per side and order
-    of the child among its head's children (``l1``, ``l2``, …, ``r1``, …, nearest first).
-    A child of a higher order than a side keeps (``build``: seen ``min_count`` times, at
-    most ``max_order``) shares its last matrix; the left/right Tree-LSTM uses it with
-    ``max_order = p``."""
+    """The DT-RNN matrices (Socher et al. 2014, Eq. 1–3): one per side and order of the
+    child (``l1``, ``l2``, …, ``r1``, …, nearest first); higher orders than a side keeps
+    share its last matrix."""
 
     names: tuple[str, ...]
 

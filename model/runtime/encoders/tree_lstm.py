@@ -59,16 +59,13 @@ class ChildSumTreeLSTM(nn.Module):
 
 
 class LeftRightTreeLSTM(nn.Module):
-    """Dufour et al.'s left/right dependency Tree-LSTM (their Appendix A): an N-ary
-    Tree-LSTM whose positions ``s`` are a child's side and order (``ChildOrderInventory``,
-    ``max_order = p``: the p-th and later children summed), ``h̃_s``, ``c̃_s`` the sums of
-    the states of the children in ``s``, ``h̃`` them side by side:
+    """Dufour et al.'s left/right dependency Tree-LSTM (Appendix A): an N-ary Tree-LSTM
+    whose positions ``s`` are a child's side and order (``ChildOrderInventory``), ``h̃_s``,
+    ``c̃_s`` the summed states of the children in ``s``, ``h̃`` them side by side:
 
         i, o, u = σ, σ, tanh(W_iou x + U_iou h̃ + b_iou)      (U_iou: one block per position)
         f_s = σ(W_f^s x + U_f^s h̃_s + b_f^s)                  (a forget gate per position)
         c = i ⊙ u + Σ_s f_s ⊙ c̃_s,   h = o ⊙ tanh(c)
-
-    The batch's ``matrix_ids`` give each child's position.
     """
 
     def __init__(

@@ -109,9 +109,8 @@ def build_backbone(name: str = DEFAULT_BACKBONE) -> tuple[nn.Module, BackboneSpe
 
 @lru_cache(maxsize=4)
 def classifier(name: str = DEFAULT_BACKBONE) -> nn.Module:
-    """The full ImageNet classifier (logits), in eval mode: its last layer is what the
-    concept channel and the written sentences' words read. Built once per process and
-    shared: callers read it and never change it."""
+    """The full ImageNet classifier (logits), in eval mode, built once per process and
+    shared (callers never change it)."""
     from efficientnet_lite_pytorch import EfficientNet
 
     spec = get_spec(name)
@@ -122,8 +121,7 @@ def classifier(name: str = DEFAULT_BACKBONE) -> nn.Module:
 @dataclass(frozen=True)
 class ImageNetHead:
     """A backbone's ImageNet classifier head: its last linear layer (classes × feature
-    dim, classes), read on pooled features — what the concept channel and the written
-    sentences' words read."""
+    dim, classes), read on pooled features."""
 
     weight: torch.Tensor
     bias: torch.Tensor

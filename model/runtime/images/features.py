@@ -1,8 +1,7 @@
 """Batched image feature extraction with an on-disk cache (SQLite in the cache folder).
 
-Features are keyed by the backbone and the SHA-256 of the file's bytes, plus its EXIF
-orientation when not 1 (``photo_key``: entries computed on sideways pixels are not read
-again).
+Features are keyed by the backbone, the SHA-256 of the file's bytes and its EXIF
+orientation when not 1 (``photo_key``).
 """
 
 from __future__ import annotations

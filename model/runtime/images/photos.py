@@ -1,13 +1,9 @@
 """Photo bytes or files → RGB images, with a pixel limit checked before decoding.
 
-The project's one photo decoder (gallery files and uploads). The pixel limit is read
-from the header, so a decompression bomb is refused before decoding. Every photo comes
-out upright by its EXIF orientation (``upright``). ``PhotoError.reason`` names the kind
-of problem (the service's HTTP status).
-
-``PHOTO_FORMATS`` is the one list of the formats a photo may be in (uploads, stored
-suffixes, media types, the API's names); ``register_formats`` (run on import) adds
-HEIC/HEIF (``pillow-heif``) and AVIF (``pillow-avif-plugin``).
+The project's one photo decoder: the pixel limit is read from the header (a
+decompression bomb is refused before decoding), every photo comes out upright, and
+``PhotoError.reason`` names the problem. ``PHOTO_FORMATS`` is the one list of formats;
+``register_formats`` (run on import) adds HEIC/HEIF and AVIF.
 """
 
 from __future__ import annotations
@@ -127,11 +123,8 @@ def decode_photo(
 ) -> tuple[Image.Image, str]:
     """Decode a file or bytes to upright RGB; returns the image and its format.
 
-    ``formats`` limits the accepted formats (Pillow's names); ``name`` labels the photo
-    in messages. With ``min_side`` the photo is decoded at reduced scale (JPEG DCT
-    scaling, a HEIF's embedded thumbnail) and box-reduced by a whole factor, both sides
-    staying at least ``min_side``. An animated image gives its first frame, an MPO its
-    first picture as ``JPEG``. A HEIF or AVIF Pillow cannot open is ``corrupt``.
+    ``formats`` limits the accepted formats; ``name`` labels the photo in messages; with
+    ``min_side`` it is decoded at reduced scale, both sides staying at least ``min_side``.
     """
     label = name or (str(source) if not isinstance(source, bytes) else "the upload")
     try:

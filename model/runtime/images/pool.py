@@ -1,10 +1,8 @@
 """CNN features of photo files, computed in worker processes, streamed in order.
 
-``FeaturePool(identity, workers)`` starts ``workers`` "spawn" processes (one torch thread
-each; ``workers=0``: in this process); ``map`` keeps two batches per worker in flight and
-yields each item with its features or ``PhotoError``, in order. A worker that dies is
-restarted and the batches in flight are rerun alone, then photo by photo; a photo that
-crashes alone is a ``PhotoError("corrupt")``.
+``map`` keeps two batches per worker in flight and yields each item with its features or
+``PhotoError``, in order. A worker that dies is restarted and its batches rerun, then
+photo by photo; a photo that crashes alone is a ``PhotoError("corrupt")``.
 """
 
 from __future__ import annotations
@@ -85,9 +83,8 @@ class _Job(Generic[T]):
 
 
 class FeaturePool(FeatureBackend):
-    """Worker processes that turn photo files into CNN features (a ``FeatureBackend``):
-    ``workers`` processes (0: the calling process) of the ``FeatureExtractor``
-    ``identity``, ``batch_size`` photos per task, refusing more than ``max_pixels``."""
+    """``workers`` processes (0: the calling process) that turn photo files into CNN
+    features of the ``FeatureExtractor`` ``identity`` (a ``FeatureBackend``)."""
 
     #: The task a worker runs on a batch of paths (tests replace it).
     task: Callable[[list[str]], list[Outcome]] = staticmethod(_run_batch)

@@ -1,12 +1,10 @@
 """CNN features of photo files on a Ray cluster (``groundsearch index --ray ADDRESS``): the
 ``FeatureBackend`` beside the local ``FeaturePool``.
 
-Photos are read lazily in windows (1,024 first, doubling up to ``window``), each one Ray
-dataset mapped by a pool of actors running ``PhotoBatchEmbedder``; results come back
-unordered as they finish, while the next window is read. Each actor asks for 0.9 CPU.
-Photos must be readable at the same path on every node. A dying actor's batch is
-retried twice; a window that still fails is finished here by a one-worker
-``FeaturePool`` (a ``RayClusterError`` if the cluster embedded nothing yet).
+Photos are read lazily in growing windows, each one Ray dataset mapped by actors running
+``PhotoBatchEmbedder``; results come back unordered. Photos must be readable at the same
+path on every node. A window that still fails after retries is finished here by a
+one-worker ``FeaturePool``.
 """
 
 from __future__ import annotations
@@ -171,10 +169,7 @@ class RayFeaturePool(FeatureBackend):
         self.cpus_per_actor = round(ACTOR_CPU * min(1.0, cpus / self.actors), 3)
         self._ray = ray
         context = ray.data.DataContext.get_current()
-        quiet = {
-            "enable_progress_bars": self.progress,
-            "print_on_execution_start": self.progress,
-        }
+        quiet = {"enable_progress_bars": self.progress, "print_on_execution_start": self.progress}
         self._saved = {k: getattr(context, k) for k in quiet if hasattr(context, k)}
         for k, v in quiet.items():
             setattr(context, k, v)

@@ -1,14 +1,10 @@
 """Embedding arithmetic, measured: does ``photo − "A" + "B"`` find photos of B?
 
-For a pair A → B (dog → man, beach → snow), every photo whose captions mention A and not
-B is a start photo, and four queries rank the split's other photos: ``arithmetic`` (the
-service's ``/arithmetic`` query, ``arithmetic_query``), ``text`` ("B" alone), ``photo``
-(the start photo alone) and ``plus_only`` (``photo + "B"``). Each is scored by the share
-of its top ``k`` whose captions mention B (word or lemma, whole-word) and the share that
-mention A; ``overlap_with_text`` is the share of the arithmetic top ``k`` the text query
-also returns, and ``likeness`` the mean CNN-feature cosine (× 100) of the found photos
-with the start. Each pair keeps its start photos' shares (``per_start``) for a stratified
-bootstrap interval (``mean["ci95"]``) and model comparisons (``paired_difference``).
+For a pair A → B, every photo whose captions mention A and not B is a start photo, and
+four queries rank the other photos: ``arithmetic``, ``text`` ("B"), ``photo`` and
+``plus_only`` (``photo + "B"``), each scored by the share of its top ``k`` whose captions
+mention B (and A), with ``overlap_with_text`` and ``likeness`` (CNN-feature cosine × 100).
+Per-start shares give bootstrap intervals and ``paired_difference``.
 """
 
 from __future__ import annotations
@@ -113,9 +109,8 @@ def mentions(words: Sequence[frozenset[str]], concept: Concept) -> np.ndarray:
 def top_k(
     query: np.ndarray, images: np.ndarray, k: int, exclude: int, rerank: bool = False
 ) -> np.ndarray:
-    """The ``k`` photos (row indices of ``images``, unit vectors) nearest ``query``,
-    leaving out photo ``exclude``; with ``rerank``, as the service's ``rerank=true``
-    does: ``k + max(4k, 50)`` candidates re-sorted by their mean's top five."""
+    """The ``k`` photos (rows of ``images``) nearest ``query`` but ``exclude``; with
+    ``rerank``, as the service's ``rerank=true`` re-sorts them."""
     scores = images @ query
     scores[exclude] = -np.inf
     fetch = min(k + (max(4 * k, 50) if rerank else 0), len(images) - 1)
@@ -140,8 +135,7 @@ def score_pair(
     channel_columns: int = 0,
 ) -> dict[str, Any]:
     """The four queries' shares of B (and of A) in the top ``k``, averaged over the
-    start photos of ``pair`` (and ``likeness`` when ``features``, unit rows, are given);
-    ``examples`` start photos listed with their results."""
+    start photos of ``pair``; ``examples`` start photos listed with their results."""
     has_a, has_b = mentions(words, pair.a), mentions(words, pair.b)
     starts = np.flatnonzero(has_a & ~has_b)
     out: dict[str, Any] = {
@@ -207,11 +201,9 @@ def evaluate_arithmetic(
     features: np.ndarray | None = None,
     channel_columns: int = 0,
 ) -> dict[str, Any]:
-    """Every pair scored (``score_pair``) on the photos ``images`` (unit joint-space
-    vectors, one row per photo) and their captions' ``trees``; ``mean`` averages the
-    pairs that have ``min_starts`` start photos and ``min_b_photos`` photos of B (the
-    others are listed with ``skipped``). ``features``: the photos' CNN features, for
-    ``likeness``."""
+    """Every pair scored (``score_pair``) on the photos' unit joint vectors ``images``;
+    ``mean`` averages the pairs with ``min_starts`` start photos and ``min_b_photos``
+    photos of B (the others ``skipped``)."""
     if k < 1 or k >= len(images):
         raise ValueError(f"k must be between 1 and {len(images) - 1} (photos − 1), got {k}")
     caption_image = np.asarray(caption_image)
@@ -276,9 +268,8 @@ def stratified_interval(
 def paired_difference(
     first: dict[str, Any], second: dict[str, Any], query: str = "arithmetic"
 ) -> dict[str, Any]:
-    """``second − first``: the mean over their common, unskipped pairs of the per-start
-    difference in the share of B, with its stratified bootstrap interval. Both results
-    must come from the same split and pairs (the start photos are then the same)."""
+    """``second − first``: the mean per-start difference in the share of B over their
+    common pairs (same split), with its stratified bootstrap interval."""
     rows = {r["pair"]: r for r in first["pairs"] if "skipped" not in r}
     diffs = []
     for row in second["pairs"]:

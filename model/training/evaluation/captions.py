@@ -203,9 +203,8 @@ def evaluate_decoder(
     constraints: Constraints | None = None,
     **search: float,
 ) -> dict[str, Any]:
-    """Caption each photo (the beam's best, ``reranked`` by ``embed_texts``) and score it:
-    caption metrics, copy share and, with ``embed_texts``, each photo's retrieval by its
-    sentence. ``search``: more options of ``CaptionDecoder.generate``."""
+    """Caption each photo (the beam's best) and score it: caption metrics, copy share and,
+    with ``embed_texts``, each photo's retrieval by its sentence."""
     if reranked and embed_texts is None:
         raise ValueError("re-ranking needs embed_texts")
     start = time.perf_counter()

@@ -1,11 +1,8 @@
 """Everyday words: the objects of the photos users keep, asked against a split.
 
-COCO's 80 object categories, each said as one everyday word ("hydrant", "teddy",
-"phone"), with the open-vocabulary check's words (``CONCEPT_WORDS``): not chosen from
-Flickr8k. A word is *absent* from a split when no caption of its photos uses it (or its
-plural), *present* when captions of at least ``PRESENT`` photos do. ``fit-relevance``
-keeps the present ones' relevant hits above the evidence default (the relevance's
-threshold rule); ``bench/everyday_words.py`` measures both kinds.
+COCO's 80 object categories as everyday words ("hydrant", "teddy"), with the
+open-vocabulary check's (``CONCEPT_WORDS``). A word is *absent* from a split when no
+caption uses it, *present* when captions of at least ``PRESENT`` photos do.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The held-out-concept protocol: does search find what training never showed?
 
-A model trained without the photos of ``HELD_OUT`` is asked, on a split's photos, for
-single concepts ("a cat": precision@5 and R@10 = ``|relevant ∩ top 10| / min(|relevant|,
-10)``, relevant when a caption mentions the concept), short compositions ("a man riding a
-horse": a caption mentions every part) and the split's own captions that mention a
-held-out concept (R@1/5/10 of their photo, beside the other captions'). ``photo_best_words``
-is the open-vocabulary check: each photo's best query among ImageNet-style words.
+A model trained without the photos of ``HELD_OUT`` is asked for single concepts ("a
+cat": P@5, R@10), short compositions ("a man riding a horse") and the split's captions
+that mention a held-out concept; ``photo_best_words`` is the open-vocabulary check.
 """
 
 from __future__ import annotations
@@ -129,9 +126,8 @@ def held_out_metrics(
     concepts: Mapping[str, Collection[str]] = HELD_OUT,
     photo_penalty: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The protocol's figures for one model on one split (see the module docstring);
-    with ``photo_penalty`` (``model.runtime.hubness``) text queries rank the photos as
-    ``/search`` does, by score − the photo's penalty."""
+    """The protocol's figures for one model on one split; with ``photo_penalty`` text
+    queries rank the photos as ``/search`` does."""
     result: dict[str, Any] = {"concepts": {k: list(v) for k, v in concepts.items()}}
     penalty = 0.0 if photo_penalty is None else np.asarray(photo_penalty)[None, :]
     for kind, queries in (

@@ -1,8 +1,6 @@
-"""The full evaluation protocol (GUIDE §3) for any model that embeds captions and photos:
-retrieval both ways (R@K, ranks, rsum, bootstrap intervals; image search split by whether
-the caption has a verb), sentence similarity (§6.1), Flickr8k expert judgments (Spearman)
-and STS-B / SICK-R test pairs (Pearson, Spearman). Correlations are × 100; a benchmark
-whose files are absent gives ``{"skipped": reason}``, a malformed file is an error.
+"""The evaluation protocol (GUIDE §3): retrieval both ways, sentence similarity, Flickr8k
+expert judgments and STS-B / SICK-R (correlations × 100); a benchmark whose files are
+absent gives ``{"skipped": reason}``.
 """
 
 from __future__ import annotations
@@ -74,10 +72,8 @@ def split_metrics(
     resamples: int = 1000,
     hubness: Hubness | None = None,
 ) -> dict[str, Any]:
-    """One split's retrieval metrics (``ci95``), image search by caption group
-    (``t2i_groups``) and sentence-similarity mean rank; with ``hubness``, image search
-    ranks as ``/search`` does (score − the photo's penalty) and description as
-    ``/describe`` does (score − the caption's)."""
+    """One split's retrieval metrics, image search by caption group and sentence-similarity
+    mean rank; with ``hubness``, ranked as ``/search`` and ``/describe`` rank."""
     y = model.embed_sentences(trees)
     v = model.embed_images(features)
     scores = v @ y.T

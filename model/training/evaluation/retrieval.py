@@ -90,9 +90,7 @@ def bootstrap_intervals(
     search: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Percentile bootstrap intervals of R@K, mean rank and rsum, resampling the test
-    photos (with their captions; as Merkx & Frank 2019), both directions on the same
-    draws: ``{"i2t": {"R@1": [low, high], …}, "t2i": …, "rsum": …, "resamples", …}``;
-    image search ranks by ``search`` when given."""
+    photos with their captions (Merkx & Frank 2019), both directions on the same draws."""
     if resamples < 1 or not 0 < level < 1:
         raise ValueError(f"need resamples ≥ 1 and 0 < level < 1, got {resamples}, {level}")
     scores, caption_image = _checked(scores, caption_image)
@@ -150,8 +148,7 @@ def paired_bootstrap(
     level: float = 0.95,
 ) -> dict[str, Any]:
     """``b − a`` of R@K, mean rank and rsum for two models on the same split, each with an
-    interval from the same bootstrap draws for both (paired):
-    ``{"i2t": {"R@1": {"difference", "ci95"}, …}, "t2i": …, "rsum": …}``."""
+    interval from the same bootstrap draws for both (paired)."""
     if not 0 < level < 1:
         raise ValueError(f"need 0 < level < 1, got {level}")
     scores_a, caption_image = _checked(scores_a, caption_image)
@@ -181,9 +178,8 @@ def paired_bootstrap(
 def t2i_by_group(
     scores: np.ndarray, caption_image: np.ndarray, groups: dict[str, np.ndarray]
 ) -> dict[str, dict[str, float]]:
-    """Image search (t2i) metrics of each group of captions (``groups[name]`` is a
-    boolean mask over the captions; each caption still ranks the whole gallery), with
-    the group's caption count. An empty group gets ``{"captions": 0}``."""
+    """Image search metrics of each group of captions (``groups[name]``: a mask; each
+    still ranks the whole gallery), with its caption count."""
     scores, caption_image = _checked(scores, caption_image)
     ranks = t2i_ranks(scores, caption_image)
     out: dict[str, dict[str, float]] = {}

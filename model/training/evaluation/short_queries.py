@@ -1,24 +1,11 @@
 """Short queries as rankings: a word or two, as people search a photo library.
 
-Every everyday word present in a split (``everyday``: COCO's 80 objects and the concept
-words, each in ``PRESENT`` photos' captions or more) is asked in three forms:
-
-- ``word``: the bare word ("dog");
-- ``a word``: with the article ("a dog", "an apple"; mass nouns such as "snow" bare, so
-  asked once);
-- ``phrase``: two or three words as people type them, read off the split's own caption
-  trees: the word's two most frequent modifiers ("black dog", "birthday cake": an ``amod``
-  or ``compound`` child) and its most frequent place ("dog on grass": a noun under the
-  word, or beside it under the same head, with a ``case`` of ``PLACES``).
-
-A photo is relevant when one of its captions' trees holds the word, or a word of its kinds
-(``everyday.KINDS``: "a man" is a person, "a bike" a bicycle), as a noun that heads its
-phrase ("an orange shirt" shows no orange, "a dog collar" no dog); for a phrase, when a
-tree holds the same structure (the modifier on the word, the place beside it). Each
-query ranks the whole split; reported per form: P@5, P@10 and average precision, each
-beside its ceiling (P@k cannot pass min(k, relevant) / k). The labels are the captions':
-a photo may show a dog no caption names, so precision is understated, and most on
-collections with one caption a photo (cc-web's alt-text names one thing of each photo).
+Every everyday word present in a split is asked as ``word`` ("dog"), ``a word`` ("a
+dog"; mass nouns bare) and ``phrase`` (its two commonest modifiers and its commonest
+place in the split's caption trees: "black dog", "dog on grass"). A photo is relevant
+when a caption's tree holds the word (or one of its ``everyday.KINDS``) as the head of its
+phrase, and for a phrase the same structure. Reported per form: P@5, P@10 and average
+precision, each beside its ceiling; labels are the captions', so precision is understated.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Reproducible training of the stanza English models from UD English-EWT.
 
-Stanza's own trainers run as subprocesses (one thread each, fixed seeds, a log per
-stage; ``groundsearch train-parser [--stages ...]``).
-
-The lanes ``tokenize → mwt → pos → lemma`` and ``depparse`` run side by side. Each stage
-has a step budget (reproducible) and a wall-clock cap; the models are then compacted to
-float16 (``groundsearch.model.training.parser.compact``).
+Stanza's trainers run as subprocesses (fixed seeds, a log per stage), the lanes
+``tokenize → mwt → pos → lemma`` and ``depparse`` side by side, each stage with a step
+budget and a wall-clock cap; the models are then compacted to float16.
 """
 
 from __future__ import annotations
@@ -255,11 +252,7 @@ def promote(stage: Stage, log_dir: Path) -> bool:
 
 
 def train(
-    ewt_dir: Path,
-    out_dir: Path,
-    work_dir: Path,
-    cache_dir: Path,
-    only: list[str] | None = None,
+    ewt_dir: Path, out_dir: Path, work_dir: Path, cache_dir: Path, only: list[str] | None = None
 ) -> list[dict[str, object]]:
     """Train the requested stages (default all) and record their wall times."""
     for split in ("train", "dev"):

@@ -44,10 +44,9 @@ class Arithmetic:
         written: bool = False,
         where: PhotoFilter | None = None,
     ) -> tuple[list[Hit[ImageRecord]], list[Generated], Timings]:
-        """Images near ``base − Σ minus + Σ plus`` passing ``where``, each with its relevance
-        (from the scores before any rerank). ``rerank``: a wider list re-sorted by
-        similarity to the mean of its top ``rerank_top``; ``written``: also the sentences
-        the decoder writes for the result vector."""
+        """Images near ``base − Σ minus + Σ plus`` passing ``where``, with their relevance;
+        ``rerank``: a wider list re-sorted by its top ``rerank_top``'s mean; ``written``:
+        also the decoder's sentences for the result vector."""
         timings: Timings = {}
         if isinstance(base, int):
             start = self.gallery.image_vector(base)
@@ -59,9 +58,11 @@ class Arithmetic:
         exclude = {base} if isinstance(base, int) else set()
         fetch = k + len(exclude) + (max(4 * k, 50) if rerank else 0)
         with self.stages.stage("search", timings):
-            found = self.gallery.search_images(
+            ranking = self.gallery.rank_images(
                 query, max(fetch, self.judge.fetch(k) + len(exclude)), where
             )
+            records = self.gallery.image_records(ranking.ids.tolist())
+        found = [Hit(i, s, records[i]) for i, s in ranking.pairs() if i in records]
         ranked = [h for h in found if h.id not in exclude]
         judged = self.judge.of("arithmetic", [h.score for h in ranked])
         for hit, relevance in zip(ranked, judged, strict=True):

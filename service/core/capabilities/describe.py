@@ -11,9 +11,9 @@ from PIL import Image
 from groundsearch.index.gallery import Gallery, UnknownItemError
 from groundsearch.model.runtime.captioning import Generated
 from groundsearch.model.runtime.captioning.novel import Seen
+from groundsearch.model.runtime.hubness import Penalties
 from groundsearch.model.runtime.images.photos import PhotoError, decode_photo
 from groundsearch.service.core.bank_loader import BankLoader
-from groundsearch.service.core.hubness import Penalties
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
 from groundsearch.service.core.relevance import NO_JUDGE, Judge

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from PIL import Image
 
 from groundsearch.index.gallery import Gallery
+from groundsearch.index.ingest.objects import store_objects
 from groundsearch.index.store.photo_metadata import read_upload_metadata
 from groundsearch.model.runtime.images.photos import EXTENSIONS
+from groundsearch.model.runtime.objects.detector import ObjectDetector
 from groundsearch.model.runtime.sentences import labels
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
@@ -23,6 +25,8 @@ class GalleryWrites:
     photos: PhotoVectors
     queries: QueryVectors
     gallery: Gallery
+    #: a new photo's object scores are stored with it (None: without)
+    detector: ObjectDetector | None = None
 
     def add(
         self,
@@ -41,7 +45,7 @@ class GalleryWrites:
         features, image_vec = self.photos.features_and_vector(image, timings)
         caption_vecs = self.queries.door.embed(trees) if trees else None
         meta = read_upload_metadata(data, name)  # the headers only: no second decode
-        return self.gallery.writes.add_photo(
+        added = self.gallery.writes.add_photo(
             data,
             EXTENSIONS[fmt],
             image_vec,
@@ -50,6 +54,9 @@ class GalleryWrites:
             meta,
             self.photos.classes(features),
         )
+        if added[2] and self.detector is not None:
+            store_objects(self.gallery, {added[0]: self.detector.scores([image])[0]})
+        return added
 
     def remove(self, image_id: int) -> int:
         """Remove a photo and its captions from the gallery; returns the captions removed."""

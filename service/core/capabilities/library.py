@@ -1,9 +1,5 @@
-"""The photo library by date (``GET /images``): the gallery's photos that pass a filter,
-newest or oldest first, a page at a time — no text, no relevance.
-
-A page is ``k`` photos of ``Gallery.images_by_date`` (keyset, ties by id, undated last),
-its cursor the last photo's place (``Cursor``), so writes between pages shift nothing
-already read; ``total`` is exact (``Gallery.count_images``).
+"""The photo library by date (``GET /images``): the photos that pass a filter, newest or
+oldest first, a keyset page at a time (writes between pages shift nothing already read).
 """
 
 from __future__ import annotations

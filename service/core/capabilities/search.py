@@ -13,8 +13,8 @@ from groundsearch.index.hits import Ranking
 from groundsearch.index.ranking.pages import Page
 from groundsearch.index.ranking.photo_pages import PageAsk, photo_page
 from groundsearch.model.runtime.arithmetic import arithmetic_query
+from groundsearch.model.runtime.hubness import Penalties
 from groundsearch.service.core.fusion import Fuser
-from groundsearch.service.core.hubness import Penalties
 from groundsearch.service.core.photo_vectors import PhotoVectors
 from groundsearch.service.core.queries import QueryVectors
 from groundsearch.service.core.relevance import NO_JUDGE, Judge
@@ -50,13 +50,13 @@ class Search:
         vec, words, content = self.queries.vector_and_nouns(cleaned, timings)
         nouns = self.judge.named(words)
         threshold = self.judge.threshold(min_relevance, bool(nouns), cleaned)
-        fuser = self.fuser if self.fuser and self.fuser.applies(content, nouns) else None
+        fuser = self.fuser if self.fuser and self.fuser.applies(content, nouns, words) else None
 
         def fetch(n: int) -> Ranking:
             ranking = self.gallery.rank_images(vec, n, ask.where)
-            if self.penalties is not None:
-                ranking = self.penalties.rank(ranking)
-            return ranking if fuser is None else fuser.rank(ranking, nouns, content)
+            if self.penalties is not None and len(ranking):
+                ranking = Ranking(*self.penalties.ranked(ranking.ids, ranking.scores))
+            return ranking if fuser is None else fuser.rank(ranking, nouns, content, words)
 
         def judge(ranking: Ranking) -> np.ndarray | None:
             evidence = self.judge.evidence(nouns, ranking.ids)

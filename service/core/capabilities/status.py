@@ -2,40 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from groundsearch.service.core.components import Components
+from groundsearch.index.gallery import Gallery
+from groundsearch.service.core.bank_loader import BankLoader
+from groundsearch.service.core.writing import Captioner
 
 
 @dataclass(eq=False)
 class Status:
-    """The served checkpoint, gallery, caption bank and decoder, in facts."""
+    """The gallery's sizes and indexes, the caption bank's and decoder's states, read when
+    asked, beside what was fixed when the server loaded (``served``: model, relevance, …)."""
 
-    components: Components
+    gallery: Gallery
+    bank: BankLoader
+    captioner: Captioner
+    served: Mapping[str, Any]
 
     def counts(self) -> dict[str, int]:
-        return self.components.gallery.counts()
+        return self.gallery.counts()
 
     def readiness(self) -> dict[str, Any]:
         """The facts ``/ready`` answers with (``http.schemas.Readiness``)."""
-        c = self.components
         counts = self.counts()
-        channel = getattr(c.model, "concepts", None)  # the open-vocabulary channel
         return dict(
             ready=True,
-            model=c.settings.served_model,
-            encoder=c.model.encoder,
-            checkpoint=c.identity["checkpoint_sha256"],
             images=counts["images"],
             captions=counts["captions"],
-            caption_bank=c.bank.status,
-            indexes=c.gallery.indexes.describe(),
-            read_only=c.settings.read_only,
-            decoder=c.captioner.status,
-            concepts=channel.config.weight if channel is not None else 0.0,
-            relevance=c.relevance_status,
-            hubness=c.hubness_status,
-            fusion=c.fusion_status,
+            caption_bank=self.bank.status,
+            indexes=self.gallery.indexes.describe(),
+            decoder=self.captioner.status,
+            **self.served,
         )

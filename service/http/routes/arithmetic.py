@@ -128,10 +128,7 @@ async def arithmetic(
 
 
 def _images(
-    hits: list[Hit[ImageRecord]],
-    threshold: float | None,
-    wrote: list[Generated],
-    timings: Timings,
+    hits: list[Hit[ImageRecord]], threshold: float | None, wrote: list[Generated], timings: Timings
 ) -> ImagesResponse:
     return ImagesResponse(
         **image_hits(hits, threshold),

@@ -1,8 +1,5 @@
-"""Photo → sentences (found and written), and text → sentences written for its vector.
-
-The photo is decoded and run through the backbone on the niced ``WorkThreads``,
-holding a ``cnn`` admission slot; a paraphrase holds a ``parse`` slot.
-"""
+"""Photo → sentences (found and written), and text → sentences written for its vector;
+a photo holds a ``cnn`` admission slot, a paraphrase a ``parse`` slot."""
 
 from __future__ import annotations
 
@@ -32,11 +29,7 @@ from groundsearch.service.http.routes.params import (
     Photo,
     Text,
 )
-from groundsearch.service.http.schemas import (
-    DescribeResponse,
-    ParaphraseResponse,
-    WrittenSentence,
-)
+from groundsearch.service.http.schemas import DescribeResponse, ParaphraseResponse, WrittenSentence
 from groundsearch.service.http.uploads import read_photo
 
 if TYPE_CHECKING:

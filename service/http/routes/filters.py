@@ -1,12 +1,8 @@
 """The query parameters every photo search shares: its filters, its order and its page.
 
-``/search``, ``/search/image``, ``/images``, ``/images/{id}/similar`` and ``/arithmetic``
-take them; the filters' parameters are made from their one declaration
-(``index.filters.conditions.FILTER_PARAMS``) and read into a ``PhotoFilter`` (applied
-inside the vector search); ``GET /filters`` describes them to the page and the client.
-The order and cursor are read into a ``Paging`` (``index.ranking.pages``). A value that
-cannot be used is a 422 problem naming its parameter (``FilterError``, ``CursorError``:
-``service.http.app``).
+The filters' parameters are made from ``FILTER_PARAMS`` and read into a ``PhotoFilter``;
+``GET /filters`` describes them; the order and cursor are read into a ``Paging``. A value
+that cannot be used is a 422 problem naming its parameter.
 """
 
 from __future__ import annotations
@@ -54,7 +50,7 @@ OrderParam = Annotated[
     Query(
         description="'relevance' (default): best match first, weak hits included; 'date' / "
         "'-date': only the hits at or above min_relevance, oldest / newest first (photos "
-        "without a date last).",
+        "without a date last)."
     ),
 ]
 CursorParam = Annotated[

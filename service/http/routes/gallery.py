@@ -1,7 +1,5 @@
 """Gallery writes: add an uploaded photo (with captions) or remove one. Token required.
-
-An upload is decoded, run through the backbone and written on the niced ``WorkThreads``
-threads (as ``/describe``'s photos are), holding a ``cnn`` slot (and ``parse`` with
+An upload is embedded on the ``WorkThreads`` holding a ``cnn`` slot (``parse`` too with
 captions)."""
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ LibraryOrder = Annotated[
     Query(
         description="'-date' (default): newest first; 'date': oldest first. Photos taken in "
         "the same second follow by id in the same direction; photos without a date come "
-        "last.",
+        "last."
     ),
 ]
 ThumbnailSize = Annotated[
@@ -130,10 +130,8 @@ async def photo(photos: PhotosDep, image_id: ImageId, request: Request) -> Respo
 
 
 def takes_heif(accept: str | None) -> bool:
-    """Whether a client whose ``Accept`` header is ``accept`` takes a HEIF: it names
-    ``image/heic`` or ``image/heif`` (Safari does), or asks for nothing in particular (no
-    header, or only ``*/*``: curl, httpx, a download). Browsers that cannot show HEIF send
-    ``image/*`` among others: they get a JPEG."""
+    """Whether a client with this ``Accept`` header takes a HEIF: it names ``image/heic``
+    or ``image/heif`` (Safari), or asks for nothing in particular (none, or ``*/*``)."""
     if accept is None:
         return True
     kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")} - {""}
@@ -141,9 +139,7 @@ def takes_heif(accept: str | None) -> bool:
 
 
 @router.get(
-    "/images/{image_id}/similar",
-    response_model=ImagesResponse,
-    responses=responses(404, 422, 503),
+    "/images/{image_id}/similar", response_model=ImagesResponse, responses=responses(404, 422, 503)
 )
 async def similar(
     photos: PhotosDep,

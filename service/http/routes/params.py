@@ -1,9 +1,5 @@
-"""Parameters shared by the routes, with the limits the OpenAPI document declares, and
-the error statuses routes of a kind declare.
-
-The limits that are settings (``max_k``, ``max_text_chars``, ``max_captions``,
-``max_upload_bytes``) are written into the document by ``service.http.openapi`` from the
-server's settings and enforced by the routes with the same numbers.
+"""Parameters shared by the routes, with the limits the OpenAPI document declares
+(``service.http.openapi`` writes those that are settings), and their error statuses.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ Text = Annotated[
     str,
     Query(
         description="A sentence or phrase in English, e.g. 'a dog runs on the beach'. A text "
-        "with no word the model knows is refused (404, /problems/unusable-text).",
+        "with no word the model knows is refused (404, /problems/unusable-text)."
     ),
 ]
 K = Annotated[int, Query(ge=1, description="How many results.")]

@@ -74,7 +74,7 @@ SteerText = Annotated[
     Query(
         description="Optional: a phrase that steers the search ('at night', 'in the snow'): "
         "the query becomes the photo's vector plus the text's (as /arithmetic adds a "
-        "phrase), and relevance is read as for arithmetic hits.",
+        "phrase), and relevance is read as for arithmetic hits."
     ),
 ]
 

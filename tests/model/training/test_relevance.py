@@ -10,37 +10,41 @@ import pytest
 from groundsearch.common.settings import get_settings
 from groundsearch.model.data import DatasetError, load_captioned_images
 from groundsearch.model.runtime.checkpoints import load_checkpoint
-from groundsearch.model.runtime.evidence import NounClasses, top_classes
+from groundsearch.model.runtime.evidence import NounClasses, top_classes, top_of
 from groundsearch.model.runtime.relevance import FEATURES, RelevanceModel
 from groundsearch.model.training.evaluation.everyday import PRESENT
-from groundsearch.model.training.relevance import (
-    CONCEPTS,
+from groundsearch.model.training.relevance.fitting import (
     EVIDENCE_FEATURES,
     EVIDENCE_SMALL_FEATURES,
-    FORMS_ONLY,
     KIND_FEATURES,
-    Pool,
-    SplitData,
-    calibration,
-    caption_figures,
-    caption_photo_relevant,
-    caption_pools,
-    caption_relevance,
-    choose_threshold,
-    concept_pool,
-    concept_runs,
-    consensus_nouns,
-    everyday_runs,
     fit,
     fit_evidence,
-    idle_rules,
-    main_nouns,
-    measure,
-    no_match_figures,
-    similar_pool,
     source_weights,
+)
+from groundsearch.model.training.relevance.labels import (
+    caption_photo_relevant,
+    consensus_nouns,
+    main_nouns,
     subject_noun,
-    top_of,
+)
+from groundsearch.model.training.relevance.measures import calibration, measure
+from groundsearch.model.training.relevance.pools import Pool
+from groundsearch.model.training.relevance.queries import (
+    CONCEPTS,
+    FORMS_ONLY,
+    caption_pools,
+    concept_pool,
+    concept_runs,
+    everyday_runs,
+    similar_pool,
+)
+from groundsearch.model.training.relevance.splits import SplitData
+from groundsearch.model.training.relevance.threshold import (
+    caption_figures,
+    caption_relevance,
+    choose_threshold,
+    idle_rules,
+    no_match_figures,
 )
 from tests.tiny_data import make_tiny_flickr
 

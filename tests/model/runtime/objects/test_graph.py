@@ -1,4 +1,4 @@
-"""The TensorFlow.js graph runner (bench/detector/tfjs_graph.py) against TensorFlow's
+"""The TensorFlow.js graph runner (model/runtime/objects/graph.py) against TensorFlow's
 definitions, written out as loops: SAME padding with its odd pixel after, depthwise
 weights, fused ops, float16 shards and the legacy bilinear resize."""
 
@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from tests.bench import BENCH
-
-sys.path.insert(0, str(BENCH))
-from detector.tfjs_graph import GraphError, TfjsGraph
+from groundsearch.model.runtime.objects.graph import GraphError, TfjsGraph
 
 RNG = np.random.default_rng(0)
 
