@@ -13,12 +13,24 @@ from groundsearch.cli.common import CliError, command, positive_int, user_errors
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # Stopped (SIGTERM: uvicorn ends the process with it once the app has stopped; Ctrl-C:
+    # here, at any moment), the process ends at once: what it holds is closed, its
+    # children ended, and the interpreter's teardown of torch and FAISS takes seconds.
+    args.quick_exit = True
+    try:
+        return _serve(args)
+    except KeyboardInterrupt:  # Ctrl-C (raised again by uvicorn once the app has stopped)
+        return 130
+
+
+def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from groundsearch.index.errors import StoreError
     from groundsearch.index.ingest.defaults import ensure_gallery
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError
+    from groundsearch.model.runtime.objects.detector import installed_detector
     from groundsearch.model.runtime.parsing import Parser
     from groundsearch.service.core.settings import ServiceSettings
     from groundsearch.service.http.app import create_app
@@ -43,13 +55,46 @@ def cmd_serve(args: argparse.Namespace) -> int:
             s.flickr8k_dir,
             sample=args.sample,
             empty=bool(s.watch_folders) and not args.sample,
+            detector=installed_detector(s),
         )
     if s.watch_folders:
         served += ", keeping " + ", ".join(map(str, s.watch_folders)) + " indexed into it"
     if args.shards:
         return serve_sharded(args, s, served)
     print(f"serving {served} on http://{args.host}:{args.port}", file=sys.stderr)
-    uvicorn.run(create_app(s), host=args.host, port=args.port, log_level=args.log_level)
+    app = create_app(s)
+    app.state.ends_process = True  # a stop while loading ends the parser processes for good
+    if not args.front or sys.platform != "linux":
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        return 0
+    return serve_behind_front(args, app)
+
+
+def serve_behind_front(args: argparse.Namespace, app: Any) -> int:
+    """The app on a Unix socket behind the front process (``service.http.front``), which
+    listens on the port and answers the refusals at once (a process of its own: not
+    behind the app's work for the GIL or, niced as that work is, for a core)."""
+    import socket
+
+    import uvicorn
+
+    from groundsearch.service.http.admission import front_spec
+    from groundsearch.service.http.front import start_front, stop_front
+
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    try:
+        listening = socket.create_server((args.host, args.port), family=family, backlog=2048)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    spec = front_spec(app.routes, app.state.admission, app.state.settings.query_cache)
+    front, app_socket = start_front(listening, spec)
+    try:
+        # the front holds the clients' connections and ends its own to the app with them
+        keep = 24 * 3600
+        uvicorn.run(app, fd=app_socket.fileno(), log_level=args.log_level, timeout_keep_alive=keep)
+    finally:
+        stop_front(front)
+        app_socket.close()
     return 0
 
 
@@ -150,5 +195,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="ADDRESS",
         help="with --shards: the Ray cluster (local: start one here; auto: the running one; "
         "or an address for ray.init)",
+    )
+    p.add_argument(
+        "--no-front",
+        dest="front",
+        action="store_false",
+        default=os.environ.get("GROUNDSEARCH_FRONT", "1") != "0",
+        help="no front process: the app itself listens on the port (default: a small front "
+        "process listens and refuses at once what the app's admission would refuse, "
+        "Linux; GROUNDSEARCH_FRONT=0 the same as this flag)",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

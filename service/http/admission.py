@@ -239,3 +239,30 @@ class EarlyRefusal:
 
 def _query(scope: Scope) -> dict[str, list[str]]:
     return parse_qs(scope.get("query_string", b"").decode("latin-1"))
+
+
+def front_spec(routes: Sequence[BaseRoute], admission: Admission, cache_size: int) -> dict:
+    """What the front process (``service.http.front``) needs to refuse as the app would:
+    the routes that declare work (path pattern, methods, kinds, ``cached_by``), the
+    gates' slots and lines, and the size of the query cache (plain JSON)."""
+    out = []
+    for work in declared_work(routes):
+        route: Any = work.route._effective_route
+        methods = sorted(getattr(route, "methods", None) or ())
+        regex = getattr(route, "path_regex", None)
+        if regex is None or not methods:
+            continue
+        kinds = {k: list(p) for k, p in work.kinds.items()}
+        out.append(
+            dict(regex=regex.pattern, methods=methods, kinds=kinds, cached_by=work.cached_by)
+        )
+    gates = [
+        {
+            "kind": g.kind,
+            "concurrency": g.concurrency,
+            "queue": g.queue,
+            "seconds_per_request": g.seconds_per_request,
+        }
+        for g in admission.gates.values()
+    ]
+    return {"routes": out, "gates": gates, "cache_size": cache_size}

@@ -6,10 +6,10 @@ at once, ``/ready`` and the other routes answer 503 until they are loaded.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from groundsearch.index.errors import StoreError, UnknownItemError
 from groundsearch.index.filters.conditions import FilterError
 from groundsearch.index.ranking.pages import CursorError
+from groundsearch.model.runtime.parsing.pool import stop_all
 from groundsearch.model.runtime.sentences import UnusableText
 from groundsearch.service.core.components import Capabilities, Components
 from groundsearch.service.core.memory import return_freed_memory
@@ -84,15 +85,19 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        task = None
+        loader = None
         if app.state.components is None:
-            task = asyncio.create_task(asyncio.to_thread(_load, app))
+            # a daemon thread: a stop while it loads does not wait for the loading
+            loader = threading.Thread(target=_load, args=(app,), name="load", daemon=True)
+            loader.start()
         yield
-        if task is not None:
-            if not task.done():
-                task.cancel()
-            elif app.state.components is not None:  # what this app loaded, not lent ones
-                app.state.components.close()
+        if loader is None:
+            return
+        if loader.is_alive():  # stopped while warming up: the parser processes end now
+            app.state.stopping = True
+            stop_all(final=app.state.ends_process)
+        elif app.state.components is not None:  # what this app loaded, not lent ones
+            app.state.components.close()
 
     def _load(app: FastAPI) -> None:
         try:
@@ -109,6 +114,8 @@ def create_app(
             sys.setswitchinterval(SWITCH_INTERVAL_S)
             log.info("ready: %s", components.gallery.counts())
         except Exception as exc:  # reported by /ready, logged with its traceback
+            if app.state.stopping:  # the stop cut the loading short: nothing to report
+                return
             app.state.load_error = str(exc) or type(exc).__name__
             log.exception("could not load the model or the gallery")
 
@@ -122,6 +129,9 @@ def create_app(
     )
     app.state.settings, app.state.metrics = settings, metrics
     app.state.components, app.state.load_error = components, None
+    #: stopping: the app stopped while loading; ends_process: the process ends with the
+    #: app (``serve``), so nothing may start parser processes after its stop
+    app.state.stopping = app.state.ends_process = False
     app.state.capabilities = Capabilities.over(components) if components is not None else None
     app.state.photo_workers = WorkThreads(settings.cnn_concurrency)
     # thumbnails: decoded at reduced scale, niced, beside (not behind) the CNN work

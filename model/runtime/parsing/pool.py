@@ -13,6 +13,8 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import threading
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
@@ -23,6 +25,25 @@ from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 #: A text's result: its tree, or the error that says why it has none.
 Outcome = DependencyTree | BaseException
+#: Set by ``stop_all``: no parser process starts or restarts any more (a server stopping).
+_stopping = threading.Event()
+_live: weakref.WeakSet[ParserProcess] = weakref.WeakSet()
+
+
+def stop_all(final: bool = True) -> None:
+    """End every parser process of this process now (SIGKILL: they hold nothing to save);
+    none of them restarts, and with ``final`` none starts from here on (a process about to
+    end: a server that stops while they warm up or answer ends them without waiting, and
+    no parse that their end cuts short, no loading still under way, starts another)."""
+    if final:
+        _stopping.set()
+    for proc in list(_live):
+        proc.stopped = True
+        proc.kill()
+
+
+def _stopped() -> RuntimeError:
+    return RuntimeError("the parser processes were stopped (the server is stopping)")
 
 
 def parse_each(parser: Parser, texts: Sequence[str]) -> list[DependencyTree | ParseError]:
@@ -59,9 +80,13 @@ class ParserProcess:
         self.parser_dir, self.cache_dir = Path(parser_dir), Path(cache_dir)
         self.direct, self.warm_words = direct, warm_words
         self.nice = _nicer(niceness)
+        self.stopped = False  # set by stop_all: no restart
         self._start()
 
     def _start(self) -> None:
+        if _stopping.is_set():
+            raise _stopped()
+        _live.add(self)
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
@@ -79,12 +104,17 @@ class ParserProcess:
         )
         self.process.start()
         child.close()
+        if _stopping.is_set():  # stop_all came while it started
+            self.kill()
+            raise _stopped()
         try:
             ready = self.conn.recv()
         except EOFError:
             ready = None
         if ready != "ready":
             self.process.join(timeout=5)
+            if self.stopped or _stopping.is_set():
+                raise _stopped()
             raise RuntimeError(
                 f"the parser process exited before it was ready (exit code "
                 f"{self.process.exitcode}); see the lines above for its error"
@@ -98,6 +128,8 @@ class ParserProcess:
             answers = self.conn.recv()
         except (EOFError, OSError) as exc:
             self.process.join(timeout=1)
+            if self.stopped or _stopping.is_set():
+                return [_stopped()] * len(texts)
             self._start()
             return [RuntimeError(f"the parser process died ({exc})")] * len(texts)
         return [DependencyTree.from_dict(a) if ok else ParseError(a) for ok, a in answers]
@@ -105,9 +137,15 @@ class ParserProcess:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.conn.send(None)
-        self.process.join(timeout=10)
-        if self.process.is_alive():
-            self.process.kill()
+        self.process.join(timeout=1)  # niced, on a busy machine its exit can take long:
+        self.kill()  # it holds nothing to save
+
+    def kill(self) -> None:
+        """End the process now (a no-op once it has ended)."""
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join(timeout=5)
 
 
 def _nicer(niceness: int) -> int | None:
@@ -129,10 +167,13 @@ def _child_main(
     nice: int | None = None,
 ) -> None:
     """A parser process: batches of texts in, ``(ok, tree dict | message)`` pairs out.
-    It leaves Ctrl-C to its parent and ends quietly when the parent is gone (a server
+    It leaves Ctrl-C and SIGTERM to its parent (sent to the whole process group, they
+    would end it mid-parse and its parent would start another: the parent ends it,
+    ``close`` or ``stop_all``) and ends quietly when the parent is gone (a server
     stopping while the child warms up or answers: no traceback). ``nice``: its niceness,
     set first, so that the threads it starts (torch's) have it too."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it (close)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it (close, stop_all)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if nice is not None:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, nice)
