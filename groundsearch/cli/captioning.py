@@ -1,5 +1,6 @@
-"""``groundsearch train-decoder`` and ``evaluate-captions``: a caption decoder on the
-joint space, trained and scored from a gallery's stored vectors."""
+"""``groundsearch train-decoder``, ``evaluate-captions`` and ``train-tagger``: a caption
+decoder on the joint space, trained and scored from a gallery's stored vectors or the
+cached features (the data: ``model.training.caption_data``), and the word tagger."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from groundsearch.common.settings import get_settings
 
 if TYPE_CHECKING:
     from groundsearch.index.store.export import ExportedVectors
-    from groundsearch.model.runtime.captioning.rerank import EmbedTexts
+    from groundsearch.model.training.caption_data import CaptionData, SplitVectors
     from groundsearch.model.training.captioning import CaptionSet
 
 
@@ -41,83 +42,52 @@ def _threads(args: argparse.Namespace) -> None:
 
 
 def _split_vectors(
-    args: argparse.Namespace, split: str, hold_out: list[str] | None = None
-) -> tuple[ExportedVectors, list[list[str]], list[int]]:
-    """A split's photo and caption vectors (less ``hold_out``'s photos), each photo's
-    reference captions and each collection's count of photos (in order), over every
-    ``--source``: the gallery's stored vectors (``--gallery``), or the backbone's
-    features through the checkpoint."""
+    args: argparse.Namespace,
+    split: str,
+    hold_out: list[str] | None = None,
+    shares: bool = False,
+) -> SplitVectors:
+    """A split of every ``--source`` (less ``hold_out``'s photos; with ``shares``, each
+    source's weight below 1 as the share of its photos kept) as the checkpoint's vectors:
+    the gallery's stored ones (``--gallery``), or the backbone's features through the
+    checkpoint (``model.training.caption_data``)."""
     from groundsearch.index.errors import StoreError
-    from groundsearch.index.store.export import ExportedVectors
     from groundsearch.model.data import DatasetError
-    from groundsearch.model.data.held_out_concepts import resolve, without_concepts
-    from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
 
-    parts, references = [], []
     if args.gallery is not None:  # a gallery holds Flickr8k's vectors unless told
         args.default_sources = "flickr8k"
     with user_errors(StoreError, DatasetError, CheckpointError):
         sources = sources_of(args)
-        if args.gallery is not None and len(sources) > 1:
-            raise CliError("--gallery holds one collection's vectors: name one --source")
-        for source in sources:
-            ds = load_source(source, split or None, _joint(args).backbone)
-            if hold_out:
-                ds = without_concepts(ds, resolve(hold_out))
-            refs: dict[int, list[str]] = {}
-            for text, i in zip(ds.captions, ds.caption_image, strict=True):
-                refs.setdefault(i, []).append(text)
-            references += [refs[i] for i in range(len(ds.images))]
-            if args.gallery is None:
-                parts.append(_from_features(args, ds, source.name if len(sources) > 1 else ""))
-            else:
-                exported = _exported(args, checkpoint_identity(checkpoint_path(args)))
-                parts.append(exported.subset(ds.images))
-    return ExportedVectors.joined(parts), references, [len(p.photo_names) for p in parts]
+        vectors_of = None
+        if args.gallery is not None:
+            if len(sources) > 1:
+                raise CliError("--gallery holds one collection's vectors: name one --source")
+            exported = _exported(args, checkpoint_identity(checkpoint_path(args)))
+
+            def vectors_of(ds: Any, _: str) -> CaptionSet:
+                return _caption_set(exported.subset(ds.images))
+
+        return _data(args).split(sources, split or None, hold_out, shares, vectors_of)
 
 
-def _from_features(args: argparse.Namespace, ds: Any, name: str) -> ExportedVectors:
-    """A collection's photo vectors from the backbone's features (computed where not
-    cached) and its captions' vectors from their parses; photos named ``name/photo``
-    (``photo`` when ``name`` is empty)."""
-    import numpy as np
-
-    from groundsearch.index.store.export import ExportedVectors
-    from groundsearch.model.training.corpus import text_trees
-
-    model = _joint(args)
-    captions = model.embed_sentences(text_trees(make_parser())(list(ds.captions)))
-    return ExportedVectors(
-        tuple(f"{name}/{photo}" if name else photo for photo in ds.images),
-        model.embed_images(_features(args, ds)),
-        tuple(ds.captions),
-        np.asarray(ds.caption_image, dtype=np.int64),
-        np.asarray(captions, np.float32),
-    )
+_DATA: dict[tuple[str, int, int], CaptionData] = {}
 
 
-_MODELS: dict[str, Any] = {}
-
-
-def _joint(args: argparse.Namespace) -> Any:
-    """The joint model (loaded once per process)."""
+def _data(args: argparse.Namespace) -> CaptionData:
+    """The checkpoint's caption data, loaded once per process and checkpoint file (the
+    stages of ``teach`` share it)."""
     from groundsearch.model.runtime.checkpoints import load_checkpoint
+    from groundsearch.model.training.caption_data import CaptionData
 
-    key = str(checkpoint_path(args))
-    if key not in _MODELS:
-        _MODELS[key] = load_checkpoint(checkpoint_path(args), parser=make_parser().version)
-    return _MODELS[key]
-
-
-def _features(args: argparse.Namespace, ds: Any) -> Any:
-    """The backbone's pooled features of a data set's photos (the shared cache, or the
-    collection's own rows)."""
-    from groundsearch.model.runtime.images.features import FeatureExtractor
-    from groundsearch.model.training.corpus import photo_features
-
-    extractor = FeatureExtractor(_joint(args).backbone, cache_dir=get_settings().cache_dir)
-    return photo_features(ds, extractor)
+    path = checkpoint_path(args)
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _DATA:
+        parser = make_parser()
+        model = load_checkpoint(path, parser=parser.version)
+        _DATA[key] = CaptionData(model, parser, get_settings().cache_dir)
+    return _DATA[key]
 
 
 _EXPORTS: dict[str, ExportedVectors] = {}
@@ -136,33 +106,19 @@ def _caption_set(vectors: ExportedVectors) -> CaptionSet:
     from groundsearch.model.training.captioning import CaptionSet
 
     return CaptionSet(
-        vectors.photo_vectors, vectors.caption_texts, vectors.caption_photo, vectors.caption_vectors
+        vectors.photo_vectors,
+        vectors.caption_texts,
+        vectors.caption_photo,
+        vectors.caption_vectors,
+        vectors.photo_names,
     )
-
-
-def _embed_texts(checkpoint: Path) -> EmbedTexts:
-    """Written sentences → the joint model's sentence vectors, through the text front door
-    (each sentence scored whatever its words, as the service scores what it writes)."""
-    from groundsearch.model.runtime.checkpoints import load_checkpoint
-    from groundsearch.model.runtime.sentences import Sentences
-
-    parser = make_parser()
-    model = load_checkpoint(checkpoint, parser=parser.version)
-    door = Sentences(None, parser.parse)
-
-    def embed(texts: list[str]) -> Any:
-        return model.embed_sentences(door.trees(texts))
-
-    return embed
 
 
 def cmd_train_decoder(args: argparse.Namespace) -> int:
     from functools import partial
-    from itertools import pairwise
 
-    import numpy as np
-
-    from groundsearch.model.runtime.captioning import DecoderConfig, save_decoder
+    from groundsearch.model.runtime.captioning import DecoderConfig, DecoderError, save_decoder
+    from groundsearch.model.runtime.captioning.artifact import load_decoder
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.training.captioning import DecoderTrainConfig, train_decoder
     from groundsearch.model.training.evaluation.captions import (
@@ -171,28 +127,32 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
     )
 
     _threads(args)
-    with user_errors(ValueError):
+    with user_errors(ValueError, DecoderError):
         config = config_from(args, DecoderTrainConfig)
         arch = config_from(args, DecoderConfig)
-    train, _, _ = _split_vectors(args, "train", args.hold_out)
-    dev, dev_refs, dev_sizes = _split_vectors(args, "dev")
+        init = load_decoder(Path(args.init)) if args.init else None
+    train = _split_vectors(args, "train", args.hold_out, shares=True)
+    dev = _split_vectors(args, "dev")
     judge = None
     if config.select == "cider":
-        cuts = np.cumsum([0, *dev_sizes])
-        groups = [(dev.photo_vectors[a:b], dev_refs[a:b]) for a, b in pairwise(cuts)]
-        judge = partial(collection_ciders, groups=groups)
-    decoder, summary = train_decoder(
-        _caption_set(train), _caption_set(dev), config, arch, judge=judge
-    )
-    scores = evaluate_decoder(
-        decoder, dev.photo_vectors, dev_refs, train.caption_texts, beam=3, meteor=False
-    )
-    summary["dev_captions"] = {k: v for k, v in scores.items() if k != "sentences"}
-    print(json_text(summary["dev_captions"]))
+        judge = partial(collection_ciders, groups=dev.groups())
+    with user_errors(ValueError):
+        decoder, summary = train_decoder(
+            train.vectors, dev.vectors, config, arch, judge=judge, init=init
+        )
+    if args.dev_scores:
+        scores = evaluate_decoder(
+            decoder, dev.vectors.photo_vectors, dev.references, train.vectors.caption_texts,
+            beam=3, meteor=False,
+        )  # fmt: skip
+        summary["dev_captions"] = {k: v for k, v in scores.items() if k != "sentences"}
+        print(json_text(summary["dev_captions"]))
     checkpoint = checkpoint_path(args)
     extra = {
         "command": shlex.join(["groundsearch", *sys.argv[1:]]),
         "hold_out": args.hold_out,
+        "init": args.init,
+        "train_captions": len(train.vectors.caption_texts),
         "joint_checkpoint": checkpoint.name,
         "summary": summary,
     }
@@ -204,8 +164,10 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate_captions(args: argparse.Namespace) -> int:
+    from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.captioning import DecoderError, load_decoder
     from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
+    from groundsearch.model.training.caption_data import caption_queries
     from groundsearch.model.training.evaluation.captions import evaluate_decoder
 
     _threads(args)
@@ -213,18 +175,20 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
     path = Path(args.decoder) if args.decoder else get_settings().default_decoder
     with user_errors(DecoderError, CheckpointError):
         decoder = load_decoder(path, identity=checkpoint_identity(checkpoint))
-    test, refs, _ = _split_vectors(args, args.split)
-    train, _, _ = _split_vectors(args, "train")  # the copy share: against every train caption
-    vectors = test.photo_vectors
+    test = _split_vectors(args, args.split)
+    vectors, refs = test.vectors.photo_vectors, test.references
     if args.vectors == "captions":
-        vectors, refs = _caption_vectors(test)
+        vectors, refs = caption_queries(test.vectors)
     constraints = _constraints(args, decoder) if args.novel else None
+    data = _data(args)
+    with user_errors(DatasetError):  # the copy share: against every train caption
+        training = data.texts(sources_of(args), "train")
     result = evaluate_decoder(
         decoder,
         vectors,
         refs,
-        train.caption_texts,
-        embed_texts=_embed_texts(checkpoint),
+        training,
+        embed_texts=data.embed_texts,
         beam=args.beam,
         reranked=args.rerank,
         constraints=constraints,
@@ -252,22 +216,24 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
     sentences = result.pop("sentences")
     print(_table(result))
     if args.json:
-        named = dict(zip(test.photo_names, sentences, strict=True))
+        named = dict(zip(test.vectors.photo_names, sentences, strict=True))
         Path(args.json).write_text(json_text({**result, "sentences": named}, 3) + "\n")
     return 0
 
 
 def _constraints(args: argparse.Namespace, decoder: Any) -> Any:
     """The classifier's confident words for each photo of the split (``--novel``)."""
-    from groundsearch.model.data.sources import load_source
+    from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.captioning.novel import NovelWords
 
     if args.vectors == "captions":
         raise CliError("--novel reads photos: it cannot constrain sentences written for captions")
     import numpy as np
 
-    backbone = _joint(args).backbone
-    collections = [load_source(s, args.split or None, backbone) for s in sources_of(args)]
+    data = _data(args)
+    backbone = data.model.backbone
+    with user_errors(DatasetError):
+        collections = [data.collection(s, args.split or None) for s in sources_of(args)]
     novel = NovelWords.for_decoder(
         decoder,
         backbone,
@@ -276,7 +242,7 @@ def _constraints(args: argparse.Namespace, decoder: Any) -> Any:
         tagger=None if args.no_tagger else _tagger(args.tagger, backbone),
         tagger_threshold=args.tagger_threshold,
     )
-    return novel.constraints(np.concatenate([_features(args, ds) for ds in collections]))
+    return novel.constraints(np.concatenate([data.features(ds) for ds in collections]))
 
 
 def _tagger(path: str | None, backbone: str) -> Any:
@@ -290,40 +256,26 @@ def _tagger(path: str | None, backbone: str) -> Any:
 def cmd_train_tagger(args: argparse.Namespace) -> int:
     """Fit the word tagger on the training photos' features and caption nouns; report
     its dev mean average precision and the held-out concepts' (docs/RESULTS.md)."""
-    import numpy as np
-
+    from groundsearch.model.data import DatasetError
     from groundsearch.model.data.held_out_concepts import HELD_OUT
-    from groundsearch.model.data.sources import load_source
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.tagger import vectors_identity
-    from groundsearch.model.training.corpus import text_trees
     from groundsearch.model.training.tagger import (
         choose_words,
         fit_tagger,
         label_matrix,
         mean_average_precision,
-        photo_nouns,
+        tagger_split,
     )
 
     _threads(args)
-    parse = text_trees(make_parser())
-    joint = _joint(args)
-    backbone = joint.backbone
+    data = _data(args)
+    backbone = data.model.backbone
     if args.on == "vectors":  # what a gallery stores: the checkpoint's photo vectors
         backbone = vectors_identity(checkpoint_identity(checkpoint_path(args)))
-    split = {}
-    for name in ("train", "dev"):
-        nouns, parts, trees = [], [], []
-        for source in sources_of(args):
-            ds = load_source(source, name, joint.backbone)
-            source_trees = parse(list(ds.captions))
-            nouns += photo_nouns(ds, source_trees)
-            parts.append(_features(args, ds))
-            trees += source_trees
-        features = np.concatenate(parts)
-        if args.on == "vectors":
-            features = joint.embed_images(features)
-        split[name] = (nouns, features, trees)
+    with user_errors(DatasetError):
+        sources = sources_of(args)
+        split = {n: tagger_split(data, sources, n, args.on == "vectors") for n in ("train", "dev")}
     nouns, features, trees = split["train"]
     lemmas, words = choose_words(nouns, trees, args.least)
     if not words:
@@ -352,19 +304,6 @@ def cmd_train_tagger(args: argparse.Namespace) -> int:
         f"({', '.join(held)})"
     )
     return 0
-
-
-def _caption_vectors(test: ExportedVectors) -> tuple[Any, list[list[str]]]:
-    """Each photo's first caption's vector, and its other captions as the references: a
-    free sentence decoded into a paraphrase."""
-    import numpy as np
-
-    first = [int(np.flatnonzero(test.caption_photo == i)[0]) for i in range(len(test.photo_names))]
-    refs = [
-        [t for j, t in enumerate(test.caption_texts) if test.caption_photo[j] == i and j != f]
-        for i, f in enumerate(first)
-    ]
-    return test.caption_vectors[first], refs
 
 
 def _table(result: dict[str, Any]) -> str:
@@ -438,6 +377,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--hold-out",
         type=held_out_names,
         help="leave out the training photos of these concepts (comma-separated, or 'default')",
+    )
+    p.add_argument(
+        "--init",
+        metavar="DECODER",
+        help="go on training this decoder (its architecture and words kept, the new "
+        "captions' words added; as it was, it is epoch 0, kept if no epoch beats it); "
+        "a --source NAME=W with W < 1 trains on that share of its photos",
+    )
+    p.add_argument(
+        "--no-dev-scores",
+        dest="dev_scores",
+        action="store_false",
+        help="skip the kept decoder's pooled dev scores at the end (the judge's are in "
+        "the summary)",
     )
     add_config_flags(p, DecoderTrainConfig)
     add_config_flags(p, DecoderConfig, skip=("dim",))

@@ -212,9 +212,9 @@ class Records:
             # a read-only file: its readers do without the log (``edits_after``)
             with contextlib.suppress(sqlite3.OperationalError):
                 self._writer.executescript(METADATA_INDEXES)
-        # a read-only file: its readers do without classes (``classes_of``)
+        # a read-only file: its readers do without classes and objects (``classes_of``)
         with contextlib.suppress(sqlite3.OperationalError):
-            self._writer.executescript(CLASSES_TABLE)
+            self._writer.executescript(CLASSES_TABLE + OBJECTS_TABLE)
 
     @classmethod
     def create(cls, path: Path, dim: int, kind: str, identity: dict[str, str]) -> Records:
@@ -733,8 +733,8 @@ def drop_orphans(db: sqlite3.Connection, photo_id: int | None = None) -> int:
     return cur.rowcount
 
 
-# Each photo's object detector scores (``index.ingest.objects``): a table created by its
-# first write, one float16 row of the detector's kinds a photo.
+# Each photo's object detector scores (``index.ingest.objects``): one float16 row of the
+# detector's kinds a photo (the table is created on open, as the classes' is).
 OBJECTS_TABLE = """
 CREATE TABLE IF NOT EXISTS photo_objects (
     photo_id INTEGER PRIMARY KEY REFERENCES photos(id) ON DELETE CASCADE,
@@ -786,7 +786,6 @@ def lacking_objects(db: sqlite3.Connection, folder: Path) -> list[tuple[int, Pat
 def insert_objects(db: sqlite3.Connection, scores: Mapping[int, np.ndarray]) -> int:
     """Store photos' scores (photo id → its scores); a photo gone meanwhile is left out.
     Returns how many were stored."""
-    db.execute(OBJECTS_TABLE)
     before = db.total_changes
     db.executemany(
         "INSERT OR REPLACE INTO photo_objects (photo_id, scores) "

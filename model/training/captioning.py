@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,23 +21,39 @@ import torch
 from torch import nn
 
 from groundsearch.model.runtime.captioning.decoder import CaptionDecoder, DecoderConfig
-from groundsearch.model.runtime.captioning.words import DecoderVocab
+from groundsearch.model.runtime.captioning.words import SPECIALS, DecoderVocab
 from groundsearch.model.runtime.text.glove import load_glove
 
 
 @dataclass(frozen=True)
 class CaptionSet:
-    """Photo vectors and their captions with vectors (``caption_photo[j]``: its photo's row)."""
+    """Photo vectors and their captions with vectors (``caption_photo[j]``: its photo's
+    row); ``photo_names`` where known."""
 
     photo_vectors: np.ndarray
     caption_texts: tuple[str, ...]
     caption_photo: np.ndarray
     caption_vectors: np.ndarray
+    photo_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.caption_texts)
         if len(self.caption_photo) != n or len(self.caption_vectors) != n or n == 0:
             raise ValueError("a caption set needs captions, each with its photo and vector")
+
+    @classmethod
+    def joined(cls, parts: Sequence[CaptionSet]) -> CaptionSet:
+        """Several sets as one, in order."""
+        if len(parts) == 1:
+            return parts[0]
+        offsets = np.cumsum([0] + [len(p.photo_vectors) for p in parts[:-1]])
+        return cls(
+            np.concatenate([p.photo_vectors for p in parts]),
+            tuple(t for p in parts for t in p.caption_texts),
+            np.concatenate([p.caption_photo + o for p, o in zip(parts, offsets, strict=True)]),
+            np.concatenate([p.caption_vectors for p in parts]),
+            tuple(n for p in parts for n in p.photo_names),
+        )
 
 
 SELECTIONS = ("loss", "cider")
@@ -173,27 +189,47 @@ def train_decoder(
     word_vectors: Callable[[DecoderVocab], np.ndarray] = glove_rows,
     log: Callable[[str], None] = print,
     judge: Callable[[CaptionDecoder], Sequence[float]] | None = None,
+    init: CaptionDecoder | None = None,
 ) -> tuple[CaptionDecoder, dict[str, Any]]:
     """The decoder of the epoch with the lowest dev loss — or, with ``judge`` (its
     sentences' score on each dev collection), the highest mean score, each collection
     counting once as in the mixed dev's rsums (docs/RESULTS.md) — and a summary of the
     run. The step is halved, and training stops after ``patience`` such epochs, by the dev
-    loss either way (the judge picks the snapshot, it does not steer the schedule)."""
+    loss either way (the judge picks the snapshot, it does not steer the schedule).
+
+    With ``init``, training goes on from that decoder (its architecture and words, the
+    training captions' new words added: ``extended``) and epoch 0, the decoder as it
+    was, is a candidate too (``arch`` is not read)."""
     if (config.select == "cider") != (judge is not None):
         raise ValueError(f"select={config.select!r} needs a judge exactly when it is 'cider'")
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     vocab = DecoderVocab.build(train.caption_texts, config.min_count)
-    arch = DecoderConfig(**{**asdict(arch), "dim": int(train.photo_vectors.shape[1])})
-    decoder = CaptionDecoder(arch, vocab, word_vectors(vocab))
+    dim = int(train.photo_vectors.shape[1])
+    if init is None:
+        arch = DecoderConfig(**{**asdict(arch), "dim": dim})
+        decoder = CaptionDecoder(arch, vocab, word_vectors(vocab))
+    else:
+        if init.config.dim > dim:
+            raise ValueError(f"the decoder reads {init.config.dim}-d vectors, these are {dim}-d")
+        decoder = extended(init, vocab.words[len(SPECIALS) :], word_vectors)
+        arch, vocab = decoder.config, decoder.vocab
     optimizer = torch.optim.Adam(decoder.parameters(), lr=config.lr)
     encoded = encode_captions(vocab, train.caption_texts, config.max_words)
     lengths = np.array([len(e) for e in encoded])
     siblings = siblings_of(train)
-    best = (math.inf, copy.deepcopy(decoder.state_dict()), 0)
-    kept = (-math.inf, best[1], 0)  # the judge's best: (score, weights, epoch)
     history: list[dict[str, Any]] = []
     start = time.perf_counter()
+    state = copy.deepcopy(decoder.state_dict())
+    best = (math.inf, state, 0)
+    kept = (-math.inf, state, 0)  # the judge's best: (score, weights, epoch)
+    if init is not None:  # the decoder as it was: epoch 0
+        row0 = _judged(decoder, dev, config, judge, {"epoch": 0})
+        best = (row0["dev_loss"], state, 0)
+        kept = (row0.get("judged", -math.inf), state, 0)
+        row0["seconds"] = time.perf_counter() - start
+        history.append(row0)
+        log(f"epoch 0 (as it was): dev loss {row0['dev_loss']:.3f}{_said(row0)}")
     for epoch in range(1, config.epochs + 1):
         decoder.train()
         seen, running = 0, 0.0
@@ -207,21 +243,15 @@ def train_decoder(
             optimizer.step()
             running += loss.item() * len(rows)
             seen += len(rows)
-        loss_dev = dev_loss(decoder, dev, config.max_words)
-        row: dict[str, Any] = {"epoch": epoch, "train_loss": running / seen, "dev_loss": loss_dev}
-        judged = ""
-        if judge is not None:
-            row["judged_each"] = [float(x) for x in judge(decoder)]
-            row["judged"] = float(np.mean(row["judged_each"]))
-            each = " / ".join(f"{x:.2f}" for x in row["judged_each"])
-            judged = f", judged {row['judged']:.2f} ({each})"
-            if row["judged"] > kept[0]:
-                kept = (row["judged"], copy.deepcopy(decoder.state_dict()), epoch)
+        row = _judged(decoder, dev, config, judge, {"epoch": epoch, "train_loss": running / seen})
+        loss_dev = row["dev_loss"]
+        if judge is not None and row["judged"] > kept[0]:
+            kept = (row["judged"], copy.deepcopy(decoder.state_dict()), epoch)
         row["seconds"] = time.perf_counter() - start
         history.append(row)
         log(
-            f"epoch {epoch}: train loss {running / seen:.3f}, dev loss {loss_dev:.3f}{judged} "
-            f"({row['seconds']:.0f} s)"
+            f"epoch {epoch}: train loss {running / seen:.3f}, dev loss {loss_dev:.3f}"
+            f"{_said(row)} ({row['seconds']:.0f} s)"
         )
         if loss_dev < best[0]:
             best = (loss_dev, copy.deepcopy(decoder.state_dict()), epoch)
@@ -237,6 +267,7 @@ def train_decoder(
         "train": asdict(config),
         "arch": asdict(arch),
         "vocab_size": len(vocab),
+        "init_words": len(init.vocab) if init is not None else None,
         "best_epoch": chosen[2],
         "dev_loss": next(h["dev_loss"] for h in history if h["epoch"] == chosen[2]),
         "judged": kept[0] if judge is not None else None,
@@ -244,3 +275,52 @@ def train_decoder(
         "seconds": time.perf_counter() - start,
     }
     return decoder, summary
+
+
+def _judged(
+    decoder: CaptionDecoder,
+    dev: CaptionSet,
+    config: DecoderTrainConfig,
+    judge: Callable[[CaptionDecoder], Sequence[float]] | None,
+    row: dict[str, Any],
+) -> dict[str, Any]:
+    """``row`` with the decoder's dev loss and, with a ``judge``, its scores and their mean."""
+    row["dev_loss"] = dev_loss(decoder, dev, config.max_words)
+    if judge is not None:
+        row["judged_each"] = [float(x) for x in judge(decoder)]
+        row["judged"] = float(np.mean(row["judged_each"]))
+    return row
+
+
+def _said(row: Mapping[str, Any]) -> str:
+    if "judged" not in row:
+        return ""
+    each = " / ".join(f"{x:.2f}" for x in row["judged_each"])
+    return f", judged {row['judged']:.2f} ({each})"
+
+
+def extended(
+    decoder: CaptionDecoder,
+    words: Sequence[str],
+    word_vectors: Callable[[DecoderVocab], np.ndarray] = glove_rows,
+) -> CaptionDecoder:
+    """A copy of ``decoder`` with the ``words`` it lacks added after its own: their input
+    vectors from ``word_vectors`` (GloVe), their output rows of zero weights and
+    ``<unk>``'s bias (as likely as an unknown word until trained); every other weight as
+    it was."""
+    known = set(decoder.vocab.words)
+    new = [w for w in dict.fromkeys(words) if w not in known]
+    vocab = DecoderVocab((*decoder.vocab.words, *new))
+    out = CaptionDecoder(decoder.config, vocab, word_vectors(vocab))
+    n, old = len(decoder.vocab), decoder.state_dict()
+    with torch.no_grad():
+        for name, tensor in out.state_dict().items():  # views of the parameters
+            if name == "embed.weight":
+                tensor[:n].copy_(old[name])
+            elif name in ("out.weight", "out.bias"):
+                tensor[:n].copy_(old[name])
+                tensor[n:] = 0.0 if name == "out.weight" else old[name][decoder.vocab.unk]
+            else:
+                tensor.copy_(old[name])
+    out.extra = dict(decoder.extra)
+    return out

@@ -90,8 +90,19 @@ def test_without_a_gallery_the_cached_features_give_the_vectors_and_concepts_are
     res = cli("train-decoder", "--out", str(out), "--epochs", "1", "--threads", "1", *small,
               "--select", "cider", env_extra=env)  # fmt: skip
     assert res.returncode == 0, res.stderr
-    judged = json.loads(out.with_suffix(".json").read_text())["summary"]
+    whole = json.loads(out.with_suffix(".json").read_text())
+    judged = whole["summary"]
     assert judged["judged"] == judged["history"][0]["judged"] >= 0  # dev CIDEr-D, epoch 1
+    # on from that decoder, on half of the training photos: epoch 0 is the decoder as it was
+    on = tmp_path / "on.pt"
+    res = cli("train-decoder", "--init", str(out), "--source", "flickr8k=0.5", "--out", str(on),
+              "--epochs", "1", "--threads", "1", "--batch-size", "8", "--select", "cider",
+              "--no-dev-scores", env_extra=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    went_on = json.loads(on.with_suffix(".json").read_text())
+    assert went_on["init"] == str(out) and went_on["summary"]["history"][0]["epoch"] == 0
+    assert 0 < went_on["train_captions"] < whole["train_captions"]
+    assert went_on["summary"]["arch"]["hidden"] == 16  # the decoder's own architecture
     res = cli("train-decoder", "--out", str(out), "--select", "bleu", env_extra=env)
     assert res.returncode == 2 and "select must be one of loss, cider" in res.stderr
     res = cli("train-decoder", "--source", "flickr8k", "--out", str(out), "--epochs", "1",

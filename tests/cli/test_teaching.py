@@ -82,3 +82,37 @@ def test_the_verdict_wants_a_gain_beyond_noise_and_nothing_lost_elsewhere():
     assert not ok and "not better beyond noise" in why
     ok, why = verdict(_compared((1.5, 15.0), -NOISE - 0.5))
     assert not ok and "worse on flickr8k test" in why
+
+
+def test_the_stages_read_the_served_model_and_its_decoder_goes_on_from_the_served_one(
+    taught, tmp_path, monkeypatch, capsys
+):
+    """Each stage's command, recorded instead of run: the features the served checkpoint
+    reads, and the caption decoder fine-tuned from the served one on a share of the
+    shipped collections beside yours; the comparison's verdict keeps the served model."""
+    from groundsearch.cli import teaching
+    from groundsearch.model.runtime.checkpoints import load_checkpoint
+
+    ran: list[list[str]] = []
+
+    def run(argv: list[str], log: object) -> None:
+        ran.append(argv)
+        if argv[0] == "train":  # an epoch beat the init: every stage runs
+            Path(argv[argv.index("--out") + 1]).with_suffix(".json").write_text('{"best_epoch": 2}')
+
+    monkeypatch.setattr(teaching, "_run", run)
+    monkeypatch.setattr(teaching, "_compare", lambda *_: _compared((-1.0, 3.0), 0.0))
+    assert main(["teach", str(_collection(tmp_path / "shop", 200)), "--name", "shop"]) == 1
+    assert "not better beyond noise" in capsys.readouterr().out
+    s = get_settings()
+    commands = {argv[0]: argv for argv in ran}
+    assert ran[0][0] == "features" and len(ran) == 7
+    features = commands["features"]
+    assert (
+        features[features.index("--backbone") + 1] == load_checkpoint(s.default_checkpoint).backbone
+    )
+    decoder = commands["train-decoder"]
+    assert decoder[decoder.index("--init") + 1] == str(s.default_decoder)
+    assert "flickr8k=0.3" in decoder and "cc-web=0.3" in decoder
+    assert decoder[decoder.index("--epochs") + 1] == str(teaching.DECODER_EPOCHS)
+    assert model_sets.current(taught) is None and list(taught.iterdir()) == []

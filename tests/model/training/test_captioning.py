@@ -1,5 +1,6 @@
-"""Training the caption decoder: on real Flickr8k captions the loss falls; sentence
-conditioning never uses the target's own vector; scores of generated captions."""
+"""Training the caption decoder: on real Flickr8k captions the loss falls; a decoder goes
+on training from another, new words added; sentence conditioning never uses the target's
+own vector; a collection's share; scores of generated captions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
 from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
@@ -18,6 +20,7 @@ from groundsearch.model.training.captioning import (
     DecoderTrainConfig,
     conditions,
     dev_loss,
+    extended,
     siblings_of,
     train_decoder,
 )
@@ -96,6 +99,48 @@ def test_a_judge_picks_the_epoch_kept_and_the_loss_still_steers_the_schedule(dat
         DecoderTrainConfig(select="bleu")
 
 
+def test_a_decoder_goes_on_from_another_with_the_new_words_added_and_is_kept_when_no_better(
+    data,
+):
+    train, dev = data
+    config = DecoderTrainConfig(
+        epochs=2, batch_size=8, lr=5e-3, min_count=2, patience=4, sentence_share=0.0
+    )
+    arch = DecoderConfig(hidden=32, cond=16, dropout=0.0)
+    first, _ = train_decoder(train, dev, config, arch, log=lambda _: None)
+    # a collection of its own words: "kite" is new, "dog" known
+    kites = replace(train, caption_texts=tuple(f"{t} kite kite" for t in train.caption_texts))
+    grown = extended(first, ["dog", "kite", "kite"])
+    n = len(first.vocab)
+    assert grown.vocab.words == (*first.vocab.words, "kite") and grown is not first
+    old, new = first.state_dict(), grown.state_dict()
+    assert all(torch.equal(old[k], new[k]) for k in old if k not in EXTENDED)
+    assert all(torch.equal(old[k], new[k][:n]) for k in EXTENDED)
+    assert float(new["out.weight"][n].abs().sum()) == 0.0
+    assert float(new["out.bias"][n]) == float(old["out.bias"][first.vocab.unk])
+    # epoch 0 is the decoder as it was, and the judge keeps it when no epoch beats it
+    marks = iter([[3.0], [2.0], [1.0]])
+    tuned, summary = train_decoder(
+        kites, dev, replace(config, select="cider"), arch, log=lambda _: None,
+        judge=lambda _: next(marks), init=first,
+    )  # fmt: skip
+    assert [h["epoch"] for h in summary["history"]] == [0, 1, 2]
+    assert summary["best_epoch"] == 0 and summary["init_words"] == n
+    assert tuned.vocab.words[-1] == "kite" and not tuned.training
+    assert dev_loss(tuned, dev, 24) == pytest.approx(dev_loss(grown, dev, 24))  # as it was
+    # judged better, a later epoch is kept, and it has learnt the new word
+    marks = iter([[1.0], [2.0], [3.0]])
+    tuned, summary = train_decoder(
+        kites, dev, replace(config, select="cider"), arch, log=lambda _: None,
+        judge=lambda _: next(marks), init=first,
+    )  # fmt: skip
+    assert summary["best_epoch"] == 2
+    assert "kite" in tuned.generate(kites.photo_vectors[:1], beam=3)[0][0].text
+
+
+EXTENDED = ("embed.weight", "out.weight", "out.bias")
+
+
 def test_each_collection_is_judged_on_its_own_references(data):
     train, dev = data
     config = DecoderTrainConfig(epochs=2, batch_size=8, lr=5e-3, min_count=2, sentence_share=0)
@@ -126,6 +171,25 @@ def test_sentence_conditioning_uses_a_sibling_caption_never_its_own(data):
         match = np.flatnonzero((train.caption_vectors == vector).all(axis=1))
         assert len(match) == 1 and match[0] != j
         assert train.caption_photo[match[0]] == train.caption_photo[j]
+
+
+def test_a_share_of_a_collection_and_sets_joined_in_order(data):
+    from groundsearch.model.training.caption_data import share_of
+
+    ds = load_captioned_images(get_settings().flickr8k_dir, split="dev")
+    assert share_of(ds, 1.0) is ds and share_of(ds, 2.0) is ds
+    part = share_of(ds, 0.3)
+    assert len(part.images) == round(0.3 * len(ds.images)) and set(part.images) < set(ds.images)
+    assert share_of(ds, 0.3).images == part.images  # seeded
+    assert all(part.captions_of(i) == ds.captions_of(ds.images.index(p))
+               for i, p in enumerate(part.images[:5]))  # fmt: skip
+    train, dev = data
+    both = CaptionSet.joined([train, dev])
+    assert len(both.photo_vectors) == len(train.photo_vectors) + len(dev.photo_vectors)
+    np.testing.assert_array_equal(
+        both.caption_photo[len(train.caption_texts) :], dev.caption_photo + len(train.photo_vectors)
+    )
+    assert both.caption_texts == train.caption_texts + dev.caption_texts
 
 
 def test_copies_and_retrieval_of_generated_sentences():

@@ -55,5 +55,6 @@ def test_a_parser_process_ends_without_a_traceback(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "closed-while-warming 0" in done.stdout
     assert "after-sigint runs" in done.stdout  # Ctrl-C is the parent's to act on
-    assert "closed 0" in done.stdout
+    # ended: by itself, or killed after close's 1 s wait on a busy machine (it holds nothing)
+    assert "closed 0" in done.stdout or "closed -9" in done.stdout
     assert "Traceback" not in done.stderr, done.stderr
