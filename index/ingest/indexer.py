@@ -398,6 +398,7 @@ class Indexer:
         self.gallery_dir = Path(os.path.abspath(gallery_dir))
         self.only = only
         self.caption_file = read_caption_file(captions) if captions is not None else None
+        self._owns_model = model is None  # a command's: its cores are the CNN's, then ours
         if model is None:
             assert parser is not None
             torch.set_num_threads(1)  # this process only projects and writes: the cores
@@ -509,7 +510,9 @@ class Indexer:
                 if gone:
                     report.forgotten += run.files.forget([str(g) for g in gone])
                 if self.detector is not None:
-                    report.objects = detect_objects(self.gallery, self.detector, progress, stop)
+                    report.objects = detect_objects(
+                        self.gallery, self.detector, progress, stop, self._owns_model
+                    )
         finally:
             bar.close()
         report.photos = self.gallery.counts()["images"]

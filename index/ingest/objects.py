@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -31,15 +31,18 @@ def detect_objects(
     detector: ObjectDetector,
     progress: bool = False,
     stop: Callable[[], bool] | None = None,
+    all_cores: bool = True,
 ) -> int:
     """Store the detector's scores of every photo of ``gallery`` without; returns how
-    many were stored. ``stop``: asked after each batch (yes: stop there)."""
+    many were stored. ``stop``: asked after each batch (yes: stop there); ``all_cores``:
+    torch on every core meanwhile (an indexing command's; a server's watcher keeps its
+    threads)."""
     from tqdm import tqdm
 
     todo = lacking_objects(gallery.records.reader(), gallery.folder)
     stored = 0
     with (
-        every_core(),
+        every_core() if all_cores else nullcontext(),
         tqdm(total=len(todo), desc="objects", unit="photo", disable=not progress) as bar,
     ):
         for start in range(0, len(todo), BATCH):
