@@ -18,11 +18,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 from PIL import Image, ImageDraw, ImageOps
 
 from groundsearch.common.settings import get_settings
-from groundsearch.model.training.evaluation.arithmetic import paired_difference
+from groundsearch.model.training.evaluation.arithmetic import stratified_interval
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import markdown_table
@@ -139,6 +141,32 @@ def mean_table(results: list[tuple[str, dict]]) -> str:
         if isinstance(any_two, int | float):
             rows.append([model, "two photos at random", "–", "–", "–", f"{any_two:.1f}"])
     return "\n".join(markdown_table(head, rows)) + "\n"
+
+
+def paired_difference(
+    first: dict[str, Any], second: dict[str, Any], query: str = "arithmetic"
+) -> dict[str, Any]:
+    """``second − first``: the mean per-start difference in the share of B over their
+    common pairs (same split), with its stratified bootstrap interval."""
+    rows = {r["pair"]: r for r in first["pairs"] if "skipped" not in r}
+    diffs = []
+    for row in second["pairs"]:
+        other = rows.get(row["pair"])
+        if other is None or "skipped" in row:
+            continue
+        a, b = other.get("per_start", {}).get(query), row.get("per_start", {}).get(query)
+        if a is None or b is None or len(a) != len(b):
+            raise ValueError(f"{row['pair']}: the two results do not share their start photos")
+        diffs.append(np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64))
+    if not diffs:
+        raise ValueError("the two results have no scored pair in common")
+    return {
+        "query": query,
+        "pairs": len(diffs),
+        "difference": float(np.mean([d.mean() for d in diffs])),
+        "ci95": stratified_interval(diffs),
+        "pairs_higher": int(sum(d.mean() > 0 for d in diffs)),
+    }
 
 
 def difference_line(results: list[tuple[str, dict]]) -> str:

@@ -56,7 +56,6 @@ from groundsearch.model.training.evaluation.short_queries import (
     short_queries,
     table,
 )
-from groundsearch.model.training.relevance import full_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from detector.relevance import detector_split
@@ -88,7 +87,7 @@ def ask(args: argparse.Namespace) -> dict[str, Any]:
             scores, novelty_of(vector, data.channel_columns), relevance.top,
             word_count(text), evidence,
         )  # fmt: skip
-        p = full_model(judge, "text-image", evidence is not None).predict(table)
+        p = judge.model_for("text-image", judge.top, evidence is not None).predict(table)
         top5 = [int(i) in shown for i in idx[:5]]
         rows.append(
             {
@@ -127,6 +126,12 @@ def sentence_recalls(data: Any, scores: np.ndarray) -> dict[str, float]:
     return {f"r@{k}": round(float(100 * (ranks < k).mean()), 2) for k in (1, 5, 10)}
 
 
+def ranked_scores(data: Any, vectors: np.ndarray, trees: Any) -> np.ndarray:
+    """``data.text_scores`` with each short query's row fused with its evidence, as served."""
+    scores = data.text_scores(vectors)
+    return np.stack([data.fused(row, t) for row, t in zip(scores, trees, strict=True)])
+
+
 def page_order(
     data: Any, relevance: Any, text: str, tree: Any, vector: np.ndarray, row: np.ndarray
 ) -> np.ndarray:
@@ -137,9 +142,6 @@ def page_order(
     evidence = data.evidence(nouns, idx)
     novelty, words = novelty_of(vector, data.channel_columns), word_count(text)
     p = relevance.predict("text-image", joint, novelty, words, evidence)
-    if evidence is not None and np.isnan(evidence).any():
-        plain = relevance.predict("text-image", joint, novelty, words, None)
-        p = np.where(np.isnan(evidence), plain, p)
     good = p >= relevance.default_threshold(evidence is not None, words)
     order = np.concatenate([idx[good], idx[~good]])
     out = np.empty(len(row))
@@ -157,7 +159,7 @@ def rank(args: argparse.Namespace) -> dict[str, Any]:
     trees = parse([q.text for q in queries])
     vectors = model.embed_sentences(trees)
     joint = data.text_scores(vectors)
-    served = data.ranked_scores(vectors, trees)
+    served = ranked_scores(data, vectors, trees)
     page = [
         page_order(data, relevance, q.text, t, v, row)
         for q, t, v, row in zip(queries, trees, vectors, joint, strict=True)
@@ -172,7 +174,7 @@ def rank(args: argparse.Namespace) -> dict[str, Any]:
         "page": table(queries, lambda i: page[i]),
         # the split's captions as sentence queries: text -> image R@1, R@5, R@10
         "sentences_joint": sentence_recalls(data, data.text_scores(data.captions)),
-        "sentences_served": sentence_recalls(data, data.ranked_scores(data.captions, data.trees)),
+        "sentences_served": sentence_recalls(data, ranked_scores(data, data.captions, data.trees)),
         "queries": [
             {
                 "text": q.text,

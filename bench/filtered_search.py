@@ -60,10 +60,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import scale
+import sql_ids
 
 from common import latency, peak_rss_mb, percentile
 from groundsearch.index.filters import filtered_search
-from groundsearch.index.filters import sql as filter_sql
 from groundsearch.index.filters.conditions import PhotoFilter
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.store import records
@@ -393,10 +393,10 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
             "plan": gallery.filtered.plan(index, share, K, expected),
         }
         columns = gallery.filtered.current()
-        assert columns.matching(where).tolist() == filter_sql.matching_ids(db, where).tolist()
+        assert columns.matching(where).tolist() == sql_ids.matching_ids(db, where).tolist()
         for key, ids in (
             ("ids_ms", lambda c=columns, w=where: c.matching(w)),  # what the exact plan reads
-            ("sql_ids_ms", lambda w=where, e=expected: filter_sql.matching_ids(db, w, e)),  # SQLite
+            ("sql_ids_ms", lambda w=where, e=expected: sql_ids.matching_ids(db, w, e)),  # SQLite
         ):
             t = []
             for _ in range(20):

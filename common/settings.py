@@ -1,16 +1,10 @@
 """Project settings: where data, trained models and caches live.
 
-Each of the fields — ``data_dir``, ``model_dir``, ``cache_dir``, ``taught_dir``,
-``objects_dir`` — can be overridden by an environment variable with the ``GROUNDSEARCH_``
-prefix, e.g. ``GROUNDSEARCH_DATA_DIR=/data groundsearch parse "..."``. The paths below them
-(``parser_dir``, ``default_checkpoint``, ``flickr8k_dir``, ``gallery_dir``, …) are
-properties derived from those, not settings of their own: move the folder above. The
-served joint model and the files fitted on its space come from ``space_dir``: the model
-set ``groundsearch teach`` installed last, else the shipped ``model_dir``.
-
-Only the roof reads them — the command line, the service factory and the benchmark
-scripts — and hands paths down: library code under ``model/`` and ``index/`` takes
-its paths and options as arguments.
+Each field can be overridden by an environment variable with the ``GROUNDSEARCH_`` prefix
+(``GROUNDSEARCH_DATA_DIR=/data``); the paths below them (``parser_dir``, ``gallery_dir``, …)
+are derived properties. Only the roof (the command line, the service factory, the benchmark
+scripts) reads them and hands paths down: code under ``model/`` and ``index/`` takes its
+paths as arguments.
 """
 
 from __future__ import annotations
@@ -28,22 +22,6 @@ from groundsearch.common import model_sets
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _default_data_dir() -> Path:
-    return (REPO_ROOT.parent / "shared" / "data").resolve()
-
-
-def _default_cache_dir() -> Path:
-    return Path.home() / ".cache" / "groundsearch"
-
-
-def _default_taught_dir() -> Path:
-    return Path.home() / ".local" / "share" / "groundsearch" / "taught"
-
-
-def _default_objects_dir() -> Path:
-    return Path.home() / ".local" / "share" / "groundsearch" / "object-detector"
-
-
 def _default_model_dir() -> Path:
     """``artifacts/`` inside the installed ``groundsearch.model`` package (the repository's
     ``model/artifacts`` in an editable install)."""
@@ -58,22 +36,25 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="GROUNDSEARCH_", extra="ignore")
 
-    data_dir: Path = Field(default_factory=_default_data_dir, description="Read-only data sets.")
+    data_dir: Path = Field(
+        default_factory=lambda: (REPO_ROOT.parent / "shared" / "data").resolve(),
+        description="Read-only data sets.",
+    )
     model_dir: Path = Field(
         default_factory=_default_model_dir,
         description="Trained artifacts the project loads by default.",
     )
     cache_dir: Path = Field(
-        default_factory=_default_cache_dir,
+        default_factory=lambda: Path.home() / ".cache" / "groundsearch",
         description="Rebuildable files: GloVe pretrain, parse cache, features.",
     )
     taught_dir: Path = Field(
-        default_factory=_default_taught_dir,
+        default_factory=lambda: Path.home() / ".local/share/groundsearch/taught",
         description="Model sets taught by `groundsearch teach`; the one it installed last "
         "is served (common.model_sets).",
     )
     objects_dir: Path = Field(
-        default_factory=_default_objects_dir,
+        default_factory=lambda: Path.home() / ".local/share/groundsearch/object-detector",
         description="The COCO object detector `groundsearch fetch-objects` installs from the "
         "npm registry (model.runtime.objects); without it short queries are ranked "
         "without its evidence.",

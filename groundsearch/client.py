@@ -12,12 +12,10 @@
         gs.describe(photo).generated[0].text             # "A dog runs through the grass ."
 
 Every route has a method; listing methods take the photo filters (``filters()``) as
-keywords, and gallery writes need ``Client(token=...)``. Answers are the dataclasses
-below, mirroring ``service/http/schemas.py`` field for field (``dataclasses.asdict``
-gives the JSON back). Every 4xx and 5xx answer, and a server that cannot be reached
-(``status`` None), raises ``GroundsearchError`` with the RFC 9457 problem document; a
-429 is retried after its ``Retry-After``, ``retries`` times. Only ``httpx`` and the
-standard library are imported (the service's models would pull in FAISS and torch).
+keywords; gallery writes need ``Client(token=...)``. Answers are dataclasses mirroring
+``service/http/schemas.py``. An error answer, or no answer (``status`` None), raises
+``GroundsearchError`` with the RFC 9457 problem document; a 429 is retried after its
+``Retry-After``. Only ``httpx`` and the standard library are imported.
 """
 
 from __future__ import annotations
@@ -84,8 +82,7 @@ class Place:
 
 @dataclass(frozen=True, kw_only=True)
 class _Photo:
-    """What every listed photo carries: its id, where it is served, its captions and
-    what its file says."""
+    """What every listed photo carries: id, URL, captions and what its file says."""
 
     id: int
     url: str
@@ -164,8 +161,7 @@ class Concept:
 
 @dataclass(frozen=True)
 class SearchResponse:
-    """A page of ``/search`` or ``/search/image``: ``results`` (at or above
-    ``min_relevance``), ``weak`` (below it), ``next`` (the cursor of the next page)."""
+    """A page of ``/search`` or ``/search/image``."""
 
     query: str
     results: list[ImageHit]
@@ -181,8 +177,7 @@ class SearchResponse:
 
 @dataclass(frozen=True)
 class ImagesResponse:
-    """Photos of ``/images/{id}/similar`` (a page: ``next``, ``total``) or
-    ``/arithmetic`` (with ``generated`` when a sentence was asked for)."""
+    """Photos of ``/images/{id}/similar`` (a page) or ``/arithmetic``."""
 
     results: list[ImageHit]
     weak: list[ImageHit] = field(default_factory=list)
@@ -289,8 +284,7 @@ class FieldError:
 
 
 class GroundsearchError(Exception):
-    """An error answer (4xx, 5xx) with its RFC 9457 problem document, or a server that
-    could not be reached (``status`` None, ``type`` ``"unreachable"``)."""
+    """An error answer with its problem document, or no answer (``status`` None)."""
 
     def __init__(
         self,
@@ -305,13 +299,11 @@ class GroundsearchError(Exception):
     ) -> None:
         super().__init__(f"{status} {title}: {detail}" if status is not None else detail)
         self.status, self.type, self.title, self.detail = status, type, title, detail
-        self.instance = instance
+        self.instance, self.retry_after = instance, retry_after  # Retry-After: seconds
         #: the invalid parameters of a 422 (``loc`` names each: ["query", "near"])
         self.errors = list(errors)
         #: the problem document as the server sent it
         self.problem: dict[str, Any] = dict(problem or {})
-        #: the answer's Retry-After, in seconds (429, 503)
-        self.retry_after = retry_after
 
     @property
     def parameters(self) -> list[str]:
@@ -320,8 +312,7 @@ class GroundsearchError(Exception):
 
     @classmethod
     def of(cls, res: httpx.Response) -> GroundsearchError:
-        """The error of an answer: its problem document, or one made from its status
-        when the body is not one (a proxy's HTML page)."""
+        """The error of an answer: its problem document, or one made from its status."""
         retry = _seconds(res.headers.get("Retry-After"))
         try:
             body = res.json()
@@ -356,8 +347,7 @@ def _seconds(value: str | None) -> float | None:
 
 
 def _read(kind: Any, value: Any) -> Any:
-    """``value`` (parsed JSON) as ``kind`` (a dataclass, a list or dict of them, a union
-    with None, or a plain type)."""
+    """``value`` (parsed JSON) as ``kind`` (a dataclass, a list of them, optional, plain)."""
     origin = typing.get_origin(kind)
     if origin in (Union, types.UnionType):
         if value is None:
@@ -373,8 +363,7 @@ def _read(kind: Any, value: Any) -> Any:
 
 
 def _build(cls: type[T], data: Any) -> T:
-    """A dataclass from a JSON object; fields the client does not know are ignored (a
-    newer server's), missing ones take their defaults."""
+    """A dataclass from a JSON object; unknown fields ignored, missing ones defaulted."""
     if not isinstance(data, dict):
         raise _invalid(f"expected a JSON object, got {data!r:.200}")
     hints = typing.get_type_hints(cls)
@@ -404,8 +393,7 @@ def _answer(kind: Any, res: httpx.Response, request: str) -> Any:
 
 class Client:
     """A groundsearch server at ``base_url`` (default: ``$GROUNDSEARCH_URL``, else
-    ``DEFAULT_URL``); ``token``: the write token; ``retries``: how often a 429 is retried
-    after its Retry-After. Use it as a context manager, or ``close()`` it."""
+    ``DEFAULT_URL``); ``token``: the write token; ``retries``: a 429's retries."""
 
     def __init__(
         self,
@@ -444,8 +432,7 @@ class Client:
         cursor: str | None = None,
         **filters: Filter | None,
     ) -> SearchResponse:
-        """``POST /search``: the gallery photos that best match ``text`` among those that
-        pass the filters, ``k`` a page (``cursor``: a previous page's ``next``)."""
+        """``POST /search``: the gallery photos that best match ``text``, filtered, a page."""
         params = _query(text=text, k=k, min_relevance=min_relevance, order=order, cursor=cursor)
         return self._ask(SearchResponse, "POST", "/search", params, filters)
 
@@ -465,8 +452,7 @@ class Client:
         filename: str | None = None,
         **filters: Filter | None,
     ) -> SearchResponse:
-        """``POST /search/image``: the gallery photos most like a photo (steered by
-        ``text``: "at night"), filtered, ordered and paged as ``search``'s."""
+        """``POST /search/image``: the photos most like a photo (steered by ``text``)."""
         params = _query(text=text, k=k, min_relevance=min_relevance, order=order, cursor=cursor)
         return self._ask(SearchResponse, "POST", "/search/image", params, filters, image, filename)
 
@@ -485,8 +471,7 @@ class Client:
         cursor: str | None = None,
         **filters: Filter | None,
     ) -> ImagesResponse:
-        """``GET /images/{id}/similar``: the gallery photos closest to this one (itself
-        left out), filtered, ordered and paged as ``search``'s."""
+        """``GET /images/{id}/similar``: the photos closest to this one (itself left out)."""
         params = _query(k=k, min_relevance=min_relevance, order=order, cursor=cursor)
         return self._ask(ImagesResponse, "GET", f"/images/{int(image_id)}/similar", params, filters)
 
@@ -504,8 +489,7 @@ class Client:
         min_relevance: float | None = None,
         filename: str | None = None,
     ) -> DescribeResponse:
-        """``POST /describe``: sentences the decoder writes for a photo, the ``k``
-        captions that fit it best, and what the backbone's classifier saw."""
+        """``POST /describe``: written sentences, the ``k`` best captions, and concepts."""
         params = _query(k=k, sentences=sentences, beam=beam, min_relevance=min_relevance)
         return self._ask(DescribeResponse, "POST", "/describe", params, None, image, filename)
 
@@ -529,8 +513,7 @@ class Client:
         min_relevance: float | None = None,
         **filters: Filter | None,
     ) -> ImagesResponse:
-        """``POST /arithmetic``: photos near ``photo − Σ minus + Σ plus`` from a gallery
-        photo; ``sentence``: also what the result vector says in words."""
+        """``POST /arithmetic``: photos near ``photo − Σ minus + Σ plus``."""
         params = _query(image_id=image_id) + _terms(plus, minus, k, rerank, sentence, min_relevance)
         return self._ask(ImagesResponse, "POST", "/arithmetic", params, filters)
 
@@ -548,8 +531,7 @@ class Client:
         **filters: Filter | None,
     ) -> ImagesResponse:
         """``POST /arithmetic/upload``: the same, from an uploaded photo."""
-        params = _terms(plus, minus, k, rerank, sentence, min_relevance)
-        path = "/arithmetic/upload"
+        params, path = _terms(plus, minus, k, rerank, sentence, min_relevance), "/arithmetic/upload"
         return self._ask(ImagesResponse, "POST", path, params, filters, image, filename)
 
     def photo(self, image_id: int) -> bytes:
@@ -568,8 +550,7 @@ class Client:
         cursor: str | None = None,
         **filters: Filter | None,
     ) -> LibraryResponse:
-        """``GET /images``: the gallery's photos by date taken (newest first by default),
-        filtered and paged as ``search``'s."""
+        """``GET /images``: the gallery's photos by date taken, filtered, a page."""
         params = _query(k=k, order=order, cursor=cursor)
         return self._ask(LibraryResponse, "GET", "/images", params, filters)
 
@@ -593,8 +574,7 @@ class Client:
     def add_photo(
         self, image: PhotoInput, *, captions: Iterable[str] = (), filename: str | None = None
     ) -> AddedPhoto:
-        """``POST /gallery/images`` (needs the token): add a photo with its captions; the
-        same bytes again add the captions to the photo already there (``new`` False)."""
+        """``POST /gallery/images`` (token): add a photo, or captions to the same one."""
         data, path = {"captions": list(captions)}, "/gallery/images"
         return self._ask(AddedPhoto, "POST", path, [], {}, image, filename, data=data, auth=True)
 
@@ -611,8 +591,7 @@ class Client:
         return self._ask(Readiness, "GET", "/ready")
 
     def wait_ready(self, timeout: float = 300.0, every: float = 0.5) -> Readiness:
-        """``ready()`` once the server has loaded: waits through 503s and refused
-        connections for at most ``timeout`` seconds, then raises the last error."""
+        """``ready()`` once loaded: waits through 503s and refused connections."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -654,8 +633,7 @@ class Client:
 def _send(
     client: Client, method: str, path: str, auth: bool = False, **request: Any
 ) -> httpx.Response:
-    """A request's answer, a 429 retried after its Retry-After ``client.retries`` times;
-    GroundsearchError for an error answer or no answer."""
+    """A request's answer (a 429 retried); GroundsearchError for an error or no answer."""
     headers = {"Authorization": f"Bearer {client.token}"} if auth and client.token else {}
     for attempt in range(client.retries + 1):
         try:
@@ -711,8 +689,7 @@ def _terms(
     sentence: bool,
     min_relevance: float | None,
 ) -> list[tuple[str, str]]:
-    """The parameters of both arithmetic routes (the phrases repeated, in order; a string
-    is one phrase, not its letters)."""
+    """Both arithmetic routes' parameters (a string is one phrase, not its letters)."""
     phrases = [
         (sign, str(p))
         for sign, values in (("plus", plus), ("minus", minus))

@@ -1,9 +1,6 @@
-"""Captions ``/describe`` may answer with when the gallery has few or none of its own.
-
-The default bank is the training captions of the data folder's collections (Flickr8k
-and cc-web train and dev), else the shipped sample captions; any captions file can be
-named instead. Its vectors are cached under the checkpoint's and the texts' digests.
-"""
+"""Captions ``/describe`` may answer with besides the gallery's: the data folder's
+training captions (else the sample's) or a captions file, their vectors cached under the
+checkpoint's and the texts' digests."""
 
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ TRAINING_COLLECTIONS = {"flickr8k": "Flickr8k.token.txt", "cc-web": "captions.ts
 
 
 def training_captions(data_dir: Path | None, sample_captions: Path) -> tuple[list[str], str]:
-    """The train + dev captions of each collection of ``data_dir`` that is there (the
-    ones the model learnt from), else the sample's."""
+    """The train + dev captions of each collection of ``data_dir`` there, else the sample's."""
     texts: list[str] = []
     names: list[str] = []
     for folder, captions_file in TRAINING_COLLECTIONS.items():
@@ -59,9 +55,8 @@ def captions_from(path: Path) -> tuple[list[str], str]:
 
 
 class CaptionBank:
-    """Caption texts and their vectors, searched exactly by inner product; with a hubness
-    ``penalty`` (the captions' side) by inner product less each caption's penalty (each
-    vector carries −penalty in one more column, each query 1)."""
+    """Caption texts and their vectors, searched exactly by inner product, less each
+    caption's hubness ``penalty`` if given (an extra column: −penalty, the query's 1)."""
 
     def __init__(
         self, name: str, texts: Sequence[str], vectors: np.ndarray, penalty: Penalty | None = None
@@ -98,8 +93,7 @@ class CaptionBank:
         workers: int = 1,
         penalty: Penalty | None = None,
     ) -> CaptionBank:
-        """The bank from its cache file, or embedded now and cached (texts the model
-        cannot embed are left out)."""
+        """The bank from its cache file, or embedded now and cached (unusable texts left out)."""
         texts = sorted(set(texts))
         digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
         path = cache_dir / BANK_DIR / f"{identity['checkpoint_sha256'][:12]}-{digest}.npz"

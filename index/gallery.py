@@ -1,8 +1,8 @@
 """A gallery: photos and captions in a SQLite database, searched through FAISS.
 
-A gallery folder holds ``gallery.db`` (the system of record), ``index/`` (snapshots of
-the two FAISS indexes, derived from it) and ``uploads/``. One writer and any number of
-``read_only`` processes may serve one gallery; all follow the records every second.
+A gallery folder holds ``gallery.db`` (the system of record), ``index/`` (the FAISS
+snapshots) and ``uploads/``; one writer and any number of ``read_only`` processes may
+serve it, all following the records every second.
 """
 
 from __future__ import annotations
@@ -48,8 +48,7 @@ LEGACY_MARKERS = ("images/meta.json", "captions/meta.json")
 
 @dataclass(frozen=True)
 class ImageRecord:
-    """A gallery photo: its file, whether it was uploaded, its captions' texts, what its
-    file says (``meta``: all None for a photo of a format-2 gallery not read yet)."""
+    """A gallery photo: file, whether uploaded, captions and what its file says (``meta``)."""
 
     id: int
     path: str
@@ -118,7 +117,7 @@ class Gallery:
         settings: IndexSettings | None = None,
     ) -> Gallery:
         """A gallery; StoreError (IdentityMismatch) if there is none or another model built
-        it. Leftovers of interrupted writes are cleared (unless ``read_only``)."""
+        it. A writer clears leftovers of interrupted writes."""
         folder = Path(folder)
         _refuse_legacy(folder)
         if not is_gallery(folder):
@@ -182,8 +181,7 @@ class Gallery:
         return [CaptionRecord(cid, text, image_id) for cid, text in rows]
 
     def image_vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """The vectors of photos ``ids``, in order (from the search index's memory, else the
-        records); UnknownItemError if one is gone."""
+        """The vectors of photos ``ids``, in order; UnknownItemError if one is gone."""
         held = self.indexes["images"].stored(ids)
         if held is not None:
             return held
@@ -195,16 +193,14 @@ class Gallery:
         return np.stack([found[i] for i in want]) if want else np.zeros((0, self.dim))
 
     def image_products(self, ids: Sequence[int] | np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """The inner products (ids × rows) of photos ``ids``' vectors with each row of
-        ``weights``; UnknownItemError if one is gone."""
+        """Photos ``ids``' inner products with each row of ``weights`` (ids × rows)."""
         found = self.indexes["images"].products(ids, weights)
         if found is not None:
             return found
         return self.image_vectors(ids).astype(np.float32) @ np.asarray(weights, np.float32).T
 
     def caption_products(self, ids: Sequence[int] | np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """The inner products (ids × rows) of captions ``ids``' vectors with each row of
-        ``weights``; a caption gone since it was ranked reads as a zero vector."""
+        """Captions ``ids``' inner products with each row of ``weights`` (a gone one: 0)."""
         found = self.indexes["captions"].products(ids, weights)
         if found is not None:
             return found
@@ -215,13 +211,11 @@ class Gallery:
         return rows.astype(np.float32) @ np.asarray(weights, np.float32).T
 
     def image_classes(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The stored classes of photos ``ids``, in order (``records.classes_of``; a row of
-        -1 for a photo without), and their probabilities; cached (``ClassCache``)."""
+        """The stored classes of photos ``ids`` (a row of -1 without) and probabilities."""
         return self._classes(ids)
 
     def stores_classes(self) -> bool:
-        """Whether the gallery holds every photo's classes (each indexed or uploaded by
-        a model with a concept channel, or filled by a later indexing run)."""
+        """Whether the gallery holds every photo's classes."""
         return records.stores_classes(self.records.reader())
 
     def image_vector(self, image_id: int) -> np.ndarray:
@@ -231,8 +225,7 @@ class Gallery:
         return vector
 
     def photo_path(self, image_id: int) -> Path:
-        """The photo's file; UnknownItemError if the item is gone or none of its files
-        is on disk any more."""
+        """The photo's file; UnknownItemError if the item or all its files are gone."""
         record = self.image(image_id)
         if record.uploaded:
             candidates = [self.folder / record.path]
@@ -245,8 +238,7 @@ class Gallery:
         raise UnknownItemError(f"the photo of image {image_id} is no longer on disk")
 
     def rank_images(self, query: np.ndarray, k: int, where: PhotoFilter | None = None) -> Ranking:
-        """The ``k`` photos with the largest inner product with ``query`` among those
-        passing ``where`` (exactly ``min(k, photos passing)``), as arrays."""
+        """The ``k`` photos nearest ``query`` among those passing ``where``, as arrays."""
         arr = as_matrix(query, self.dim, "query")
         if where:
             return Ranking.of(self.filtered.search(arr, k, where))
@@ -254,21 +246,18 @@ class Gallery:
         return Ranking.found(scores[0], ids[0])
 
     def taken_at(self, ids: Sequence[int]) -> dict[int, float | None]:
-        """When each of these photos was taken (epoch seconds, None when unknown; ids
-        gone from the gallery are left out), without their captions."""
+        """When each of these photos was taken (epoch seconds or None; gone ones left out)."""
         found = records.photos(self.records.reader(), ids)
         return {i: meta.taken_at for i, (_, _, _, meta) in found.items()}
 
     def search_captions(self, query: np.ndarray, k: int) -> list[Hit[CaptionRecord]]:
-        """The ``k`` captions with the largest inner product with ``query``, with their
-        records."""
+        """The ``k`` captions nearest ``query``, with their records."""
         pairs = self.indexes["captions"].search(as_matrix(query, self.dim, "query"), k)[0]
         found = records.captions(self.records.reader(), [i for i, _ in pairs])
         return [Hit(i, s, CaptionRecord(i, *found[i])) for i, s in pairs if i in found]
 
     def rank_similar(self, image_id: int, k: int, where: PhotoFilter | None = None) -> Ranking:
-        """The ``k`` photos nearest to a gallery photo, itself left out, among those
-        passing ``where`` (their records unread: ``image_records`` reads a page's)."""
+        """The ``k`` photos nearest a gallery photo (not itself) among those passing ``where``."""
         ranking = self.rank_images(self.image_vector(image_id), k + 1, where)
         other = ranking.ids != image_id
         return Ranking(ranking.ids[other][:k], ranking.scores[other][:k])
@@ -281,8 +270,7 @@ class Gallery:
         after: DateKey | None = None,
         passing: int | None = None,
     ) -> list[ImageRecord]:
-        """The ``k`` photos that pass ``where`` after the ``DateKey`` ``after``, by date taken
-        (undated last; ``filter_sql.photos_by_date``, ``passing`` picking its plan)."""
+        """The ``k`` photos passing ``where`` after the key ``after``, by date taken."""
         db = self.records.reader()
         keys = filter_sql.photos_by_date(db, where, k, newest_first, after, passing)
         found = self.image_records([key.id for key in keys])

@@ -1,8 +1,4 @@
-"""A ranking and its hits: the types from the gallery's search to the API's answer.
-
-A ranking is read and judged as arrays (``Ranking``); only the hits a page shows become
-``Hit`` objects, with their date, relevance and record.
-"""
+"""A ranking (arrays) and its hits (the page's, as objects): from the search to the API."""
 
 from __future__ import annotations
 
@@ -17,8 +13,7 @@ Item = TypeVar("Item")
 
 @dataclass(slots=True)
 class Hit(Generic[Item]):
-    """A ranked id and its score, with what later stages add: its record (``item``), when
-    its photo was taken and its relevance (None: not known)."""
+    """A ranked id and its score, with its record (``item``), date and relevance."""
 
     id: int
     score: float
@@ -36,8 +31,8 @@ class Hit(Generic[Item]):
 
 @dataclass(frozen=True, eq=False)
 class Ranking:
-    """A ranking's first hits as arrays, best first: ids, scores, when taken (a date order;
-    NaN when unknown) and, for a fused ranking, the joint score its relevance reads."""
+    """A ranking's first hits as arrays, best first: ids, scores, when taken (NaN: unknown)
+    and, for a fused ranking, the joint score its relevance reads."""
 
     ids: np.ndarray
     scores: np.ndarray

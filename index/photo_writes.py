@@ -1,8 +1,5 @@
-"""A gallery's writes (``Gallery.writes``): uploaded photos in, photos out.
-
-Each write is one transaction, so a photo and its captions appear together or not at
-all; an upload's file is synced before it and deleted after its removal's.
-"""
+"""A gallery's writes: uploaded photos in, photos out, each in one transaction (an upload's
+file synced before it, deleted after its removal's)."""
 
 from __future__ import annotations
 
@@ -23,8 +20,7 @@ __all__ = ["PhotoWrites"]
 
 
 class PhotoWrites:
-    """The writes of the gallery in ``folder`` whose records ``indexes`` follow: each
-    durable when it returns, and searchable in this process at once."""
+    """The gallery's writes: each durable when it returns and searchable here at once."""
 
     def __init__(self, folder: Path, indexes: SearchIndexes) -> None:
         self.folder, self.indexes, self.records = Path(folder), indexes, indexes.records
@@ -43,8 +39,8 @@ class PhotoWrites:
         classes: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[int, list[int], bool]:
         """Keep an uploaded photo in ``uploads/`` and add it with its captions in one
-        transaction (the same bytes again add only new captions); returns the image id,
-        the new caption ids and whether it was new."""
+        transaction (the same bytes again add only new captions); (image id, new caption
+        ids, whether it was new)."""
         sha = hashlib.sha256(data).hexdigest()
         file = self.uploads.name_for(sha, extension)
         vec = as_matrix(vector, self.dim, "vector")[0]
@@ -66,9 +62,8 @@ class PhotoWrites:
         return image_id, caption_ids, new
 
     def fill_upload_metadata(self) -> int:
-        """Read and store the metadata of uploaded photos that have none (those of a
-        format-2 gallery; the names they were uploaded with were never kept); returns
-        how many were filled. Each is its own small transaction."""
+        """Read and store the metadata of uploaded photos that have none (format 2), each
+        in its own transaction; how many were filled."""
         filled = 0
         for image_id, path in records.uploads_not_read(self.records.reader()):
             try:
@@ -80,8 +75,7 @@ class PhotoWrites:
         return filled
 
     def remove_photo(self, image_id: int) -> int:
-        """Remove a photo with its captions (and its file, if uploaded) in one
-        transaction, durable when it returns; returns how many captions went."""
+        """Remove a photo, its captions and its uploaded file; how many captions went."""
         with self.records.transaction() as db:
             removed = records.delete_photo(db, image_id)
             if removed is None:

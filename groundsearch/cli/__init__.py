@@ -36,17 +36,8 @@ from groundsearch.cli.common import CliError
 __all__ = ["CliError", "build_parser", "main"]
 
 GROUPS: tuple[ModuleType, ...] = (
-    parsing,
-    serving,
-    indexing,
-    searching,
-    training,
-    concepts,
-    arithmetic,
-    captioning,
-    hubness,
-    relevance,
-    teaching,
+    *(parsing, serving, indexing, searching, training, concepts),
+    *(arithmetic, captioning, hubness, relevance, teaching),
 )
 
 

@@ -42,15 +42,10 @@ def _threads(args: argparse.Namespace) -> None:
 
 
 def _split_vectors(
-    args: argparse.Namespace,
-    split: str,
-    hold_out: list[str] | None = None,
-    shares: bool = False,
+    args: argparse.Namespace, split: str, hold_out: list[str] | None = None, shares: bool = False
 ) -> SplitVectors:
-    """A split of every ``--source`` (less ``hold_out``'s photos; with ``shares``, each
-    source's weight below 1 as the share of its photos kept) as the checkpoint's vectors:
-    the gallery's stored ones (``--gallery``), or the backbone's features through the
-    checkpoint (``model.training.caption_data``)."""
+    """A split of every ``--source`` (``CaptionData.split``) as the checkpoint's vectors:
+    the gallery's stored ones (``--gallery``), or the backbone's features through it."""
     from groundsearch.index.errors import StoreError
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
@@ -102,15 +97,11 @@ def _exported(args: argparse.Namespace, identity: dict[str, str]) -> ExportedVec
     return _EXPORTS[key]
 
 
-def _caption_set(vectors: ExportedVectors) -> CaptionSet:
+def _caption_set(v: ExportedVectors) -> CaptionSet:
     from groundsearch.model.training.captioning import CaptionSet
 
     return CaptionSet(
-        vectors.photo_vectors,
-        vectors.caption_texts,
-        vectors.caption_photo,
-        vectors.caption_vectors,
-        vectors.photo_names,
+        v.photo_vectors, v.caption_texts, v.caption_photo, v.caption_vectors, v.photo_names
     )
 
 
@@ -121,10 +112,7 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
     from groundsearch.model.runtime.captioning.artifact import load_decoder
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.training.captioning import DecoderTrainConfig, train_decoder
-    from groundsearch.model.training.evaluation.captions import (
-        collection_ciders,
-        evaluate_decoder,
-    )
+    from groundsearch.model.training.evaluation.captions import collection_ciders, evaluate_decoder
 
     _threads(args)
     with user_errors(ValueError, DecoderError):
@@ -133,9 +121,7 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
         init = load_decoder(Path(args.init)) if args.init else None
     train = _split_vectors(args, "train", args.hold_out, shares=True)
     dev = _split_vectors(args, "dev")
-    judge = None
-    if config.select == "cider":
-        judge = partial(collection_ciders, groups=dev.groups())
+    judge = partial(collection_ciders, groups=dev.groups()) if config.select == "cider" else None
     with user_errors(ValueError):
         decoder, summary = train_decoder(
             train.vectors, dev.vectors, config, arch, judge=judge, init=init
@@ -184,18 +170,10 @@ def cmd_evaluate_captions(args: argparse.Namespace) -> int:
     with user_errors(DatasetError):  # the copy share: against every train caption
         training = data.texts(sources_of(args), "train")
     result = evaluate_decoder(
-        decoder,
-        vectors,
-        refs,
-        training,
-        embed_texts=data.embed_texts,
-        beam=args.beam,
-        reranked=args.rerank,
-        constraints=constraints,
-        length_penalty=args.length_penalty,
-        repeat_penalty=args.repeat_penalty,
-        no_repeat_ngram=args.no_repeat_ngram,
-    )
+        decoder, vectors, refs, training, embed_texts=data.embed_texts, beam=args.beam,
+        reranked=args.rerank, constraints=constraints, length_penalty=args.length_penalty,
+        repeat_penalty=args.repeat_penalty, no_repeat_ngram=args.no_repeat_ngram,
+    )  # fmt: skip
     if args.novel:
         result["novel"] = {
             "threshold": args.novel_threshold,
@@ -280,14 +258,8 @@ def cmd_train_tagger(args: argparse.Namespace) -> int:
     lemmas, words = choose_words(nouns, trees, args.least)
     if not words:
         raise CliError(f"no noun is used on {args.least} or more training photos")
-    tagger = fit_tagger(
-        features,
-        label_matrix(nouns, lemmas),
-        words,
-        backbone,
-        weight_decay=args.weight_decay,
-        lemmas=lemmas,
-    )
+    labels = label_matrix(nouns, lemmas)
+    tagger = fit_tagger(features, labels, words, backbone, args.weight_decay, lemmas=lemmas)
     dev_nouns, dev_features, _ = split["dev"]
     dev_map = mean_average_precision(tagger, dev_features, label_matrix(dev_nouns, lemmas))
     held = [w for w in HELD_OUT if tagger.lemma_column(w) is not None]
@@ -361,7 +333,7 @@ def _common(p: argparse.ArgumentParser, train: bool = False) -> None:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from groundsearch.cli.concepts import held_out_names
+    from groundsearch.cli.concepts import hold_out_option
     from groundsearch.model.runtime.captioning import DecoderConfig
     from groundsearch.model.runtime.captioning.novel import COUNT as NOVEL_COUNT
     from groundsearch.model.runtime.captioning.novel import TAGGER_THRESHOLD
@@ -373,11 +345,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _common(p, train=True)
     p.add_argument("--out", required=True, help="decoder artifact to write (.pt)")
-    p.add_argument(
-        "--hold-out",
-        type=held_out_names,
-        help="leave out the training photos of these concepts (comma-separated, or 'default')",
-    )
+    hold_out_option(p)
     p.add_argument(
         "--init",
         metavar="DECODER",
@@ -449,10 +417,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="with --novel: the ImageNet classifier's words only, no word tagger",
     )
-    p.add_argument(
-        "--hold-out",
-        type=held_out_names,
-        help="the held-out-concept protocol: these concepts' mention F1 and the metrics on "
+    hold_out_option(
+        p,
+        "the held-out-concept protocol: these concepts' mention F1 and the metrics on "
         "their photos ('default': the ten of `groundsearch train --hold-out default`); the "
         "decoder should have been trained with the same --hold-out",
     )

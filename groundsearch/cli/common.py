@@ -1,8 +1,5 @@
-"""What every command group shares: errors, flags made from config dataclasses, paths.
-
-Flags of a config dataclass come from its fields (and their metadata), so each default is
-written once; the paths a command needs are read from the settings here.
-"""
+"""What every command group shares: errors, flags made from config dataclasses (each
+default written once, in its field), paths read from the settings."""
 
 from __future__ import annotations
 

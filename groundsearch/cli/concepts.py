@@ -43,6 +43,24 @@ def held_out_names(text: str) -> list[str]:
     return names
 
 
+#: ``--hold-out``'s help where the concepts' training photos are left out.
+LEAVE_OUT = "leave out the training photos of these concepts (comma-separated, or 'default')"
+#: ``--concepts``' help where the checkpoint's weight is the default.
+CHANNEL = "the open-vocabulary channel's weight (0: off; default: the checkpoint's)"
+
+
+def hold_out_option(p: argparse.ArgumentParser, help_text: str = LEAVE_OUT, **more: Any) -> None:
+    """``--hold-out``: concept names (``held_out_names``)."""
+    p.add_argument("--hold-out", type=held_out_names, help=help_text, **more)
+
+
+def concepts_option(
+    p: argparse.ArgumentParser, default: float | None = None, help_text: str = CHANNEL
+) -> None:
+    """``--concepts``: the channel's weight (``concept_weight``)."""
+    p.add_argument("--concepts", type=concept_weight, default=default, help=help_text)
+
+
 def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError, load_captioned_images
     from groundsearch.model.data.held_out_concepts import resolve
@@ -111,17 +129,9 @@ def cmd_set_concepts(args: argparse.Namespace) -> int:
         record_concepts,
     )
 
-    changes: dict[str, Any] = {
-        k: v
-        for k, v in (
-            ("weight", args.concepts),
-            ("names", args.names),
-            ("halfway", args.halfway),
-            ("rare", args.rare),
-            ("tagger", args.tagger),
-        )
-        if v is not None
-    }
+    given = dict(weight=args.concepts, names=args.names, halfway=args.halfway)
+    given.update(rare=args.rare, tagger=args.tagger)
+    changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if not changes:
         raise CliError(
             "name a setting to change: --concepts, --names, --halfway, --rare or --tagger"
@@ -167,7 +177,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     checkpoint_argument(p, "a joint-model checkpoint (.pt)")
     p.add_argument("--out", required=True, help="where the copy goes")
-    p.add_argument("--concepts", type=concept_weight, default=None, help="the channel's weight")
+    concepts_option(p, help_text="the channel's weight")
     p.add_argument(
         "--names",
         choices=CLASS_NAMES,
@@ -205,18 +215,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     checkpoint_argument(p, "a joint-model checkpoint (.pt)")
     data_option(p)
     p.add_argument("--split", default="test", help="the split to search ('' to skip)")
-    p.add_argument(
-        "--hold-out",
-        type=held_out_names,
+    hold_out_option(
+        p,
+        "the concepts asked for: comma-separated names or 'default'",
         default=held_out_names("default"),
-        help="the concepts asked for: comma-separated names or 'default'",
     )
-    p.add_argument(
-        "--concepts",
-        type=concept_weight,
-        default=None,
-        help="the open-vocabulary channel's weight (0: off; default: the checkpoint's)",
-    )
+    concepts_option(p)
     p.add_argument("--sample", action="store_true", help="also score the shipped sample photos")
     p.add_argument(
         "--hubness",

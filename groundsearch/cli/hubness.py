@@ -17,7 +17,7 @@ from groundsearch.cli.common import (
     sources_of,
     user_errors,
 )
-from groundsearch.cli.concepts import held_out_names
+from groundsearch.cli.concepts import hold_out_option
 from groundsearch.common.settings import get_settings
 
 
@@ -60,17 +60,14 @@ def cmd_fit_hubness(args: argparse.Namespace) -> int:
                 for ds, take in zip(train, rows, strict=True)
             ]
         )
-        devs = []
-        for src in sources:
+
+        def dev(src: Any) -> DevSplit:
             ds = load_source(src, "dev", extractor.identity)
-            devs.append(
-                DevSplit(
-                    src.name,
-                    model.embed_images(photo_features(ds, extractor, progress=True)),
-                    model.embed_sentences(parse(list(ds.captions))),
-                    np.asarray(ds.caption_image),
-                )
-            )
+            v = model.embed_images(photo_features(ds, extractor, progress=True))
+            y = model.embed_sentences(parse(list(ds.captions)))
+            return DevSplit(src.name, v, y, np.asarray(ds.caption_image))
+
+        devs = [dev(src) for src in sources]
         chosen = {"photos": choose(devs, captions), "captions": choose(devs, photos, "captions")}
         info: dict[str, Any] = {
             "command": "groundsearch fit-hubness",
@@ -116,10 +113,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=10_000,
         help="training captions in the photos' bank, and photos in the captions'",
     )
-    p.add_argument(
-        "--hold-out",
-        type=held_out_names,
-        help="draw the banks without the training photos of these concepts (comma-separated, "
+    hold_out_option(
+        p,
+        "draw the banks without the training photos of these concepts (comma-separated, "
         "or 'default'), as `train --hold-out` trained the checkpoint",
     )
     p.add_argument("--out", help="where to write it (default: the artifacts' hubness.npz)")

@@ -35,19 +35,15 @@ relative to the captions file or to a folder being indexed, or by their file nam
 A second run embeds only new or changed files; files gone from the folders are
 forgotten. Every file that cannot be used is listed with its reason.
 
---ray ADDRESS embeds on a Ray cluster (Ray Data actors; pip install 'groundsearch[ray]'):
-"local" starts one on this machine, "auto" joins the running one, anything else is
-passed to ray.init (e.g. ray://head:10001). Every node must see the photos at the same
-paths (a shared filesystem) and have groundsearch installed; this machine writes the
-gallery.
+--ray (pip install 'groundsearch[ray]'): every node must see the photos at the same paths
+(a shared filesystem) and have groundsearch installed; this machine writes the gallery.
 
---watch keeps the folders indexed: after a full pass (which catches up with what changed
-while nothing watched: the first start, a stop, a crash), each photo created, changed,
-moved, renamed or deleted under them reaches the gallery within seconds, and a running
-server sees it within a second more. It prints one JSON line per batch of changes and
-stops cleanly on Ctrl-C or SIGTERM. A folder that disappears (deleted, an unmounted
-drive) keeps its photos until it is back; an empty folder the gallery holds photos from is
-left alone too. For network shares, set WATCHFILES_FORCE_POLLING=true.
+--watch: after a full pass (catching up with what changed while nothing watched), each
+photo created, changed, moved, renamed or deleted under the folders reaches the gallery
+within seconds, and a running server sees it a second later; one JSON line per batch of
+changes, a clean stop on Ctrl-C or SIGTERM. A folder that disappears (an unmounted drive),
+or is empty while the gallery holds photos from it, keeps its photos until it is back.
+For network shares, set WATCHFILES_FORCE_POLLING=true.
 """
 
 
@@ -86,15 +82,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise CliError("name the photo folders or files to index (or --flickr8k / --sample)")
     if args.watch:
         return watch_folders(args, gallery)
-    with user_errors(
-        CaptionFileError,
-        CheckpointError,
-        IndexingError,
-        ParseError,
-        RayClusterError,
-        StoreError,
-        OSError,
-    ):
+    errors = (CaptionFileError, CheckpointError, IndexingError, ParseError, RayClusterError)
+    with user_errors(*errors, StoreError, OSError):
         if args.flickr8k:
             preset = flickr8k_preset(Path(args.data or s.flickr8k_dir), args.split or None)
         elif args.sample:
@@ -212,13 +201,8 @@ def cmd_shard(args: argparse.Namespace) -> int:
     if not (gallery / "gallery.db").is_file():
         raise CliError(f"no gallery at {gallery} (make one with `groundsearch index`)")
     with user_errors(StoreError, OSError, ValueError):
-        shard_set = write_shards(
-            gallery,
-            out,
-            args.shards,
-            kind=args.kind,
-            progress=None if args.quiet else lambda line: print(line, file=sys.stderr),
-        )
+        log = None if args.quiet else lambda line: print(line, file=sys.stderr)
+        shard_set = write_shards(gallery, out, args.shards, kind=args.kind, progress=log)
     summary = {
         "gallery": str(gallery),
         "shards": str(out),

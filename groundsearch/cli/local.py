@@ -1,8 +1,6 @@
-"""The service's capabilities over a gallery on disk, for one command and no server.
-
-The gallery is opened as a read-only replica and the answers are the service core's (no
-FastAPI); only what a command needs is loaded.
-"""
+"""The service's capabilities over a gallery on disk, for one command and no server: the
+gallery opened as a read-only replica, the service core's answers (no FastAPI), only what
+a command needs loaded."""
 
 from __future__ import annotations
 

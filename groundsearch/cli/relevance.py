@@ -4,7 +4,6 @@ model (``model.runtime.relevance``), fitted on Flickr8k dev and measured on test
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,16 +27,15 @@ if TYPE_CHECKING:
     from groundsearch.model.runtime.hubness import Hubness
 
 
-def embedded_splits(args: argparse.Namespace, split: str) -> tuple[Any, list[Any], Any]:
-    """The checkpoint's model, the split of each ``--source`` embedded (``SplitData``,
-    with each photo's top classes and the noun → classes table for evidence) and the
-    text parse."""
-    model, parse = None, None
-    datas = []
-    for source in sources_of(args):
-        model, data, parse = embedded_split(args, split, source)
-        datas.append(data)
-    return model, datas, parse
+def gathered_splits(args: argparse.Namespace) -> tuple[Any, list[Any], Any, Any]:
+    """The checkpoint's model, the ``--split`` of each ``--source`` embedded (``SplitData``),
+    the text parse and the splits' queries asked (``gather_all``: pools, runs, checks)."""
+    from groundsearch.model.training.relevance import gather_all
+
+    embedded = [embedded_split(args, args.split, source) for source in sources_of(args)]
+    model, parse, datas = embedded[-1][0], embedded[-1][2], [data for _, data, _ in embedded]
+    gathered = gather_all(datas, model.embed_sentences, parse, concepts=_concepts(args))
+    return model, datas, parse, gathered
 
 
 def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[Any, Any, Any]:
@@ -90,19 +88,16 @@ def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[A
 
 def split_objects(ds: Any, settings: Any) -> tuple[Any, Any]:
     """The photos' object detector scores (photos × 80, cached like features) and the
-    noun → kinds table; (None, None) with a warning when the detector is not installed."""
-    from groundsearch.model.runtime.objects.detector import ObjectDetector, installed
-    from groundsearch.model.runtime.objects.nouns import NounObjects
+    noun → kinds table the service reads (``model_dir``'s); (None, None), logged, when the
+    detector is not installed."""
+    from groundsearch.model.runtime.objects.detector import installed_detector
+    from groundsearch.model.runtime.objects.nouns import FILE_NAME, NounObjects
 
-    if not installed(settings.objects_dir):
-        print(
-            f"warning: no object detector in {settings.objects_dir} (groundsearch "
-            "fetch-objects): short queries are ranked without its evidence",
-            file=sys.stderr,
-        )
+    detector = installed_detector(settings)
+    if detector is None:
         return None, None
-    detector = ObjectDetector.load(settings.objects_dir, settings.cache_dir)
-    return detector.score_files(ds.image_paths(), progress=True), NounObjects.load()
+    kinds = NounObjects.load(settings.model_dir / FILE_NAME)
+    return detector.score_files(ds.image_paths(), progress=True), kinds
 
 
 def command_hubness(args: argparse.Namespace) -> tuple[Path | None, Hubness | None]:
@@ -145,6 +140,8 @@ def _named_file(
 
 
 def cmd_fit_fusion(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.fusion import FILE_NAME
     from groundsearch.model.runtime.hubness import HUBNESS_KEY, file_digest
@@ -159,20 +156,17 @@ def cmd_fit_fusion(args: argparse.Namespace) -> int:
             collections.append(prepare(str(source), data, model.embed_sentences, parse))
         identity = checkpoint_identity(checkpoint_path(args))
         fusion, report = choose(collections, identity)
-        fusion = type(fusion)(
-            fusion.weights,
-            identity,
-            {
-                "command": "groundsearch fit-fusion",
-                "checkpoint": checkpoint_path(args).name,
-                "split": args.split,
-                "sources": [str(source) for source in sources_of(args)],
-                "rule": "per query length (content words): the weights with the best mean "
-                "short-query AP over the sources, unless the dev captions of that length lose "
-                "text -> image R@1+5+10 beyond noise (model.training.fusion)",
-                HUBNESS_KEY: file_digest(command_hubness(args)[0]),
-            },
-        )
+        info = {
+            "command": "groundsearch fit-fusion",
+            "checkpoint": checkpoint_path(args).name,
+            "split": args.split,
+            "sources": [str(source) for source in sources_of(args)],
+            "rule": "per query length (content words): the weights with the best mean "
+            "short-query AP over the sources, unless the dev captions of that length lose "
+            "text -> image R@1+5+10 beyond noise (model.training.fusion)",
+            HUBNESS_KEY: file_digest(command_hubness(args)[0]),
+        }
+        fusion = replace(fusion, info=info)
         fusion.save(out)
     print(json_text({"out": str(out), **fusion.to_dict(), **report}, digits=4))
     return 0
@@ -188,16 +182,8 @@ def _errors() -> tuple[type[BaseException], ...]:
     from groundsearch.model.runtime.sentences import UnusableText
     from groundsearch.model.runtime.tagger import TaggerError
 
-    return (
-        DatasetError,
-        CheckpointError,
-        UnusableText,
-        PhotoError,
-        RelevanceError,
-        TaggerError,
-        HubnessError,
-        FusionError,
-    )
+    errors = (DatasetError, CheckpointError, UnusableText, PhotoError, RelevanceError)
+    return (*errors, TaggerError, HubnessError, FusionError)
 
 
 def cmd_fit_relevance(args: argparse.Namespace) -> int:
@@ -217,17 +203,13 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         fit,
         fit_evidence,
         fit_small,
-        gather_all,
         idle_rules,
         no_match_figures,
     )
 
     out = Path(args.out) if args.out else get_settings().model_dir / "relevance.json"
     with user_errors(*_errors()):
-        model, datas, parse = embedded_splits(args, args.split)
-        pools, runs, checks = gather_all(
-            datas, model.embed_sentences, parse, concepts=_concepts(args)
-        )
+        model, datas, parse, (pools, runs, checks) = gathered_splits(args)
         kinds = fit(pools)
         small = fit_small(pools)
         evidence, evidence_small = fit_evidence(pools) if args.evidence else ({}, {})
@@ -293,29 +275,26 @@ def cmd_fit_relevance(args: argparse.Namespace) -> int:
         fitted.save(out)
         score_only = fitted.score_only()
         plain = fitted.without_evidence()
+
+    def captions(judge: RelevanceModel, at: float) -> dict[str, Any]:
+        return caption_figures(checks, caption_relevance(checks, judge), at)
+
+    split = args.split
     summary: dict[str, Any] = {
         "out": str(out),
         "threshold": threshold,
         "threshold_rules_skipped": idle_rules(runs, checks, everyday),
         "queries": info["queries"],
-        f"{args.split}_no_match": no_match_figures(runs, plain, threshold),
-        f"{args.split}_caption_queries": caption_figures(
-            checks, caption_relevance(checks, plain), threshold
-        ),
-        f"{args.split}_score_only_no_match": no_match_figures(runs, score_only, threshold),
-        f"{args.split}_score_only_caption_queries": caption_figures(
-            checks, caption_relevance(checks, score_only), threshold
-        ),
+        f"{split}_no_match": no_match_figures(runs, plain, threshold),
+        f"{split}_caption_queries": captions(plain, threshold),
+        f"{split}_score_only_no_match": no_match_figures(runs, score_only, threshold),
+        f"{split}_score_only_caption_queries": captions(score_only, threshold),
     }
     if evidence_threshold is not None:
         summary["evidence_threshold"] = evidence_threshold
         summary["evidence_queries"] = info["evidence_queries"]
-        summary[f"{args.split}_everyday_words"] = no_match_figures(
-            everyday, fitted, evidence_threshold
-        )
-        summary[f"{args.split}_evidence_caption_queries"] = caption_figures(
-            checks, caption_relevance(checks, fitted), evidence_threshold
-        )
+        summary[f"{split}_everyday_words"] = no_match_figures(everyday, fitted, evidence_threshold)
+        summary[f"{split}_evidence_caption_queries"] = captions(fitted, evidence_threshold)
     if short_threshold is not None:
         summary["short_threshold"] = short_threshold
         summary[f"{args.split}_evidence_no_match"] = no_match_figures(runs, fitted, short_threshold)
@@ -328,15 +307,12 @@ def cmd_evaluate_relevance(args: argparse.Namespace) -> int:
 
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.relevance import SHORT_WORDS, load_relevance
-    from groundsearch.model.training.relevance import gather_all, measure, reliability_figure
+    from groundsearch.model.training.relevance import measure, reliability_figure
 
     path = Path(args.relevance) if args.relevance else get_settings().space_dir / "relevance.json"
     with user_errors(*_errors()):
         relevance = load_relevance(path, checkpoint_identity(checkpoint_path(args)))
-        model, datas, parse = embedded_splits(args, args.split)
-        pools, runs, checks = gather_all(
-            datas, model.embed_sentences, parse, concepts=_concepts(args)
-        )
+        _, _, _, (pools, runs, checks) = gathered_splits(args)
         plain = relevance.without_evidence()
         result: dict[str, Any] = {
             "relevance": str(path),
@@ -472,7 +448,6 @@ def _evidence_options(p: argparse.ArgumentParser) -> None:
         "fusion.json when it was chosen for the checkpoint, as served; 'none': the joint "
         "scores alone)",
     )
-
     p.add_argument(
         "--tagger",
         help="the word tagger whose probability of the query's nouns is evidence too "

@@ -83,8 +83,7 @@ def service_settings(args: argparse.Namespace) -> ServiceSettings:
     from groundsearch.service.core.settings import ServiceSettings
 
     given = {"index_dir": args.index, "checkpoint": args.checkpoint}
-    if getattr(args, "bank", None):
-        given["caption_bank"] = args.bank
+    given["caption_bank"] = getattr(args, "bank", None)
     try:
         return ServiceSettings(**{k: v for k, v in given.items() if v})
     except ValidationError as exc:
@@ -255,8 +254,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
             f"{hit['relevance'] if hit['relevance'] is not None else hit['score']:.2f}  "
             f"{hit['text']}" + (f"  ({where})" if where else "")
         )
-    weak = len(answer["weak"])
-    if weak:
+    if weak := len(answer["weak"]):
         print(
             f"{weak} captions below min_relevance {answer['min_relevance']:g} left out "
             "(--min-relevance 0 prints them)",

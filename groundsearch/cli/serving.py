@@ -75,11 +75,12 @@ def serve_behind_front(args: argparse.Namespace, app: Any) -> int:
     listens on the port and answers the refusals at once (a process of its own: not
     behind the app's work for the GIL or, niced as that work is, for a core)."""
     import socket
+    import threading
 
     import uvicorn
 
     from groundsearch.service.http.admission import front_spec
-    from groundsearch.service.http.front import start_front, stop_front
+    from groundsearch.service.http.front import follow_reports, start_front, stop_front
 
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     try:
@@ -88,6 +89,12 @@ def serve_behind_front(args: argparse.Namespace, app: Any) -> int:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     spec = front_spec(app.routes, app.state.admission, app.state.settings.query_cache)
     front, app_socket = start_front(listening, spec)
+    threading.Thread(  # the front's refusals into the app's /metrics
+        target=follow_reports,
+        args=(front.stdout, app.state.metrics.observe_front),
+        name="front-reports",
+        daemon=True,
+    ).start()
     try:
         # the front holds the clients' connections and ends its own to the app with them
         keep = 24 * 3600
@@ -110,11 +117,7 @@ def serve_sharded(args: argparse.Namespace, s: Any, served: str) -> int:
     from groundsearch.index.search.index_kinds import IndexSettings
     from groundsearch.index.search.shards import ShardSet, write_shards
     from groundsearch.service.core.settings import ServiceSettings
-    from groundsearch.service.core.sharding import (
-        ShardingError,
-        start_shards,
-        stop_shards,
-    )
+    from groundsearch.service.core.sharding import ShardingError, start_shards, stop_shards
     from groundsearch.service.http.app import create_app
 
     folder = Path(args.shard_dir) if args.shard_dir else s.index_path / f"shards-{args.shards}"
@@ -136,9 +139,8 @@ def serve_sharded(args: argparse.Namespace, s: Any, served: str) -> int:
         ) from None
     common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
     if args.ray == "local":
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, **common)
-    else:
-        ray.init(address=args.ray, **common)
+        common.update(num_cpus=os.cpu_count(), include_dashboard=False)
+    ray.init(address=args.ray, **common)
     search = IndexSettings(
         nprobe=s.search_nprobe, k_factor=s.search_k_factor, ef_search=s.hnsw_ef_search
     )
@@ -176,17 +178,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--watch",
         action="append",
         metavar="PATH",
-        help="keep this photo folder indexed into the served gallery (repeatable; a new "
-        "gallery starts empty): photos added, changed, moved or deleted are searchable within "
-        "seconds (GROUNDSEARCH_WATCH, folders separated by ':')",
+        help="keep this photo folder indexed into the served gallery, its changes searchable "
+        "within seconds (repeatable; a new gallery starts empty; GROUNDSEARCH_WATCH: ':'-joined)",
     )
     p.add_argument(
         "--shards",
         type=positive_int,
         metavar="N",
-        help="search the photos on N shards, one Ray Serve deployment each (written to "
-        "INDEX/shards-N first when missing: `groundsearch shard`); this server is their "
-        "read-only front",
+        help="search the photos on N Ray Serve shards (written to INDEX/shards-N first when "
+        "missing: `groundsearch shard`); this server is their read-only front",
     )
     p.add_argument("--shard-dir", help="with --shards: the shards' folder (default INDEX/shards-N)")
     p.add_argument(
@@ -201,8 +201,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="front",
         action="store_false",
         default=os.environ.get("GROUNDSEARCH_FRONT", "1") != "0",
-        help="no front process: the app itself listens on the port (default: a small front "
-        "process listens and refuses at once what the app's admission would refuse, "
-        "Linux; GROUNDSEARCH_FRONT=0 the same as this flag)",
+        help="the app itself listens on the port (default on Linux: a small front process "
+        "listens and refuses at once what the app would refuse; GROUNDSEARCH_FRONT=0: off)",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

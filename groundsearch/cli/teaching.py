@@ -3,23 +3,16 @@
     groundsearch teach ~/shop/captions.tsv      # train, refit, compare, install if better
     groundsearch teach --restore                # serve the shipped model again
 
-Stages, each a command of its own run in this process (its output in the set's
-``teach.log``): the collection checked and its photos' features cached; ``train --init``
-from the served model on its defaults (the checkpoint's recipe on a fine-tuning schedule,
-the shipped collections mixed in); what reads the space refitted as ``make refit`` does
-(the vector tagger, hubness correction, fusion, relevance; the word tagger reads the
-CNN's features, and the served one is kept), but the caption decoder goes on from the
-served one (``train-decoder --init``: an epoch on a share of the shipped collections'
-photos beside yours, kept as it was unless the epoch beats it); then the old and
-the new model compared on your held-out photos (the captions file's ``test`` split: one
-photo in ten, by a hash of its name) and on the shipped collections' held-out photos
-(Flickr8k test, cc-web dev). When no epoch of the fine-tuning beats the served model on
-the mixed dev, it stops there: there is nothing new to serve. The new set is installed for ``serve``
-(``common.model_sets``) only when it is better beyond noise on your photos (the lower
-end of the ``LEVEL`` interval of the rsum's gain above 0, a paired bootstrap) and no more
-than ``NOISE`` rsum worse elsewhere; otherwise the served model stays and the table says
-why. Until the install nothing is written but the staging folder (removed on any error)
-and the feature and parse caches.
+Stages, each a command of its own run in this process (output in the set's ``teach.log``):
+your photos' features cached; ``train --init`` from the served model on its defaults; what
+reads the space refitted as ``make refit`` does (the word tagger reads CNN features, so the
+served one is kept), the caption decoder going on from the served one; then the two models
+compared on your held-out photos (the captions file's ``test`` split) and on the shipped
+collections' (``ELSEWHERE``). When no fine-tuning epoch beats the served model on the mixed
+dev, it stops there. The new set is installed (``common.model_sets``) only when it is better
+beyond noise on your photos (the lower end of the ``LEVEL`` interval of the rsum's gain above
+0, a paired bootstrap) and no more than ``NOISE`` rsum worse elsewhere. Until then nothing is
+written but the staging folder (removed on any error) and the feature and parse caches.
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from groundsearch.cli.common import CliError, command, make_parser, positive_int
+from groundsearch.cli.common import CliError, command, make_parser, positive_int, user_errors
 from groundsearch.cli.training import FINE_TUNE_MIX
 from groundsearch.common import model_sets
 from groundsearch.common.files import write_json
@@ -109,10 +102,8 @@ def _check_collection(captions: Path) -> dict[str, int]:
     from groundsearch.model.data.caption_files import CaptionFileError, read_caption_file
     from groundsearch.model.data.sources import hash_split
 
-    try:
+    with user_errors(CaptionFileError):
         found = read_caption_file(captions)
-    except CaptionFileError as exc:
-        raise CliError(str(exc)) from None
     if found.problems:
         raise CliError(
             f"{len(found.problems)} line(s) of {captions} are not photo<TAB>caption; "
@@ -288,10 +279,7 @@ def verdict(comparison: Mapping[str, Mapping[str, Any]]) -> tuple[bool, str]:
 
 
 def _table(record: Mapping[str, Any]) -> str:
-    lines = [
-        "| photos | old rsum | new rsum | gain (interval) |",
-        "|---|---|---|---|",
-    ]
+    lines = ["| photos | old rsum | new rsum | gain (interval) |", "|---|---|---|---|"]
     for name, c in record["comparison"].items():
         lo, hi = c["interval"]
         lines.append(

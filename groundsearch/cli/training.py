@@ -24,7 +24,7 @@ from groundsearch.cli.common import (
     sources_of,
     user_errors,
 )
-from groundsearch.cli.concepts import concept_weight, held_out_names
+from groundsearch.cli.concepts import concepts_option, hold_out_option
 from groundsearch.common.settings import get_settings
 
 if TYPE_CHECKING:
@@ -194,15 +194,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
         raise CliError(f"--out {out} would overwrite the summary itself")
     with user_errors(SummaryError):
         summary = load_summary(src)
-        best = summary.get("best_epoch")
-        ensemble = summary.get("ensemble_dev_rsum")
-        plot_history(
-            summary["history"],
-            out,
-            f"{summary.get('encoder', 'model')}: {src.stem}",
-            best if isinstance(best, int) else None,
-            ensemble if isinstance(ensemble, int | float) else None,
-        )
+        best, ensemble = summary.get("best_epoch"), summary.get("ensemble_dev_rsum")
+        title = f"{summary.get('encoder', 'model')}: {src.stem}"
+        best = best if isinstance(best, int) else None
+        ensemble = ensemble if isinstance(ensemble, int | float) else None
+        plot_history(summary["history"], out, title, best, ensemble)
     print(out)
     return 0
 
@@ -247,11 +243,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--init",
         metavar="CHECKPOINT",
-        help="go on training this joint checkpoint (fine-tuning: its architecture and "
-        "words kept, the new captions' words added) instead of a new model; by default on "
-        "its own recipe for 6 epochs at a quarter of its step, kept as it was if no epoch "
-        f"beats it on dev, with {' and '.join(TRAIN_SOURCES)} mixed in (--mix) when "
-        "--source names neither; every flag overrides",
+        help="fine-tune this joint checkpoint (new captions' words added): its own recipe "
+        "for 6 epochs at a quarter of its step, kept as it was if no epoch beats it on dev, "
+        "the data folder's collections mixed in (--mix); every flag overrides",
     )
     p.add_argument(
         "--mix",
@@ -279,17 +273,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_config_flags(p, TrainConfig, skip={"adagrad_reset"})
     add_config_flags(p, KCCAConfig, skip={"seed"})
     p.add_argument("--half", action="store_true", help="store the weights as float16")
-    p.add_argument(
-        "--hold-out",
-        type=held_out_names,
-        help="leave out the training photos of these concepts (comma-separated, or 'default')",
-    )
-    p.add_argument(
-        "--concepts",
-        type=concept_weight,
-        default=0.0,
-        help="record the open-vocabulary channel with this weight (0: off)",
-    )
+    hold_out_option(p)
+    concepts_option(p, 0.0, "record the open-vocabulary channel with this weight (0: off)")
     _image_options(p, DEFAULT_BACKBONE)
 
     p = command(
@@ -302,12 +287,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     data_option(p)
     p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
     p.add_argument("--no-sentence-benchmarks", action="store_true", help="skip STS-B and SICK-R")
-    p.add_argument(
-        "--concepts",
-        type=concept_weight,
-        default=None,
-        help="the open-vocabulary channel's weight (0: off; default: the checkpoint's)",
-    )
+    concepts_option(p)
     p.add_argument(
         "--with",
         dest="with_",
@@ -332,9 +312,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("second", help="another one, compared with the first")
     data_option(p)
     p.add_argument("--split", default="test", help="train/dev/test, a list file, or ''")
-    p.add_argument(
-        "--resamples", type=positive_int, default=1000, help="bootstrap resamples (default: 1000)"
-    )
+    p.add_argument("--resamples", type=positive_int, default=1000, help="bootstrap resamples")
 
     p = command(sub, "plot", cmd_plot, "PNG of the loss and dev rsum curves of a training run")
     p.add_argument("summary", help="training summary JSON (the .json beside a checkpoint)")

@@ -1,10 +1,6 @@
-"""Every photo's filter columns held in memory, with an index for each condition.
-
-The columns (``records.FILTER_COLUMNS``) are numpy arrays by id (faster than SQLite's
-indexes at 1M photos), indexed at the last *reindex* by date, folder, camera, grid cell
-(``CELL_DEG``) and source. A query takes its rarest condition's rows plus the *tail*
-read or edited since, and checks every condition on them (``PhotoFilter.masks``).
-"""
+"""Every photo's filter columns held in memory (numpy, by id), with an index for each
+condition: a query takes its rarest condition's rows plus the *tail* read or edited since
+the last reindex, and checks every condition on them (``PhotoFilter.masks``)."""
 
 from __future__ import annotations
 
@@ -72,8 +68,7 @@ class _Names:
         return found
 
     def under(self, folder: str) -> list[int]:
-        """The codes of ``folder`` and of the folders under it (a range of the sorted
-        values, then path components)."""
+        """The codes of ``folder`` and of the folders under it."""
         if self._sorted is None:
             self._sorted = sorted(self.values)
         values, under = self._sorted, folder.rstrip("/") + "/"
@@ -108,8 +103,7 @@ class FilterColumns:
         return self.live
 
     def refresh(self, db: sqlite3.Connection) -> int:
-        """Read what the records committed since the last refresh (inside one snapshot);
-        returns the rows changed."""
+        """Read what the records committed since the last refresh; the rows changed."""
         with self._lock:
             changed = 0
             removals = records.removals_after(db, self.last_removal)
@@ -207,8 +201,7 @@ class FilterColumns:
         self._indexed, self._edited = n, set()
 
     def matching(self, where: PhotoFilter) -> np.ndarray:
-        """The sorted ids of the live photos that pass ``where`` (every live photo for an
-        empty filter)."""
+        """The sorted ids of the live photos that pass ``where`` (all for an empty one)."""
         with self._lock:
             rows = self._candidates(where)
             if rows is None:
@@ -253,8 +246,8 @@ class FilterColumns:
         return ok
 
     def _candidates(self, where: PhotoFilter) -> np.ndarray | None:
-        """Rows that hold every photo passing ``where`` (a superset: the rarest
-        condition's index, the tail and the edited rows); None: every row."""
+        """A superset of the rows passing ``where`` (the rarest condition's index, the tail
+        and the edited rows); None: every row."""
         options: list[tuple[int, Any]] = []
         if where.after is not None or where.before is not None:
             lo = 0 if where.after is None else int(np.searchsorted(self._dates, where.after))
@@ -328,8 +321,8 @@ class _Lazy(Mapping[str, Any]):
 
 
 def _unit(lat: Any, lon: Any) -> np.ndarray:
-    """Places (degrees) as points on the unit sphere, (..., 3); NaN where unknown. Two
-    lie within ``d`` km when their inner product is at least ``cos(d / EARTH_RADIUS_KM)``."""
+    """Places (degrees) as unit-sphere points, (..., 3), NaN where unknown: two lie within
+    ``d`` km when their inner product is at least ``cos(d / EARTH_RADIUS_KM)``."""
     p, q = np.radians(lat), np.radians(lon)
     return np.stack([np.cos(p) * np.cos(q), np.cos(p) * np.sin(q), np.sin(p)], axis=-1)
 

@@ -129,8 +129,8 @@ def _text(value: Any, parameter: str) -> str:
 
 @dataclass(frozen=True)
 class PhotoFilter:
-    """Conditions a photo must meet to be a hit (the module says each). Checked and
-    normalised when made: ``FilterError`` names the parameter of a bad value."""
+    """Conditions a photo must meet to be a hit (the module says each), checked and
+    normalised when made (``FilterError`` for a bad value)."""
 
     after: float | None = None
     before: float | None = None
@@ -200,8 +200,7 @@ class PhotoFilter:
         within_km: str | float | None = None,
         source: str | None = None,
     ) -> PhotoFilter:
-        """A filter from query-string values: dates as ISO 8601 (``parse_time``), ``near``
-        as ``"lat,lon"``, ``within_km`` as a number; FilterError names a bad one."""
+        """A filter from query-string values: ISO 8601 dates, ``near`` as ``"lat,lon"``."""
         if isinstance(within_km, str):
             within_km = _parse_number(within_km, "within_km")
         return cls(
@@ -215,8 +214,8 @@ class PhotoFilter:
         )
 
     def masks(self, columns: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Which rows pass each condition, by name, over columns as
-        ``filter_sql.filter_sample`` returns them (NaN or None when unknown)."""
+        """Which rows pass each condition, by name, over columns as ``filter_sample``
+        returns them (NaN or None when unknown)."""
         out: dict[str, np.ndarray] = {}
         if "date" in self.conditions:
             taken = np.asarray(columns["taken_at"], np.float64)
@@ -243,8 +242,8 @@ class PhotoFilter:
         return out
 
     def within(self, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
-        """Which places lie within ``radius_km`` of ``near`` (NaN: no); the distance is
-        computed only for places in the circle's band of latitude."""
+        """Which places lie within ``radius_km`` of ``near`` (NaN: no), computed only in
+        the circle's band of latitude."""
         if self.near is None:
             raise ValueError("this filter has no near")
         lat, lon = np.asarray(lat, np.float64), np.asarray(lon, np.float64)
@@ -302,8 +301,7 @@ def _parse_place(text: str) -> tuple[float, float]:
 
 
 def parse_time(value: str | float, parameter: str) -> float:
-    """Epoch seconds of an ISO 8601 date or date and time (no offset: UTC), or of a
-    number of seconds; FilterError naming ``parameter`` otherwise."""
+    """Epoch seconds of an ISO 8601 date or date-time (no offset: UTC), or of a number."""
     if not isinstance(value, str):
         return _number(value, parameter, "a date")
     text = value.strip()
@@ -328,8 +326,8 @@ def haversine_km(lat0: float, lon0: float, lat: np.ndarray, lon: np.ndarray) -> 
 
 @dataclass(frozen=True)
 class Categorical:
-    """A text column as its distinct values and a code per row (-1: None), so a
-    condition is tested once per distinct value, not once per row."""
+    """A text column as its sorted distinct values and a code per row (-1: None), so a
+    condition is tested once per distinct value."""
 
     values: list[str]  # sorted
     codes: np.ndarray
@@ -346,8 +344,8 @@ class Categorical:
     def where(
         self, test: Callable[[str], bool], within: tuple[str, str] | None = None
     ) -> np.ndarray:
-        """Which rows hold a value that passes ``test`` (None never does); ``within``: a
-        range [low, high) outside which no value passes (only values in it are tested)."""
+        """Which rows hold a value passing ``test`` (None never does); ``within``: the
+        range [low, high) of values that may pass."""
         lo, hi = 0, len(self.values)
         if within is not None:
             lo, hi = bisect_left(self.values, within[0]), bisect_left(self.values, within[1])

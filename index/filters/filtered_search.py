@@ -1,11 +1,9 @@
 """Searches narrowed by a ``PhotoFilter``, applied inside the vector search.
 
-Each query's plan is chosen by its estimated cost, from the filter's share of the photos
-(a sample, redrawn after a tenth changed or ``RESAMPLE_AFTER_S``) and per-item costs
-measured at 1M photos: **exact** (the passing ids scored, ``score_likeliest``),
-**overfetch** (a plain search for ``k / share × OVERFETCH_MARGIN`` hits, checked against
-the columns) or, ``ivfpq`` only, **selector** (the passing ids restrict the IVF search).
-Every plan answers exactly ``min(k, photos passing)`` hits (docs/BENCHMARKS.md).
+Each query's plan is chosen by its estimated cost (the filter's sampled share, per-item
+costs measured at 1M photos): **exact** (the passing ids scored), **overfetch** (a plain
+search for more hits, checked against the columns) or, ``ivfpq`` only, **selector** (the
+passing ids restrict the IVF search). Every plan answers ``min(k, photos passing)`` hits.
 """
 
 from __future__ import annotations
@@ -73,15 +71,13 @@ def widened(settings: IndexSettings, share: float, graph: bool) -> IndexSettings
 
 
 def overfetch_settings(settings: IndexSettings, fetch: int, share: float) -> IndexSettings:
-    """``settings`` for the plain search of ``fetch`` hits: HNSW's candidates
-    ``OVERFETCH_GRAPH`` times ``fetch``, the IVF lists probed ``√(1 / share)`` times."""
+    """``settings`` for the plain search of ``fetch`` hits (``OVERFETCH_GRAPH``, √(1/share))."""
     lists = min(MAX_WIDEN, math.sqrt(1 / max(share, 1e-12)))
     return settings.widened(lists, fetch * OVERFETCH_GRAPH / settings.ef_search)
 
 
 def costs(expected: dict[str, float], passing: float, fetch: int) -> tuple[float, float]:
-    """The estimated µs of the exact plan (the rarest condition's rows checked for every
-    condition, the passing photos scored) and of overfetching ``fetch`` hits."""
+    """The estimated µs of the exact plan and of overfetching ``fetch`` hits."""
     rows = min(expected.values(), default=0.0)
     checks = sum(rows * ROW_US.get(name, ROW_US_OTHER) for name in expected)
     return checks + passing * SCORE_US, fetch * HIT_US
@@ -104,8 +100,7 @@ class FilteredSearch:
         self.current()
 
     def current(self) -> FilterColumns:
-        """The filter columns, read up to this process's last write (other processes'
-        writes arrive with the indexes' refresh)."""
+        """The filter columns, read up to this process's last write."""
         commits = self.records.commits
         if commits != self._seen_commits:
             with self.records.snapshot() as db:
@@ -132,8 +127,7 @@ class FilteredSearch:
             return self._sample
 
     def estimate(self, where: PhotoFilter) -> tuple[float, dict[str, float]]:
-        """The share of the photos ``where`` passes, and about how many photos each of
-        its conditions passes, from the sample."""
+        """The share of photos ``where`` passes, and each condition's count, sampled."""
         sample = self.sample()
         live = len(self.indexes["images"])
         key = (live, where)  # (the estimates are cleared when the sample is drawn again)
@@ -151,9 +145,9 @@ class FilteredSearch:
         return share, expected
 
     def plan(self, index: SearchIndex, share: float, k: int, expected: dict[str, float]) -> Plan:
-        """The plan for ``k`` hits of a filter passing ``share`` of ``index``'s photos: the
-        cheaper of exact and overfetch (``costs``); ``ivfpq`` takes the selector instead of exact
-        beyond ``EXACT_UP_TO``, a flat index exact up to ``FLAT_EXACT_SHARE``."""
+        """The plan for ``k`` hits of a filter passing ``share``: the cheaper of exact and
+        overfetch (``costs``); ``ivfpq`` takes the selector instead of exact beyond
+        ``EXACT_UP_TO``, a flat index exact up to ``FLAT_EXACT_SHARE``."""
         if index.kind == "flat" or not index.built:
             return "exact" if share <= FLAT_EXACT_SHARE else "overfetch"
         passing = share * len(index)
@@ -169,9 +163,8 @@ class FilteredSearch:
     def search(
         self, query: np.ndarray, k: int, where: PhotoFilter, plan: Plan | None = None
     ) -> list[tuple[int, float]]:
-        """The ``k`` photos nearest to ``query`` (one vector) among those passing
-        ``where`` (a non-empty filter), best first, as (id, score): exactly ``min(k,
-        photos passing)`` of them. ``plan`` forces one of ``PLANS`` (benchmarks)."""
+        """The ``k`` photos nearest ``query`` among those passing ``where`` (non-empty),
+        best first, as (id, score): exactly ``min(k, photos passing)``. ``plan`` forces one."""
         check_k(k)
         index = self.indexes["images"]
         share, expected = self.estimate(where)
@@ -195,8 +188,8 @@ class FilteredSearch:
     def _overfetch(
         self, index: SearchIndex, query: np.ndarray, k: int, where: PhotoFilter, share: float
     ) -> list[tuple[int, float]] | None:
-        """The plain search for enough hits that ``k`` pass, checked against the
-        filter; None when fewer than ``k`` pass and the index holds more."""
+        """A plain search for enough hits that ``k`` pass the filter; None when fewer
+        than ``k`` pass and the index holds more."""
         live = len(index)
         fetch = overfetch_size(k, share, live)
         for _ in range(2):
@@ -211,8 +204,7 @@ class FilteredSearch:
 
 
 def overfetch_size(k: int, share: float, live: int) -> int:
-    """How many hits the overfetch plan asks for, so that ``k`` of them pass a filter
-    passing ``share`` of the photos with a good margin."""
+    """How many hits overfetching asks for, so that ``k`` pass with a good margin."""
     return min(live, math.ceil(k / max(share, 1e-9) * OVERFETCH_MARGIN) + OVERFETCH_PAD)
 
 

@@ -1,10 +1,9 @@
-"""The photo filters as SQL over the gallery's records: the ids that pass a filter
-(``matching_ids``), a keyset listing by date (``photos_by_date``) and the planner's
-random sample (``filter_sample``), each on a connection the caller holds."""
+"""The photo filters as SQL over the gallery's records: a keyset listing by date
+(``photos_by_date``) and the planner's random sample (``filter_sample``), each on a
+connection the caller holds."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -12,19 +11,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from groundsearch.index.filters.conditions import EARTH_RADIUS_KM, Categorical, PhotoFilter
-from groundsearch.index.store.records import FILTER_COLUMNS, last_id
-
-#: A further condition is looked up in its index and intersected while it matches fewer
-#: than this many times the photos still in the running (a lookup costs about a tenth of
-#: checking a row); beyond, the rest are checked on those photos' rows.
-FETCH_RATIO = 10
-#: The order conditions are tried in when nothing is known of their selectivity.
-_DEFAULT_ORDER = ("near", "camera", "folder", "date", "source")
+from groundsearch.index.store.records import filter_rows, last_id, random_ids
 
 
 def filter_conditions(f: PhotoFilter) -> dict[str, tuple[str, list[Any]]]:
-    """Each condition of ``f`` as SQL over ``photos`` with its parameters, each answered
-    from one index; ``near`` is its circle's bounding box (``matching_ids`` checks rows)."""
+    """Each condition of ``f`` as SQL with its parameters, each answered from one index
+    (``near``: its circle's bounding box; the caller checks rows)."""
     out: dict[str, tuple[str, list[Any]]] = {}
     if f.after is not None or f.before is not None:
         parts: list[str] = []
@@ -52,9 +44,8 @@ def filter_conditions(f: PhotoFilter) -> dict[str, tuple[str, list[Any]]]:
 
 
 def _bounding_box(near: tuple[float, float], km: float) -> tuple[str, list[Any]]:
-    """SQL for the latitude/longitude box around the circle of ``km`` about ``near``,
-    a little wider than the circle (the exact check follows); a box over the
-    antimeridian is two ranges of longitude, one over a pole all of them."""
+    """SQL for a box a little wider than the circle of ``km`` about ``near``: two ranges
+    of longitude over the antimeridian, all of them over a pole."""
     lat, lon = near
     angle = km / EARTH_RADIUS_KM * (1 + 1e-9) + 1e-12  # radians, widened for rounding
     dlat = np.degrees(angle)
@@ -72,61 +63,8 @@ def _bounding_box(near: tuple[float, float], km: float) -> tuple[str, list[Any]]
     return f"lat BETWEEN ? AND ? AND {lons}", [lo, hi, *args]
 
 
-def _id_array(text: str | None) -> np.ndarray:
-    """The ids of a ``group_concat(id)`` (one string: no Python object per row)."""
-    if not text:
-        return np.empty(0, np.int64)
-    return np.fromstring(text, dtype=np.int64, sep=",")
-
-
-def _ids_where(
-    db: sqlite3.Connection, f: PhotoFilter, names: Sequence[str], among: np.ndarray | None = None
-) -> np.ndarray:
-    """The sorted ids of the photos (among ``among``, if given) that meet ``f``'s
-    conditions ``names`` (``near``: its box, then the exact distance)."""
-    conditions = filter_conditions(f)
-    parts = [f"({conditions[n][0]})" for n in names]
-    args = [a for n in names for a in conditions[n][1]]
-    if among is not None:
-        parts.insert(0, "id IN (SELECT value FROM json_each(?))")
-        args.insert(0, json.dumps(np.asarray(among).tolist()))
-    where = " AND ".join(parts) or "1"
-    if "near" not in names:
-        text = db.execute(f"SELECT group_concat(id) FROM photos WHERE {where}", args).fetchone()
-        return np.sort(_id_array(text[0]))
-    rows = db.execute(f"SELECT id, lat, lon FROM photos WHERE {where}", args).fetchall()
-    if not rows:
-        return np.empty(0, np.int64)
-    ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-    lat = np.fromiter((r[1] for r in rows), np.float64, len(rows))
-    lon = np.fromiter((r[2] for r in rows), np.float64, len(rows))
-    return np.sort(ids[f.within(lat, lon)])
-
-
-def matching_ids(
-    db: sqlite3.Connection, f: PhotoFilter, expected: dict[str, float] | None = None
-) -> np.ndarray:
-    """The sorted ids of every photo that passes ``f`` (ValueError for an empty filter).
-    ``expected`` (each condition's estimated count) plans it: the rarest condition's index
-    first, further ones intersected while not much commoner (``FETCH_RATIO``), the rest
-    checked on the rows."""
-    if not f:
-        raise ValueError("an empty filter: every photo passes")
-    known = expected or {}
-    names = sorted(f.conditions, key=lambda n: (known.get(n, np.inf), _DEFAULT_ORDER.index(n)))
-    ids = _ids_where(db, f, names[:1])
-    for i, name in enumerate(names[1:], start=1):
-        if not ids.size:
-            break
-        if known.get(name, 0.0) > FETCH_RATIO * ids.size:
-            return _ids_where(db, f, names[i:], among=ids)
-        ids = np.intersect1d(ids, _ids_where(db, f, [name]), assume_unique=True)
-    return ids
-
-
 class DateKey(NamedTuple):
-    """Where a photo stands in a listing by date (``photos_by_date``): ``dated`` photos
-    first by ``taken_at``, the undated after them, each part by ``id``."""
+    """Where a photo stands by date: dated photos by ``taken_at``, then undated, by id."""
 
     dated: bool
     taken_at: float
@@ -141,9 +79,9 @@ def photos_by_date(
     after: DateKey | None = None,
     passing: int | None = None,
 ) -> list[DateKey]:
-    """The first ``limit`` photos that pass ``f`` (None: all) after the keyset ``after`` in
-    date order (ties by id; undated last). ``passing`` (about how many pass) decides
-    whether walking the date index reads fewer rows than SQLite's own plan."""
+    """The first ``limit`` photos passing ``f`` after the keyset ``after``, by date (ties
+    by id; undated last). ``passing`` (about how many pass) decides whether walking the
+    date index reads fewer rows than SQLite's own plan."""
     conditions = filter_conditions(f) if f else {}
     walk = (
         bool(conditions)
@@ -202,16 +140,8 @@ def photos_by_date(
 
 
 def filter_sample(db: sqlite3.Connection, n: int, seed: int = 0) -> dict[str, Any]:
-    """The filter columns of about ``n`` photos drawn at random (by id: no table scan),
-    as ``PhotoFilter.masks`` reads them, with ``id``."""
-    top = last_id(db, "images")
-    ids = np.empty(0, np.int64)
-    if top > 0 and n > 0:
-        ids = np.sort(np.random.default_rng(seed).choice(top, size=min(n, top), replace=False) + 1)
-    rows = db.execute(
-        f"SELECT {FILTER_COLUMNS} FROM photos WHERE id IN (SELECT value FROM json_each(?))",
-        (json.dumps(ids.tolist()),),
-    ).fetchall()
+    """The filter columns of about ``n`` photos drawn at random, with ``id``."""
+    rows = filter_rows(db, random_ids(db, "images", n, seed).tolist())
     columns = list(zip(*rows, strict=True)) if rows else [()] * 7
 
     def floats(values: Sequence[Any]) -> np.ndarray:

@@ -1,11 +1,7 @@
 """The gallery ``groundsearch serve`` starts with when its index folder is empty, and
-the presets of ``groundsearch index`` (Flickr8k's test split, the sample photos).
-
-Both presets go through ``index_photos`` like any user folder: Flickr8k's ``Images/``
-with its captions file as the captions and the split's list as ``only``; the sample
-gallery is scikit-image's public-domain photos with captions we wrote
-(``index/ingest/sample_gallery.py``). An existing gallery is kept as it is, and refused if
-another checkpoint built it.
+the presets of ``groundsearch index``: Flickr8k's test split and the sample photos, both
+indexed by ``index_photos``. An existing gallery is kept (refused if another checkpoint
+built it).
 """
 
 from __future__ import annotations
@@ -89,9 +85,8 @@ def ensure_gallery(
     detector: ObjectDetector | None = None,
 ) -> str:
     """Index the default collection into ``folder`` if it has no gallery (``flickr8k`` when
-    there, else or with ``sample`` the sample photos; ``empty``: an empty gallery); say what
-    is served; ``detector``: its photos' object scores stored too). ``StoreError``
-    (``IdentityMismatch``) for another checkpoint's gallery."""
+    there, else or with ``sample`` the sample photos; ``empty``: an empty gallery) and say
+    what is served. ``StoreError`` (``IdentityMismatch``) for another checkpoint's."""
     if is_gallery(folder):
         gallery = Gallery.open(folder, checkpoint_identity(checkpoint))
         try:

@@ -1,18 +1,12 @@
 """``groundsearch index``: photo folders (and optional captions) into a gallery.
 
-The one way a gallery is filled (folders, Flickr8k, the sample photos). It streams: files
-are walked (``photo_files``), each new or changed one hashed; content the gallery holds
-becomes another file of its photo; each file's metadata (``read_metadata``, headers only)
-is read beside the hash while the rest go through the CNN in worker processes
-(``FeaturePool``) or, with ``ray=ADDRESS``, on Ray actors (``RayFeaturePool``). Photos are
-committed in batches with their captions, so a killed run keeps what it committed and a
-re-run skips unchanged files (size and mtime). Unusable files are skipped with a reason
-(``IndexReport.skipped``); files gone since the last run are forgotten at the end.
-
-**Backfill.** Photos of a migrated format-2 gallery get their metadata read without
-being embedded again (uploads' from ``uploads/``): ``IndexReport.backfilled``. A photo
-indexed before classes were kept goes through the CNN once more for its classes alone
-(``IndexReport.classes_backfilled``).
+The one way a gallery is filled. It streams: files are walked, each new or changed one
+hashed and its metadata read; new content goes through the CNN in worker processes
+(``FeaturePool``) or on Ray actors (``RayFeaturePool``). Photos are committed in batches
+with their captions, so a killed run keeps what it committed and a re-run skips unchanged
+files (size and mtime); files gone since the last run are forgotten at the end. Photos of
+a migrated format-2 gallery get their metadata read without being embedded again, and one
+indexed before classes were kept goes through the CNN once more for its classes alone.
 """
 
 from __future__ import annotations
@@ -128,22 +122,18 @@ class _Run:
 
     def __init__(
         self,
-        gallery: Gallery,
-        model: Embedder,
-        roots: Sequence[Path],
-        captions: CaptionFile | None,
-        trees: dict[str, DependencyTree],
+        session: Indexer,
         report: IndexReport,
-        only: set[str] | None,
         tick: Callable[[int], None],
+        commit_seconds: float | None,
     ) -> None:
-        self.gallery, self.model, self.roots = gallery, model, list(roots)
-        self.caption_file, self.trees, self.report = captions, trees, report
-        self.only, self.tick = only, tick
+        self.gallery, self.model, self.roots = session.gallery, session.model, session.roots
+        self.caption_file, self.trees, self.only = session.caption_file, session.trees, session.only
+        self.report, self.tick = report, tick
         #: commit also once this many seconds passed since the last commit (None: by count)
-        self.commit_seconds: float | None = None
+        self.commit_seconds = commit_seconds
         self.last_commit = time.monotonic()
-        self.files = IndexedFiles(gallery)
+        self.files = IndexedFiles(self.gallery)
         self.run = self.files.next_run()
         self.batch: list[tuple[_Pending, np.ndarray | None]] = []
         self.seen: list[str] = []
@@ -151,13 +141,11 @@ class _Run:
         self.in_flight: dict[str, list[_Pending]] = {}  # sha → duplicates waiting for it
         self.queued: set[str] = set()  # shas embedded, waiting in ``batch`` for the commit
         #: unchanged photos indexed before classes were kept, through the CNN for them
-        self.wants_classes = getattr(model, "concepts", None) is not None
+        self.wants_classes = getattr(self.model, "concepts", None) is not None
         self.for_classes: set[str] = set()
 
     def wanted(self, file: PhotoFile) -> bool:
-        if self.only is None:
-            return True
-        if file.path.name in self.only:
+        if self.only is None or file.path.name in self.only:
             return True
         return any(_relative(file.path, r) in self.only for r in self.roots)
 
@@ -286,19 +274,9 @@ class _Run:
         files = []
         for i, (p, _) in enumerate(batch):
             cvecs = [next(caption_vectors) for _ in p.captions]
-            files.append(
-                IndexedFile(
-                    str(p.file.path),
-                    p.file.size,
-                    p.file.mtime_ns,
-                    p.sha256,
-                    vectors.get(i),
-                    p.captions,
-                    np.stack(cvecs) if cvecs else None,
-                    p.meta,
-                    classes.get(i),
-                )
-            )
+            caption_matrix = np.stack(cvecs) if cvecs else None
+            file = (str(p.file.path), p.file.size, p.file.mtime_ns, p.sha256, vectors.get(i))
+            files.append(IndexedFile(*file, p.captions, caption_matrix, p.meta, classes.get(i)))
         added = self.files.add_files(files, self.run)
         self.report.captions += added.captions
         self.report.replaced += added.replaced
@@ -333,9 +311,8 @@ def parse_captions(
     report: IndexReport,
     only: set[str] | None = None,
 ) -> dict[str, DependencyTree]:
-    """Trees of the usable captions of the file (of the photos ``only`` names, if
-    given), keyed by the caption's text as written there; the others are reported with
-    why (``sentences.UnusableText``) and left out."""
+    """Trees of the file's usable captions (of the photos ``only`` names), by text; the
+    others are reported with why and left out."""
     wanted = {t for key, texts in captions.captions.items() if _named(key, only) for t in texts}
     texts = sorted(wanted)
     door = Sentences(model, lambda cleaned: parser.parse(cleaned, workers=workers))
@@ -359,14 +336,12 @@ def count_files(
 
 class Indexer:
     """An indexing session over ``paths`` (``index_photos``'s arguments), open for several
-    passes: ``index_photos`` makes one, a folder watcher one per batch of changes.
+    passes (a folder watcher's, one per batch of changes):
 
         with Indexer([Path("~/Photos")], gallery_dir, checkpoint, parser) as indexer:
-            report = indexer.index()                      # every file under the paths
             report = indexer.index([changed], gone=[deleted_path])
 
-    ``model``, ``gallery``: ones already loaded (a watching server's); the session closes
-    only what it opened. ``IndexingError`` for a path that does not exist."""
+    ``model``, ``gallery``: ones already loaded; the session closes only what it opened."""
 
     def __init__(
         self,
@@ -465,12 +440,11 @@ class Indexer:
         keep: Callable[[Path], bool] | None = None,
         commit_seconds: float | None = None,
     ) -> IndexReport:
-        """One pass: every file under ``paths`` (default: the session's) recorded, new content
-        embedded; then files under each folder of ``forget`` (default: the session's folders)
-        not seen, and those at or under each of ``gone``, are forgotten. ``stop``: asked after
-        each photo (yes: commit, forget nothing). ``keep``: yes leaves a folder's files alone (a
-        watcher's unmounted folder). ``commit_seconds``: also commit after this long, not only
-        every ``COMMIT_EVERY`` photos."""
+        """One pass: every file under ``paths`` (default: the session's) recorded, new
+        content embedded; then files not seen under ``forget`` (default: the session's
+        folders), and those under ``gone``, forgotten. ``stop``: asked after each photo
+        (yes: commit, forget nothing); ``keep``: yes leaves a folder's files alone;
+        ``commit_seconds``: also commit after this long."""
         start = time.perf_counter()
         paths = self.roots if paths is None else [Path(os.path.abspath(p)) for p in paths]
         report = IndexReport(str(self.gallery_dir))
@@ -480,17 +454,7 @@ class Indexer:
             unit="photo", desc="indexing", disable=not progress, file=sys.stderr, smoothing=0.1
         )
         try:
-            run = _Run(
-                self.gallery,
-                self.model,
-                self.roots,
-                self.caption_file,
-                self.trees,
-                report,
-                self.only,
-                bar.update,
-            )
-            run.commit_seconds = commit_seconds
+            run = _Run(self, report, bar.update, commit_seconds)
             if progress:
                 bar.total = count_files(paths, [self.gallery_dir], run.wanted)
                 bar.refresh()
@@ -535,12 +499,10 @@ def index_photos(
     detector: ObjectDetector | None = None,
 ) -> IndexReport:
     """Index ``paths`` (folders, recursively, and files) into the gallery at ``gallery_dir``
-    (created if missing) with ``checkpoint``'s model. ``captions``: a TSV or JSONL file;
-    ``only``: these names (or paths relative to a folder) alone; ``workers``: CNN processes
-    (default one per core; 0: in this process); ``ray``: embed on that Ray cluster
-    (``RayFeaturePool``) with ``workers`` actors; ``detector``: each photo's object scores
-    stored too (``index.ingest.objects``). Raises ``IndexingError`` for a missing
-    path, ``RayClusterError`` for an unusable cluster; a bad file is reported, not raised."""
+    (created if missing). ``captions``: a TSV or JSONL file; ``only``: these names (or
+    paths relative to a folder) alone; ``workers``: CNN processes (default one per core;
+    0: in this process), or Ray actors on the cluster ``ray``; ``detector``: each photo's
+    object scores stored too. ``IndexingError`` for a missing path; a bad file is reported."""
     start = time.perf_counter()
     session = Indexer(
         paths,
@@ -562,8 +524,7 @@ def index_photos(
         report.backfilled += indexer.gallery.writes.fill_upload_metadata()
         if indexer.caption_file is not None:
             unused = indexer.caption_file.unused()
-            unused = [k for k in unused if _named(k, only)]
-            report.unused_captions = len(unused)
+            report.unused_captions = sum(1 for k in unused if _named(k, only))
         report.photos = indexer.gallery.counts()["images"]
     report.seconds = time.perf_counter() - start
     return report

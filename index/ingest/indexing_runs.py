@@ -19,8 +19,8 @@ from groundsearch.index.store.records import FileState, as_matrix, caption_rows
 
 @dataclass
 class IndexedFile:
-    """A photo file to record: its state and hash, vector (None: content already there),
-    captions with vectors, metadata and most probable classes (None: not read)."""
+    """A photo file to record: state, hash, vector (None: content already there), captions
+    with vectors, metadata and classes (None: not read)."""
 
     path: str
     size: int
@@ -58,8 +58,7 @@ class IndexedFiles:
         return records.next_run(self.gallery.records.reader())
 
     def file_state(self, path: str) -> FileState | None:
-        """What the records hold of the file at ``path``: size, mtime_ns, photo id,
-        content hash, whether the photo's metadata was read."""
+        """What the records hold of the file at ``path`` (``records.FileState``)."""
         return records.file_state(self.gallery.records.reader(), path)
 
     def photo_of_sha(self, sha256: str) -> int | None:
@@ -71,9 +70,8 @@ class IndexedFiles:
         return records.has_files_under(self.gallery.records.reader(), str(folder))
 
     def add_files(self, files: Sequence[IndexedFile], run: int = 0) -> Added:
-        """Record indexed photo files and their captions in one transaction: known content
-        becomes another file of its photo, photos left with no file go, files are marked
-        seen by ``run``."""
+        """Record indexed files and their captions in one transaction (known content: another
+        file of its photo; photos left with no file go), seen by ``run``."""
         added, dim = Added(), self.gallery.dim
         with self.gallery.records.transaction() as db:
             for item in files:
@@ -107,16 +105,14 @@ class IndexedFiles:
     def mark_seen(
         self, paths: Sequence[str], run: int, metadata: Sequence[tuple[int, PhotoMetadata]] = ()
     ) -> int:
-        """Record that an indexing run found these (unchanged) files, and store the
-        ``metadata`` read for photos that had none (the backfill of a format-2 gallery:
-        no photo is embedded again), in one transaction; returns the photos filled."""
+        """Mark unchanged files seen by ``run`` and store the ``metadata`` read for photos
+        that had none, in one transaction; returns the photos filled."""
         with self.gallery.records.transaction() as db:
             records.mark_seen(db, paths, run)
             return sum(records.fill_metadata(db, pid, meta) for pid, meta in metadata)
 
     def forget_unseen(self, roots: Sequence[str], run: int) -> int:
-        """Files under ``roots`` that run ``run`` did not find are gone: forget them, and
-        remove photos left with no file. Returns the photos removed."""
+        """Forget files under ``roots`` that ``run`` did not find; the photos removed."""
         with self.gallery.records.transaction() as db:
             for root in roots:
                 records.forget_unseen(db, root, run)
@@ -125,8 +121,7 @@ class IndexedFiles:
         return removed
 
     def forget(self, paths: Sequence[str]) -> int:
-        """Forget the files at or under ``paths`` (files or folders gone from disk) and
-        remove photos left with no file, in one transaction. Returns the photos removed."""
+        """Forget the files at or under ``paths`` in one transaction; the photos removed."""
         with self.gallery.records.transaction() as db:
             for path in paths:
                 records.forget_files(db, path)

@@ -1,9 +1,6 @@
-"""Move a gallery of the format before the database (two FAISS store folders) into one.
-
-Every live photo and caption of ``images/`` and ``captions/`` (an ``IndexIDMap2`` and a
-``meta.json`` each) goes into a new ``gallery.db``, renamed into place only when
-complete; each photo's metadata is read from its file. The old folders then move into
-``legacy/``.
+"""Move a gallery of the format before the database (two FAISS store folders) into a new
+``gallery.db``, renamed into place only when complete (metadata read from each file); the
+old folders move into ``legacy/``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The object detector over a gallery's photos: each photo's 80 scores stored once.
 
-After an indexing pass (``Indexer.index``) or an upload, every photo without stored
-scores (``index.store.records``) is read again and run through the detector
-(``model.runtime.objects.detector``) in small batches, each batch committed on its own:
-a gallery indexed before the detector was installed gains its scores on its next pass. A
-photo whose file cannot be read is left without (asked again next pass).
+After an indexing pass or an upload, every photo without stored scores is run through
+the detector in small batches, each committed on its own (a photo that cannot be read is
+asked again next pass).
 """
 
 from __future__ import annotations
@@ -33,10 +31,8 @@ def detect_objects(
     stop: Callable[[], bool] | None = None,
     all_cores: bool = True,
 ) -> int:
-    """Store the detector's scores of every photo of ``gallery`` without; returns how
-    many were stored. ``stop``: asked after each batch (yes: stop there); ``all_cores``:
-    torch on every core meanwhile (an indexing command's; a server's watcher keeps its
-    threads)."""
+    """Store the detector's scores of every photo of ``gallery`` without; how many.
+    ``stop``: asked after each batch; ``all_cores``: torch on every core meanwhile."""
     from tqdm import tqdm
 
     todo = lacking_objects(gallery.records.reader(), gallery.folder)
@@ -59,8 +55,7 @@ def detect_objects(
 
 @contextmanager
 def every_core() -> Iterator[None]:
-    """torch on every core while open (an indexing process keeps one thread for itself
-    while its CNN workers run; they are done when the detector runs)."""
+    """torch on every core while open (an indexing process's CNN workers are done)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(os.cpu_count() or 1)
     try:

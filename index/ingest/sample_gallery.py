@@ -1,21 +1,15 @@
-"""The shipped default gallery: sample photos from the scikit-image wheel, captioned by us.
+"""The shipped default gallery: sample photos copied from the installed scikit-image
+wheel's ``data`` folder (no download; grayscale and transparent ones as RGB PNGs),
+captioned by ``sample_captions.txt``.
 
-No download: the photos are copied from the installed ``skimage`` package's ``data``
-folder (grayscale and transparent ones as RGB PNGs) and captioned by
-``sample_captions.txt``.
-
-Provenance, per ``skimage.data``'s docstrings (scikit-image 0.26):
-
-* CC0 by the photographer: ``camera.png`` (Lav Varshney), ``chelsea.png`` (Stefan van
-  der Walt), ``coffee.png`` (Rachel Michetti).
-* CC0 at the source: ``brick.png``, ``gravel.png`` (CC0Textures), ``grass.png``
-  (DeviantArt, linolafett), ``horse.png`` (openclipart, Andreas Preuss), ``retina.jpg``
-  (Wikimedia Commons, Mikael Häggström).
-* Public domain: ``astronaut.png`` (NASA), ``rocket.jpg`` (SpaceX),
-  ``hubble_deep_field.jpg`` (NASA), ``clock_motion.png`` (Stefan van der Walt),
-  ``text.png`` (Wikipedia's Corner.png).
-* No known copyright restrictions: ``coins.png`` (Brooklyn Museum), ``ihc.png`` (CMMI).
-
+Provenance, per ``skimage.data``'s docstrings (scikit-image 0.26): CC0 by the
+photographer: ``camera.png`` (Lav Varshney), ``chelsea.png`` (Stefan van der Walt),
+``coffee.png`` (Rachel Michetti); CC0 at the source: ``brick.png``, ``gravel.png``
+(CC0Textures), ``grass.png`` (DeviantArt, linolafett), ``horse.png`` (openclipart,
+Andreas Preuss), ``retina.jpg`` (Wikimedia Commons, Mikael Häggström); public domain:
+``astronaut.png`` (NASA), ``rocket.jpg`` (SpaceX), ``hubble_deep_field.jpg`` (NASA),
+``clock_motion.png`` (Stefan van der Walt), ``text.png`` (Wikipedia's Corner.png); no
+known copyright restrictions: ``coins.png`` (Brooklyn Museum), ``ihc.png`` (CMMI).
 Photos without a licence statement, and synthetic or tiny images, are left out.
 """
 
@@ -49,8 +43,7 @@ def sample_photos() -> list[str]:
 
 
 def _copy_photo(src: Path, dest: Path) -> None:
-    """Copy ``src`` to ``dest``: RGB as is, anything else turned upright (its EXIF
-    orientation) and converted to RGB (alpha on white)."""
+    """Copy ``src`` to ``dest``: RGB as is, else upright and RGB (alpha on white)."""
     with Image.open(src) as img:
         mode, fmt = img.mode, img.format
         if mode == "RGB":

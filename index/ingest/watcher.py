@@ -1,16 +1,11 @@
 """Folders that stay indexed: what changes under them reaches the gallery within seconds.
 
-``groundsearch index PATH… --watch`` runs this in its own process, ``groundsearch serve
---watch PATH`` in a server thread; every write goes through ``Indexer.index``.
-
-Notifications (``watchfiles``) first, then one full pass to catch up; changes are
-debounced into batches, each one indexer pass that looks at every path as it is *now*
-(gone paths forgotten after the additions, so a renamed photo keeps its id). A folder
-that disappears (an unmounted drive), or turns empty, forgets nothing until it is back.
-
-Events (``on_event(kind, data)``): ``caught-up``, ``changes`` (with ``paths``),
-``missing``, ``back``, ``kept``, ``polling``, ``error``; summaries' ``lines`` name each
-file skipped, with why.
+Run by ``groundsearch index --watch`` or ``serve --watch``: notifications (``watchfiles``),
+then a full pass to catch up; changes are debounced into batches, each an indexer pass over
+the paths as they are *now* (gone paths forgotten after the additions, so a renamed photo
+keeps its id). A folder that disappears or turns empty forgets nothing until it is back.
+Events (``on_event(kind, data)``): ``caught-up``, ``changes``, ``missing``, ``back``,
+``kept``, ``polling``, ``error``.
 """
 
 from __future__ import annotations
@@ -81,8 +76,7 @@ class FolderWatcher:
         self._kept: set[Path] = set()
 
     def run(self, stop: threading.Event) -> None:
-        """Watch until ``stop`` is set (each round: watch the folders there, catch up,
-        handle changes, until a folder goes or comes back)."""
+        """Watch until ``stop`` is set, a round per change of the folders present."""
         retry = RETRY_S
         while not stop.is_set():
             present = self._look()
@@ -122,21 +116,13 @@ class FolderWatcher:
         return present
 
     def _round(self, present: dict[Path, _Identity], stop: threading.Event) -> None:
-        """Watch the ``present`` folders, catch up with a full pass, then handle each
-        batch of changes until ``stop``, or until a folder goes, comes back or is
-        replaced (a new inode, another file system mounted there)."""
+        """Watch the ``present`` folders, catch up, then handle changes until ``stop`` or
+        a folder goes, comes back or is replaced (a new inode, another mount)."""
         with contextlib.closing(self._changes(list(present), stop)) as batches:
             first = next(batches, None)  # the watch is set up: nothing is missed from now
             if first is None:
                 return
-            report = self.indexer.index(
-                list(present),
-                forget=list(present),
-                progress=self.progress,
-                stop=stop.is_set,
-                keep=self._keep,
-                commit_seconds=COMMIT_SECONDS,
-            )
+            report = self._pass(stop, list(present), forget=list(present), progress=self.progress)
             self.on_event("caught-up", {**report.summary(), "lines": report.lines()})
             for changes in _chain(first, batches):
                 if stop.is_set():
@@ -192,21 +178,19 @@ class FolderWatcher:
         # what a folder of this batch is walked for is not given again on its own
         there = [p for p in there if not any(_under(p, f) and p != f for f in folders)]
         gone = [p for p in wanted if not os.path.lexists(p)]
-        report = self.indexer.index(
-            there,
-            forget=folders,
-            gone=gone,
-            stop=stop.is_set,
-            keep=self._keep,
-            commit_seconds=COMMIT_SECONDS,
-        )
+        report = self._pass(stop, there, forget=folders, gone=gone)
         data = {"paths": len(wanted), **report.summary(), "lines": report.lines()}
         self.on_event("changes", data)
         return report
 
+    def _pass(self, stop: threading.Event, paths: list[Path], **options: Any) -> IndexReport:
+        """One indexer pass over ``paths``, stopped by ``stop``, committing every second."""
+        return self.indexer.index(
+            paths, stop=stop.is_set, keep=self._keep, commit_seconds=COMMIT_SECONDS, **options
+        )
+
     def _watched(self, path: Path) -> bool:
-        """Whether a changed path is one the indexer would walk: under a watched folder,
-        not hidden below it, not in the gallery's folder."""
+        """Whether the indexer would walk a changed path (watched, not hidden, not ours)."""
         gallery = self.indexer.gallery_dir
         if path == gallery or _under(path, gallery):
             return False
@@ -218,9 +202,8 @@ class FolderWatcher:
         return False
 
     def _keep(self, path: Path) -> bool:
-        """Whether to leave the files at or under ``path`` alone at the end of a pass:
-        its watched folder is missing, or it is an empty folder the gallery holds files
-        under (a mount point without its drive looks like that)."""
+        """Whether to leave the files under ``path`` alone: its watched folder is missing,
+        or it is an empty folder the gallery holds files under (an unmounted drive)."""
         root = next((r for r in self.roots if path == r or _under(path, r)), None)
         if root is not None and folder_identity(root) is None:
             return True

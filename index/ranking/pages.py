@@ -1,16 +1,10 @@
 """Pages of a ranked answer: its order, a cursor, and the total above the relevance cutoff.
 
-A page is up to ``k`` hits of the ranking (the photos passing the filters, best first),
-in one of three orders:
-
-- ``relevance`` (default): the good matches (relevance ≥ ``min_relevance`` among the
-  first ``WINDOW`` hits) by score, then the rest, each page split into ``results`` and
-  ``weak``;
-- ``date`` / ``-date``: only the good matches, by when taken; undated last, ties by id.
-
-**The cursor** is opaque base64url JSON (the last hit's sort key and id, the order, and a
-fingerprint of the query and filters). **total** counts the good matches in the first
-``WINDOW`` hits (``total_exact`` false when the window ends above the cutoff).
+Orders: ``relevance`` (the good matches, relevance ≥ ``min_relevance`` among the first
+``WINDOW`` hits, by score, then the rest, split into ``results`` and ``weak``) and
+``date`` / ``-date`` (only the good matches; undated last, ties by id). The cursor is opaque
+base64url JSON (the last hit's key and id, the order, a fingerprint of query and filters);
+``total`` counts the good matches in the window (``total_exact`` false when it ends above).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""A page of gallery photos for one query vector: filtered in the search, judged, ordered.
-
-The ranking is read as arrays (``Gallery.rank_images``), judged at once and cut with
-``index.ranking.pages``; only the page's photos are read from the records.
-"""
+"""A page of gallery photos for one query vector: filtered in the search, judged as
+arrays, ordered (``pages``); only the page's photos are read from the records."""
 
 from __future__ import annotations
 
@@ -43,8 +40,8 @@ def photo_page(
     query: object,
     monotone: bool = True,
 ) -> Page:
-    """The page ``ask`` wants of a ranking, its hits' items the photos' records; ``query``
-    identifies it in the cursor (CursorError for another query's)."""
+    """The page ``ask`` wants of a ranking, with the photos' records (``query`` is in the
+    cursor: CursorError for another query's)."""
     key = fingerprint(query, ask.where, threshold)
     cursor = None if ask.cursor is None else Cursor.decode(ask.cursor, ask.order, key)
     dated = ask.order != "relevance"

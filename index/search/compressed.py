@@ -1,15 +1,11 @@
 """Compressed indexes built in bounded memory, shard by shard, and served from disk.
 
 A compressed main (``ivfpq``, ``ivfopq``) is four files named by one path ``P``: ``P``
-(the IVF-PQ index in FAISS's single-file layout, mapped by name), ``P.codes`` (one
-re-rank or PQ code a vector, by position), ``P.ids`` (the sorted int64 ids) and
-``P.codec`` (the trained codec of ``P.codes``).
-
-**The build**: chunks are added to a trained IVF until a shard (``shard_size``) is full,
-its lists written out and the IVF emptied; ``manifest.json`` records each synced shard,
-so a killed build resumes after the last. Last, the shards' lists are merged list by list
-into the served file: peak memory is one shard's codes (FAISS's ``merge_ondisk`` maps
-everything and names its data file by absolute path).
+(the IVF-PQ index, mapped by name), ``P.codes`` (one re-rank or PQ code a vector, by
+position), ``P.ids`` (the sorted int64 ids) and ``P.codec`` (the codec of ``P.codes``).
+The build adds chunks to a trained IVF until a shard (``shard_size``) is full, writes its
+lists out and empties the IVF (``manifest.json`` records each shard: a killed build
+resumes), then merges the shards list by list: peak memory is one shard's codes.
 """
 
 from __future__ import annotations
@@ -83,8 +79,7 @@ def _transform(index: Any) -> Any:
 
 
 class CompressedIndex:
-    """A built compressed main: an IVF-PQ (its lists mapped or in memory) and a store of
-    one code a vector by position, with the ids by position (see the module)."""
+    """A built compressed main: an IVF-PQ and a store of one code a vector, by position."""
 
     def __init__(
         self, index: Any, codec: Any, codes: np.ndarray, ids: np.ndarray, readers: int = 0
@@ -117,11 +112,9 @@ class CompressedIndex:
 
     @classmethod
     def open(cls, path: Path, mmap: bool = True) -> CompressedIndex:
-        """The main written at ``path``; ``mmap``: the lists and the store stay in their
-        files, paged in at random as searches touch them."""
-        path = Path(path)
-        codec = faiss.read_index(str(path.with_name(path.name + ".codec")))
-        ids_path, codes_path = (path.with_name(path.name + s) for s in (".ids", ".codes"))
+        """The main written at ``path``; ``mmap``: paged in at random from its files."""
+        path, codes_path, ids_path, codec_path = files_of(Path(path))
+        codec = faiss.read_index(str(codec_path))
         width = int(codec.sa_code_size())
         ids: np.ndarray = np.empty(0, np.int64)
         codes: np.ndarray = np.empty((0, width), np.uint8)
@@ -141,12 +134,12 @@ class CompressedIndex:
 
     def write(self, path: Path) -> None:
         """Write this (in-memory) main as the four files of ``path``, each synced."""
-        path = Path(path)
+        files = path, codes_path, ids_path, codec_path = files_of(Path(path))
         faiss.write_index(self.index, str(path))
-        faiss.write_index(self.codec, str(path.with_name(path.name + ".codec")))
-        np.ascontiguousarray(self.codes).tofile(path.with_name(path.name + ".codes"))
-        np.ascontiguousarray(self.ids).tofile(path.with_name(path.name + ".ids"))
-        for p in files_of(path):
+        faiss.write_index(self.codec, str(codec_path))
+        np.ascontiguousarray(self.codes).tofile(codes_path)
+        np.ascontiguousarray(self.ids).tofile(ids_path)
+        for p in files:
             sync(p)
 
     def positions(self, ids: np.ndarray) -> np.ndarray:
@@ -168,8 +161,8 @@ class CompressedIndex:
         return x if self.transform is None else np.asarray(self.transform.apply(x), np.float32)
 
     def inner_products(self, query: np.ndarray, pos: np.ndarray) -> np.ndarray:
-        """The inner products of ``query`` with the stored vectors at ``pos``: what a
-        search reports for them (the re-rank's, or the PQ's for ``ivfopq``)."""
+        """``query``'s inner products with the stored vectors at ``pos``, as a search
+        scores them (the re-rank's, or the PQ's for ``ivfopq``)."""
         q = query if self.rerank else self._space(query[None, :])[0]
         return np.asarray(self.decoded(pos) @ q, np.float32)
 
@@ -177,7 +170,7 @@ class CompressedIndex:
         self, x: np.ndarray, k: int, settings: IndexSettings, sel: Any
     ) -> tuple[np.ndarray, np.ndarray]:
         """(scores, ids) of the ``k`` best of each row: the IVF's ``k × k_factor`` best
-        re-ranked from the store (``ivfpq``), or its ``k`` best as they are (``ivfopq``)."""
+        re-ranked from the store (``ivfpq``), or its ``k`` best (``ivfopq``)."""
         wanted = min(self.ntotal, k * max(1, settings.k_factor)) if self.rerank else k
         params = FAISS.SearchParametersIVF(nprobe=settings.nprobe, sel=sel)
         scores, labels = self.ivf.search(self._space(x), max(wanted, 1), params=params)
@@ -207,8 +200,7 @@ def _fingerprint(dim: int, kind: str, n: int, settings: IndexSettings, key: str)
 
 
 def bytes_needed(dim: int, kind: str, n: int, settings: IndexSettings) -> int:
-    """Disk a build of ``n`` vectors needs at its peak: the shards' lists and the merged
-    file side by side, and the store and ids."""
+    """Disk a build of ``n`` vectors needs at its peak (shards' lists, merged file, store)."""
     list_code = pq_bytes(dim, kind, settings.m) + 8
     if kind == "ivfopq":
         store = pq_bytes(dim, kind, settings.m)  # the codes by position, no re-rank copy
@@ -264,10 +256,9 @@ def build_compressed(
     key: str = "",
     on_shard: Callable[[int], None] | None = None,
 ) -> Path:
-    """Build a compressed main of ``kind`` over ``chunks`` (about ``n`` vectors, ids
-    increasing) in ``work``; returns ``work/main.faiss``. A build begun there with the same
-    shape and ``key`` resumes after its last finished shard; ``on_shard(i)`` is called after
-    shard ``i`` is recorded; ``DiskSpaceError`` first if the disk is too small."""
+    """Build a compressed main over ``chunks`` (ids increasing) in ``work``; returns
+    ``work/main.faiss``. A build begun there with the same shape and ``key`` resumes after
+    its last shard (``on_shard(i)`` called after each); ``DiskSpaceError`` first."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     manifest = _Manifest(work, _fingerprint(dim, kind, n, settings, key))
@@ -382,8 +373,7 @@ def _finish_shard(
 def _merge(
     empty: Any, work: Path, shards: list[dict[str, int]], nlist: int, code_size: int, out: Path
 ) -> None:
-    """Write ``out``: the trained, empty index's file with every shard's lists merged in,
-    list by list (FAISS's ``ArrayInvertedLists`` layout), streamed."""
+    """Write ``out``: the empty index's file with every shard's lists merged in, streamed."""
     parts = []
     for number in range(len(shards)):
         stem = work / f"shard-{number:05d}"

@@ -1,15 +1,12 @@
 """The kinds of FAISS index a gallery can search with, and how each is made.
 
-* ``flat``: exact inner product (``IndexFlatIP``), linear in the gallery.
-* ``hnsw``: a graph over the vectors (``IndexHNSWFlat``, M=32), nearly constant time.
-* ``ivfpq``: for galleries larger than RAM: an IVF of PQ codes (``m`` bytes a vector),
-  memory-mapped, with an exact re-rank of the best ``k × k_factor`` from float16 copies
-  (or 8-/4-bit codes, ``IndexSettings.rerank``). Trained on a sample and immutable once
-  written (``index.search.vectors``, ``index.search.compressed``).
+* ``flat``: exact inner product, linear in the gallery.
+* ``hnsw``: a graph over the vectors (M=32), nearly constant time.
+* ``ivfpq``: an IVF of PQ codes, memory-mapped, with an exact re-rank of the best
+  ``k × k_factor`` from float16 (or 8-/4-bit) copies; trained on a sample, then sealed.
 * ``ivfopq``: for short disks: the same behind a learned rotation (OPQ), PQ codes only.
 
-``choose_kind`` is the rule for ``auto``; ``choose_rerank`` keeps ``ivfpq`` with SQ8
-copies when float16 ones would not fit (docs/BENCHMARKS.md, "Scale", "Vector size").
+``choose_kind`` is the rule for ``auto`` (docs/BENCHMARKS.md, "Scale", "Vector size").
 """
 
 from __future__ import annotations
@@ -43,16 +40,14 @@ STORES = {"fp16": lambda d: 2 * d, "sq8": lambda d: d, "sq4": lambda d: (d + 1) 
 
 
 def store_bytes(dim: int, rerank: str) -> int:
-    """Bytes a ``dim``-d vector takes in an ``ivfpq`` re-rank store of kind ``rerank``
-    (ValueError for a store there is not)."""
+    """Bytes a ``dim``-d vector takes in an ``ivfpq`` re-rank store ``rerank``."""
     if rerank not in STORES:
         raise ValueError(f"rerank must be one of {tuple(STORES)}, got {rerank!r}")
     return STORES[rerank](dim)
 
 
 def store_fits(n: int, dim: int, rerank: str, free_bytes: int | None) -> bool:
-    """Whether ``n`` vectors' re-rank copies (and the build's shards) would take at most
-    half of ``free_bytes`` (unknown disk or dimension: yes)."""
+    """Whether ``n`` vectors' re-rank copies would take at most half of ``free_bytes``."""
     if free_bytes is None or not dim:
         return True
     return 2 * n * (store_bytes(dim, rerank) + 100) <= free_bytes
@@ -65,8 +60,8 @@ def choose_kind(
     rerank: str = "fp16",
     stored: int | None = None,
 ) -> str:
-    """The kind ``auto`` picks for ``n`` vectors on a disk with ``free_bytes`` free
-    (``ivfopq`` when no re-rank store fits; ``stored``: the vectors it must hold, if more)."""
+    """The kind ``auto`` picks for ``n`` vectors (``ivfopq`` when no re-rank store fits the
+    disk; ``stored``: the vectors it must hold, if more)."""
     if n <= EXACT_UP_TO:
         return "flat"
     if n < COMPRESSED_FROM:
@@ -90,15 +85,13 @@ def smallest_store(dim: int, rerank: str) -> str:
 
 
 def choose_rerank(n: int, dim: int, free_bytes: int | None, wanted: str) -> str:
-    """The re-rank store ``auto`` gives an ``ivfpq`` index of ``n`` vectors: ``wanted``
-    when it fits the disk, else SQ8 (docs/BENCHMARKS.md, "Vector size")."""
+    """``ivfpq``'s re-rank store: ``wanted`` when it fits the disk, else SQ8."""
     return wanted if store_fits(n, dim, wanted, free_bytes) else smallest_store(dim, wanted)
 
 
 def pq_bytes(dim: int, kind: str, m: int) -> int:
-    """PQ bytes a vector of ``kind`` for ``dim``-d vectors asked ``m``: ``ivfopq``
-    rotates into a dimension ``m`` divides; ``ivfpq`` takes the divisor of ``dim``
-    nearest ``m`` from above (then from below): 64 for 640-d, 69 for 690-d."""
+    """PQ bytes a vector: ``ivfopq`` rotates into a dimension ``m`` divides; ``ivfpq`` takes
+    the divisor of ``dim`` nearest ``m``, above first: 64 for 640-d, 69 for 690-d."""
     if kind == "ivfopq" or dim % m == 0:
         return m
     above = [d for d in range(m, 2 * m + 1) if dim % d == 0]
@@ -108,8 +101,7 @@ def pq_bytes(dim: int, kind: str, m: int) -> int:
 
 @dataclass
 class IndexSettings:
-    """Shape and search settings of the approximate kinds (``nlist`` None: about √n;
-    ``ef_search`` for ``hnsw``, the rest for ``ivfpq``/``ivfopq``)."""
+    """Shape and search settings of the approximate kinds (``nlist`` None: about √n)."""
 
     nlist: int | None = None
     m: int = 64
@@ -122,8 +114,7 @@ class IndexSettings:
     shard_size: int = 2_000_000
 
     def widened(self, lists: float = 1.0, graph: float = 1.0) -> IndexSettings:
-        """These settings searching wider: ``lists`` times the IVF lists probed, ``graph``
-        times HNSW's candidate list (a search whose hits must pass a filter)."""
+        """Searching wider: ``lists`` times the IVF lists, ``graph`` times HNSW's list."""
         return replace(
             self,
             nprobe=math.ceil(self.nprobe * max(lists, 1.0)),
@@ -145,8 +136,8 @@ class IndexSettings:
 
 
 def new_index(dim: int, kind: str, n: int = 0, ivfpq: IndexSettings | None = None) -> faiss.Index:
-    """An empty index of ``kind``: ``flat`` and ``hnsw`` in an ``IndexIDMap``; a compressed
-    kind's untrained IVF (OPQ-rotated for ``ivfopq``) for about ``n`` vectors."""
+    """An empty index of ``kind`` (``flat``, ``hnsw``: in an ``IndexIDMap``; a compressed
+    kind: its untrained IVF for about ``n`` vectors)."""
     if kind not in INDEX_KINDS:
         raise ValueError(f"kind must be one of {INDEX_KINDS}, got {kind!r}")
     if kind == "flat":
@@ -202,8 +193,7 @@ def index_name(index: FAISS.Index) -> str:
 
 
 def read(path: Path, mmap: bool = False) -> faiss.Index:
-    """Read an index written by ``faiss.write_index``; with ``mmap`` its inverted lists
-    and stored codes stay in the file, paged in as searches touch them."""
+    """Read an index file; ``mmap``: its lists and codes paged in as searches touch them."""
     if not mmap:
         return faiss.read_index(str(path))
     # by file name FAISS maps the whole file (a FileIOReader would read the re-rank codes

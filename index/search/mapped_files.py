@@ -1,8 +1,5 @@
-"""Telling the kernel how a memory-mapped index file is read.
-
-``advise_random`` marks a file's mappings ``MADV_RANDOM`` (no read-ahead; Linux only);
-``gather`` reads rows of a mapped array with several threads (docs/BENCHMARKS.md).
-"""
+"""How a memory-mapped index file is read: ``advise_random`` (no read-ahead) and
+``gather`` (rows read by several threads)."""
 
 from __future__ import annotations
 
@@ -55,8 +52,8 @@ def advise_random(path: Path) -> int:
 
 
 def larger_than_memory(nbytes: int) -> bool:
-    """Whether a file of ``nbytes`` is more than half this machine's memory: the page
-    cache cannot hold most of it, so most rows a search reads come from the disk."""
+    """Whether a file of ``nbytes`` is more than half this machine's memory (then most
+    rows a search reads come from the disk)."""
     try:
         memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
@@ -66,14 +63,12 @@ def larger_than_memory(nbytes: int) -> bool:
 
 @cache
 def _readers(n: int, pid: int) -> ThreadPoolExecutor:
-    """``n`` reader threads of process ``pid`` (a forked child makes its own: the parent's
-    threads are not copied into it)."""
+    """``n`` reader threads of process ``pid`` (a forked child makes its own)."""
     return ThreadPoolExecutor(n, thread_name_prefix="store-reader")
 
 
 def gather(rows: np.ndarray, pos: np.ndarray, readers: int = 0) -> np.ndarray:
-    """``rows[pos]`` as a new array; with ``readers`` > 1, read by that many threads, each
-    a run of the positions in file order (a mapped file larger than memory)."""
+    """``rows[pos]`` as a new array, read by ``readers`` threads (if > 1) in file order."""
     pos = np.asarray(pos, np.int64)
     if readers <= 1 or pos.size < 2 * readers:
         return np.ascontiguousarray(rows[pos])

@@ -1,9 +1,5 @@
-"""A gallery's two search indexes (FAISS), derived from its records and kept up with them.
-
-An index is loaded from its snapshot and caught up, or built from the records. Maintenance
-rebuilds one with many removals, a large delta or the wrong kind, and snapshots after many
-changes; a read-only process takes up the writer's snapshots instead.
-"""
+"""A gallery's two FAISS indexes, loaded from their snapshots (or built from the records)
+and kept up with the records; maintenance rebuilds and snapshots them when due."""
 
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -46,8 +42,7 @@ SearchIndex = VectorIndex | ShardedIndex
 
 
 class SearchIndexes:
-    """The ``images`` and ``captions`` indexes of the gallery whose records are given,
-    snapshotted in ``folder``."""
+    """The ``images`` and ``captions`` indexes over ``records``, snapshotted in ``folder``."""
 
     def __init__(
         self,
@@ -89,12 +84,7 @@ class SearchIndexes:
         clear_leftovers(self.folder, VECTOR_KINDS)
 
     def _header(self, kind: str) -> dict[str, object]:
-        return {
-            "identity": self.identity,
-            "dim": self.dim,
-            "gallery_kind": self.kind,
-            "table": kind,
-        }
+        return dict(identity=self.identity, dim=self.dim, gallery_kind=self.kind, table=kind)
 
     def _load(self, kind: str) -> SearchIndex:
         if kind in self._given:
@@ -114,24 +104,20 @@ class SearchIndexes:
         return self._build(kind)
 
     def _kind_for(self, n: int, current: str | None = None) -> str:
-        """The index kind for ``n`` vectors: the gallery's, or by size when ``auto`` (a
-        smaller kind only below half its threshold; ``ivfopq`` when the disk is short)."""
+        """The kind for ``n`` vectors: the gallery's, or by size when ``auto`` (a smaller
+        kind only below half its threshold; ``ivfopq`` when the disk is short)."""
         if self.kind != AUTO:
             return self.kind
         wanted = choose_kind(n, self.dim, _free_bytes(self.folder), self.settings.rerank)
         if current in COMPRESSED and wanted in COMPRESSED:
             return current
         if current is not None and INDEX_KINDS.index(wanted) < INDEX_KINDS.index(current):
-            return (
-                current
-                if INDEX_KINDS.index(choose_kind(2 * n)) >= INDEX_KINDS.index(current)
-                else wanted
-            )
+            bigger = INDEX_KINDS.index(choose_kind(2 * n)) >= INDEX_KINDS.index(current)
+            return current if bigger else wanted
         return wanted
 
     def _build(self, kind: str) -> VectorIndex:
-        """A fresh index of every live vector (what compaction and a lost snapshot do);
-        a compressed one is trained on a random sample first and written to ``folder``."""
+        """A fresh index of every live vector (a compressed one trained on a sample)."""
         with self.records.snapshot() as db:
             n = records.count(db, kind)
             chosen = self._kind_for(n)
@@ -141,7 +127,7 @@ class SearchIndexes:
                 sample = records.sample_vectors(db, kind, settings.train_size(n), self.dim)
             last_removal = records.last_removal(db)
             stem = None if self.read_only else self.folder / kind
-            chunks = _chunks(db, kind, self.dim)
+            chunks = records.chunks(db, kind, self.dim)
             # a build interrupted with the same vectors resumes (compressed kinds)
             key = json.dumps([self.identity, kind, last_removal], sort_keys=True)
             index = VectorIndex.build(self.dim, chosen, n, sample, chunks, stem, settings, key=key)
@@ -150,8 +136,7 @@ class SearchIndexes:
         return index
 
     def _settings_for(self, kind: str, n: int) -> IndexSettings:
-        """The build settings of ``n`` vectors of ``kind``: with ``auto``, an ``ivfpq``
-        re-rank store the disk can hold (``choose_rerank``)."""
+        """Build settings: with ``auto``, an ``ivfpq`` store the disk can hold."""
         if self.kind != AUTO or kind != "ivfpq":
             return self.settings
         wanted = self.settings.rerank
@@ -184,8 +169,7 @@ class SearchIndexes:
             return changes
 
     def follow(self, every: float = 1.0) -> None:
-        """Refresh every ``every`` seconds in a background thread (other processes'
-        writes appear within that time), compacting and snapshotting when due."""
+        """Refresh, compact and snapshot every ``every`` seconds in a background thread."""
         if self._follower is not None:
             return
 
@@ -201,9 +185,8 @@ class SearchIndexes:
         self._follower.start()
 
     def maintain(self, snapshot_every: int = SNAPSHOT_EVERY) -> None:
-        """Rebuild an index with many removed vectors, a large delta or the wrong kind
-        for its size; snapshot after many changes. A read-only process instead takes up
-        the writer's newer snapshots."""
+        """Rebuild an index with many removals, a large delta or the wrong kind; snapshot
+        after many changes (a read-only process takes up the writer's snapshots)."""
         for kind, index in self._indexes.items():
             if self.read_only:
                 self._take_up_snapshot(kind)
@@ -217,8 +200,7 @@ class SearchIndexes:
             self.snapshot()
 
     def _take_up_snapshot(self, kind: str) -> None:
-        """Load the writer's snapshot of ``kind`` if it changed since this process
-        looked, and it is not ahead of the records this process sees."""
+        """Load the writer's snapshot of ``kind`` if it changed since this process looked."""
         stem = self.folder / kind
         seen = _mtime(stem.with_suffix(".json"))
         if seen == self._snapshot_seen.get(kind) or kind in self._given:
@@ -267,17 +249,6 @@ class SearchIndexes:
 def _free_bytes(folder: Path) -> int | None:
     """Free bytes on the disk of ``folder`` (``disk_free``; tests make it short)."""
     return disk_free(folder)
-
-
-def _chunks(db: sqlite3.Connection, kind: str, dim: int) -> Iterator[tuple[list[int], np.ndarray]]:
-    """Every vector of ``kind`` in id order, 50,000 at a time."""
-    after = 0
-    while True:
-        ids, vectors = records.vectors_after(db, kind, after, dim, limit=50_000)
-        if not ids:
-            return
-        yield ids, vectors
-        after = ids[-1]
 
 
 def _mtime(path: Path) -> int:

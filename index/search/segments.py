@@ -1,9 +1,5 @@
-"""Reading a ``VectorIndex``'s segments in place (``index.search.vectors``).
-
-``parts``: main then delta (``IndexIDMap`` with increasing ids, or a ``CompressedIndex``);
-``removed``: the sorted ``Tombstones``. They are read where FAISS keeps them, so the
-caller holds the index's lock.
-"""
+"""Reading a ``VectorIndex``'s segments in place: ``parts`` are main then delta,
+``removed`` the sorted tombstones; the caller holds the index's lock."""
 
 from __future__ import annotations
 
@@ -25,8 +21,8 @@ WHOLE_SHARE = 2
 
 
 class Tombstones:
-    """An index's removed ids, left out of its searches: a set, and (made again when
-    first asked after a change) sorted and as a FAISS ``IDSelector`` of the others."""
+    """An index's removed ids: a set, and (made again after a change) sorted and as a
+    FAISS ``IDSelector`` of the others."""
 
     def __init__(self, ids: Iterable[int] = ()) -> None:
         self._ids = {int(i) for i in ids}
@@ -63,8 +59,8 @@ class Tombstones:
 def search(
     parts: Sequence[Any], arr: np.ndarray, k: int, settings: IndexSettings, sel: Any
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, labels) of the ``k`` best of each query row in the segments, merged
-    (``sel``: an ``IDSelector`` of the ids searched); labels of -1 where fewer were found."""
+    """(scores, labels) of the ``k`` best of each query row over the segments (``sel``: the
+    ids searched); labels of -1 where fewer were found."""
     found = [_search_part(part, arr, k, settings, sel) for part in parts if part.ntotal]
     if not found:
         n = arr.shape[0]
@@ -81,8 +77,7 @@ def hits(scores: np.ndarray, labels: np.ndarray) -> list[list[tuple[int, float]]
 
 
 def held(parts: Sequence[Any], removed: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """The ids among ``ids`` (sorted, unique int64) that a segment holds, removed ones
-    left out."""
+    """The live ids among ``ids`` (sorted, unique int64) that a segment holds."""
     keep = np.zeros(ids.shape, bool)
     for part in parts:
         keep |= _positions(part, ids) >= 0
@@ -92,8 +87,8 @@ def held(parts: Sequence[Any], removed: np.ndarray, ids: np.ndarray) -> np.ndarr
 def stored(
     parts: Sequence[Any], removed: np.ndarray, ids: np.ndarray, dim: int
 ) -> np.ndarray | None:
-    """The float32 vectors of ``ids``, in order, as a flat or HNSW segment holds them;
-    None when one is not held so (removed, never added, or in a compressed segment)."""
+    """The float32 vectors of ``ids``, in order, from a flat or HNSW segment; None when
+    one is not held so (removed, never added, or compressed)."""
     if not ids.size:
         return np.zeros((0, dim), np.float32)
     if removed.size and np.isin(ids, removed).any():
@@ -119,9 +114,8 @@ def stored(
 def products(
     parts: Sequence[Any], removed: np.ndarray, ids: np.ndarray, weights: np.ndarray
 ) -> np.ndarray | None:
-    """The inner products of ``ids``' vectors (in order) with each row of ``weights``:
-    ids × rows, float32, computed where a flat or HNSW segment keeps them (no copy of the
-    vectors); None when one is not held so (as ``stored``)."""
+    """The inner products (ids × rows) of ``ids``' vectors with each row of ``weights``,
+    read in place where ``stored`` would read them (None where it is None)."""
     w = np.ascontiguousarray(weights, np.float32)
     if removed.size and np.isin(ids, removed).any():
         return None
@@ -149,7 +143,7 @@ def score(
     parts: Sequence[Any], removed: np.ndarray, query: np.ndarray, ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(ids, scores): exact inner products of ``query`` with the live vectors among ``ids``,
-    from the segments' own copies (so a score is the one its search reports)."""
+    from the segments' own copies (a score is the one its search reports)."""
     ids = ids[~np.isin(ids, removed, assume_unique=True)]
     out_ids, out_scores = [], []
     for part in parts:
@@ -171,9 +165,8 @@ def score_likeliest(
     k: int,
     sketches: SketchKeeper | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``score`` for the ``k`` best among ``ids``: when they are many and main (flat or
-    HNSW) has a trustworthy sketch (``sketches``; None for a compressed main), only
-    ``CANDIDATES_PER_HIT`` per hit of main's, the likeliest by the sketch, are scored."""
+    """``score`` for the ``k`` best among ``ids``: when they are many and main has a
+    trustworthy sketch, only its ``CANDIDATES_PER_HIT`` likeliest a hit are scored."""
     count = max(MIN_CANDIDATES, CANDIDATES_PER_HIT * int(k))
     main = parts[0]
     sketch = None
@@ -221,8 +214,7 @@ def _merge(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarr
 
 
 def _positions(part: Any, ids: np.ndarray) -> np.ndarray:
-    """Where each of ``ids`` sits in ``part`` (an ``IndexIDMap`` whose ids increase), -1
-    where it does not. Its id map is read in place (call with the index's lock held)."""
+    """Where each of ``ids`` sits in ``part`` (an ``IndexIDMap``, ids increasing), else -1."""
     if isinstance(part, CompressedIndex):
         return part.positions(ids)
     n = int(part.ntotal)
@@ -250,8 +242,7 @@ def _inner_products(part: Any, query: np.ndarray, pos: np.ndarray) -> np.ndarray
 
 
 def _flat_storage(part: Any) -> Any | None:
-    """The ``IndexFlat`` that keeps a flat or HNSW segment's float32 vectors (None for
-    another kind or an empty segment)."""
+    """The ``IndexFlat`` holding a flat or HNSW segment's vectors (else None)."""
     if not part.ntotal or isinstance(part, CompressedIndex):
         return None
     inner = index_kinds.FAISS.downcast_index(part.index)
@@ -261,8 +252,7 @@ def _flat_storage(part: Any) -> Any | None:
 
 
 def _subset_products(storage: Any, queries: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """The inner products (queries × positions) of each query row with the vectors at
-    positions ``pos`` of a flat ``storage``, read in place."""
+    """Each query row's inner products with ``storage``'s vectors at ``pos``, in place."""
     q = np.ascontiguousarray(queries, np.float32)
     out = np.empty((q.shape[0], pos.size), np.float32)
     labels = np.ascontiguousarray(np.broadcast_to(np.asarray(pos, np.int64), out.shape))

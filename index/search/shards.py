@@ -1,12 +1,7 @@
-"""A gallery's photo vectors split into shards, each its own ``VectorIndex`` snapshot,
-and a front that searches them all as one index.
-
-Photo ``i`` lives in shard ``i mod S``; only the ``images`` index is sharded. On disk:
-``out/shards.json`` (``ShardSet``) and ``out/shard-<s>/`` (a ``VectorIndex`` snapshot).
-A ``Shard`` (one per Ray Serve deployment) answers for its ids; the front
-(``ShardedIndex``) calls every shard through a ``Fanout`` and merges the best ``k``, so
-``FilteredSearch`` runs unchanged. Later adds and removes are pushed to the shards, which
-keep them in memory until ``write_shards`` runs again.
+"""A gallery's photo vectors split into shards (photo ``i`` in shard ``i mod S``), each
+its own ``VectorIndex`` snapshot, and a front (``ShardedIndex``) that calls every shard
+through a ``Fanout`` and merges their best ``k``. Later adds and removes are pushed to the
+shards, kept in memory until ``write_shards`` runs again.
 """
 
 from __future__ import annotations
@@ -88,14 +83,8 @@ class ShardSet:
 
     def header(self, shard: int) -> dict[str, Any]:
         """What shard ``shard``'s snapshot must say (``VectorIndex.load`` checks it)."""
-        return {
-            "identity": self.identity,
-            "dim": self.dim,
-            "table": TABLE,
-            "scheme": self.scheme,
-            "shards": self.shards,
-            "shard": shard,
-        }
+        header = {"identity": self.identity, "dim": self.dim, "table": TABLE}
+        return header | {"scheme": self.scheme, "shards": self.shards, "shard": shard}
 
     def write(self) -> None:
         doc = {k: v for k, v in asdict(self).items() if k != "folder"}
@@ -137,8 +126,8 @@ def write_shards(
     settings: IndexSettings | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ShardSet:
-    """Split the gallery's photo vectors into ``shards`` written to ``out`` as
-    ``VectorIndex`` snapshots, ``shards.json`` last (``kind``: default the gallery's)."""
+    """Split the gallery's photo vectors into ``shards`` snapshots in ``out``, the manifest
+    last (``kind``: default the gallery's)."""
     if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
         raise ValueError(f"shards must be a positive int, got {shards!r}")
     if kind is not None and kind not in (AUTO, *INDEX_KINDS):
@@ -168,15 +157,8 @@ def write_shards(
             shard_set = ShardSet(out, shards, dim, chosen, identity, last_id, last_removal, ())
             for s in range(shards):
                 stem = shard_set.stem(s)
-                index = VectorIndex.build(
-                    dim,
-                    chosen,
-                    per_shard,
-                    sample,
-                    _shard_chunks(db, s, shards, dim),
-                    stem,
-                    settings,
-                )
+                chunks = _shard_chunks(db, s, shards, dim)
+                index = VectorIndex.build(dim, chosen, per_shard, sample, chunks, stem, settings)
                 index.last_removal = last_removal
                 index.save(stem, shard_set.header(s))
                 counts.append(len(index))
@@ -193,28 +175,21 @@ def _shard_chunks(
     db: Any, shard: int, shards: int, dim: int
 ) -> Iterator[tuple[list[int], np.ndarray]]:
     """Every photo vector of ``shard`` in id order, read ``READ_CHUNK`` at a time."""
-    after = 0
-    while True:
-        ids, vectors = records.vectors_after(db, TABLE, after, dim, limit=READ_CHUNK)
-        if not ids:
-            return
+    for ids, vectors in records.chunks(db, TABLE, dim, READ_CHUNK):
         mine = shard_of(ids, shards) == shard
         if mine.any():
             yield np.asarray(ids, np.int64)[mine].tolist(), vectors[mine]
-        after = ids[-1]
 
 
 class Shard:
-    """One shard's index, answering the front with plain data (what a Ray Serve replica
-    holds: ``groundsearch.service.core.sharding``)."""
+    """One shard's index, answering the front with plain data (a Ray Serve replica's)."""
 
     def __init__(self, index: VectorIndex, shard: int, shards: int) -> None:
         self.index, self.shard, self.shards = index, shard, shards
 
     @classmethod
     def open(cls, shard_set: ShardSet, shard: int, settings: IndexSettings | None = None) -> Shard:
-        """Shard ``shard`` of ``shard_set`` from its snapshot (memory-mapped when ``ivfpq``);
-        StoreError if it is missing or was written for other shards."""
+        """Shard ``shard`` from its snapshot; StoreError if missing or for other shards."""
         if not 0 <= shard < shard_set.shards:
             raise ValueError(f"shard must be in [0, {shard_set.shards}), got {shard}")
         index = VectorIndex.load(shard_set.stem(shard), shard_set.header(shard))
@@ -229,17 +204,9 @@ class Shard:
 
     def info(self) -> dict[str, Any]:
         idx = self.index
-        return {
-            "shard": self.shard,
-            "live": len(idx),
-            "total": idx.total,
-            "tombstones": idx.tombstones,
-            "delta": idx.delta,
-            "kind": idx.kind,
-            "built": idx.built,
-            "describe": idx.describe(),
-            "rss_mb": _rss_mb(),
-        }
+        info: dict[str, Any] = {"shard": self.shard, "live": len(idx)}
+        info |= {f: getattr(idx, f) for f in ("total", "tombstones", "delta", "kind", "built")}
+        return info | {"describe": idx.describe(), "rss_mb": _rss_mb()}
 
     def search(self, queries: np.ndarray, k: int, settings: IndexSettings | None) -> list[Hits]:
         return self.index.search(queries, k, settings)
@@ -258,8 +225,8 @@ class Shard:
         return self.index.search_among(query, k, ids, settings)
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> int:
-        """Add the photos among ``ids`` this shard owns and does not hold yet (a front
-        that restarted sends again what it sent before); returns how many it added."""
+        """Add the photos among ``ids`` this shard owns and lacks (a restarted front sends
+        them again); returns how many it added."""
         ids = np.asarray(ids, np.int64)
         keep = (shard_of(ids, self.shards) == self.shard) & (ids > self.index.last_id)
         if keep.any():
@@ -284,8 +251,8 @@ def _rss_mb() -> float | None:
 
 
 class Fanout(Protocol):
-    """Calls one ``Shard`` method on every shard at once: ``args[s]`` for shard ``s``
-    (None: shard ``s`` is not called, its answer is None); the answers in shard order."""
+    """Calls one ``Shard`` method on every shard at once with ``args[s]`` (None: not
+    called, answer None); the answers in shard order."""
 
     shards: int
 
@@ -312,8 +279,7 @@ class LocalFanout:
 
 
 class ShardedIndex:
-    """The shards of a ``ShardSet``, searched through ``fanout`` as one ``VectorIndex``; its
-    watermarks are the records' it has pushed."""
+    """The shards of a ``ShardSet`` searched through ``fanout`` as one ``VectorIndex``."""
 
     def __init__(
         self, fanout: Fanout, shard_set: ShardSet, settings: IndexSettings | None = None
@@ -410,8 +376,7 @@ class ShardedIndex:
     def score_likeliest(
         self, query: np.ndarray, ids: np.ndarray, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Each shard's likeliest of its ``ids`` scored (``VectorIndex.score_likeliest``),
-        the shards' (ids, scores) answers concatenated."""
+        """Every shard's ``score_likeliest`` of its ``ids``, concatenated."""
         q = as_matrix(query, self.dim, "query")
         parts = split_ids(ids, self.fanout.shards)
         args = [(q, p, int(k)) if p.size else None for p in parts]

@@ -1,9 +1,6 @@
-"""A low-dimensional copy of an index's vectors, to pick candidates among many ids.
-
-The sketch holds each vector's first ``DIMS`` principal components, so only the best
-``CANDIDATES_PER_HIT`` a hit are scored exactly; ``train`` returns None unless the sketch
-keeps ``CHECK_RECALL`` of held-out queries' top 10 among its ``CHECK_CANDIDATES`` best.
-"""
+"""A low-dimensional copy of an index's vectors (the first ``DIMS`` principal components),
+to score only the likeliest ``CANDIDATES_PER_HIT`` a hit among many ids; trusted only if
+it keeps ``CHECK_RECALL`` of held-out queries' top 10."""
 
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ class Sketch:
 
     @classmethod
     def train(cls, sample: np.ndarray, dims: int = DIMS, seed: int = 0) -> Sketch | None:
-        """A sketch with the ``dims`` principal components of ``sample``, or None when it
-        does not keep the true neighbours (see the module)."""
+        """A sketch of ``sample``'s principal components, or None when untrustworthy."""
         sample = np.asarray(sample, np.float32)
         if sample.ndim != 2 or sample.shape[1] <= dims or sample.shape[0] < 5 * CHECK_CANDIDATES:
             return None
@@ -90,8 +86,7 @@ class SketchKeeper:
         self._tried = 0  # the main's size when last trained
 
     def of(self, main: object, stored: np.ndarray) -> Sketch | None:
-        """The sketch of ``main``, whose vectors in row order are ``stored`` (None: too
-        small, or no trustworthy sketch yet)."""
+        """The sketch of ``main`` (vectors ``stored``), or None: too small or untrusted."""
         n = int(stored.shape[0])
         if n < self.start:
             return None

@@ -1,14 +1,9 @@
-"""The files a ``VectorIndex`` (``index.search.vectors``) keeps beside its stem.
-
-``NAME.json`` (the header) names the segment files and is replaced atomically after them;
-a missing or unreadable snapshot means a rebuild. One process writes a folder's snapshots
-(``snapshot.lock``) and deletes the files the JSON no longer names.
-"""
+"""A ``VectorIndex``'s snapshot: ``NAME.json`` names the segment files and is replaced
+after them (one writer a folder: ``snapshot.lock``); a missing one means a rebuild."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -16,7 +11,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +23,7 @@ from groundsearch.common.files import sync, write_text
 from groundsearch.index.search import compressed, index_kinds
 from groundsearch.index.search.compressed import CompressedIndex
 from groundsearch.index.search.index_kinds import IndexSettings
+from groundsearch.index.store.upload_files import flocked
 
 __all__ = ["Snapshot", "build_main", "clear_leftovers", "read", "write", "write_main"]
 
@@ -40,8 +36,7 @@ KEEP_YOUNG_S = 600
 
 @dataclass
 class Snapshot:
-    """What a snapshot holds of an index: shape, watermarks, tombstones and segments
-    (``main_file``: a sealed main's file; ``delta``: a sealed index's delta)."""
+    """What a snapshot holds of an index: shape, watermarks, tombstones and segments."""
 
     dim: int
     kind: str
@@ -56,8 +51,8 @@ class Snapshot:
 
 
 def write(stem: Path, header: dict[str, Any], snapshot: Snapshot) -> None:
-    """Write ``snapshot`` under ``header`` as ``stem.json`` with the FAISS files it names,
-    then delete the ones it replaced (one writer at a time, across processes)."""
+    """Write ``snapshot`` as ``stem.json`` with the FAISS files it names, then delete the
+    ones it replaced (one writer at a time, across processes)."""
     doc = {
         **header,
         "dim": snapshot.dim,
@@ -70,7 +65,7 @@ def write(stem: Path, header: dict[str, Any], snapshot: Snapshot) -> None:
     }
     main_file = snapshot.main_file
     token = uuid.uuid4().hex[:12]
-    with _snapshot_lock(stem.parent):
+    with flocked(stem.parent / LOCK_FILE):
         if snapshot.main is not None:
             main_file = f"{stem.name}-{token}.faiss"
             _write_synced(snapshot.main, stem.with_name(main_file))
@@ -82,8 +77,7 @@ def write(stem: Path, header: dict[str, Any], snapshot: Snapshot) -> None:
 
 
 def read(stem: Path, header: dict[str, Any]) -> Snapshot | None:
-    """The snapshot at ``stem`` if its header matches ``header``, its segments read back;
-    None if there is none or it is unreadable or made for something else."""
+    """The snapshot at ``stem`` if its header matches ``header``, else None."""
     try:
         doc = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
         if any(doc.get(key) != value for key, value in header.items()):
@@ -125,9 +119,8 @@ def build_main(
     settings: IndexSettings,
     key: str,
 ) -> tuple[CompressedIndex, str | None]:
-    """A sealed main of compressed ``kind`` (``compressed.build_compressed``) and its file
-    name: with ``stem``, built in ``.NAME.build`` beside it (resumable), moved next to it and
-    mapped; without, built in a temporary folder and read into memory (no name)."""
+    """A sealed compressed main and its file name: with ``stem``, built beside it
+    (resumable) and mapped; without, built in a temporary folder and read into memory."""
     if stem is None:
         with tempfile.TemporaryDirectory(prefix="groundsearch-build-") as tmp:
             built = compressed.build_compressed(
@@ -141,17 +134,15 @@ def build_main(
 
 
 def _place_main(stem: Path, work: Path) -> tuple[CompressedIndex, str]:
-    """Move the sealed main built in ``work`` beside ``stem`` and map it from there:
-    the mapped main and its file name."""
+    """Move the main built in ``work`` beside ``stem``; (it mapped, its file name)."""
     name = f"{stem.name}-{uuid.uuid4().hex[:12]}.main.faiss"
-    with _snapshot_lock(stem.parent):
+    with flocked(stem.parent / LOCK_FILE):
         compressed.move_to(work, stem.with_name(name))
     return CompressedIndex.open(stem.with_name(name)), name
 
 
 def write_main(stem: Path, main: CompressedIndex) -> tuple[CompressedIndex, str] | None:
-    """Write a sealed main held in memory beside ``stem`` and map it back (with its file
-    name); None if it could not be written (a read-only folder)."""
+    """Write an in-memory main beside ``stem`` and map it back; None if it cannot be."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     work = stem.with_name(f".{stem.name}.write-{uuid.uuid4().hex[:8]}")
     try:
@@ -168,7 +159,7 @@ def clear_leftovers(folder: Path, stems: Iterable[str]) -> None:
     """Remove what interrupted snapshot writes left in ``folder`` (safe at any time)."""
     if not folder.is_dir():
         return
-    with _snapshot_lock(folder):
+    with flocked(folder / LOCK_FILE):
         for name in stems:
             _clear_unreferenced(folder / name)
 
@@ -185,16 +176,6 @@ def _write_synced(index: faiss.Index, path: Path) -> None:
             tmp.unlink()
 
 
-@contextlib.contextmanager
-def _snapshot_lock(folder: Path) -> Iterator[None]:
-    with open(folder / LOCK_FILE, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _referenced(stem: Path) -> set[str]:
     try:
         doc = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
@@ -205,8 +186,8 @@ def _referenced(stem: Path) -> set[str]:
 
 
 def _clear_unreferenced(stem: Path) -> None:
-    """Delete this stem's snapshot files the JSON does not name, unless young (a rebuilt
-    main waits for its snapshot); called with the snapshot lock held."""
+    """Delete the stem's files its JSON does not name, unless a young main (snapshot lock
+    held)."""
     keep = _referenced(stem)
     now = time.time()
     for path in stem.parent.glob(f"*{stem.name}-*.faiss*"):

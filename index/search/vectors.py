@@ -1,9 +1,6 @@
-"""The gallery's search structure: FAISS inner-product indexes derived from the records.
-
-The index remembers how far it read the records (``last_id``, ``last_removal``); removed
-ids are tombstones. Two segments: the *main* and an exact *delta*; a compressed main is
-built once and sealed, later additions going to the delta until ``delta_due``.
-"""
+"""The gallery's search structure: FAISS inner-product indexes derived from the records,
+with watermarks (``last_id``, ``last_removal``), tombstones, a *main* and an exact
+*delta* (additions after a compressed main is sealed, until ``delta_due``)."""
 
 from __future__ import annotations
 
@@ -122,9 +119,8 @@ class VectorIndex:
         settings: IndexSettings | None = None,
         key: str = "",
     ) -> VectorIndex:
-        """An index of ``kind`` over ``chunks`` (about ``n`` vectors, ids increasing); a
-        compressed one is trained on ``sample`` (too few: all in the delta) and built by
-        ``snapshots.build_main``; ``compressed.DiskSpaceError`` for a disk too small."""
+        """An index of ``kind`` over ``chunks`` (ids increasing); a compressed one trained
+        on ``sample`` (too few: all in the delta); ``DiskSpaceError`` for a short disk."""
         self = cls(dim, kind, settings)
         if kind in COMPRESSED:
             sample = as_matrix(sample, dim, "training sample")
@@ -141,8 +137,7 @@ class VectorIndex:
         return self
 
     def seal(self, stem: Path | None) -> None:
-        """Take no more additions into main; write a compressed main held in memory
-        beside ``stem`` and map it back (``snapshots.write_main``)."""
+        """Take no more additions into main; write an in-memory compressed main."""
         with self._lock:
             self.sealed = True
             if stem is not None and isinstance(self._main, CompressedIndex):
@@ -168,15 +163,13 @@ class VectorIndex:
     def search(
         self, queries: np.ndarray, k: int, settings: IndexSettings | None = None
     ) -> list[list[tuple[int, float]]]:
-        """The ``k`` nearest live ids of each query row, best first, as (id, score);
-        ``settings``: other search settings for this search (default: the index's)."""
+        """The ``k`` nearest live ids of each query row, best first, as (id, score)."""
         return segments.hits(*self.search_arrays(queries, k, settings))
 
     def search_arrays(
         self, queries: np.ndarray, k: int, settings: IndexSettings | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``search``'s answer as FAISS gives it: (scores, ids), a row per query, ids of
-        -1 where fewer were found."""
+        """``search``'s answer as (scores, ids) rows, ids of -1 where fewer were found."""
         arr = as_matrix(queries, self.dim, "queries")
         check_k(k)
         settings = settings or self.settings
@@ -196,24 +189,21 @@ class VectorIndex:
             return segments.held((self._main, self._delta), self._tombstones.sorted(), ids)
 
     def stored(self, ids: Sequence[int] | np.ndarray) -> np.ndarray | None:
-        """The float32 vectors of ``ids``, in order, from a flat or HNSW segment's copies;
-        None when one is not held so (the records then have it)."""
+        """``segments.stored``: None when a vector is not held in memory."""
         want = np.asarray(ids, np.int64)
         with self._lock:
             parts, removed = (self._main, self._delta), self._tombstones.sorted()
             return segments.stored(parts, removed, want, self.dim)
 
     def products(self, ids: Sequence[int] | np.ndarray, weights: np.ndarray) -> np.ndarray | None:
-        """The inner products (ids × rows) of ``ids``' vectors, in order, with each row of
-        ``weights``, read in memory as ``stored`` reads them (None where it is None)."""
+        """``segments.products``: None when a vector is not held in memory."""
         want = np.asarray(ids, np.int64)
         with self._lock:
             parts, removed = (self._main, self._delta), self._tombstones.sorted()
             return segments.products(parts, removed, want, weights)
 
     def score(self, query: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, scores): exact inner products of ``query`` (one vector) with the live
-        vectors among ``ids`` (sorted, unique int64) this index holds (``segments.score``)."""
+        """(ids, scores) of ``query`` with the live ones among ``ids`` (``segments.score``)."""
         q, ids = as_matrix(query, self.dim, "query")[0], np.asarray(ids, np.int64)
         with self._lock:
             return segments.score((self._main, self._delta), self._tombstones.sorted(), q, ids)
@@ -221,9 +211,7 @@ class VectorIndex:
     def score_likeliest(
         self, query: np.ndarray, ids: np.ndarray, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``score`` for the search of the ``k`` best among ``ids``: where many of them sit
-        in a large float32 main, only the likeliest (``CANDIDATES_PER_HIT`` per hit, by its
-        sketch: ``groundsearch.index.search.sketches``) are scored; otherwise every one."""
+        """``segments.score_likeliest`` (a compressed main has no sketch)."""
         q, ids = as_matrix(query, self.dim, "query")[0], np.asarray(ids, np.int64)
         sketches = None if self.kind in COMPRESSED else self._sketches
         with self._lock:
@@ -233,8 +221,8 @@ class VectorIndex:
     def search_among(
         self, query: np.ndarray, k: int, ids: np.ndarray, settings: IndexSettings | None = None
     ) -> list[tuple[int, float]]:
-        """The ``k`` nearest live ids among ``ids`` (sorted, unique) of one query, best first,
-        through a FAISS ``IDSelector``; approximate kinds may miss some."""
+        """The ``k`` nearest live ids among ``ids`` (sorted, unique) of one query, best
+        first, through an ``IDSelector`` (approximate kinds may miss some)."""
         arr = as_matrix(query, self.dim, "query")
         ids = np.ascontiguousarray(ids, np.int64)
         check_k(k)
@@ -272,8 +260,7 @@ class VectorIndex:
 
     @classmethod
     def load(cls, stem: Path, header: dict[str, Any]) -> VectorIndex | None:
-        """The snapshot at ``stem`` if its header matches ``header``, else None (rebuild
-        then); a sealed main is memory-mapped."""
+        """The snapshot at ``stem`` if its header matches, else None; a sealed main mapped."""
         snapshot = snapshots.read(Path(stem), header)
         if snapshot is None:
             return None
@@ -297,8 +284,8 @@ def check_k(k: Any) -> None:
 
 @contextlib.contextmanager
 def _one_thread_for(queries: int) -> Iterator[None]:
-    """One OpenMP thread (in this thread only) for a single query: a team adds its
-    synchronisation and nothing else (0.1 ms against several on a busy machine)."""
+    """One OpenMP thread (in this thread only) for a single query: a team only adds its
+    synchronisation (0.1 ms against several on a busy machine)."""
     if queries != 1:
         yield
         return

@@ -14,8 +14,8 @@ CLASSES_KEPT = 200_000
 
 
 class ClassCache:
-    """``cache(ids)``: each photo's stored classes as two arrays (photos × k): class ids
-    (a row of -1 for a photo without, read again next time) and probabilities."""
+    """``cache(ids)``: each photo's stored class ids (a row of -1 for a photo without)
+    and probabilities, as two arrays (photos × k)."""
 
     def __init__(self, read: ReadClasses, kept: int = CLASSES_KEPT) -> None:
         self.read, self.kept = read, kept
@@ -56,11 +56,8 @@ class ClassCache:
             rows = max(end, 2 * len(self._ids))
             ids = np.full((rows, width), -1, np.int64)
             probs = np.zeros((rows, width), np.float64)
-            w = self._ids.shape[1]
-            ids[: self._size, :w], probs[: self._size, :w] = (
-                self._ids[: self._size],
-                self._probs[: self._size],
-            )
+            n, w = self._size, self._ids.shape[1]
+            ids[:n, :w], probs[:n, :w] = self._ids[:n], self._probs[:n]
             self._ids, self._probs = ids, probs
         for row, (c, p) in enumerate(found.values(), start=self._size):
             self._ids[row, : len(c)], self._probs[row, : len(p)] = c, p

@@ -1,8 +1,5 @@
-"""Every photo and caption vector of a gallery, with the photos' file names: what a
-caption decoder is trained from (the gallery is the cache of joint vectors).
-
-Read only: the records are opened, read in one read transaction, and closed.
-"""
+"""Every photo and caption vector of a gallery, with the photos' file names (what a
+caption decoder is trained from), read in one read transaction."""
 
 from __future__ import annotations
 
@@ -19,8 +16,8 @@ from groundsearch.index.store.records import DB_FILE, Records
 
 @dataclass(frozen=True)
 class ExportedVectors:
-    """Photos (by file name) with their vectors, and their captions with theirs;
-    ``caption_photo[j]`` is the row in ``photo_names`` of caption ``j``'s photo."""
+    """Photos (by file name) and captions with their vectors; ``caption_photo[j]`` is the
+    row in ``photo_names`` of caption ``j``'s photo."""
 
     photo_names: tuple[str, ...]
     photo_vectors: np.ndarray
@@ -43,8 +40,7 @@ class ExportedVectors:
         )
 
     def subset(self, names: Sequence[str]) -> ExportedVectors:
-        """The photos named (in that order) with their captions; StoreError if any is
-        missing (a file name held by several identical photos counts for each)."""
+        """The photos named (in that order) with their captions; StoreError if any lacks."""
         row = {n: i for i, n in enumerate(self.photo_names)}
         missing = [n for n in names if n not in row]
         if missing:
@@ -66,9 +62,8 @@ class ExportedVectors:
 
 
 def export_vectors(folder: Path, identity: Mapping[str, str] | None = None) -> ExportedVectors:
-    """Every photo and caption of the gallery in ``folder``; IdentityMismatch if another
-    model than ``identity`` built it, StoreError if there is none. A photo whose content
-    several files hold appears once per file name."""
+    """Every photo (once per file name) and caption of the gallery in ``folder``;
+    IdentityMismatch if another model built it, StoreError if there is none."""
     path = Path(folder) / DB_FILE
     if not path.is_file():
         raise StoreError(f"no gallery at {folder}")
@@ -83,22 +78,17 @@ def export_vectors(folder: Path, identity: Mapping[str, str] | None = None) -> E
     finally:
         store.close()
     row_of = {pid: i for i, pid in enumerate(photo_ids)}
-    names = [n for n, pid in named if pid in row_of]
-    photo_rows = np.array([row_of[pid] for _, pid in named if pid in row_of], dtype=np.int64)
-    texts, caption_photo, caption_rows = [], [], []
+    named = [(n, pid) for n, pid in named if pid in row_of]
+    photo_rows = np.array([row_of[pid] for _, pid in named], dtype=np.int64)
     by_photo: dict[int, list[int]] = {}
-    for name_row, pid in enumerate(pid for _, pid in named if pid in row_of):
+    for name_row, (_, pid) in enumerate(named):
         by_photo.setdefault(pid, []).append(name_row)
-    for j, cid in enumerate(caption_ids):
-        text, pid = captions[cid]
-        for name_row in by_photo.get(pid, []):
-            texts.append(text)
-            caption_photo.append(name_row)
-            caption_rows.append(j)
+    # (caption row, name row): each caption once for every file name of its photo
+    pairs = [(j, r) for j, c in enumerate(caption_ids) for r in by_photo.get(captions[c][1], [])]
     return ExportedVectors(
-        tuple(names),
+        tuple(n for n, _ in named),
         vectors[photo_rows] if len(photo_rows) else np.zeros((0, dim), np.float32),
-        tuple(texts),
-        np.array(caption_photo, dtype=np.int64),
-        caption_vectors[np.array(caption_rows, dtype=np.int64)],
+        tuple(captions[caption_ids[j]][0] for j, _ in pairs),
+        np.array([r for _, r in pairs], dtype=np.int64),
+        caption_vectors[np.array([j for j, _ in pairs], dtype=np.int64)],
     )

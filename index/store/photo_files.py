@@ -1,9 +1,6 @@
-"""The files under the paths a user asks to index, streamed in a stable order.
-
-``walk_photos`` yields every regular file as a ``PhotoFile`` and a ``Skipped`` for each
-thing it could not look at, never raising for one bad entry; depth first, sorted by
-name, hidden names and excluded folders left out, links followed (paths not resolved).
-"""
+"""The files under the paths a user asks to index, streamed in a stable order: depth
+first, by name, hidden names and excluded folders left out, links followed; a
+``Skipped`` for what cannot be looked at, never an exception."""
 
 from __future__ import annotations
 
@@ -82,8 +79,7 @@ def walk_photos(
 def _walk_folder(
     root: Path, root_st: os.stat_result, excluded: _Excluded
 ) -> Iterator[PhotoFile | Skipped]:
-    """Depth first with a stack of sorted listings; ``ancestors`` are the folders entered
-    on the current path, so a link back to one of them is a loop, reported once."""
+    """Depth first; a link back to a folder on the current path is a loop, reported once."""
     stack: list[tuple[_Id, Iterator[os.DirEntry[str]]]] = []
     ancestors: set[_Id] = set()
 

@@ -1,12 +1,10 @@
-"""What a photo file says about itself: when it was taken, by which camera, where, and
-its pixel size — read from the file's header and EXIF block, never from its pixels.
+"""What a photo file's header and EXIF say: when it was taken, by which camera, where,
+its pixel size.
 
 * **taken**: EXIF ``DateTimeOriginal``, else ``DateTimeDigitized``, else ``DateTime``
-  (with its offset; none: read as UTC); else an indexed file's mtime (``taken_source``
-  ``"file"``).
+  (with its offset; none: UTC); else an indexed file's mtime (``taken_source`` "file").
 * **camera**: ``Make`` and ``Model``, the make left out when the model starts with it.
-* **place**: GPS as WGS84 degrees; None when missing, out of range or exactly (0, 0).
-* **width**, **height**: as shown (after the EXIF orientation).
+* **place**: GPS in WGS84 degrees; None when missing, out of range or exactly (0, 0).
 
 A broken value gives None for that field, never an exception.
 """
@@ -70,9 +68,8 @@ class PhotoMetadata:
 
 
 def read_metadata(path: Path) -> PhotoMetadata:
-    """What an indexed photo file says: EXIF (or its modification time for the date),
-    its camera, place and size, its absolute folder and name. Never raises for a file
-    that can be stat'ed; OSError if it cannot."""
+    """What an indexed photo file says, with its absolute folder and name (its mtime if
+    no EXIF date). OSError only if it cannot be stat'ed."""
     full = os.path.abspath(path)
     mtime_ns = os.stat(full).st_mtime_ns
     folder, name = os.path.dirname(full), os.path.basename(full)
@@ -89,8 +86,7 @@ def read_metadata(path: Path) -> PhotoMetadata:
 
 
 def read_upload_metadata(data: bytes, name: str | None) -> PhotoMetadata:
-    """What an uploaded photo's bytes say (``taken_source`` ``"exif"`` or None: an upload
-    has no meaningful modification time), with the name it was uploaded with."""
+    """What an uploaded photo's bytes say (no mtime date), with its uploaded name."""
     try:
         read = _read(io.BytesIO(data))
     except BROKEN:
@@ -99,8 +95,7 @@ def read_upload_metadata(data: bytes, name: str | None) -> PhotoMetadata:
 
 
 def upload_name(name: str | None) -> str | None:
-    """An upload's file name as given by a client: its last path component (``/`` or
-    ``\\``), control characters dropped, at most ``MAX_TEXT`` characters; None if empty."""
+    """A client's file name: its last path component, printable, at most ``MAX_TEXT``."""
     if not name:
         return None
     last = re.split(r"[/\\]", name)[-1]
@@ -109,8 +104,7 @@ def upload_name(name: str | None) -> str | None:
 
 
 def _read(fp: BinaryIO) -> PhotoMetadata:
-    """Everything a photo's header says; raises one of ``BROKEN`` when Pillow cannot
-    open it at all."""
+    """Everything a photo's header says; one of ``BROKEN`` if Pillow cannot open it."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a decompression-bomb warning: no pixels are read
         with Image.open(fp) as img:
@@ -125,18 +119,11 @@ def _read(fp: BinaryIO) -> PhotoMetadata:
             base = _field(lambda: dict(exif)) or {}
             sub = _field(lambda: dict(exif.get_ifd(EXIF_IFD))) or {}
             gps = _field(lambda: dict(exif.get_ifd(GPS_IFD))) or {}
-    taken = _field(lambda: _taken(base, sub))
-    place = _field(lambda: _place(gps))
-    return PhotoMetadata(
-        taken_at=taken[0] if taken else None,
-        taken=taken[1] if taken else None,
-        taken_source="exif" if taken else None,
-        camera=_field(lambda: _camera(base.get(MAKE), base.get(MODEL))),
-        lat=place[0] if place else None,
-        lon=place[1] if place else None,
-        width=width,
-        height=height,
-    )
+    taken_at, taken = _field(lambda: _taken(base, sub)) or (None, None)
+    lat, lon = _field(lambda: _place(gps)) or (None, None)
+    camera = _field(lambda: _camera(base.get(MAKE), base.get(MODEL)))
+    source = None if taken is None else "exif"
+    return PhotoMetadata(taken_at, taken, source, camera, lat, lon, width, height)
 
 
 def _field(read: Any) -> Any:
@@ -171,8 +158,8 @@ def _taken(base: dict[int, Any], sub: dict[int, Any]) -> tuple[float, str] | Non
 
 
 def exif_time(date: str | None, offset: str | None) -> tuple[float, str] | None:
-    """An EXIF date (``YYYY:MM:DD HH:MM:SS``) and offset (``+02:00``) as (epoch seconds,
-    ISO 8601), read as UTC without a valid offset; None for no date or an invalid one."""
+    """An EXIF date and offset (``+02:00``) as (epoch seconds, ISO 8601), UTC without a
+    valid offset; None for no date or an invalid one."""
     match = _DATE.match(date or "")
     if match is None:
         return None

@@ -1,16 +1,11 @@
 """The gallery's system of record: one SQLite database (``gallery.db``) in WAL mode.
 
-Tables: ``photos`` (one per distinct content: vector, file path or ``uploads/…``, and
-the filter columns of ``photo_metadata``), ``files`` (every indexed file holding a photo),
-``captions``, ``removals`` and ``edits`` (append-only logs, filled by triggers, that the
-FAISS indexes and filter columns follow), ``photo_classes`` and ``photo_objects`` (optional:
-the classifier's top classes, the object detector's scores) and ``meta``.
-A writer migrates a format-2 database to format 3 in place (``Records.migrate_format``),
-its metadata NULL (``NOT_READ``) until indexing backfills it. Ids come from
-``AUTOINCREMENT``, so "everything after id N" is how a search index catches up.
-
-Only this module and ``index.filters.sql`` know the schema. Every statement is a function
-of the connection it runs on (a thread's reader, a ``snapshot`` or a ``transaction``).
+Tables: ``photos`` (one per distinct content, with its vector and metadata), ``files``
+(every indexed file holding a photo), ``captions``, the append-only ``removals`` and
+``edits`` logs the search indexes and filter columns follow, the optional
+``photo_classes`` and ``photo_objects``, and ``meta``. Ids come from ``AUTOINCREMENT``, so
+"everything after id N" is how a search index catches up. Only this module and
+``index.filters.sql`` know the schema; every statement is a function of its connection.
 """
 
 from __future__ import annotations
@@ -106,8 +101,7 @@ NOT_READ = "taken_source IS NULL AND width IS NULL"
 
 
 def folder_sql(path: str) -> str:
-    """An indexed photo's folder from the SQL expression ``path`` (``rtrim`` by every
-    character but ``/`` leaves it up to its last ``/``)."""
+    """An indexed photo's folder from the SQL expression ``path`` (up to its last ``/``)."""
     return f"coalesce(nullif(rtrim(rtrim({path}, replace({path}, '/', '')), '/'), ''), '/')"
 
 
@@ -174,8 +168,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def _statements(db: sqlite3.Connection, script: str) -> None:
-    """Run a script's statements one by one (``executescript`` would commit first); a
-    trigger's body, whose statements end in ``;`` too, stays whole."""
+    """Run a script's statements one by one (``executescript`` would commit first)."""
     statement = ""
     for part in script.split(";"):
         statement += part + ";"
@@ -186,8 +179,7 @@ def _statements(db: sqlite3.Connection, script: str) -> None:
 
 
 class Records:
-    """The connections to ``gallery.db``: one write connection (serialised by a lock) and
-    one read connection per thread."""
+    """The connections to ``gallery.db``: one locked writer, one reader per thread."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -265,8 +257,8 @@ class Records:
         return records
 
     def migrate_format(self) -> bool:
-        """Migrate a format-2 database to format 3 in one transaction (columns added, not
-        rows rewritten); False when another process did first."""
+        """Migrate a format-2 database to format 3 in one transaction (columns added);
+        False when another process did first."""
         try:
             with self.transaction() as db:
                 row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -351,20 +343,34 @@ def vectors_after(
     return [r[0] for r in rows], matrix([r[1] for r in rows], dim)
 
 
+def chunks(
+    db: sqlite3.Connection, kind: str, dim: int, limit: int = 50_000
+) -> Iterator[tuple[list[int], np.ndarray]]:
+    """Every vector of ``kind`` in id order, ``limit`` at a time."""
+    after = 0
+    while (chunk := vectors_after(db, kind, after, dim, limit))[0]:
+        yield chunk
+        after = chunk[0][-1]
+
+
 def count(db: sqlite3.Connection, kind: str) -> int:
     return int(db.execute(f"SELECT count(*) FROM {TABLES[kind]}").fetchone()[0])
+
+
+def random_ids(db: sqlite3.Connection, kind: str, n: int, seed: int = 0) -> np.ndarray:
+    """About ``n`` ids of ``kind`` drawn at random, sorted (by id: no table scan)."""
+    top = last_id(db, kind)
+    if top <= 0 or n <= 0:
+        return np.empty(0, np.int64)
+    return np.sort(np.random.default_rng(seed).choice(top, size=min(n, top), replace=False) + 1)
 
 
 def sample_vectors(
     db: sqlite3.Connection, kind: str, n: int, dim: int, seed: int = 0
 ) -> np.ndarray:
-    """About ``n`` vectors of ``kind`` at random (by id: no table scan)."""
-    top = last_id(db, kind)
-    if top <= 0 or n <= 0:
-        return matrix([], dim)
-    rng = np.random.default_rng(seed)
-    ids = np.sort(rng.choice(top, size=min(n, top), replace=False) + 1)
-    rows = _rows_in(db, f"SELECT vector FROM {TABLES[kind]} WHERE id IN", ids.tolist())
+    """About ``n`` vectors of ``kind`` at random (``random_ids``)."""
+    ids = random_ids(db, kind, n, seed).tolist()
+    rows = _rows_in(db, f"SELECT vector FROM {TABLES[kind]} WHERE id IN", ids)
     return matrix([r[0] for r in rows], dim)
 
 
@@ -381,8 +387,8 @@ def last_removal(db: sqlite3.Connection) -> int:
 
 
 def edits_after(db: sqlite3.Connection, after: int) -> list[tuple[int, int]]:
-    """(seq, photo id) of the photos whose filter columns changed in place after
-    ``after`` (none where the log is missing: a read-only file a writer never opened)."""
+    """(seq, photo id) of filter columns changed in place after ``after`` (none without
+    the log: a read-only file a writer never opened)."""
     try:
         return db.execute(
             "SELECT seq, item FROM edits WHERE seq > ? ORDER BY seq", (after,)
@@ -396,8 +402,7 @@ FILTER_COLUMNS = "id, taken_at, folder, lower(camera), lat, lon, uploaded"
 
 
 def filter_rows_after(db: sqlite3.Connection, after: int, limit: int) -> list[tuple[Any, ...]]:
-    """The filter columns (``FILTER_COLUMNS``) of up to ``limit`` photos with id >
-    ``after``, in id order."""
+    """``FILTER_COLUMNS`` of up to ``limit`` photos with id > ``after``, in id order."""
     return db.execute(
         f"SELECT {FILTER_COLUMNS} FROM photos WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
     ).fetchall()
@@ -440,8 +445,7 @@ def photos(
 
 
 def metadata_row(meta: PhotoMetadata, path: str, uploaded: bool) -> tuple[Any, ...]:
-    """``meta`` as the values of ``METADATA_COLUMNS``: an indexed photo's folder and name
-    are its path's; an upload has no folder."""
+    """``meta`` as the values of ``METADATA_COLUMNS`` (folder and name from ``path``)."""
     values = dict(zip(METADATA_COLUMNS, astuple(meta), strict=True))
     folder, _, name = path.rpartition("/")
     values |= {"folder": None} if uploaded else {"folder": folder or "/", "name": name}
@@ -473,8 +477,7 @@ def vector(db: sqlite3.Connection, kind: str, item: int) -> np.ndarray | None:
 def _rows_in(
     db: sqlite3.Connection, select: str, ids: Sequence[int], then: str = ""
 ) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``select`` (ending ``IN``; ``then`` after it) for ``ids``, one query
-    per 500 ids (SQLite's bound-parameter limit)."""
+    """The rows of ``select`` (ending ``IN``) for ``ids``, 500 ids a query (SQLite's limit)."""
     wanted = [int(i) for i in ids]
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
@@ -490,8 +493,7 @@ def vectors_of(db: sqlite3.Connection, kind: str, ids: Sequence[int]) -> dict[in
 def classes_of(
     db: sqlite3.Connection, ids: Sequence[int]
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """photo id → stored classes (ids int64, probabilities float32, best first) of the
-    photos among ``ids`` that have them (none without a ``photo_classes`` table)."""
+    """photo id → stored classes (ids, probabilities, best first) of those among ``ids``."""
     rows = _rows_in(db, "SELECT photo_id, ids, probs FROM photo_classes WHERE photo_id IN", ids)
     try:
         return {
@@ -633,8 +635,7 @@ def insert_classes(
 
 
 def fill_metadata(db: sqlite3.Connection, photo_id: int, meta: PhotoMetadata) -> bool:
-    """Store a photo's metadata if it was never read (the format-2 backfill) and ``meta``
-    holds something; returns whether it was filled."""
+    """Store a photo's metadata if never read (the format-2 backfill); whether it was."""
     if meta == PhotoMetadata():
         return False
     row = db.execute(
@@ -664,8 +665,8 @@ def insert_captions(
 
 
 def delete_photo(db: sqlite3.Connection, photo_id: int) -> tuple[str, bool, int] | None:
-    """Delete a photo with its captions and files; its path, whether it was uploaded and
-    how many captions went (None if there is no such photo)."""
+    """Delete a photo with its captions and files: (path, uploaded, captions removed), or
+    None if there is no such photo."""
     row = db.execute("SELECT path, uploaded FROM photos WHERE id = ?", (photo_id,)).fetchone()
     if row is None:
         return None
@@ -677,8 +678,7 @@ def delete_photo(db: sqlite3.Connection, photo_id: int) -> tuple[str, bool, int]
 def record_file(
     db: sqlite3.Connection, path: str, photo_id: int, size: int, mtime_ns: int, run: int = 0
 ) -> int | None:
-    """Record that the file at ``path`` holds a photo's content (seen by ``run``); the
-    photo it held before (None for a new file)."""
+    """Record that ``path`` holds a photo (seen by ``run``); the photo it held before."""
     before = db.execute("SELECT photo_id FROM files WHERE path = ?", (path,)).fetchone()
     db.execute(
         "INSERT INTO files (path, photo_id, size, mtime_ns, seen_run) "
@@ -712,8 +712,8 @@ def forget_files(db: sqlite3.Connection, path: str) -> None:
 
 
 def drop_orphans(db: sqlite3.Connection, photo_id: int | None = None) -> int:
-    """Remove indexed photos no file holds any more (only ``photo_id``, if given), point
-    a photo whose path is no longer one of its files at another; returns how many went."""
+    """Remove indexed photos no file holds (only ``photo_id``, if given), repoint a photo
+    whose path is no longer one of its files; returns how many went."""
     where = "AND id = ?" if photo_id is not None else ""
     args = (photo_id,) if photo_id is not None else ()
     cur = db.execute(
@@ -733,8 +733,7 @@ def drop_orphans(db: sqlite3.Connection, photo_id: int | None = None) -> int:
     return cur.rowcount
 
 
-# Each photo's object detector scores (``index.ingest.objects``): one float16 row of the
-# detector's kinds a photo (the table is created on open, as the classes' is).
+# Each photo's object detector scores (``index.ingest.objects``), one float16 row a photo.
 OBJECTS_TABLE = """
 CREATE TABLE IF NOT EXISTS photo_objects (
     photo_id INTEGER PRIMARY KEY REFERENCES photos(id) ON DELETE CASCADE,
@@ -744,18 +743,12 @@ CREATE TABLE IF NOT EXISTS photo_objects (
 
 
 def objects_of(db: sqlite3.Connection, ids: Sequence[int], kinds: int) -> np.ndarray:
-    """The stored scores of photos ``ids``, in order (len(ids) × ``kinds``; a row of NaN
-    for a photo without)."""
+    """The stored scores of photos ``ids``, in order (a row of NaN for a photo without)."""
     out = np.full((len(ids), kinds), np.nan, np.float32)
-    if not len(ids):
-        return out
     where = {int(i): j for j, i in enumerate(ids)}
-    marks = ",".join("?" * len(where))
+    select = "SELECT photo_id, scores FROM photo_objects WHERE photo_id IN"
     try:
-        rows = db.execute(
-            f"SELECT photo_id, scores FROM photo_objects WHERE photo_id IN ({marks})",
-            list(where),
-        ).fetchall()
+        rows = list(_rows_in(db, select, list(where)))
     except sqlite3.OperationalError as exc:
         if "no such table" not in str(exc):
             raise
@@ -768,8 +761,7 @@ def objects_of(db: sqlite3.Connection, ids: Sequence[int], kinds: int) -> np.nda
 
 
 def lacking_objects(db: sqlite3.Connection, folder: Path) -> list[tuple[int, Path]]:
-    """(id, file) of every photo without stored scores, by id (an upload's relative path
-    resolved in the gallery ``folder``)."""
+    """(id, file) of every photo without stored scores, by id."""
     sql = (
         "SELECT id, path FROM photos p WHERE NOT EXISTS "
         "(SELECT 1 FROM photo_objects o WHERE o.photo_id = p.id) ORDER BY id"
@@ -784,8 +776,7 @@ def lacking_objects(db: sqlite3.Connection, folder: Path) -> list[tuple[int, Pat
 
 
 def insert_objects(db: sqlite3.Connection, scores: Mapping[int, np.ndarray]) -> int:
-    """Store photos' scores (photo id → its scores); a photo gone meanwhile is left out.
-    Returns how many were stored."""
+    """Store photos' scores (photo id → scores) but a gone photo's; how many were stored."""
     before = db.total_changes
     db.executemany(
         "INSERT OR REPLACE INTO photo_objects (photo_id, scores) "

@@ -1,8 +1,5 @@
-"""A gallery's ``uploads/``: the files of photos added through the API.
-
-A crash leaves at most a file no record names; a writer clears those on open, holding
-the lock exclusively so it never takes a file whose record is on its way.
-"""
+"""A gallery's ``uploads/``: a writer clears on open the files no record names (a crash's),
+holding the lock exclusively."""
 
 from __future__ import annotations
 
@@ -20,6 +17,17 @@ UPLOADS = "uploads"
 UPLOADS_LOCK = "uploads.lock"
 
 
+@contextlib.contextmanager
+def flocked(path: Path, exclusive: bool = True) -> Iterator[None]:
+    """``path`` held locked (``flock``): exclusively, or shared."""
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 class UploadFiles:
     """The uploaded photos' files of the gallery in ``folder``, named relative to it."""
 
@@ -30,16 +38,9 @@ class UploadFiles:
     def name_for(sha256: str, extension: str) -> str:
         return f"{UPLOADS}/{sha256}.{extension}"
 
-    @contextlib.contextmanager
-    def locked(self, exclusive: bool = False) -> Iterator[None]:
-        """Uploads hold the lock shared from their file to their commit; deleting and
-        clearing hold it exclusively."""
-        with open(self.folder / UPLOADS_LOCK, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def locked(self, exclusive: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Held shared by an upload from its file to its commit, exclusively to delete."""
+        return flocked(self.folder / UPLOADS_LOCK, exclusive)
 
     def write(self, name: str, data: bytes) -> None:
         """The photo's file, on disk when it returns (kept if already there)."""
@@ -55,8 +56,7 @@ class UploadFiles:
         (self.folder / name).unlink(missing_ok=True)
 
     def clear(self, named: Callable[[], set[str]]) -> None:
-        """Delete every file in ``uploads/`` that ``named`` (the names the records hold,
-        read under the exclusive lock) leaves out."""
+        """Delete every file in ``uploads/`` that ``named()`` leaves out (exclusively)."""
         uploads = self.folder / UPLOADS
         if not uploads.is_dir():
             return

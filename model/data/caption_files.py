@@ -1,9 +1,6 @@
-"""Captions for the photos being indexed, read from a TSV or JSON Lines file.
-
-TSV: ``photo<TAB>caption`` (a Flickr8k key's ``#<n>`` dropped). JSON Lines: ``{"photo":
-…, "caption": …}`` or ``"captions": […]`` ("path", "file", "image" also name the photo).
-Malformed lines become ``problems``; no usable line raises ``CaptionFileError``.
-"""
+"""Captions for the photos being indexed, from a TSV (``photo<TAB>caption``, a Flickr8k
+``#<n>`` dropped) or JSON Lines file (``{"photo": …, "caption": …}`` or ``"captions"``;
+"path", "file", "image" also name the photo)."""
 
 from __future__ import annotations
 
@@ -27,9 +24,7 @@ class CaptionFile:
     """Photo key → captions, with the problems found while reading."""
 
     def __init__(self, path: Path, captions: dict[str, list[str]], problems: list[str]) -> None:
-        self.path = path
-        self.captions = captions
-        self.problems = problems
+        self.path, self.captions, self.problems = path, captions, problems
         self._used: set[str] = set()
         self._by_name: dict[str, list[str]] = {}
         for key in captions:
@@ -77,33 +72,27 @@ def read_caption_file(path: Path) -> CaptionFile:
     except FileNotFoundError:
         raise CaptionFileError(f"{path}: file not found") from None
     except UnicodeDecodeError as exc:
-        raise CaptionFileError(
-            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-        ) from None
+        message = f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        raise CaptionFileError(message) from None
     except OSError as exc:
         raise CaptionFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if "\x00" in text:
         raise CaptionFileError(f"{path}: a binary file, not captions")
     jsonl = path.suffix.lower() in (".jsonl", ".json")
     captions: dict[str, list[str]] = {}
-    seen: set[tuple[str, str]] = set()
     problems: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        pairs = _json_line(line) if jsonl else _tsv_line(line)
+        pairs = (_json_line(line) if jsonl else _tsv_line(line)) if line.strip() else []
         if isinstance(pairs, str):
             problems.append(f"{path}:{number}: {pairs}")
             continue
         for photo, caption in pairs:
-            if (photo, caption) not in seen:
-                seen.add((photo, caption))
-                captions.setdefault(photo, []).append(caption)
+            if caption not in (have := captions.setdefault(photo, [])):
+                have.append(caption)
     if problems and not captions:
         kind = "a JSON object per line" if jsonl else "photo<TAB>caption per line"
-        raise CaptionFileError(
-            f"{path}: no usable line (expected {kind}); the first: {problems[0]}"
-        )
+        first = problems[0]
+        raise CaptionFileError(f"{path}: no usable line (expected {kind}); the first: {first}")
     return CaptionFile(path, captions, problems)
 
 

@@ -4,17 +4,15 @@ of images and optional split lists (captions whose image file is missing are ski
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 #: Flickr8k's own file names, used when the caller names a split instead of a file.
-FLICKR8K_SPLITS = {
-    "train": "Flickr_8k.trainImages.txt",
-    "dev": "Flickr_8k.devImages.txt",
-    "test": "Flickr_8k.testImages.txt",
-}
+FLICKR8K_SPLITS = {split: f"Flickr_8k.{split}Images.txt" for split in ("train", "dev", "test")}
 CAPTIONS_FILE = "Flickr8k.token.txt"
 IMAGES_DIR = "Images"
 #: Flickr8k's expert judgments of image–caption pairs (optional).
@@ -51,10 +49,8 @@ class CaptionedImages:
         """The photos at positions ``keep`` (in that order) with their captions."""
         new_index = {old: new for new, old in enumerate(keep)}
         linked = zip(self.captions, self.caption_image, strict=True)
-        pairs = sorted(
-            ((text, new_index[image]) for text, image in linked if image in new_index),
-            key=lambda pair: pair[1],
-        )
+        kept = ((text, new_index[image]) for text, image in linked if image in new_index)
+        pairs = sorted(kept, key=lambda pair: pair[1])
         return replace(
             self,
             images=tuple(self.images[i] for i in keep),
@@ -94,10 +90,8 @@ def _read_captions(path: Path) -> list[tuple[str, int, str]]:
 
 def read_caption_ids(root: Path, captions_file: str = CAPTIONS_FILE) -> dict[str, str]:
     """Every caption of ``root``'s captions file by its id, its image file there or not."""
-    return {
-        f"{name}#{number}": text
-        for name, number, text in _read_captions(Path(root) / captions_file)
-    }
+    lines = _read_captions(Path(root) / captions_file)
+    return {f"{name}#{number}": text for name, number, text in lines}
 
 
 def load_captioned_images(
@@ -120,15 +114,22 @@ def load_captioned_images(
     else:
         split_path = root / FLICKR8K_SPLITS[split] if split in FLICKR8K_SPLITS else Path(split)
         wanted = [s.strip() for s in _read_lines(split_path) if s.strip()]
-    images, captions, caption_image = [], [], []
-    for name in wanted:
-        if name not in by_image or (files and not (root / IMAGES_DIR / name).is_file()):
-            continue
-        images.append(name)
-        for _, text in sorted(by_image[name]):
-            captions.append(text)
-            caption_image.append(len(images) - 1)
-    if not images:
-        where = f"split {split!r} of {root}" if split is not None else str(root)
-        raise DatasetError(f"no image with captions found in {where}")
-    return CaptionedImages(root, tuple(images), tuple(captions), tuple(caption_image))
+    chosen = [
+        (name, [text for _, text in sorted(by_image[name])])
+        for name in wanted
+        if name in by_image and not (files and not (root / IMAGES_DIR / name).is_file())
+    ]
+    where = f"split {split!r} of {root}" if split is not None else str(root)
+    return collection(root, chosen, f"no image with captions found in {where}")
+
+
+def collection(
+    root: Path, photos: Sequence[tuple[str, Sequence[str]]], empty: str, **more: Any
+) -> CaptionedImages:
+    """The ``photos`` (name, its captions), in order, as a collection (``more``: its other
+    fields); DatasetError ``empty`` when there is none."""
+    if not photos:
+        raise DatasetError(empty)
+    pairs = [(text, i) for i, (_, texts) in enumerate(photos) for text in texts]
+    images, captions = tuple(name for name, _ in photos), tuple(t for t, _ in pairs)
+    return CaptionedImages(root, images, captions, tuple(i for _, i in pairs), **more)

@@ -1,9 +1,5 @@
-"""Concepts held out of training, and which captions mention them.
-
-The held-out-concept protocol trains without the photos whose captions mention any of
-``HELD_OUT``, then asks for those concepts. A caption *mentions* a concept when one of its
-lower-cased words is one of the concept's forms.
-"""
+"""Concepts held out of training (the held-out-concept protocol), and which captions
+mention them: use one of a concept's forms as a lower-cased word."""
 
 from __future__ import annotations
 
@@ -12,33 +8,25 @@ from collections.abc import Collection, Iterable, Mapping
 
 from groundsearch.model.data.flickr import CaptionedImages, DatasetError
 
+
+def _forms(words: str) -> tuple[str, ...]:
+    return tuple(words.split())
+
+
 #: Ten concepts ImageNet's classes cover (tabby, sorrel, ox, jay, acoustic guitar,
 #: mountain bike, canoe, sports car, moped, ski…) and Flickr8k shows rarely or often:
 #: each name with the word forms that count as a mention.
 HELD_OUT: dict[str, tuple[str, ...]] = {
-    "cat": ("cat", "cats", "kitten", "kittens", "kitty"),
-    "horse": ("horse", "horses", "pony", "ponies"),
-    "cow": ("cow", "cows", "cattle", "bull", "bulls", "calf", "ox"),
-    "bird": (
-        "bird",
-        "birds",
-        "seagull",
-        "seagulls",
-        "duck",
-        "ducks",
-        "goose",
-        "geese",
-        "pigeon",
-        "pigeons",
-        "swan",
-        "swans",
-    ),
-    "guitar": ("guitar", "guitars", "guitarist"),
-    "bicycle": ("bicycle", "bicycles", "bike", "bikes", "cyclist", "cyclists", "bmx"),
-    "boat": ("boat", "boats", "canoe", "canoes", "kayak", "kayaks", "sailboat", "raft"),
-    "car": ("car", "cars"),
-    "motorcycle": ("motorcycle", "motorcycles", "motorbike", "motorbikes"),
-    "snow": ("snow", "snowy", "snowboard", "snowboarder", "snowboarding", "snowman"),
+    "cat": _forms("cat cats kitten kittens kitty"),
+    "horse": _forms("horse horses pony ponies"),
+    "cow": _forms("cow cows cattle bull bulls calf ox"),
+    "bird": _forms("bird birds seagull seagulls duck ducks goose geese pigeon pigeons swan swans"),
+    "guitar": _forms("guitar guitars guitarist"),
+    "bicycle": _forms("bicycle bicycles bike bikes cyclist cyclists bmx"),
+    "boat": _forms("boat boats canoe canoes kayak kayaks sailboat raft"),
+    "car": _forms("car cars"),
+    "motorcycle": _forms("motorcycle motorcycles motorbike motorbikes"),
+    "snow": _forms("snow snowy snowboard snowboarder snowboarding snowman"),
 }
 
 #: Words that name a *kind* of a held-out concept, or misspell it ("jeep" is a car,
@@ -48,109 +36,30 @@ HELD_OUT: dict[str, tuple[str, ...]] = {
 #: kinds ("donkey", "truck", "biker").
 HYPONYMS: dict[str, tuple[str, ...]] = {
     "cat": (),
-    "horse": ("horseback", "stallion", "mare", "foal", "colt"),
-    "cow": ("oxen", "longhorn", "longhorns"),
-    "bird": (
-        "gull",
-        "gulls",
-        "pelican",
-        "pelicans",
-        "eagle",
-        "eagles",
-        "hawk",
-        "hawks",
-        "owl",
-        "owls",
-        "heron",
-        "herons",
-        "egret",
-        "egrets",
-        "crow",
-        "crows",
-        "parrot",
-        "parrots",
-        "flamingo",
-        "flamingos",
-        "penguin",
-        "penguins",
-        "ostrich",
-        "peacock",
-        "peacocks",
-        "sparrow",
-        "sparrows",
-        "vulture",
-        "vultures",
-        "falcon",
-        "chicken",
-        "chickens",
-        "hen",
-        "hens",
-        "rooster",
-        "duckling",
-        "ducklings",
+    "horse": _forms("horseback stallion mare foal colt"),
+    "cow": _forms("oxen longhorn longhorns"),
+    "bird": _forms(
+        "gull gulls pelican pelicans eagle eagles hawk hawks owl owls heron herons egret "
+        "egrets crow crows parrot parrots flamingo flamingos penguin penguins ostrich "
+        "peacock peacocks sparrow sparrows vulture vultures falcon chicken chickens hen "
+        "hens rooster duckling ducklings"
     ),
-    "guitar": ("guitarists",),
-    "bicycle": ("bicyclist", "bicyclists", "biking", "cycling", "bicycling"),
-    "boat": (
-        "ship",
-        "ships",
-        "rowboat",
-        "rowboats",
-        "sailboats",
-        "kayaker",
-        "kayakers",
-        "kayaking",
-        "canoeing",
-        "canoeist",
-        "rafting",
-        "rafts",
-        "yacht",
-        "yachts",
-        "ferry",
-        "gondola",
-        "speedboat",
-        "tugboat",
-        "watercraft",
+    "guitar": _forms("guitarists"),
+    "bicycle": _forms("bicyclist bicyclists biking cycling bicycling"),
+    "boat": _forms(
+        "ship ships rowboat rowboats sailboats kayaker kayakers kayaking canoeing "
+        "canoeist rafting rafts yacht yachts ferry gondola speedboat tugboat watercraft"
     ),
-    "car": (
-        "jeep",
-        "jeeps",
-        "suv",
-        "taxi",
-        "taxis",
-        "automobile",
-        "automobiles",
-        "sedan",
-        "racecar",
-        "racecars",
-        "convertible",
-        "minivan",
-        "limo",
-        "limousine",
+    "car": _forms(
+        "jeep jeeps suv taxi taxis automobile automobiles sedan racecar racecars "
+        "convertible minivan limo limousine"
     ),
-    "motorcycle": (
-        "motorcyle",
-        "motorcyles",
-        "motorcyclist",
-        "motorcyclists",
-        "motocross",
-        "dirtbike",
-        "dirtbikes",
-        "moped",
-        "mopeds",
+    "motorcycle": _forms(
+        "motorcyle motorcyles motorcyclist motorcyclists motocross dirtbike dirtbikes moped mopeds"
     ),
-    "snow": (
-        "snowboarders",
-        "snowmobile",
-        "snowball",
-        "snowballs",
-        "snowsuit",
-        "snowbank",
-        "snowfall",
-        "snowstorm",
-        "snowshoe",
-        "snowshoes",
-        "snowmen",
+    "snow": _forms(
+        "snowboarders snowmobile snowball snowballs snowsuit snowbank snowfall snowstorm "
+        "snowshoe snowshoes snowmen"
     ),
 }
 

@@ -1,14 +1,11 @@
-"""Captioned collections to train and select on, named on the command line.
-
-Kinds, by what the path holds: ``flickr8k``, ``features`` (like ``cc-web/``:
-``captions.tsv``, split lists, ``features/<backbone>.npy``) and ``captions`` (an index
-captions file, split by a hash of the photo's name). ``NAME=W`` weighs a source by W.
-"""
+"""Captioned collections to train on, by what the path holds: ``flickr8k``, ``features``
+(like ``cc-web/``: ``captions.tsv``, split lists, ``features/<backbone>.npy``) or
+``captions`` (split by a hash of the name); ``NAME=W`` weighs a source by W."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +15,7 @@ from groundsearch.model.data.flickr import (
     CAPTIONS_FILE,
     CaptionedImages,
     DatasetError,
+    collection,
     load_captioned_images,
 )
 
@@ -93,9 +91,8 @@ def _load_features(root: Path, split: str | None, backbone: str) -> CaptionedIma
     found = sorted((root / "features").glob("*.npy"))
     names = [p.stem for p in found]
     if backbone and backbone not in names:
-        raise DatasetError(
-            f"{root} has no features of {backbone} (it has: {', '.join(names) or 'none'})"
-        )
+        have = ", ".join(names) or "none"
+        raise DatasetError(f"{root} has no features of {backbone} (it has: {have})")
     if not backbone:
         if len(names) != 1:
             raise DatasetError(f"{root}: name the backbone (features of {', '.join(names)})")
@@ -111,15 +108,11 @@ def _load_features(root: Path, split: str | None, backbone: str) -> CaptionedIma
         )
     position = {name: i for i, name in enumerate(everything.images)}
     wanted = everything.images if split is None else _split_names(root, split)
-    missing = [n for n in wanted if n not in position]
-    if missing:
+    if missing := [n for n in wanted if n not in position]:
         raise DatasetError(f"{root}: {len(missing)} photos of {split} have no caption")
-    keep = [position[n] for n in wanted]
-    ds = everything.subset(keep)
+    ds = everything.subset([position[n] for n in wanted])
     rows = np.asarray(features[np.asarray([row_of[n] for n in wanted])], dtype=np.float32)
-    return CaptionedImages(
-        root, ds.images, ds.captions, ds.caption_image, features=rows, backbone=backbone
-    )
+    return replace(ds, features=rows, backbone=backbone)
 
 
 def hash_split(name: str) -> str:
@@ -137,15 +130,6 @@ def _load_captions_file(path: Path, split: str | None) -> CaptionedImages:
     names = [n for n in sorted(captions) if (folder / n).is_file()]
     if split is not None:
         names = [n for n in names if hash_split(n) == split]
-    images, texts, caption_image = [], [], []
-    for name in names:
-        images.append(name)
-        for text in captions[name]:
-            texts.append(text)
-            caption_image.append(len(images) - 1)
-    if not images:
-        where = f"split {split!r} of {path}" if split else str(path)
-        raise DatasetError(f"no photo file with captions found in {where}")
-    return CaptionedImages(
-        folder, tuple(images), tuple(texts), tuple(caption_image), image_dir=folder
-    )
+    where = f"split {split!r} of {path}" if split else str(path)
+    empty = f"no photo file with captions found in {where}"
+    return collection(folder, [(n, captions[n]) for n in names], empty, image_dir=folder)

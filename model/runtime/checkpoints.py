@@ -1,9 +1,5 @@
-"""Checkpoint formats, their identity, errors and origin checks: every model file goes through here.
-
-Two formats: a joint model (config, vocabulary, inventory, weights, snapshots) and the
-kCCA baseline (tensors only). Both record the parser and backbone they were made with,
-and are refused against others.
-"""
+"""Checkpoint formats, identity, errors and origin checks: every model file goes through here.
+A joint model or the kCCA baseline (tensors only), refused against another parser or backbone."""
 
 from __future__ import annotations
 
@@ -62,8 +58,7 @@ def load_checkpoint(
 ) -> JointEmbedder | KCCAModel:
     """The model saved at ``path`` (either format), ready to embed, with the concept
     channel the checkpoint records (``concept_weight`` overrides its weight; 0: off)."""
-    state = _read_kcca_state(path)
-    if state is not None:
+    if (state := _read_kcca_state(path)) is not None:
         if concept_weight:
             raise CheckpointError(f"{path} is a KCCA model: it has no concept channel")
         return _kcca_from_state(state, path, parser, backbone)
@@ -109,21 +104,18 @@ def save_joint(
         vocab["vectors"] = None
     elif half:
         vocab["vectors"] = np.asarray(vocab["vectors"], dtype=np.float16)
-    inventory = model.inventory
+    inv = model.inventory
     state = {
         "format": JOINT_FORMAT,
         "config": model.config.to_dict(),
         "vocab": vocab,
         "inventory": None
-        if inventory is None
-        else {"kind": type(inventory).__name__, "names": list(inventory.names)},
+        if inv is None
+        else {"kind": type(inv).__name__, "names": list(inv.names)},
         "parser": model.parser,
         "backbone": model.backbone,
         "state_dict": cast_state(model.state_dict(), half),
-        "snapshots": [
-            pack_snapshot(snapshot) if half else cast_state(snapshot, False)
-            for snapshot in model.snapshots
-        ],
+        "snapshots": [pack_snapshot(s) if half else cast_state(s, False) for s in model.snapshots],
         "extra": extra or {},
     }
     torch_save(state, path)
@@ -148,13 +140,12 @@ def pack_snapshot(state: dict[str, torch.Tensor]) -> dict[str, Any]:
 
 def unpack_snapshot(packed: dict[str, Any]) -> dict[str, torch.Tensor]:
     """The float32 weights of a snapshot, packed (``pack_snapshot``) or as tensors."""
-    out = {}
-    for name, value in packed.items():
-        if isinstance(value, dict):
-            out[name] = value["int8"].float() * value["scale"].float()
-        else:
-            out[name] = value.float() if value.is_floating_point() else value
-    return out
+    return {
+        name: value["int8"].float() * value["scale"].float()
+        if isinstance(value, dict)
+        else (value.float() if value.is_floating_point() else value)
+        for name, value in packed.items()
+    }
 
 
 def _read_joint_state(path: Path) -> dict[str, Any]:
@@ -191,23 +182,11 @@ def load_joint(path: Path, parser: str | None = None, backbone: str | None = Non
 
 def save_kcca(model: KCCAModel, path: Path, extra: dict[str, Any] | None = None) -> None:
     """Write a kCCA checkpoint atomically (tensors and plain values only)."""
-    torch_save(
-        {
-            "format": KCCA_FORMAT,
-            "kind": model.kind,
-            "config": model.config,
-            "vocab": {
-                "words": list(model.vocab.words),
-                "vectors": torch.from_numpy(model.vocab.vectors),
-            },
-            "sentences": model.sentences.state(),
-            "images": model.images.state(),
-            "parser": model.parser,
-            "backbone": model.backbone,
-            "extra": extra or {},
-        },
-        path,
-    )
+    vocab = {"words": list(model.vocab.words), "vectors": torch.from_numpy(model.vocab.vectors)}
+    state = {"format": KCCA_FORMAT, "kind": model.kind, "config": model.config, "vocab": vocab}
+    state.update(sentences=model.sentences.state(), images=model.images.state())
+    state.update(parser=model.parser, backbone=model.backbone, extra=extra or {})
+    torch_save(state, path)
 
 
 def _read_kcca_state(path: Path) -> dict[str, Any] | None:
@@ -231,13 +210,8 @@ def _kcca_from_state(
         )
     check_origin(path, state, parser, backbone, made="fitted")
     vocab = Vocabulary(list(state["vocab"]["words"]), state["vocab"]["vectors"].numpy())
-    model = KCCAModel(
-        KernelProjection.from_state(state["sentences"]),
-        KernelProjection.from_state(state["images"]),
-        vocab,
-        state["parser"],
-        state["backbone"],
-        dict(state["config"]),
-    )
+    sentences, images = (KernelProjection.from_state(state[k]) for k in ("sentences", "images"))
+    origin = (state["parser"], state["backbone"])
+    model = KCCAModel(sentences, images, vocab, *origin, dict(state["config"]))
     model.extra = dict(state.get("extra", {}))
     return model

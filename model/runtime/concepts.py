@@ -106,9 +106,7 @@ def phrase_vector(words: Sequence[str]) -> np.ndarray:
     """The unit mean of the GloVe vectors of ``words`` (zero if GloVe knows none)."""
     index, unit = glove_table()
     rows = [index[w] for w in (w.lower() for w in words) if w in index]
-    if not rows:
-        return np.zeros(DIM, np.float32)
-    return _unit(unit[rows].mean(axis=0))
+    return _unit(unit[rows].mean(axis=0)) if rows else np.zeros(DIM, np.float32)
 
 
 def class_words(name: str) -> list[str]:
@@ -121,11 +119,8 @@ def content_words(tree: DependencyTree) -> list[str]:
     nouns = [n for n in tree if n.upos in NOUNS]
     chosen = nouns or [n for n in tree if n.upos not in FUNCTION_TAGS]
     index = glove_table()[0]
-    out = []
-    for node in chosen:
-        text, lemma = node.text.lower(), node.lemma.lower()
-        out.append(text if text in index or lemma not in index else lemma)
-    return out
+    pairs = ((n.text.lower(), n.lemma.lower()) for n in chosen)
+    return [text if text in index or lemma not in index else lemma for text, lemma in pairs]
 
 
 def class_vectors(classes: Sequence[str], names: str = "imagenet") -> np.ndarray:
@@ -164,9 +159,8 @@ class ConceptChannel:
     ) -> None:
         self.backbone, self.config = backbone, config
         counts = trained_words or {}
-        self.trained: Mapping[str, int] = (
-            counts if isinstance(counts, Mapping) else dict.fromkeys(counts, config.rare)
-        )
+        as_counts = counts if isinstance(counts, Mapping) else dict.fromkeys(counts, config.rare)
+        self.trained: Mapping[str, int] = as_counts
 
     @cached_property
     def _head(self) -> ImageNetHead:
@@ -194,8 +188,7 @@ class ConceptChannel:
         """What every photo's ConSE vector shares (over distinct names), subtracted so
         that a word close to "things" in general gains no photo."""
         distinct = self.class_vectors
-        if self.config.names != "imagenet":
-            distinct = np.unique(self.class_vectors, axis=0)
+        distinct = distinct if self.config.names == "imagenet" else np.unique(distinct, axis=0)
         return np.asarray(distinct.mean(axis=0))
 
     @property
@@ -217,13 +210,8 @@ class ConceptChannel:
     @cached_property
     def tag_vectors(self) -> np.ndarray:
         """Each tagged word's unit GloVe vector (its written form, else its lemma)."""
-        index = glove_table()[0]
-        return np.stack(
-            [
-                phrase_vector([w if w in index else lemma])
-                for w, lemma in zip(self.tagger.words, self.tagger.lemmas, strict=True)
-            ]
-        )
+        index, pairs = glove_table()[0], zip(self.tagger.words, self.tagger.lemmas, strict=True)
+        return np.stack([phrase_vector([w if w in index else lemma]) for w, lemma in pairs])
 
     @cached_property
     def tag_mask(self) -> np.ndarray:

@@ -1,9 +1,6 @@
-"""The runtime contract: what a loaded model is to everything that answers queries.
-
-``Embedder``: captions (as trees) and image features into one space whose inner product
-is the retrieval score. ``JointEmbedder`` is it for a ``JointModel``, with the concept
-channel's 50 columns appended (``model.runtime.concepts``).
-"""
+"""The runtime contract: ``Embedder`` (captions as trees and image features into one space
+whose inner product is the score), and ``JointEmbedder`` for a ``JointModel`` with the
+concept channel's columns appended."""
 
 from __future__ import annotations
 
@@ -65,9 +62,11 @@ class JointEmbedder:
 
     def embed_images(self, features: np.ndarray) -> np.ndarray:
         v = self.model.embed_images(features, self.normalize)
-        if self.concepts is None:
-            return v
-        return np.hstack([v, self.concepts.scale * self.concepts.image_vectors(features)])
+        return (
+            v
+            if self.concepts is None
+            else np.hstack([v, self.concepts.scale * self.concepts.image_vectors(features)])
+        )
 
     @property
     def channel_columns(self) -> int:

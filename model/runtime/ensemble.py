@@ -26,10 +26,9 @@ class EnsembleEmbedder:
             raise CheckpointError(f"need one positive weight per member, got {weights}")
         for m in members[1:]:
             for attr in ("parser", "backbone"):
-                if getattr(m, attr) != getattr(members[0], attr):
+                if (theirs := getattr(m, attr)) != (first := getattr(members[0], attr)):
                     raise CheckpointError(
-                        f"ensemble members disagree on the {attr}: "
-                        f"{getattr(members[0], attr)} and {getattr(m, attr)}"
+                        f"ensemble members disagree on the {attr}: {first} and {theirs}"
                     )
         self.members = list(members)
         total = float(sum(weights))
@@ -41,16 +40,13 @@ class EnsembleEmbedder:
         return "+".join(m.encoder for m in self.members)
 
     def embed_sentences(self, trees: Sequence[DependencyTree]) -> np.ndarray:
-        parts = [
-            s * m.embed_sentences(trees) for s, m in zip(self.scales, self.members, strict=True)
-        ]
-        return np.hstack(parts)
+        return np.hstack([s * m.embed_sentences(trees) for s, m in self._scaled()])
 
     def embed_images(self, features: np.ndarray) -> np.ndarray:
-        parts = [
-            s * m.embed_images(features) for s, m in zip(self.scales, self.members, strict=True)
-        ]
-        return np.hstack(parts)
+        return np.hstack([s * m.embed_images(features) for s, m in self._scaled()])
+
+    def _scaled(self) -> zip[tuple[float, JointEmbedder]]:
+        return zip(self.scales, self.members, strict=True)
 
     def require_known_words(self, trees: Sequence[DependencyTree], what: str = "caption") -> None:
         for m in self.members:

@@ -1,11 +1,9 @@
 """Evidence: what the backbone's classifier says, on a hit photo, about a query's nouns.
 
 A retrieval score cannot say whether the thing a query names is in the photo; the
-backbone's classifier can, for the nouns its classes name (``noun_classes.tsv``). A hit's
-**evidence** is
-
-read from the photo's ``TOP_CLASSES`` most probable classes (what a gallery stores). A
-query with no nameable noun has no evidence (``None``).
+backbone's classifier can, for the nouns its classes name (``noun_classes.tsv``), read
+from the photo's ``TOP_CLASSES`` most probable classes (what a gallery stores). A query
+with no nameable noun has no evidence (``None``).
 """
 
 from __future__ import annotations
@@ -81,14 +79,13 @@ def evidence_channels(
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Each hit's evidence for ``nouns`` from the classifier (its best noun among the hit's
     top ``classes``; NaN without) and from the tagger (its worst noun); None: no channel."""
-    named: np.ndarray | None = None
-    tagged: np.ndarray | None = None
     if not nouns:
         return None, None
+    named: np.ndarray | None = None
+    tagged: np.ndarray | None = None
     if table is not None and classes is not None and table.nameable(nouns):
         ids, probs = classes
-        named = table.evidence(nouns, ids, probs)
-        if named is not None:
+        if (named := table.evidence(nouns, ids, probs)) is not None:
             named = np.where(np.asarray(ids)[:, 0] < 0, np.nan, named)  # a row of -1: none
     if tagger is not None and products is not None and (cols := tagger.columns_of(nouns)):
         tagged = tagger.evidence(cols, products)
@@ -119,10 +116,7 @@ class NounClasses:
     @classmethod
     def load(cls, path: Path | None = None, n_classes: int = 1000) -> NounClasses:
         """The table at ``path`` (default: the shipped one); ValueError if malformed."""
-        return cls(cls._read(Path(path) if path is not None else default_path(), n_classes))
-
-    @staticmethod
-    def _read(path: Path, n_classes: int) -> dict[str, frozenset[int]]:
+        path = Path(path) if path is not None else default_path()
         with path.open(newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader((ln for ln in f if not ln.startswith("#")), delimiter="\t"))
         if not rows or tuple(rows[0])[: len(COLUMNS)] != COLUMNS:
@@ -139,7 +133,7 @@ class NounClasses:
             if min(ids) < 0 or max(ids) >= n_classes:
                 raise ValueError(f"{path}: a class of {noun!r} is not one of {n_classes}")
             table[noun] = ids
-        return table
+        return cls(table)
 
     def __len__(self) -> int:
         return len(self.classes)
@@ -167,8 +161,7 @@ class NounClasses:
         named = self.nameable(nouns)
         if not named:
             return None
-        ids = np.asarray(class_ids, np.int64)
-        probs = np.asarray(class_probs, np.float64)
+        ids, probs = np.asarray(class_ids, np.int64), np.asarray(class_probs, np.float64)
         if ids.shape != probs.shape or ids.ndim != 2:
             raise ValueError("class ids and probabilities must be two arrays of hits × k")
         out = np.zeros(ids.shape[0])

@@ -1,25 +1,20 @@
 """Short queries ranked by what the photo shows: the joint score fused with evidence.
 
-People search a photo library with a word or two ("dog", "a cake", "birthday cake"); the
-joint space learned from whole sentences, and ranks them poorly ("a dog" can put a panda
-above the dogs). The backbone's classifier tells them apart, and a gallery stores each
-photo's top classes (and, with the object detector, its COCO kinds' scores). For a query
-of n content words with a noun the evidence reads (``model.runtime.evidence``), when the
-fusion has weights for n words, each candidate's score becomes
+The joint space, learned from whole sentences, ranks a word or two poorly ("a dog" can
+put a panda above the dogs). For a query of n content words with a noun the evidence
+reads (``model.runtime.evidence``), when the fusion has weights for n words, each
+candidate's score becomes
 
     s + sd(s) · (w_c · z(logit c) + w_t · z(logit t) + w_o · z(logit o))
 
 where ``z(x) = (x − mean(x)) / sd(x)`` over the query's candidates (unknown values: 0),
-``c`` the classifier's probability of the nouns' classes among the photo's top classes
-(every dog breed is "dog"), ``t`` the vector tagger's P(nouns | photo) and ``o`` the
-object detector's best score for the nouns' COCO kinds (``model.runtime.objects``; a
-gallery indexed without the detector has none), each clipped to [``FLOOR``, 1 −
-``FLOOR``] before the logit. It orders the candidates as ``z(s) + Σ w z(logit …)`` does,
-and keeps the score's scale, so a relevance model reads it as a score. A word alone
-("dog", "a dog") and two ("black dog", "dog on grass": the classifier reads the dog
-alone) have weights of their own, chosen on the mixed dev (``groundsearch fit-fusion``,
-``model.training.fusion``) and stored as JSON (``fusion.json``) with the checkpoint they
-were chosen for.
+``c`` the classifier's probability of the nouns' classes among the photo's top classes,
+``t`` the vector tagger's P(nouns | photo) and ``o`` the object detector's best score for
+the nouns' COCO kinds (``model.runtime.objects``), each clipped to [``FLOOR``, 1 −
+``FLOOR``]. It orders as ``z(s) + Σ w z(logit …)`` does and keeps the score's scale, so a
+relevance model reads it as a score. Each query length has its own weights, chosen on
+the mixed dev (``model.training.fusion``) and stored in ``fusion.json`` with the
+checkpoint they were chosen for.
 """
 
 from __future__ import annotations
@@ -63,18 +58,14 @@ def standardised(values: np.ndarray) -> np.ndarray:
     x = np.asarray(values, np.float64)
     known = np.isfinite(x)
     out = np.zeros(x.shape)
-    if known.sum() < 2:
-        return out
-    mean, sd = x[known].mean(), x[known].std()
-    if sd > 0:
-        out[known] = (x[known] - mean) / sd
+    if known.sum() >= 2 and (sd := x[known].std()) > 0:
+        out[known] = (x[known] - x[known].mean()) / sd
     return out
 
 
-#: The weights of the classifier's, the tagger's and the detector's evidence for one
-#: query length.
+#: The weights of the classifier's, the tagger's and the detector's evidence (``CHANNELS``)
+#: for one query length.
 Weights = tuple[float, float, float]
-#: The channels' names, in the order of ``Weights``.
 CHANNELS = ("classes", "tagger", "objects")
 
 
@@ -124,14 +115,12 @@ class Fusion:
         kept = np.isfinite(s)
         if kept.sum() < 2 or not 0 < words <= len(self.weights):
             return s.copy()
-        sd = float(s[kept].std())
         push = np.zeros(s.shape)
         channels = (classes, tagger, objects)
         for weight, values in zip(self.weights[words - 1], channels, strict=True):
             if weight and values is not None:
-                v = np.where(kept, logit(values), np.nan)
-                push += weight * standardised(v)
-        return np.where(kept, s + sd * push, s)
+                push += weight * standardised(np.where(kept, logit(values), np.nan))
+        return np.where(kept, s + float(s[kept].std()) * push, s)
 
     def to_dict(self) -> dict[str, Any]:
         return {

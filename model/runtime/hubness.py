@@ -1,12 +1,6 @@
-"""Hubness correction of the joint scores (CSLS, Conneau et al. 2018).
-
-A few photos lie near every sentence ("hubs") and come first for queries they do not
-fit; likewise sentences for photos. A photo's **penalty** is a weight × the mean of its
-``k`` largest scores against a bank of training captions (a caption's, against training
-photos), and a query ranks by ``score − penalty``. ``groundsearch fit-hubness`` chooses
-the banks, ``k`` and weights (``FILE_NAME``, bound to the checkpoint). ``Penalty``
-computes a side's penalties from vectors; ``Penalties`` keeps a gallery side's by id.
-"""
+"""Hubness correction of the joint scores (CSLS, Conneau et al. 2018): a photo's penalty
+is a weight × the mean of its ``k`` largest scores against a bank of training captions
+(a caption's, against training photos); a query ranks by ``score − penalty``."""
 
 from __future__ import annotations
 
@@ -46,8 +40,7 @@ def top_means(scores: np.ndarray, k: int) -> np.ndarray:
 
 def bank_means(x: np.ndarray, bank: np.ndarray, k: int) -> np.ndarray:
     """Each row's mean of its ``k`` largest inner products with the bank's rows."""
-    x = np.asarray(x, np.float32)
-    bank = np.asarray(bank, np.float32)
+    x, bank = np.asarray(x, np.float32), np.asarray(bank, np.float32)
     out = np.empty(len(x), np.float64)
     for start in range(0, len(x), CHUNK):
         out[start : start + CHUNK] = top_means(x[start : start + CHUNK] @ bank.T, k)
@@ -145,23 +138,15 @@ class Hubness:
 
     def save(self, path: Path) -> None:
         """Write it as ``.npz`` (the banks in float16), atomically."""
-        meta: dict[str, Any] = {
-            "k": self.photos.k,
-            "weight": self.photos.weight,
-            "identity": dict(self.identity),
-            **self.info,
-        }
+        meta: dict[str, Any] = {"k": self.photos.k, "weight": self.photos.weight}
+        meta.update(identity=dict(self.identity), **self.info)
         photos = np.zeros((0, self.dim), np.float16)  # none: text → photo scores alone
         if self.captions is not None:
             meta.update(caption_k=self.captions.k, caption_weight=self.captions.weight)
             photos = self.captions.bank.astype(np.float16)
+        captions = self.photos.bank.astype(np.float16)
         with atomic_path(Path(path)) as tmp, open(tmp, "wb") as fh:
-            np.savez(
-                fh,
-                meta=np.asarray(json.dumps(meta)),
-                captions=self.photos.bank.astype(np.float16),
-                photos=photos,
-            )
+            np.savez(fh, meta=np.asarray(json.dumps(meta)), captions=captions, photos=photos)
 
 
 def load_hubness(path: Path, identity: Mapping[str, str] | None = None) -> Hubness:

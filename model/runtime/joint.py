@@ -1,8 +1,5 @@
-"""The joint space: a sentence encoder for captions and ``v = W_I z`` for images.
-
-The encoder is picked by name from ``encoders.registry``; saving and loading (with the
-parser and backbone origin checks) is ``groundsearch.model.runtime.checkpoints``.
-"""
+"""The joint space: a sentence encoder (by name, ``encoders.registry``) for captions and
+``v = W_I z`` for images; saving and loading is ``model.runtime.checkpoints``."""
 
 from __future__ import annotations
 
@@ -43,9 +40,7 @@ class JointConfig:
     encoder: str = field(default="sdt-rnn", metadata={"help": "the sentence encoder"})
     hidden: int = field(default=50, metadata={"help": "size of the joint space"})
     image_dim: int = 1280
-    sqrt_features: bool = field(
-        default=False, metadata={"help": "square-root the CNN features first"}
-    )
+    sqrt_features: bool = field(default=False, metadata={"help": "square-root the CNN features"})
     image_hidden: int = field(
         default=0,
         metadata={
@@ -77,14 +72,10 @@ class JointConfig:
     def from_dict(cls, values: Mapping[str, Any]) -> JointConfig:
         """The config of a flat dict (an older one's other families' options are dropped)."""
         shared = {f.name for f in fields(cls)} - {"options"}
-        unknown = set(values) - shared - option_names()
-        if unknown:
+        if unknown := set(values) - shared - option_names():
             raise ValueError(f"unknown joint-model options {sorted(unknown)}")
-        encoder = values.get("encoder", cls.encoder)
-        return cls(
-            **{k: v for k, v in values.items() if k in shared},
-            options=encoder_options(encoder, values),
-        )
+        options = encoder_options(values.get("encoder", cls.encoder), values)
+        return cls(**{k: v for k, v in values.items() if k in shared}, options=options)
 
 
 def build_inventory(config: JointConfig, trees: Sequence[DependencyTree]) -> Inventory | None:
@@ -122,9 +113,8 @@ class JointModel(nn.Module):
             out = nn.Linear(config.image_hidden, config.hidden)
             nn.init.zeros_(out.weight)
             nn.init.zeros_(out.bias)
-            self.image_mlp = nn.Sequential(
-                nn.Linear(config.image_dim, config.image_hidden), nn.ReLU(), out
-            )
+            hidden = nn.Linear(config.image_dim, config.image_hidden)
+            self.image_mlp = nn.Sequential(hidden, nn.ReLU(), out)
 
     def prepare(self, trees: Sequence[DependencyTree]) -> Any:
         """The encoder's input batch for parsed captions."""
@@ -158,20 +148,15 @@ class JointModel(nn.Module):
             return [self], None
         with _MEMBERS_LOCK:
             if len(self._ensemble[0]) != len(self.snapshots):
+                args = (self.config, self.vocab, self.inventory, self.parser, self.backbone)
                 members = []
                 for state in self.snapshots:
-                    member = JointModel(
-                        self.config, self.vocab, self.inventory, self.parser, self.backbone
-                    )
+                    member = JointModel(*args)
                     member.load_state_dict(state)
                     members.append(member.eval())
                 trees = [m.encoder for m in members if isinstance(m.encoder, TreeRNN)]
-                stacked = (
-                    StackedTreeRNN(trees)
-                    if len(members) > 1 and len(trees) == len(members)
-                    else None
-                )
-                self._ensemble = (members, stacked)
+                stack = len(members) > 1 and len(trees) == len(members)
+                self._ensemble = (members, StackedTreeRNN(trees) if stack else None)
             return list(self._ensemble[0]), self._ensemble[1]
 
     @torch.no_grad()
@@ -181,22 +166,14 @@ class JointModel(nn.Module):
         """Caption embeddings: each member's (unit when ``normalize``) scaled by 1/√M and
         concatenated, so an inner product is the members' mean score."""
         members, stacked = self._built_ensemble()
+        chunks = [trees[i : i + batch_size] for i in range(0, len(trees), batch_size)]
         if stacked is not None:
-            roots = [
-                stacked(self.prepare(trees[i : i + batch_size]))
-                for i in range(0, len(trees), batch_size)
-            ]
+            roots = [stacked(self.prepare(chunk)) for chunk in chunks]
             return self._combine(list(torch.cat(roots, dim=1).unbind(0)), normalize)
         parts = []
         for member in members:
             member.eval()
-            y = torch.cat(
-                [
-                    member.encode_sentences(trees[i : i + batch_size])
-                    for i in range(0, len(trees), batch_size)
-                ]
-            )
-            parts.append(y)
+            parts.append(torch.cat([member.encode_sentences(chunk) for chunk in chunks]))
         return self._combine(parts, normalize)
 
     @torch.no_grad()
@@ -212,10 +189,8 @@ class JointModel(nn.Module):
 
     def encode_images(self, features: torch.Tensor | np.ndarray) -> torch.Tensor:
         z = torch.as_tensor(np.asarray(features, dtype=np.float32))
-        if z.ndim != 2 or z.shape[1] != self.config.image_dim:
-            raise ValueError(
-                f"image features must be N × {self.config.image_dim}, got {tuple(z.shape)}"
-            )
+        if z.ndim != 2 or z.shape[1] != (dim := self.config.image_dim):
+            raise ValueError(f"image features must be N × {dim}, got {tuple(z.shape)}")
         if self.config.sqrt_features:  # power normalisation: damps dominant activations
             z = z.sign() * z.abs().sqrt()
         v = z @ self.W_I.T

@@ -28,10 +28,8 @@ class KernelProjection:
 
     def __call__(self, x: np.ndarray, chunk: int = 4096) -> np.ndarray:
         x = np.asarray(x, np.float64)
-        if x.ndim != 2 or x.shape[1] != self.landmarks.shape[1]:
-            raise ValueError(
-                f"kCCA input must be N × {self.landmarks.shape[1]}, got {tuple(x.shape)}"
-            )
+        if x.ndim != 2 or x.shape[1] != (dim := self.landmarks.shape[1]):
+            raise ValueError(f"kCCA input must be N × {dim}, got {tuple(x.shape)}")
         parts = [
             np.exp(-self.gamma * sq_dists(x[i : i + chunk], self.landmarks)) @ self.P
             for i in range(0, len(x), chunk)
@@ -40,18 +38,14 @@ class KernelProjection:
         return out - self.offset
 
     def state(self) -> dict[str, object]:
-        return {
-            "landmarks": torch.from_numpy(self.landmarks),
-            "gamma": float(self.gamma),
-            "P": torch.from_numpy(np.ascontiguousarray(self.P)),
-            "offset": torch.from_numpy(self.offset),
-        }
+        P, offset = torch.from_numpy(np.ascontiguousarray(self.P)), torch.from_numpy(self.offset)
+        landmarks = torch.from_numpy(self.landmarks)
+        return {"landmarks": landmarks, "gamma": float(self.gamma), "P": P, "offset": offset}
 
     @classmethod
     def from_state(cls, state: dict) -> KernelProjection:
-        return cls(
-            state["landmarks"].numpy(), state["gamma"], state["P"].numpy(), state["offset"].numpy()
-        )
+        arrays = (state[k].numpy() for k in ("P", "offset"))
+        return cls(state["landmarks"].numpy(), state["gamma"], *arrays)
 
 
 def mean_word_vectors(trees: Sequence[DependencyTree], vocab: Vocabulary) -> np.ndarray:

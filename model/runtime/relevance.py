@@ -1,12 +1,10 @@
 """Relevance: a calibrated probability that a hit matches its query.
 
 A score ranks hits but its level says little ("a giraffe" in a gallery without giraffes
-still gets a best photo). Each hit's ``FEATURES`` (its score, the query's top-``top``
-``mean`` and ``lead``, ``novelty``, ``log_words``, and a noun's classifier ``evidence``)
-go through one model per kind of query (``QUERY_KINDS``): a logistic regression mapped
-through an isotonic regression, fitted by ``groundsearch fit-relevance`` and stored as
-JSON with its checkpoint and default threshold. Relevance never changes a score or rank.
-Optional *score-only* (``small``) and *evidence* models; format-1 and -2 files load.
+still gets a best photo). Each hit's ``FEATURES`` go through one model per kind of query
+(``QUERY_KINDS``): a logistic regression mapped through an isotonic regression, fitted by
+``groundsearch fit-relevance`` and stored as JSON with its checkpoint and default
+threshold. Relevance never changes a score or rank.
 """
 
 from __future__ import annotations
@@ -17,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from groundsearch.common.files import read_json, write_json
 
 #: Kinds of query, each with its own fitted model.
 QUERY_KINDS = ("text-image", "image-caption", "image-image", "arithmetic")
@@ -55,12 +55,10 @@ def feature_columns(
     the ``top`` largest scores): an array along the hits, or the query's one number."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     k = min(max(top, 1), s.size)  # the query's top scores, whatever the hits' order
-    head = np.partition(s, s.size - k)[s.size - k :] if s.size else s
-    mean = float(head.mean()) if s.size else 0.0
-    best = float(head.max()) if s.size else 0.0
-    if evidence is None:
-        ev: np.ndarray | float = 0.0
-    else:
+    head = np.partition(s, s.size - k)[s.size - k :] if s.size else np.zeros(1)
+    mean, best = float(head.mean()), float(head.max())
+    ev: np.ndarray | float = 0.0
+    if evidence is not None:
         ev = np.clip(np.asarray(evidence, np.float64).reshape(-1), 0.0, 1.0)
         if ev.shape != s.shape:
             raise ValueError(f"{ev.size} evidence values for {s.size} scores")
@@ -85,8 +83,6 @@ def features(
     """``FEATURES`` (columns) of each hit (rows) of one query (``feature_columns``)."""
     columns = feature_columns(scores, novelty, top, words, evidence)
     n = np.asarray(columns["score"]).size
-    if n == 0:
-        return np.zeros((0, len(FEATURES)))
     return np.column_stack([np.broadcast_to(columns[f], n) for f in FEATURES])
 
 
@@ -103,8 +99,7 @@ class KindModel:
     iso_y: np.ndarray
 
     def __post_init__(self) -> None:
-        unknown = [f for f in self.features if f not in FEATURES]
-        if unknown:
+        if unknown := [f for f in self.features if f not in FEATURES]:
             raise RelevanceError(f"unknown relevance features {unknown}")
         n = len(self.features)
         if not (self.mean.shape == self.scale.shape == self.coef.shape == (n,)):
@@ -117,10 +112,8 @@ class KindModel:
             raise RelevanceError("relevance feature scales must be positive")
         if "score" not in self.features or self.coef[self.features.index("score")] <= 0:
             raise RelevanceError("a relevance model must rise with the score")
-        falling = [
-            f for f, c in zip(self.features, self.coef, strict=True) if f in RISING and c <= 0
-        ]
-        if falling:
+        pairs = zip(self.features, self.coef, strict=True)
+        if falling := [f for f, c in pairs if f in RISING and c <= 0]:
             raise RelevanceError(f"a relevance model must rise with {falling[0]}")
 
     @property
@@ -142,9 +135,7 @@ class KindModel:
             self.features, self.mean, self.scale, self.coef, strict=True
         ):
             z = z + (columns[f] - mean) * (coef / scale)
-        return self._calibrated(1.0 / (1.0 + np.exp(-np.broadcast_to(z, n))))
-
-    def _calibrated(self, logistic: np.ndarray) -> np.ndarray:
+        logistic = 1.0 / (1.0 + np.exp(-np.broadcast_to(z, n)))
         return np.clip(np.interp(logistic, self.iso_x, self.iso_y), 0.0, 1.0)
 
     def to_dict(self) -> dict[str, Any]:
@@ -194,20 +185,14 @@ class RelevanceModel:
 
     def __post_init__(self) -> None:
         named = (*self.kinds, *(self.small or {}), *(self.evidence or {}))
-        unknown = [k for k in (*named, *(self.evidence_small or {})) if k not in QUERY_KINDS]
-        if unknown:
+        if unknown := [k for k in (*named, *(self.evidence_small or {})) if k not in QUERY_KINDS]:
             raise RelevanceError(f"unknown relevance kinds {unknown}")
-        wide = [k for k, m in (self.small or {}).items() if m.features != SMALL_FEATURES]
-        if wide:
+        if wide := [k for k, m in (self.small or {}).items() if m.features != SMALL_FEATURES]:
             raise RelevanceError(
                 f"the score-only relevance models of {wide} read more than the score"
             )
-        blind = [
-            k
-            for k, m in (*(self.evidence or {}).items(), *(self.evidence_small or {}).items())
-            if not m.reads_evidence
-        ]
-        if blind:
+        evidence = (*(self.evidence or {}).items(), *(self.evidence_small or {}).items())
+        if blind := [k for k, m in evidence if not m.reads_evidence]:
             raise RelevanceError(f"the evidence models of {blind} do not read the evidence")
         for t in (self.threshold, self.evidence_threshold, self.short_threshold):
             if t is not None and not 0.0 <= t <= 1.0:
@@ -224,10 +209,15 @@ class RelevanceModel:
         evidence: Sequence[float] | np.ndarray | None = None,
     ) -> np.ndarray:
         """The relevance of each hit of one query of ``kind`` (``evidence`` None: judged
-        without evidence models); KeyError for a kind without a model."""
+        without evidence models; a hit whose evidence is NaN, unknown, is judged as without);
+        KeyError for a kind without a model."""
         columns = feature_columns(scores, novelty, self.top, words, evidence)
         n = np.asarray(columns["score"]).size
-        return self.model_for(kind, n, evidence is not None).predict_columns(columns, n)
+        p = self.model_for(kind, n, evidence is not None).predict_columns(columns, n)
+        unknown = np.isnan(columns["evidence"])
+        if np.any(unknown):
+            p = np.where(unknown, self.predict(kind, scores, novelty, words), p)
+        return p
 
     def model_for(self, kind: str, n_scores: int, evidence: bool = False) -> KindModel:
         """The model for a query of ``kind`` with ``n_scores`` scores: the evidence model,
@@ -306,15 +296,11 @@ class RelevanceModel:
             raise RelevanceError(f"a relevance model is malformed: {exc!r}") from None
 
     def save(self, path: Path) -> None:
-        from groundsearch.common.files import write_json
-
         write_json(path, self.to_dict())
 
 
 def load_relevance(path: Path, identity: Mapping[str, str] | None = None) -> RelevanceModel:
     """The relevance model in ``path``; RelevanceError if unreadable or for another ``identity``."""
-    from groundsearch.common.files import read_json
-
     model = RelevanceModel.from_dict(read_json(path, "relevance model", RelevanceError))
     if identity is not None and dict(model.identity) != dict(identity):
         raise RelevanceError(f"{path} was fitted for another checkpoint")

@@ -1,9 +1,6 @@
-"""The one way in for text: raw texts → cleaned once → parsed → the usable-text rule → vectors.
-
-Every caller goes through here, so a text is refused by one rule with one message:
-**clean** (``too-long``, ``no-words``), **parse** (``unparsable``), **a known word**
-(``unknown-words``), then **embed**.
-"""
+"""The one way in for text: raw texts → cleaned once → parsed → the usable-text rule →
+vectors, so a text is refused by one rule with one message: ``too-long``, ``no-words``,
+``unparsable``, ``unknown-words``."""
 
 from __future__ import annotations
 
@@ -158,9 +155,8 @@ class Sentences:
     ) -> list[DependencyTree]:
         """Every text's tree; the first unusable text's UnusableText otherwise."""
         found = self.outcomes(texts, whats, cleaned)
-        for o in found:
-            if o.error is not None:
-                raise o.error
+        if errors := [o.error for o in found if o.error is not None]:
+            raise errors[0]
         return [o.tree for o in found if o.tree is not None]
 
     def usable(
@@ -195,13 +191,10 @@ class Sentences:
         parts: list[np.ndarray] = []
         refused: list[UnusableText] = []
         for start in range(0, len(texts), chunk):
-            good, bad = self.usable(
-                texts[start : start + chunk], ["caption"] * len(texts[start : start + chunk])
-            )
+            part = texts[start : start + chunk]
+            good, bad = self.usable(part, ["caption"] * len(part))
             refused += bad
             if good:
                 parts.append(self.embed([t for _, t in good]))
                 kept += [t.text for _, t in good]
-        if parts:
-            return kept, np.concatenate(parts), refused
-        return kept, np.zeros((0, 1), np.float32), refused
+        return kept, np.concatenate(parts) if parts else np.zeros((0, 1), np.float32), refused

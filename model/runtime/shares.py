@@ -1,10 +1,8 @@
 """Each word's share of the sentence vector of a tree RNN (SDT-RNN / DT-RNN).
 
-With the gains ``g_i = h_i / a_i`` Eq. 4 is linear in the word terms, so the root vector
-splits into one part per node: ``g_k ⊙ W_v x_k / ℓ_k``, becoming ``g_p ⊙ (ℓ_j/ℓ_p)
-W_{m(p,j)} c`` at each step up. A node's share is ``<c_k, h> / |h|²`` (shares sum to 1).
-An ensemble averages its members'; unweighted models use ℓ = 1; f must vanish at 0.
-"""
+With the gains ``g_i = h_i / a_i`` Eq. 4 is linear in the word terms: the root vector
+splits into ``g_k ⊙ W_v x_k / ℓ_k``, becoming ``g_p ⊙ (ℓ_j/ℓ_p) W_{m(p,j)} c`` at each
+step up; a share is ``<c_k, h> / |h|²`` (they sum to 1). f must vanish at 0."""
 
 from __future__ import annotations
 
@@ -28,12 +26,9 @@ def _member_shares(member: JointModel, tree: DependencyTree) -> np.ndarray:
     _, h = enc(batch, return_nodes=True)
     pre = enc.embed(batch.word_ids) @ enc.W_v.T
     sizes = enc.weights(batch).to(pre.dtype)
-    n = pre.shape[0]
-    eye = torch.eye(enc.hidden)
-    mats = [
-        eye if int(m) == enc.n_matrices or int(m) < 0 else enc.W[int(m)]
-        for m in batch.matrix_ids.tolist()
-    ]
+    n, eye = pre.shape[0], torch.eye(enc.hidden)
+    ids = batch.matrix_ids.tolist()
+    mats = [eye if m == enc.n_matrices or m < 0 else enc.W[m] for m in ids]
     parents = batch.parents.tolist()
     acc = torch.zeros_like(pre)
     for j in range(n):
@@ -41,8 +36,7 @@ def _member_shares(member: JointModel, tree: DependencyTree) -> np.ndarray:
             acc[parents[j]] += sizes[j] * (mats[j] @ h[j])
     a = (pre + acc) / sizes[:, None]
     gain = torch.where(a.abs() > 1e-6, h / torch.where(a == 0, 1.0, a), torch.ones_like(a))
-    root = int(batch.roots[0])
-    target = h[root]
+    target = h[int(batch.roots[0])]
     shares = np.zeros(n)
     for k in range(n):
         c = gain[k] * pre[k] / sizes[k]

@@ -1,16 +1,14 @@
-"""The word tagger: which of Flickr8k's caption nouns a photo shows, read from the same
-pooled CNN features the joint model embeds.
-
-ImageNet has no class for snow or a beach: the tagger is one logistic regression per
-frequent caption noun (DCC's lexical classifier, Hendricks et al. 2016), used by
-``captioning.novel`` and as ``evidence``.
-"""
+"""The word tagger: which of Flickr8k's caption nouns a photo shows (snow, a beach: no
+ImageNet class), one logistic regression per frequent noun over the pooled CNN features
+(DCC's lexical classifier, Hendricks et al. 2016)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -89,19 +87,15 @@ class WordTagger:
 
     def lemma_column(self, lemma: str) -> int | None:
         """The column of the word whose lemma is ``lemma`` (None: none)."""
-        cols = self.__dict__.get("_lemma_cols")
-        if cols is None:
-            cols = {w: j for j, w in enumerate(self.lemmas)}
-            object.__setattr__(self, "_lemma_cols", cols)
-        return cols.get(lemma)
+        return self._lemma_columns.get(lemma)
 
-    @property
+    @cached_property
     def _columns(self) -> dict[str, int]:
-        cols = self.__dict__.get("_cols")
-        if cols is None:
-            cols = {w: j for j, w in enumerate(self.words)}
-            object.__setattr__(self, "_cols", cols)
-        return cols
+        return {w: j for j, w in enumerate(self.words)}
+
+    @cached_property
+    def _lemma_columns(self) -> dict[str, int]:
+        return {w: j for j, w in enumerate(self.lemmas)}
 
     def probabilities(
         self, features: np.ndarray, columns: Sequence[int] | None = None
@@ -129,8 +123,7 @@ class WordTagger:
         p = self.probabilities(features)
         out = np.zeros((p.shape[0], len(words)), np.float32)
         for k, w in enumerate(words):
-            j = self.column(w)
-            if j is not None:
+            if (j := self.column(w)) is not None:
                 out[:, k] = p[:, j]
         return out
 
@@ -151,30 +144,19 @@ class WordTagger:
     def subset(self, words: Sequence[str]) -> WordTagger:
         """The tagger of ``words`` only (each one it knows)."""
         rows = [self._columns[w] for w in words]
-        return WordTagger(
-            tuple(words),
-            self.backbone,
-            self.mean,
-            self.scale,
-            self.weight[rows],
-            self.bias[rows],
-            tuple(self.lemmas[j] for j in rows),
+        lemmas = tuple(self.lemmas[j] for j in rows)
+        return replace(
+            self, words=tuple(words), weight=self.weight[rows], bias=self.bias[rows], lemmas=lemmas
         )
 
     def save(self, path: Path) -> None:
         """Write the tagger as one ``.npz`` (no pickle), the weight matrix in float16."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, Any] = {"weight": self.weight.astype(np.float16)}
+        arrays |= {k: np.array(getattr(self, k)) for k in ("words", "lemmas", "backbone")}
+        arrays |= {k: getattr(self, k).astype(np.float32) for k in ("mean", "scale", "bias")}
         with path.open("wb") as f:
-            np.savez_compressed(
-                f,
-                words=np.array(self.words),
-                lemmas=np.array(self.lemmas),
-                backbone=np.array(self.backbone),
-                mean=self.mean.astype(np.float32),
-                scale=self.scale.astype(np.float32),
-                weight=self.weight.astype(np.float16),
-                bias=self.bias.astype(np.float32),
-            )
+            np.savez_compressed(f, **arrays)
 
     @classmethod
     def load(cls, path: Path | None = None, backbone: str | None = None) -> WordTagger:
@@ -182,15 +164,11 @@ class WordTagger:
         path = Path(path) if path is not None else default_path()
         try:
             with np.load(path, allow_pickle=False) as f:
-                tagger = cls(
-                    tuple(str(w) for w in f["words"]),
-                    str(f["backbone"]),
-                    f["mean"].astype(np.float32),
-                    f["scale"].astype(np.float32),
-                    f["weight"].astype(np.float32),
-                    f["bias"].astype(np.float32),
-                    tuple(str(w) for w in f["lemmas"]) if "lemmas" in f else (),
-                )
+                arrays = (f[k].astype(np.float32) for k in ("mean", "scale", "weight", "bias"))
+                mean, scale, weight, bias = arrays
+                lemmas = tuple(str(w) for w in f["lemmas"]) if "lemmas" in f else ()
+                words, backbone_ = tuple(str(w) for w in f["words"]), str(f["backbone"])
+                tagger = cls(words, backbone_, mean, scale, weight, bias, lemmas)
         except FileNotFoundError as e:
             raise TaggerError(f"no word tagger at {path}") from e
         except (KeyError, OSError, ValueError) as e:

@@ -1,12 +1,8 @@
 """A caption decoder's data: collections' photos and captions as a joint model's vectors,
 with each photo's reference captions.
 
-Photo vectors come from the backbone's features (the shared cache, or a collection's own
-rows) through the joint model, caption vectors from the captions' parses (``corpus``).
-``CaptionData`` reads each collection's split once per process, so the commands run in
-one process (``groundsearch teach``) share them. A collection's weight below 1 keeps that
-share of its training photos (seeded; all their captions), as ``train --init`` mixes the
-shipped collections in; the dev and test splits are read whole.
+``CaptionData`` reads each collection's split once per process, so the commands that
+``groundsearch teach`` runs in one process share them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Train a caption decoder on joint-space vectors: teacher forcing, cross-entropy, Adam,
-dropout (Kiros, Salakhutdinov & Zemel 2014); the epoch kept is the best by dev loss or,
-with a ``judge``, by the judge's score of its sentences (``select="cider"``).
-
-The decoder reads a photo's ``W_I z`` or, with probability ``sentence_share``, the vector
-of another caption of the same photo (never the target's own), so a free sentence's
-vector decodes to a paraphrase too. Word vectors start from GloVe 6B 50-d.
+dropout (Kiros, Salakhutdinov & Zemel 2014). It reads a photo's ``W_I z`` or, with
+probability ``sentence_share``, another caption's vector of the same photo, so a free
+sentence's vector decodes to a paraphrase too. Word vectors start from GloVe 6B 50-d.
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ import copy
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +20,7 @@ from torch import nn
 from groundsearch.model.runtime.captioning.decoder import CaptionDecoder, DecoderConfig
 from groundsearch.model.runtime.captioning.words import SPECIALS, DecoderVocab
 from groundsearch.model.runtime.text.glove import load_glove
+from groundsearch.model.training.loop import option
 
 
 @dataclass(frozen=True)
@@ -66,21 +64,16 @@ class DecoderTrainConfig:
     epochs: int = 12
     batch_size: int = 64
     lr: float = 2e-3
-    sentence_share: float = field(
-        default=0.5,
-        metadata={"help": "share of captions conditioned on another caption's vector"},
-    )
-    patience: int = field(default=2, metadata={"help": "epochs without a better dev loss"})
-    min_count: int = field(default=5, metadata={"help": "vocabulary: train words seen this often"})
-    max_words: int = field(default=24, metadata={"help": "training captions cut to this length"})
+    sentence_share: float = option(0.5, "share of captions conditioned on another caption's vector")
+    patience: int = option(2, "epochs without a better dev loss")
+    min_count: int = option(5, "vocabulary: train words seen this often")
+    max_words: int = option(24, "training captions cut to this length")
     clip: float = 5.0
     seed: int = 0
-    select: str = field(
-        default="loss",
-        metadata={
-            "help": "the epoch kept: the lowest pooled dev loss ('loss'), or the highest "
-            "mean over the dev collections of its beam-3 sentences' CIDEr-D ('cider')"
-        },
+    select: str = option(
+        "loss",
+        "the epoch kept: the lowest pooled dev loss ('loss'), or the highest mean over the "
+        "dev collections of its beam-3 sentences' CIDEr-D ('cider')",
     )
 
     def __post_init__(self) -> None:
@@ -191,15 +184,11 @@ def train_decoder(
     judge: Callable[[CaptionDecoder], Sequence[float]] | None = None,
     init: CaptionDecoder | None = None,
 ) -> tuple[CaptionDecoder, dict[str, Any]]:
-    """The decoder of the epoch with the lowest dev loss — or, with ``judge`` (its
-    sentences' score on each dev collection), the highest mean score, each collection
-    counting once as in the mixed dev's rsums (docs/RESULTS.md) — and a summary of the
-    run. The step is halved, and training stops after ``patience`` such epochs, by the dev
-    loss either way (the judge picks the snapshot, it does not steer the schedule).
-
-    With ``init``, training goes on from that decoder (its architecture and words, the
-    training captions' new words added: ``extended``) and epoch 0, the decoder as it
-    was, is a candidate too (``arch`` is not read)."""
+    """The decoder of the epoch with the lowest dev loss, or with ``judge`` (its sentences'
+    score on each dev collection) the highest mean score, and a summary of the run. The
+    dev loss alone halves the step and stops training after ``patience`` such epochs. With
+    ``init``, training goes on from that decoder (``extended``; ``arch`` is not read) and
+    epoch 0, the decoder as it was, is a candidate too."""
     if (config.select == "cider") != (judge is not None):
         raise ValueError(f"select={config.select!r} needs a judge exactly when it is 'cider'")
     torch.manual_seed(config.seed)

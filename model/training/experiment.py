@@ -188,14 +188,10 @@ def evaluate_checkpoint(
     (``benchmarks_dir`` None skips STS-B / SICK-R). ``concept_weight`` overrides the
     channel's; ``ensemble_with``: checkpoints averaged in; ``hubness``: as ``/search``."""
     hub = None if hubness is None else load_hubness(hubness, checkpoint_identity(checkpoint))
-    model: JointEmbedder | KCCAModel | EnsembleEmbedder = load_checkpoint(
-        checkpoint, parser=parser.version, concept_weight=concept_weight
-    )
+    load = partial(load_checkpoint, parser=parser.version, concept_weight=concept_weight)
+    model: JointEmbedder | KCCAModel | EnsembleEmbedder = load(checkpoint)
     if ensemble_with:
-        members = [model] + [
-            load_checkpoint(p, parser=parser.version, concept_weight=concept_weight)
-            for p in ensemble_with
-        ]
+        members = [model, *map(load, ensemble_with)]
         joint = [m for m in members if isinstance(m, JointEmbedder)]
         if len(joint) != len(members):
             raise CheckpointError("only joint models (not kCCA) can be ensembled")
@@ -334,14 +330,9 @@ def run_kcca_training(
     tr = splits["train"]
     vocab = glove_vocabulary(t.words for t in tr.trees)
     t0 = time.perf_counter()
+    log = partial(print, file=sys.stderr, flush=True) if progress else None
     model, dev, grid = fit_kcca(
-        tr,
-        splits["dev"],
-        vocab,
-        parser.version,
-        extractor.identity,
-        cfg,
-        progress=partial(print, file=sys.stderr, flush=True) if progress else None,
+        tr, splits["dev"], vocab, parser.version, extractor.identity, cfg, progress=log
     )
     summary: dict[str, Any] = {
         "encoder": "kcca",

@@ -1,13 +1,11 @@
 """Choosing the short-query fusion (``model.runtime.fusion``) on the mixed dev.
 
 Each dev collection's short queries (``evaluation.short_queries``) are embedded once with
-each photo's evidence from the classifier, the tagger and (for a collection of photo files,
-with the detector installed) the object detector. For each query length n (content words)
-the short queries have, every triple of weights of ``GRID`` is scored by the average
-precision of the queries of n words, averaged over the collections, and the best kept.
-Then the sentences: the dev captions of n content words are fused with those weights too
-("a dog runs": 2), and a length whose captions' text → image R@1 + R@5 + R@10, summed over
-the collections, falls by more than ``NOISE`` against the joint scores is not fused.
+each photo's evidence. For each query length n (content words), every triple of weights
+of ``GRID`` is scored by the short queries of n words' average precision, averaged over
+the collections, and the best kept; a length whose dev captions of n content words ("a
+dog runs": 2), fused too, lose more than ``NOISE`` of text → image R@1 + R@5 + R@10
+(summed over the collections) against the joint scores is not fused.
 """
 
 from __future__ import annotations
@@ -51,12 +49,9 @@ class Rows:
         words = int(self.words[i])
         if not fusion.applies(words, 1):
             return self.joint[i]
-        c, t, o = (None if np.isnan(x[i]).all() else x[i] for x in self.channels)
+        channels = (self.classes, self.tagger, self.objects)
+        c, t, o = (None if np.isnan(x[i]).all() else x[i] for x in channels)
         return fusion.fuse(self.joint[i], c, t, words, o)
-
-    @property
-    def channels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.classes, self.tagger, self.objects
 
 
 def evidence_rows(data: SplitData, trees: Sequence[DependencyTree], joint: np.ndarray) -> Rows:
@@ -67,14 +62,12 @@ def evidence_rows(data: SplitData, trees: Sequence[DependencyTree], joint: np.nd
     everyone = np.arange(len(data.ds.images))
     for i, tree in enumerate(trees):
         c, t = data.channels(data.query_nouns(tree), everyone)
-        if c is not None:
-            classes[i] = c
-        if t is not None:
-            tagger[i] = t
+        o = None
         if objects is not None and kinds is not None:
             o = kinds.evidence(kinds.named(noun_words(tree)), objects)
-            if o is not None:
-                found[i] = o
+        for rows, values in ((classes, c), (tagger, t), (found, o)):
+            if values is not None:
+                rows[i] = values
     words = np.array([content_words(t) for t in trees])
     return Rows(joint, classes, tagger, found, words)
 
@@ -126,14 +119,8 @@ def prepare(name: str, data: SplitData, embed: EmbedFn, parse: ParseFn) -> Colle
     scores = data.text_scores(data.captions)
     own = np.asarray(data.caption_image)
     caption_ranks = (scores > scores[np.arange(len(own)), own][:, None]).sum(axis=1)
-    short = np.array(
-        [
-            j
-            for j, t in enumerate(data.trees)
-            if content_words(t) <= longest and data.query_nouns(t)
-        ],
-        np.int64,
-    )
+    fits = [content_words(t) <= longest and bool(data.query_nouns(t)) for t in data.trees]
+    short = np.flatnonzero(np.array(fits, bool)).astype(np.int64)
     short_trees = [data.trees[j] for j in short]
     caption_rows = evidence_rows(data, short_trees, scores[short])
     return Collection(name, queries, rows, own, caption_ranks, short, caption_rows)
@@ -185,10 +172,9 @@ def choose(
             for c in collections
         }
 
-    report = {
+    return fusion, {
         "trials": trials,
         "captions_t2i_recall_sum": sentences,
         "joint_alone": figures(None),
         "fused": figures(fusion),
     }
-    return fusion, report

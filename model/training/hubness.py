@@ -1,9 +1,5 @@
-"""Choosing the hubness correction (``model.runtime.hubness``) on the dev splits.
-
-Each side's bank is ``bank`` training items drawn from the collections by size (seeded);
-its ``k`` and weight are the grid's best by the mean over the dev collections of its
-direction's R@1 + R@5 + R@10.
-"""
+"""Choosing the hubness correction (``model.runtime.hubness``) on the dev splits: each
+side's bank of training items (``bank_rows``), its ``k`` and weight (``choose``)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ picks its size and regularisation on dev and returns a ``KCCAModel``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -22,9 +21,7 @@ from groundsearch.model.runtime.kcca import (
 )
 from groundsearch.model.runtime.text.vocab import Vocabulary
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
-
-if TYPE_CHECKING:
-    from groundsearch.model.training.loop import DevSet, Split
+from groundsearch.model.training.loop import DevSet, Split, option
 
 
 def _inv_sqrt(c: np.ndarray) -> np.ndarray:
@@ -127,32 +124,19 @@ class KCCA:
 
     def truncated(self, dim: int) -> KCCA:
         """The same model keeping its ``dim`` most correlated directions."""
-        return KCCA(
-            self.sent_map,
-            self.img_map,
-            self.sent_mean,
-            self.img_mean,
-            self.A[:, :dim],
-            self.B[:, :dim],
-            self.correlations[:dim],
+        return replace(
+            self, A=self.A[:, :dim], B=self.B[:, :dim], correlations=self.correlations[:dim]
         )
 
     def folded(self) -> tuple[KernelProjection, KernelProjection]:
         """The sentence and image projections, each folded into one kernel map."""
         scale = np.sqrt(self.correlations)
-        return (
-            KernelProjection(
-                self.sent_map.landmarks,
-                self.sent_map.gamma,
-                self.sent_map.whiten @ self.A * scale,
-                self.sent_mean @ self.A * scale,
-            ),
-            KernelProjection(
-                self.img_map.landmarks,
-                self.img_map.gamma,
-                self.img_map.whiten @ self.B * scale,
-                self.img_mean @ self.B * scale,
-            ),
+
+        def fold(m: Nystrom, mean: np.ndarray, w: np.ndarray) -> KernelProjection:
+            return KernelProjection(m.landmarks, m.gamma, m.whiten @ w * scale, mean @ w * scale)
+
+        return fold(self.sent_map, self.sent_mean, self.A), fold(
+            self.img_map, self.img_mean, self.B
         )
 
     def project_sentences(self, sentences: np.ndarray) -> np.ndarray:
@@ -166,9 +150,7 @@ class KCCA:
 class KCCAConfig:
     """Fitting options: Nyström landmarks per view and the grid selected on dev rsum."""
 
-    n_landmarks: int = field(
-        default=2000, metadata={"help": "Nyström landmarks per view", "flag": "--landmarks"}
-    )
+    n_landmarks: int = option(2000, "Nyström landmarks per view", flag="--landmarks")
     dims: tuple[int, ...] = (50, 100, 200, 400)
     regs: tuple[float, ...] = (0.01, 0.1, 1.0)
     seed: int = 0

@@ -2,13 +2,9 @@
 
 Recipes: ``adagrad`` (the paper's, its sums reset every ``adagrad_reset`` epochs) and
 ``adam-cyclic`` (a cosine cyclic rate, a snapshot per cycle; with ``ensemble`` the
-snapshots become members whose scores are averaged, Merkx & Frank 2019).
-
-**Several collections**: an epoch draws each caption its collection's weight W times
-(the fraction by chance); selection scores the **mean of the collections' dev rsums**,
-so each counts alike. **Distillation**: ``distill`` × the KL divergence from a teacher's
-softmax over the batch's scores (``losses.distillation_loss``). Inputs are parsed trees
-and extracted features, so an epoch only runs the encoder.
+snapshots become members whose scores are averaged, Merkx & Frank 2019). With several
+collections an epoch draws each caption its collection's weight W times (the fraction by
+chance) and selection scores the mean of the collections' dev rsums, so each counts alike.
 """
 
 from __future__ import annotations
@@ -41,61 +37,51 @@ from groundsearch.model.training.teacher import Teacher
 OPTIMIZERS = ("adagrad", "adam-cyclic")
 
 
+def option(default: Any, help: str | None = None, **metadata: Any) -> Any:
+    """A config field with what its command-line flag says (``cli.common.add_config_flags``:
+    ``help``, and ``choices``, ``flag``, ``invert`` in ``metadata``)."""
+    return field(default=default, metadata={"help": help, **metadata} if help else metadata)
+
+
 @dataclass
 class TrainConfig:
     """Optimisation settings (the model's architecture is in ``JointConfig``)."""
 
     epochs: int = 20
     batch_size: int = 100
-    margin: float = field(default=3.0, metadata={"help": "Δ of Eq. 5"})
-    hardest: bool = field(default=False, metadata={"help": "hardest negative only (VSE++)"})
-    warmup: int = field(
-        default=0, metadata={"help": "with --hardest: epochs of all negatives first"}
+    margin: float = option(3.0, "Δ of Eq. 5")
+    hardest: bool = option(False, "hardest negative only (VSE++)")
+    warmup: int = option(0, "with --hardest: epochs of all negatives first")
+    loss: str = option(
+        "margin",
+        "margin: Eq. 5; contrastive: InfoNCE both ways at --temperature; "
+        "squared: ‖v − y‖² of matched pairs (the paper's Table 2)",
+        choices=LOSSES,
     )
-    loss: str = field(
-        default="margin",
-        metadata={
-            "help": "margin: Eq. 5; contrastive: InfoNCE both ways at --temperature; "
-            "squared: ‖v − y‖² of matched pairs (the paper's Table 2)",
-            "choices": LOSSES,
-        },
+    temperature: float = option(0.05, "τ of the contrastive loss (scores / τ)")
+    distill: float = option(
+        0.0,
+        "weight of the teachers' scores of each batch (KL divergence of both "
+        "directions' softmax at --distill-temperature; needs --teacher); 0: off",
     )
-    temperature: float = field(
-        default=0.05, metadata={"help": "τ of the contrastive loss (scores / τ)"}
+    distill_temperature: float = option(
+        0.1, "τ of the distillation's softmax (scores / τ; chosen on the mixed dev)"
     )
-    distill: float = field(
-        default=0.0,
-        metadata={
-            "help": "weight of the teachers' scores of each batch (KL divergence of both "
-            "directions' softmax at --distill-temperature; needs --teacher); 0: off"
-        },
+    normalize: bool = option(False, "cosine instead of inner product")
+    phrases: float = option(
+        0.0,
+        "draws per epoch of each caption's noun phrases in all ('a black dog': "
+        "extra positives of its photo, model.training.phrases); 0: none",
     )
-    distill_temperature: float = field(
-        default=0.1,
-        metadata={"help": "τ of the distillation's softmax (scores / τ; chosen on the mixed dev)"},
-    )
-    normalize: bool = field(default=False, metadata={"help": "cosine instead of inner product"})
-    phrases: float = field(
-        default=0.0,
-        metadata={
-            "help": "draws per epoch of each caption's noun phrases in all ('a black dog': "
-            "extra positives of its photo, model.training.phrases); 0: none"
-        },
-    )
-    optimizer: str = field(default="adagrad", metadata={"choices": OPTIMIZERS})
+    optimizer: str = option("adagrad", choices=OPTIMIZERS)
     lr: float = 1e-2
-    lr_min: float = field(
-        default=0.0, metadata={"help": "adam-cyclic: the lowest learning rate of a cycle"}
-    )
+    lr_min: float = option(0.0, "adam-cyclic: the lowest learning rate of a cycle")
     weight_decay: float = 0.0
     adagrad_reset: int = 5
-    cycles: int = field(default=4, metadata={"help": "adam-cyclic: LR cycles"})
-    ensemble: bool = field(
-        default=False, metadata={"help": "adam-cyclic: keep the cycle-end snapshots"}
-    )
-    ensemble_best: int = field(
-        default=0,
-        metadata={"help": "with --ensemble: only the N snapshots of best dev rsum (0: all)"},
+    cycles: int = option(4, "adam-cyclic: LR cycles")
+    ensemble: bool = option(False, "adam-cyclic: keep the cycle-end snapshots")
+    ensemble_best: int = option(
+        0, "with --ensemble: only the N snapshots of best dev rsum (0: all)"
     )
     seed: int = 0
 
@@ -241,22 +227,16 @@ def train(
         order = epoch_order(rng, n, train_split.rate)
         steps_per_epoch = math.ceil(len(order) / cfg.batch_size)
         total = 0.0
-        batches = tqdm(
-            range(steps_per_epoch),
-            desc=f"epoch {epoch}/{cfg.epochs}",
-            leave=False,
-            disable=progress is None,
-        )
-        for b in batches:
+        desc = f"epoch {epoch}/{cfg.epochs}"
+        for b in tqdm(range(steps_per_epoch), desc=desc, leave=False, disable=progress is None):
             idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
             if len(idx) < 2:
                 continue
             if cfg.optimizer == "adam-cyclic":
                 phase = ((epoch - 1) % cycle_epochs + b / steps_per_epoch) / cycle_epochs
+                lr = cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (1 + math.cos(math.pi * phase))
                 for group in opt.param_groups:
-                    group["lr"] = cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (
-                        1 + math.cos(math.pi * phase)
-                    )
+                    group["lr"] = lr
             y = model.encode_sentences([train_split.trees[i] for i in idx])
             image_rows = links[idx]
             v = model.encode_images(feats[image_rows])
@@ -283,31 +263,22 @@ def train(
             opt.step()
             total += loss.item() * len(idx)
         metrics = dev_score(model, dev_split, cfg.normalize)
+        rsum = float(metrics["rsum"])
         hist.loss.append(total / max(1, len(order)))
-        hist.dev_rsum.append(float(metrics["rsum"]))
+        hist.dev_rsum.append(rsum)
         for name, m in metrics["sources"].items():
             hist.dev_sources.setdefault(name, []).append(float(m["rsum"]))
         hist.lr.append(opt.param_groups[0]["lr"])
         if cfg.optimizer == "adam-cyclic" and epoch % cycle_epochs == 0:
             hist.snapshots.append(copy.deepcopy(model.state_dict()))
-            hist.snapshot_dev_rsum.append(float(metrics["rsum"]))
-        if metrics["rsum"] > best:
-            best, best_state, hist.best_epoch = (
-                float(metrics["rsum"]),
-                copy.deepcopy(model.state_dict()),
-                epoch,
-            )
+            hist.snapshot_dev_rsum.append(rsum)
+        if rsum > best:
+            best, best_state, hist.best_epoch = rsum, copy.deepcopy(model.state_dict()), epoch
         if progress:
-            each = ""
-            if len(metrics["sources"]) > 1:
-                each = (
-                    " ("
-                    + ", ".join(f"{k} {m['rsum']:.1f}" for k, m in metrics["sources"].items())
-                    + ")"
-                )
+            each = ", ".join(f"{k} {m['rsum']:.1f}" for k, m in metrics["sources"].items())
+            each = f" ({each})" if len(metrics["sources"]) > 1 else ""
             progress(
-                f"epoch {epoch}/{cfg.epochs} loss {hist.loss[-1]:.4f} "
-                f"dev rsum {metrics['rsum']:.1f}{each}"
+                f"epoch {epoch}/{cfg.epochs} loss {hist.loss[-1]:.4f} dev rsum {rsum:.1f}{each}"
             )
     hist.seconds = time.perf_counter() - start
     if best_state is not None:
@@ -337,15 +308,9 @@ def phrase_split(split: Split, per_caption: float) -> Split:
 
 #: The schedule a fine-tune puts on the init checkpoint's own recipe (no warm-up,
 #: teachers or ensemble of its own).
-FINE_TUNE: dict[str, Any] = {
-    "epochs": 6,
-    "cycles": 3,
-    "warmup": 0,
-    "distill": 0.0,
-    "ensemble": False,
-    "ensemble_best": 0,
-    "phrases": 0.0,
-}
+FINE_TUNE: dict[str, Any] = dict(
+    epochs=6, cycles=3, warmup=0, distill=0.0, ensemble=False, ensemble_best=0, phrases=0.0
+)
 FINE_TUNE_STEP = 0.25
 
 

@@ -6,10 +6,8 @@ For a batch of matching pairs (row ``i`` of ``images`` goes with row ``i`` of
     J = Σ_i Σ_{c≠i} max(0, Δ − v_iᵀy_i + v_iᵀy_c) + max(0, Δ − v_iᵀy_i + v_cᵀy_i)
 
 ``hardest=True`` keeps only the largest violation per row and direction (VSE++); rows of
-the same image are no negatives. Also: ``contrastive_loss`` (CLIP / InfoNCE, both
-directions), ``distillation_loss`` (the batch's softmaxes at temperature τ pulled towards
-a teacher's by KL divergence, Hinton et al. 2015) and ``squared_loss`` (Table 2's
-baseline, ``Σ_i ‖v_i − y_i‖²``).
+the same image are no negatives. Also CLIP's ``contrastive_loss``, ``distillation_loss``
+(Hinton et al. 2015) and Table 2's ``squared_loss``.
 """
 
 from __future__ import annotations
@@ -20,13 +18,22 @@ import torch
 LOSSES = ("margin", "contrastive", "squared")
 
 
-def squared_loss(images: torch.Tensor, sentences: torch.Tensor) -> torch.Tensor:
-    """``Σ_i ‖v_i − y_i‖²`` over the batch (Socher et al. 2014, Table 2's squared loss)."""
+def _check_pairs(images: torch.Tensor, sentences: torch.Tensor) -> None:
     if images.shape != sentences.shape or images.ndim != 2:
         raise ValueError(
             f"images {tuple(images.shape)} and sentences "
             f"{tuple(sentences.shape)} must be the same (batch × dim) shape"
         )
+
+
+def _check_temperature(temperature: float) -> None:
+    if temperature <= 0:
+        raise ValueError(f"the temperature must be > 0, got {temperature}")
+
+
+def squared_loss(images: torch.Tensor, sentences: torch.Tensor) -> torch.Tensor:
+    """``Σ_i ‖v_i − y_i‖²`` over the batch (Socher et al. 2014, Table 2's squared loss)."""
+    _check_pairs(images, sentences)
     return (images - sentences).pow(2).sum()
 
 
@@ -40,11 +47,7 @@ def ranking_loss(
 ) -> torch.Tensor:
     """Eq. 5 summed over the batch (without the λ‖θ‖² term; use weight decay for that);
     ``fitting`` (images × sentences): pairs of other photos that are no negatives."""
-    if images.shape != sentences.shape or images.ndim != 2:
-        raise ValueError(
-            f"images {tuple(images.shape)} and sentences "
-            f"{tuple(sentences.shape)} must be the same (batch × dim) shape"
-        )
+    _check_pairs(images, sentences)
     scores = images @ sentences.T  # scores[i, c] = v_iᵀ y_c
     correct = scores.diagonal()
     if image_ids is None:
@@ -70,23 +73,16 @@ def contrastive_loss(
     """InfoNCE both ways, summed over the batch: ``−log softmax(v_iᵀy / τ)_i`` for each image
     and ``−log softmax(vᵀy_i / τ)_i`` for each sentence; other captions of the same image
     are left out of the softmax rather than counted as negatives."""
-    if images.shape != sentences.shape or images.ndim != 2:
-        raise ValueError(
-            f"images {tuple(images.shape)} and sentences "
-            f"{tuple(sentences.shape)} must be the same (batch × dim) shape"
-        )
-    if temperature <= 0:
-        raise ValueError(f"the temperature must be > 0, got {temperature}")
+    _check_pairs(images, sentences)
+    _check_temperature(temperature)
     scores = images @ sentences.T / temperature
     if image_ids is not None:
         others = image_ids[:, None] == image_ids[None, :]
         others.fill_diagonal_(False)
         scores = scores.masked_fill(others, float("-inf"))
     rows = torch.arange(len(scores), device=scores.device)
-    cross_entropy = torch.nn.functional.cross_entropy
-    return cross_entropy(scores, rows, reduction="sum") + cross_entropy(
-        scores.T, rows, reduction="sum"
-    )
+    ce = torch.nn.functional.cross_entropy
+    return ce(scores, rows, reduction="sum") + ce(scores.T, rows, reduction="sum")
 
 
 def distillation_loss(
@@ -100,8 +96,7 @@ def distillation_loss(
             f"scores {tuple(scores.shape)} and the teacher's {tuple(teacher.shape)} must be "
             "the same (images × captions) shape"
         )
-    if temperature <= 0:
-        raise ValueError(f"the temperature must be > 0, got {temperature}")
+    _check_temperature(temperature)
     kl = torch.nn.functional.kl_div
     total = scores.new_zeros(())
     for s, t in ((scores, teacher), (scores.T, teacher.T)):

@@ -83,29 +83,16 @@ def plot_history(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax2 = ax.twinx()
-    (l1,) = ax.plot(epochs, loss, "o-", color="tab:blue", label="train loss")
-    (l2,) = ax2.plot(epochs, rsum, "s-", color="tab:orange", label="dev rsum")
-    handles = [l1, l2]
+    handles = ax.plot(epochs, loss, "o-", color="tab:blue", label="train loss")
+    handles += ax2.plot(epochs, rsum, "s-", color="tab:orange", label="dev rsum")
     if best_epoch is not None:
         best = rsum[best_epoch - 1]
         ax.axvline(best_epoch, color="grey", linestyle="--", linewidth=1)
-        (l3,) = ax2.plot(
-            [best_epoch],
-            [best],
-            "*",
-            color="tab:red",
-            markersize=14,
-            label=f"best: epoch {best_epoch}, rsum {best:.1f}",
-        )
-        handles.append(l3)
+        label = f"best: epoch {best_epoch}, rsum {best:.1f}"
+        handles += ax2.plot([best_epoch], [best], "*", color="tab:red", markersize=14, label=label)
     if ensemble_rsum is not None:
-        l4 = ax2.axhline(
-            ensemble_rsum,
-            color="tab:green",
-            linestyle=":",
-            label=f"snapshot ensemble: rsum {ensemble_rsum:.1f}",
-        )
-        handles.append(l4)
+        label = f"snapshot ensemble: rsum {ensemble_rsum:.1f}"
+        handles.append(ax2.axhline(ensemble_rsum, color="tab:green", linestyle=":", label=label))
     ax.set_xlabel("epoch")
     ax.set_ylabel("train loss", color="tab:blue")
     ax2.set_ylabel("dev rsum (R@1+5+10, both directions)", color="tab:orange")

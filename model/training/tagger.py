@@ -152,15 +152,8 @@ def fit_tagger(
         return loss
 
     opt.step(closure)
-    return WordTagger(
-        tuple(words),
-        backbone,
-        mean,
-        scale,
-        w.detach().numpy().copy(),
-        b.detach().numpy().copy(),
-        tuple(lemmas),
-    )
+    weights, bias = w.detach().numpy().copy(), b.detach().numpy().copy()
+    return WordTagger(tuple(words), backbone, mean, scale, weights, bias, tuple(lemmas))
 
 
 def mean_average_precision(tagger: WordTagger, features: np.ndarray, labels: np.ndarray) -> float:
@@ -168,9 +161,5 @@ def mean_average_precision(tagger: WordTagger, features: np.ndarray, labels: np.
     from sklearn.metrics import average_precision_score
 
     p = tagger.probabilities(features)
-    aps = [
-        average_precision_score(labels[:, j], p[:, j])
-        for j in range(labels.shape[1])
-        if labels[:, j].any()
-    ]
+    aps = [average_precision_score(labels[:, j], p[:, j]) for j in np.flatnonzero(labels.any(0))]
     return float(np.mean(aps)) if aps else 0.0

@@ -1,8 +1,5 @@
-"""Teachers for distillation: trained joint models whose scores a student learns from.
-
-A teacher is one or more saved joint models, ensembled as ``evaluate --with`` does, that
-embed the training split once; the loop reads its scores of each batch
-(``TrainConfig.distill``), so a small student learns what an ensemble ranks above what.
+"""Teachers for distillation (``TrainConfig.distill``): saved joint models, ensembled as
+``evaluate --with`` does, that embed the training split once for the loop to read.
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ import torch
 
 from groundsearch.model.runtime.checkpoints import CheckpointError, load_checkpoint
 from groundsearch.model.runtime.embedder import JointEmbedder
+from groundsearch.model.runtime.kcca import unit
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 
@@ -53,15 +51,11 @@ def teach(
             raise CheckpointError(
                 f"{path} reads {model.backbone} features; the student reads {backbone}"
             )
-        captions.append(_unit(model.embed_sentences(trees)))
-        images.append(_unit(model.embed_images(features)))
+        # unit rows: each model's score is then its cosine
+        captions.append(unit(model.embed_sentences(trees)))
+        images.append(unit(model.embed_images(features)))
     scale = 1 / np.sqrt(len(checkpoints))
     return Teacher(
         (np.concatenate(captions, 1) * scale).astype(np.float16),
         (np.concatenate(images, 1) * scale).astype(np.float16),
     )
-
-
-def _unit(rows: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (a model's score is then its cosine)."""
-    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)

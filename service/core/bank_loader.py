@@ -18,9 +18,8 @@ log = logging.getLogger("groundsearch.service")
 
 
 class BankLoader:
-    """The bank once loaded (``bank``), and a line for ``/ready`` meanwhile (``status``).
-    ``background=False`` loads it before returning (``groundsearch describe``); with
-    ``penalty`` (the hubness file's captions' side) its captions rank by score − penalty."""
+    """The bank once loaded (``bank``) and a line for ``/ready`` meanwhile (``status``);
+    ``background=False`` loads it at once; ``penalty``: ranks by score − penalty."""
 
     def __init__(
         self,

@@ -1,9 +1,6 @@
-"""Dynamic batching of parses: requests that wait together are parsed together.
-
-One sentence costs about as much as several in one batch, so request threads queue their
-texts and a batcher thread parses everything queued (up to ``max_batch``) in one call, in
-a parser process of its own when ``workers`` ≥ 1 (stanza holds the GIL).
-"""
+"""Dynamic batching of parses: request threads queue their texts and a batcher thread
+parses everything queued (up to ``max_batch``) in one call, in a parser process of its
+own when ``workers`` ≥ 1 (stanza holds the GIL)."""
 
 from __future__ import annotations
 
@@ -51,8 +48,7 @@ class ParseBatcher:
             thread.start()
 
     def outcomes(self, texts: Sequence[str]) -> list[Outcome]:
-        """One outcome per cleaned text, in order: its tree or its ``ParseError`` (a crashed
-        parser's for its whole batch); never raises for a bad text."""
+        """One outcome per cleaned text, in order: its tree or its ``ParseError``."""
         futures: list[Future[DependencyTree]] = []
         for text in texts:
             futures.append(Future())

@@ -1,8 +1,5 @@
-"""What the service loads once, shared by every capability (the server, or one CLI command).
-
-The backbone, caption decoder and caption bank load when first used (``load`` uses them
-all before it returns); the rest at once.
-"""
+"""What the service loads once, shared by every capability (the server, or one CLI
+command); the backbone, decoder and caption bank when first used (``load`` warms them)."""
 
 from __future__ import annotations
 
@@ -62,7 +59,7 @@ FOLLOW_EVERY = 1.0
 @dataclass(eq=False)
 class Components:
     """Checkpoint, parser, gallery and relevance; backbone, decoder and caption bank when
-    first used. Made by ``load`` (the server) or ``open`` (one command)."""
+    first used."""
 
     settings: ServiceSettings
     model: Embedder
@@ -93,8 +90,7 @@ class Components:
         parser: Parser | None = None,
         niceness: int = 0,
     ) -> Components:
-        """Everything the server serves, warmed up; the caption bank loading meanwhile.
-        ``niceness``: added to the parse threads' and processes' (a server's)."""
+        """Everything the server serves, warmed up (the caption bank loading meanwhile)."""
         _set_threads(settings)
         parser = parser or Parser(**settings.parser_options(use_cache=False))
         model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
@@ -134,8 +130,7 @@ class Components:
     def open(
         cls, settings: ServiceSettings, gallery: Gallery, identity: dict[str, str]
     ) -> Components:
-        """For one command over ``gallery`` (opened by the caller): the checkpoint, the
-        parser through its cache and the relevance; the rest as the command asks."""
+        """For one command over ``gallery``: checkpoint, parser cache and relevance."""
         _set_threads(settings)  # as the server's: a command's answer is the server's
         parser = Parser(**settings.parser_options())
         model = load_checkpoint(settings.checkpoint_path, parser=parser.version)
@@ -290,7 +285,7 @@ class Capabilities:
 
 
 def _set_threads(settings: ServiceSettings) -> None:
-    """The process's torch and BLAS threads (``torch_threads``): a query's float arithmetic,
-    so its vector to the last bit, depends on them."""
+    """The process's torch and BLAS threads: a query's vector, to the last bit, depends on
+    them."""
     torch.set_num_threads(settings.torch_threads)  # process-wide, and numpy's BLAS too
     threadpool_limits(settings.torch_threads, user_api="blas")

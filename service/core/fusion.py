@@ -1,16 +1,12 @@
-"""The served short-query fusion (``model.runtime.fusion``): a query of a word or two is
-ranked by its joint score fused with what each photo shows.
+"""The served short-query fusion (``model.runtime.fusion``).
 
-The file is ``fusion.json`` beside the relevance file (``make refit`` writes both into its
-OUT), else the model directory's (``GROUNDSEARCH_FUSION``: ``default``, ``none`` or a
-file). It is served only for the checkpoint it was chosen for and with the evidence the
-relevance reads (the stored classes, the vector tagger) and, where the gallery stores
-them, each photo's object detector scores (``index.store.records``) read through the noun
-→ kinds table; a hit's relevance still reads its joint score (``Ranking.joint``), with
-its evidence (the detector's is the ranking's alone). The fused candidates are a
-ranking's first ``WINDOW`` photos by the joint score (the page's window), each query's
-scores standardised over them; photos past the window keep their order below them, so
-every page of a query reads the same scores.
+The file is ``fusion.json`` beside the relevance file, else the model directory's
+(``GROUNDSEARCH_FUSION``: ``default``, ``none`` or a file), served only for the checkpoint
+it was chosen for, with the evidence the relevance reads and, where the gallery stores
+them, each photo's object detector scores. A hit's relevance still reads its joint score
+(``Ranking.joint``). The fused candidates are a ranking's first ``WINDOW`` photos (the
+page's window); photos past it keep their order below them, so every page of a query
+reads the same scores.
 """
 
 from __future__ import annotations
@@ -27,13 +23,7 @@ from groundsearch.index.hits import Ranking
 from groundsearch.index.ranking.pages import WINDOW
 from groundsearch.index.store.records import objects_of
 from groundsearch.model.runtime.evidence import NounWords
-from groundsearch.model.runtime.fusion import (
-    CHANNELS,
-    FILE_NAME,
-    Fusion,
-    FusionError,
-    load_fusion,
-)
+from groundsearch.model.runtime.fusion import CHANNELS, FILE_NAME, Fusion, FusionError, load_fusion
 from groundsearch.model.runtime.objects.detector import COCO
 from groundsearch.model.runtime.objects.nouns import FILE_NAME as OBJECTS_FILE
 from groundsearch.model.runtime.objects.nouns import NounObjects
@@ -95,11 +85,9 @@ class PhotoObjects:
     def evidence(self, words: NounWords, ids: np.ndarray) -> np.ndarray | None:
         """Each photo's best score for the query's nouns (NaN: none stored; None: no noun
         names a kind)."""
-        named = self.kinds.named(words)
-        if not named:
+        if not (named := self.kinds.named(words)):
             return None
-        missing = [int(i) for i in ids if int(i) not in self._row]
-        if missing:
+        if missing := [int(i) for i in ids if int(i) not in self._row]:
             found = objects_of(self.gallery.records.reader(), missing, len(COCO))
             kept = np.isfinite(found).all(axis=1)
             start = len(self._scores)
@@ -134,11 +122,11 @@ class Fuser:
         if n < 2:
             return ranking
         head = ranking.ids[:n]
-        classes, tagger = self.judge.channels(nouns, head)
         objects = None
         if self.objects is not None and self.fusion.weighs_objects(words):
             objects = self.objects.evidence(noun_words, head)
-        fused = self.fusion.fuse(ranking.scores[:n], classes, tagger, words, objects)
+        channels = self.judge.channels(nouns, head)
+        fused = self.fusion.fuse(ranking.scores[:n], *channels, words, objects)
         order = np.argsort(-fused, kind="stable")
         ids, scores, joint = head[order], fused[order], ranking.scores[:n][order]
         rest = ranking.scores[n:]

@@ -1,8 +1,5 @@
-"""The served hubness correction (``model.runtime.hubness``). The file
-(``GROUNDSEARCH_HUBNESS``) is served only for its checkpoint and beside the relevance model
-fitted on its scores, so a hit's relevance reads the score it is ranked by. A gallery
-item's penalty is computed the first time a query ranks it, then kept.
-"""
+"""The served hubness correction (``model.runtime.hubness``), only for its checkpoint and
+beside the relevance fitted on its scores; an item's penalty is kept once computed."""
 
 from __future__ import annotations
 
@@ -48,9 +45,8 @@ def served_penalties(hub: Hubness | None, gallery: Gallery) -> Served | None:
 def relevance_on_raw(
     settings: ServiceSettings, relevance: RelevanceModel | None, status: str, hub: Hubness | None
 ) -> tuple[RelevanceModel | None, str]:
-    """The relevance served beside ``hub``: one fitted on corrected scores reads raw ones
-    wrongly, so without a hubness correction it is off (RelevanceError for one the
-    settings name)."""
+    """The relevance served beside ``hub``: one fitted on corrected scores is off without
+    a correction (RelevanceError for one the settings name)."""
     if relevance is None or hub is not None or not (relevance.info or {}).get(HUBNESS_KEY):
         return relevance, status
     why = "it was fitted on hubness-corrected scores, and no hubness correction is served"
@@ -66,8 +62,7 @@ def served_hubness(
     relevance: RelevanceModel | None,
     relevance_file: Path | None,
 ) -> tuple[Hubness | None, str]:
-    """The hubness correction served (None: raw scores) and a line for ``/ready``; a
-    file named by the settings that cannot be served raises HubnessError."""
+    """The hubness correction served (None: raw scores) and a line for ``/ready``."""
     path = settings.beside_relevance("hubness", relevance_file, FILE_NAME)
     if path is None:
         return None, "none"

@@ -1,8 +1,5 @@
-"""Memory the server frees goes back to the system.
-
-A fixed mmap threshold and two heaps keep Pillow's large decode buffers from lingering in
-per-thread heaps (glibc only; elsewhere this does nothing).
-"""
+"""Memory the server frees goes back to the system: a fixed mmap threshold and two heaps
+keep Pillow's large decode buffers from lingering (glibc only)."""
 
 from __future__ import annotations
 

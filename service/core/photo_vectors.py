@@ -26,8 +26,7 @@ class PhotoVectors:
         return self.features_and_vector(image, timings)[1]
 
     def classes(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """One photo's most probable classes by the model's concept channel, from its
-        pooled features (None without a channel): what the gallery stores for evidence."""
+        """One photo's most probable classes (the concept channel's; None without one)."""
         seen = photo_classes(self.model, features[None, :])
         return None if seen is None else (seen[0][0], seen[1][0])
 

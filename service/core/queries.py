@@ -1,8 +1,5 @@
-"""Query texts through the text front door, with their vectors in an LRU cache.
-
-A query is cleaned once; the cleaned text is parsed and the cache's key. ``is_cached``
-(one dict lookup) runs on the event loop, so a cached query takes no parse slot.
-"""
+"""Query texts through the text front door, their vectors in an LRU cache keyed by the
+cleaned text (``is_cached``, one lookup, runs on the event loop: no parse slot)."""
 
 from __future__ import annotations
 
@@ -49,8 +46,7 @@ class QueryVectors:
     def vector_and_nouns(
         self, cleaned: str, timings: Timings, what: str = "text"
     ) -> tuple[np.ndarray, NounWords, int]:
-        """The unit query vector, noun words and number of content words of a cleaned
-        text, cached."""
+        """A cleaned text's unit vector, nouns and number of content words, cached."""
         with self._lock:
             cached = self._cache.get(cleaned)
             if cached is not None:

@@ -166,11 +166,7 @@ class Judge:
         if self.model is None or kind not in self.model.kinds:
             return None
         novelty = novelty_of(vector, self.channel_columns) if vector is not None else 0.0
-        words, values = word_count(text), np.asarray(scores)
-        p = self.model.predict(kind, values, novelty, words, evidence)
-        if evidence is not None and np.isnan(evidence).any():  # hits with none known
-            plain = self.model.predict(kind, values, novelty, words, None)
-            p = np.where(np.isnan(evidence), plain, p)
+        p = self.model.predict(kind, np.asarray(scores), novelty, word_count(text), evidence)
         return np.asarray(p, np.float64)
 
     def threshold(
@@ -188,11 +184,9 @@ def split(
     items: Sequence[T], relevance: Sequence[float | None], threshold: float | None
 ) -> tuple[list[T], list[T]]:
     """``items`` at or above ``threshold`` and those below it, each in order."""
-    strong: list[T] = []
-    weak: list[T] = []
-    for item, r in zip(items, relevance, strict=True):
-        (weak if threshold is not None and r is not None and r < threshold else strong).append(item)
-    return strong, weak
+    below = [threshold is not None and r is not None and r < threshold for r in relevance]
+    pairs = list(zip(items, below, strict=True))
+    return [i for i, b in pairs if not b], [i for i, b in pairs if b]
 
 
 def photo_products(gallery: Gallery) -> PhotoProducts:
@@ -246,8 +240,7 @@ class ClassesKept:
 
     def __init__(self, check: Callable[[], bool], every: float = 60.0) -> None:
         self.check, self.every = check, every
-        self.known = False
-        self.asked = -math.inf
+        self.known, self.asked = False, -math.inf
 
     def __call__(self) -> bool:
         now = time.monotonic()
@@ -258,9 +251,8 @@ class ClassesKept:
 
 def served_nouns(settings: ServiceSettings) -> NounClasses | None:
     """The shipped noun → classes table (None when missing or unreadable)."""
-    path = settings.model_dir / NOUNS_FILE_NAME
     try:
-        return NounClasses.load(path)
+        return NounClasses.load(settings.model_dir / NOUNS_FILE_NAME)
     except (OSError, ValueError) as exc:
         log.warning("relevance without the classifier's evidence: %s", exc)
         return None

@@ -196,8 +196,7 @@ class ServiceSettings(Settings):
 
     @property
     def served_model(self) -> str:
-        """Which model is served: 'shipped', 'taught: NAME' (``groundsearch teach``), or
-        the checkpoint named."""
+        """The model served: 'shipped', 'taught: NAME', or the checkpoint named."""
         if self.checkpoint is not None:
             return str(self.checkpoint)
         if self.space_dir == self.model_dir:
@@ -209,8 +208,7 @@ class ServiceSettings(Settings):
         return self.index_dir or self.gallery_dir
 
     def beside_relevance(self, setting: str, relevance_file: Path | None, name: str) -> Path | None:
-        """The file a setting (``hubness``, ``fusion``) names: None for 'none', the
-        ``name`` beside ``relevance_file`` (``companion``) for 'default', else its path."""
+        """The file a setting names: None for 'none', ``companion`` for 'default'."""
         value = str(getattr(self, setting))
         if value == "none":
             return None
@@ -219,9 +217,7 @@ class ServiceSettings(Settings):
         return Path(value)
 
     def companion(self, path: Path | None, name: str) -> Path:
-        """The file ``name`` beside ``path`` (a decoder or relevance file: ``make refit``
-        writes their taggers into the same folder) when there is one, else the served
-        model's (``space_dir``)."""
+        """The file ``name`` beside ``path`` when there is one, else the served model's."""
         if path is not None and (path.parent / name).exists():
             return path.parent / name
         return self.space_dir / name

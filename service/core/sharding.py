@@ -60,8 +60,7 @@ class RayFanout:
         self.shards = len(self.handles)
 
     def call(self, method: str, args: Sequence[tuple[Any, ...] | None]) -> list[Any]:
-        """Every shard's answer; StoreError (the service's 503) naming the first shard
-        that failed or did not answer within ``SHARD_TIMEOUT_S``."""
+        """Every shard's answer; StoreError (a 503) naming the first that failed."""
         pending = [
             None if a is None else handle.call.remote(method, *a)
             for handle, a in zip(self.handles, args, strict=True)
@@ -91,8 +90,8 @@ def _serve() -> Any:
 def start_shards(
     shard_set: ShardSet, settings: IndexSettings | None = None, cpus: float = CPUS_PER_SHARD
 ) -> RayFanout:
-    """Deploy one Ray Serve application per shard on the joined cluster, wait until each
-    has loaded, and return the front's fan-out over their handles."""
+    """Deploy one Ray Serve application per shard, wait until each has loaded, and return
+    the fan-out over their handles."""
     serve = _serve()
     serve.start(proxy_location="Disabled")  # no HTTP proxy: the FastAPI app is the front
     handles = []
@@ -157,9 +156,8 @@ def open_sharded(
     identity: dict[str, str] | None = None,
     settings: IndexSettings | None = None,
 ) -> Gallery:
-    """The gallery in ``folder`` opened read-only, its photos searched through
-    ``images``; StoreError when the shards were written from another gallery or from
-    records this gallery does not hold (a newer copy: write the shards again)."""
+    """The gallery in ``folder``, read-only, its photos searched through ``images``;
+    StoreError when the shards were written from another gallery or a newer copy."""
     folder = Path(folder)
     db_records = Records.open(folder / DB_FILE, identity, migrate=False)
     try:

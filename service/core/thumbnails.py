@@ -32,8 +32,8 @@ class Thumbnail:
 
 
 def thumbnail_etag(sha256: str, stat: os.stat_result, size: int) -> str:
-    """The ETag of a photo's thumbnail: its content hash, its file's state, the size (and
-    what makes it: this module's version and Pillow's, so the same tag is the same bytes)."""
+    """A thumbnail's ETag: the photo's hash, its file's state, the size and this module's
+    and Pillow's versions (the same tag is the same bytes)."""
     made = f"thumbnail-{VERSION}-pillow-{PIL.__version__}"
     text = f"{sha256}-{stat.st_mtime_ns}-{stat.st_size}-{size}-{made}"
     return '"' + hashlib.md5(text.encode(), usedforsecurity=False).hexdigest() + '"'

@@ -1,8 +1,5 @@
-"""``groundsearch serve --watch PATH``: the server keeps photo folders indexed itself.
-
-A ``FolderWatcher`` runs in a background thread over an ``Indexer`` sharing the server's
-checkpoint and gallery (``watch_workers`` CNN processes of its own).
-"""
+"""``groundsearch serve --watch PATH``: a ``FolderWatcher`` thread over an ``Indexer``
+sharing the server's checkpoint and gallery."""
 
 from __future__ import annotations
 

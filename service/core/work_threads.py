@@ -1,12 +1,8 @@
-"""The threads that do a request's work, at a lower CPU priority than the event loop.
+"""The threads that do a request's work, niced below the event loop.
 
-A photo costs ~20× the CPU of a query and a query tens of milliseconds of parse,
-encoding and search; the event loop, which reads every request and answers the 429s,
-needs about 0.2 ms for a refusal. The work threads (``WorkThreads``: the photos', the
-thumbnails' and the text's, each a pool), the parse threads and the parser processes run
-niced (``NICENESS``, Linux: per thread), so on a busy CPU the event loop runs first: the
-time it waits for a CPU falls 2–3× (docs/BENCHMARKS.md, "Overload").
-"""
+The event loop reads every request and answers the 429s (~0.2 ms a refusal); the work
+threads, parse threads and parser processes run niced (``NICENESS``, Linux: per thread),
+so on a busy CPU the loop runs first (docs/BENCHMARKS.md, "Overload")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Written sentences: the caption decoder (Kiros et al. 2014) writes words for a vector.
-
-``served_decoder`` picks the decoder the settings name; ``Captioner`` writes for
-``/describe``, ``/paraphrase`` and ``/arithmetic``, re-ranking the beam, a photo's
-sentence constrained by its confident everyday words (``NovelWords``).
-"""
+"""Written sentences: the caption decoder (Kiros et al. 2014) writes words for a vector;
+``Captioner`` writes for ``/describe``, ``/paraphrase`` and ``/arithmetic``."""
 
 from __future__ import annotations
 
@@ -54,8 +50,8 @@ def served_captioner(
 
 
 def caption_tagger(settings: ServiceSettings, backbone: str) -> WordTagger | None:
-    """The word tagger beside the decoder file (``make refit`` writes both into its OUT),
-    else the model directory's, when it reads ``backbone``'s features."""
+    """The word tagger beside the decoder file, else the model directory's, when it reads
+    ``backbone``'s features."""
     try:
         return WordTagger.load(
             settings.companion(decoder_path(settings), FILE_NAME), backbone=backbone
@@ -127,8 +123,7 @@ class Captioner:
         beam: int | None = None,
         features: np.ndarray | None = None,
     ) -> list[Generated]:
-        """Sentences written for ``vec``, best first; with a photo's ``features``, the
-        best that name one of the classifier's confident words (when it has one)."""
+        """Sentences for ``vec``, best first; with ``features``, the best naming a word."""
         decoder = self.require()
         constraints, wanted = None, set()
         if features is not None and self.novel is not None and self.novel.decoder is decoder:

@@ -2,10 +2,9 @@
 
 Each kind of work (``parse``, ``cnn``) has a ``Gate`` of ``concurrency`` slots and a line
 of ``queue`` places; beyond both a request is refused at once (429 with ``Retry-After``).
-Gates live on the event loop's thread (no locks) and feed ``/metrics``. Each route
-declares its work on its decorator (``declare_work``); ``EarlyRefusal`` reads the
-declarations to refuse before routing or reading a body, and the routes take their slots
-from the same declarations (``Admission.slots_for``).
+Gates live on the event loop's thread (no locks). Each route declares its work
+(``declare_work``): ``EarlyRefusal`` refuses from it before routing or reading a body,
+and the routes take their slots from it (``Admission.slots_for``).
 """
 
 from __future__ import annotations
@@ -36,9 +35,9 @@ _OFF = {"", "0", "false", "no", "off"}
 def declare_work(
     upload: bool = False, cached_by: str | None = None, **kinds: tuple[str, ...]
 ) -> dict[str, Any]:
-    """A route's ``openapi_extra``: each kind of work it takes with the query parameters
-    that make it take it (none: always), whether its body is a photo ``upload``, and the
-    query parameter whose text, once its vector is cached, takes no parse (``cached_by``)."""
+    """A route's ``openapi_extra``: each kind of work with the query parameters that ask
+    for it (none: always), whether it takes an ``upload``, and the parameter whose text,
+    once cached, takes no parse (``cached_by``)."""
     declared = {"kinds": {k: list(p) for k, p in kinds.items()}, "upload": upload}
     return {WORK_KEY: declared | {"cached_by": cached_by}}
 
@@ -60,8 +59,8 @@ class RouteWork:
 def _needed(
     kinds: dict[str, tuple[str, ...]], query: dict[str, list[str]], read: dict[str, object]
 ) -> tuple[str, ...]:
-    """The kinds whose parameters ask for them: a value the route has read (``read``:
-    truthy or not), else the query string's (present and not "false", "0", …)."""
+    """The kinds whose parameters ask for them: a value the route has read (``read``),
+    else the query string's (present and not "false", "0", …)."""
 
     def asks(param: str) -> bool:
         if param in read:
@@ -79,25 +78,19 @@ def _declared(route: Any) -> dict[str, tuple[str, ...]]:
 
 def declared_work(routes: Sequence[BaseRoute]) -> list[RouteWork]:
     """The declared work of every route (included routers' too) that declares some."""
-    out = []
-    for route in iter_route_contexts(routes):
-        declared = (getattr(route, "openapi_extra", None) or {}).get(WORK_KEY)
-        if declared is not None:
-            upload, cached_by = bool(declared["upload"]), declared.get("cached_by")
-            out.append(RouteWork(route, _declared(route), upload, cached_by))
-    return out
+    return [
+        RouteWork(route, _declared(route), bool(declared["upload"]), declared.get("cached_by"))
+        for route in iter_route_contexts(routes)
+        if (declared := (getattr(route, "openapi_extra", None) or {}).get(WORK_KEY)) is not None
+    ]
 
 
 class Overloaded(ServiceError):
     """The waiting line of a kind of work is full: HTTP 429 with ``Retry-After``."""
 
     def __init__(self, kind: str, retry_after: int) -> None:
-        super().__init__(
-            429,
-            f"the server is busy ({kind} work queue full): retry in {retry_after} s",
-            "overloaded",
-            {"Retry-After": str(retry_after)},
-        )
+        detail = f"the server is busy ({kind} work queue full): retry in {retry_after} s"
+        super().__init__(429, detail, "overloaded", {"Retry-After": str(retry_after)})
         self.kind = kind
 
 
@@ -180,9 +173,8 @@ class Admission:
     def slots_for(
         self, request: Request, cached: bool = False, **read: object
     ) -> AbstractAsyncContextManager[None]:
-        """The slots this request takes as its route declares them: each kind it always
-        takes, and each whose parameters (``read``, else the query string's) it asks
-        for; ``cached``: the query's vector is cached, no parse."""
+        """The slots this request takes as its route declares them (``read``: the values
+        it read; ``cached``: the query's vector is cached, no parse)."""
         query = parse_qs(request.scope.get("query_string", b"").decode("latin-1"))
         kinds = _needed(_declared(request.scope.get("route")), query, read)
         return self.slots(*(k for k in kinds if not (cached and k == "parse")))
@@ -197,8 +189,7 @@ class Admission:
 
 
 class EarlyRefusal:
-    """ASGI middleware: 429 at once for a request whose kind of work is full, as its
-    route declares it (a text whose vector is cached, its ``cached_by``, needs no parse)."""
+    """ASGI middleware: 429 at once for a request whose declared work is full."""
 
     def __init__(self, app: ASGIApp, admission: Admission, work: list[RouteWork]) -> None:
         self.app, self.admission, self.work = app, admission, work
@@ -223,8 +214,7 @@ class EarlyRefusal:
 
     @staticmethod
     def _cached(scope: Scope, declared: RouteWork | None) -> bool:
-        """Whether the route's ``cached_by`` text has its query vector cached (asked only
-        when a gate is full: the text is cleaned here only then)."""
+        """Whether the route's ``cached_by`` text has its vector cached."""
         capabilities = scope["app"].state.capabilities
         if declared is None or declared.cached_by is None or capabilities is None:
             return False
@@ -242,9 +232,7 @@ def _query(scope: Scope) -> dict[str, list[str]]:
 
 
 def front_spec(routes: Sequence[BaseRoute], admission: Admission, cache_size: int) -> dict:
-    """What the front process (``service.http.front``) needs to refuse as the app would:
-    the routes that declare work (path pattern, methods, kinds, ``cached_by``), the
-    gates' slots and lines, and the size of the query cache (plain JSON)."""
+    """What the front process needs to refuse as the app would, as plain JSON."""
     out = []
     for work in declared_work(routes):
         route: Any = work.route._effective_route
@@ -256,13 +244,6 @@ def front_spec(routes: Sequence[BaseRoute], admission: Admission, cache_size: in
         out.append(
             dict(regex=regex.pattern, methods=methods, kinds=kinds, cached_by=work.cached_by)
         )
-    gates = [
-        {
-            "kind": g.kind,
-            "concurrency": g.concurrency,
-            "queue": g.queue,
-            "seconds_per_request": g.seconds_per_request,
-        }
-        for g in admission.gates.values()
-    ]
+    fields = ("kind", "concurrency", "queue", "seconds_per_request")
+    gates = [{f: getattr(g, f) for f in fields} for g in admission.gates.values()]
     return {"routes": out, "gates": gates, "cache_size": cache_size}

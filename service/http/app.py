@@ -1,8 +1,5 @@
-"""The FastAPI application, made by ``create_app``.
-
-Without components the app loads them in a worker thread at startup: ``/health`` answers
-at once, ``/ready`` and the other routes answer 503 until they are loaded.
-"""
+"""The FastAPI application (``create_app``). Without components it loads them in a thread
+at startup: ``/health`` answers at once, the other routes 503 until loaded."""
 
 from __future__ import annotations
 
@@ -87,7 +84,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loader = None
         if app.state.components is None:
-            # a daemon thread: a stop while it loads does not wait for the loading
+            # a daemon: a stop while it loads does not wait for it
             loader = threading.Thread(target=_load, args=(app,), name="load", daemon=True)
             loader.start()
         yield
@@ -101,16 +98,12 @@ def create_app(
 
     def _load(app: FastAPI) -> None:
         try:
-            # the parse threads and processes niced, as the text and photo threads: the
-            # event loop, which reads every request and answers the 429s, runs first
+            # parse threads and processes niced, as the work threads: the event loop first
             components = Components.load(settings, observe=metrics.observe_stage, niceness=NICENESS)
             app.state.components = components
             app.state.capabilities = Capabilities.over(components)
-            # What is loaded stays for the process's life: out of the collector's way, so a
-            # full collection does not stall every request for a scan of the model.
-            gc.freeze()
-            # The event loop waits for the GIL behind the model threads at most this long
-            # (default 5 ms): requests, refusals above all, are read and answered sooner.
+            gc.freeze()  # kept for life: a full collection does not scan the model
+            # the event loop waits for the GIL at most this long (default 5 ms)
             sys.setswitchinterval(SWITCH_INTERVAL_S)
             log.info("ready: %s", components.gallery.counts())
         except Exception as exc:  # reported by /ready, logged with its traceback
@@ -129,15 +122,12 @@ def create_app(
     )
     app.state.settings, app.state.metrics = settings, metrics
     app.state.components, app.state.load_error = components, None
-    #: stopping: the app stopped while loading; ends_process: the process ends with the
-    #: app (``serve``), so nothing may start parser processes after its stop
+    #: stopping: stopped while loading; ends_process: the process ends with the app (serve)
     app.state.stopping = app.state.ends_process = False
     app.state.capabilities = Capabilities.over(components) if components is not None else None
     app.state.photo_workers = WorkThreads(settings.cnn_concurrency)
-    # thumbnails: decoded at reduced scale, niced, beside (not behind) the CNN work
-    app.state.thumbnail_workers = WorkThreads(THUMBNAIL_THREADS)
-    # a query's parse wait, encoding and search (the routes that take a parse slot)
-    text_threads = settings.parse_concurrency + CACHED_TEXT_THREADS
+    app.state.thumbnail_workers = WorkThreads(THUMBNAIL_THREADS)  # beside the CNN work
+    text_threads = settings.parse_concurrency + CACHED_TEXT_THREADS  # parse, encode, search
     app.state.text_workers = WorkThreads(text_threads, TEXT_PREFIX)
     app.state.admission = Admission(
         [

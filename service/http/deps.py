@@ -1,12 +1,10 @@
-"""Typed dependencies of the routes: capability, settings, admission, workers, limits,
-the writer check. ``async``, so FastAPI does not hop to its thread pool to read app state.
-"""
+"""Typed dependencies of the routes, ``async`` (no hop to FastAPI's thread pool)."""
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request, Security, UploadFile
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -28,8 +26,13 @@ from groundsearch.service.http.uploads import check_size
 T = TypeVar("T")
 
 
-async def get_settings(request: Request) -> ServiceSettings:
-    return request.app.state.settings
+def _state(name: str) -> Callable[[Request], Awaitable[Any]]:
+    """A dependency: the app state's ``name``."""
+
+    async def get(request: Request) -> Any:
+        return getattr(request.app.state, name)
+
+    return get
 
 
 def _capabilities(request: Request) -> Capabilities:
@@ -51,45 +54,19 @@ def _capability(pick: Callable[[Capabilities], T]) -> Callable[[Request], Awaita
     return get
 
 
-get_search = _capability(lambda c: c.search)
-get_photo_search = _capability(lambda c: c.photo_search)
-get_photos = _capability(lambda c: c.photos)
-get_library = _capability(lambda c: c.library)
-get_describe = _capability(lambda c: c.describe)
-get_arithmetic = _capability(lambda c: c.arithmetic)
-get_explain = _capability(lambda c: c.explain)
-get_writes = _capability(lambda c: c.writes)
-
-
-async def get_admission(request: Request) -> Admission:
-    return request.app.state.admission
-
-
-async def get_photo_workers(request: Request) -> WorkThreads:
-    return request.app.state.photo_workers
-
-
-async def get_thumbnail_workers(request: Request) -> WorkThreads:
-    return request.app.state.thumbnail_workers
-
-
-async def get_text_workers(request: Request) -> WorkThreads:
-    return request.app.state.text_workers
-
-
-SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
-SearchDep = Annotated[Search, Depends(get_search)]
-PhotoSearchDep = Annotated[PhotoSearch, Depends(get_photo_search)]
-PhotosDep = Annotated[Photos, Depends(get_photos)]
-LibraryDep = Annotated[Library, Depends(get_library)]
-DescribeDep = Annotated[Describe, Depends(get_describe)]
-ArithmeticDep = Annotated[Arithmetic, Depends(get_arithmetic)]
-ExplainDep = Annotated[Explain, Depends(get_explain)]
-GalleryWritesDep = Annotated[GalleryWrites, Depends(get_writes)]
-AdmissionDep = Annotated[Admission, Depends(get_admission)]
-PhotoWorkersDep = Annotated[WorkThreads, Depends(get_photo_workers)]
-ThumbnailWorkersDep = Annotated[WorkThreads, Depends(get_thumbnail_workers)]
-TextWorkersDep = Annotated[WorkThreads, Depends(get_text_workers)]
+SettingsDep = Annotated[ServiceSettings, Depends(_state("settings"))]
+SearchDep = Annotated[Search, Depends(_capability(lambda c: c.search))]
+PhotoSearchDep = Annotated[PhotoSearch, Depends(_capability(lambda c: c.photo_search))]
+PhotosDep = Annotated[Photos, Depends(_capability(lambda c: c.photos))]
+LibraryDep = Annotated[Library, Depends(_capability(lambda c: c.library))]
+DescribeDep = Annotated[Describe, Depends(_capability(lambda c: c.describe))]
+ArithmeticDep = Annotated[Arithmetic, Depends(_capability(lambda c: c.arithmetic))]
+ExplainDep = Annotated[Explain, Depends(_capability(lambda c: c.explain))]
+GalleryWritesDep = Annotated[GalleryWrites, Depends(_capability(lambda c: c.writes))]
+AdmissionDep = Annotated[Admission, Depends(_state("admission"))]
+PhotoWorkersDep = Annotated[WorkThreads, Depends(_state("photo_workers"))]
+ThumbnailWorkersDep = Annotated[WorkThreads, Depends(_state("thumbnail_workers"))]
+TextWorkersDep = Annotated[WorkThreads, Depends(_state("text_workers"))]
 
 
 def check_k(k: int, settings: ServiceSettings) -> int:

@@ -1,29 +1,19 @@
 """The front: a small process ahead of the app that answers its refusals (429) at once.
 
-Under overload the app's event loop shares its process's GIL and the machine's cores
-with the work it admitted (the text threads hold the GIL ~8 ms a query), so a refusal it
-answers waits behind that work: 31 ms at p99 on 2 cores where a bare app that only
-refuses answers in ~10 ms. ``groundsearch serve`` therefore listens here: the front, a
-process of its own at normal priority with no model and no threads, reads each
-request's head, refuses at once what the app's admission gates would refuse, and passes
-everything else, bytes as they come, to the app on a Unix socket (docs/BENCHMARKS.md,
-"Refusals under load").
+Under overload a refusal the app answers waits behind the work it admitted (its GIL and
+cores: 31 ms at p99 on 2 cores against ~10 ms), so ``groundsearch serve`` listens here: a
+process with no model and no threads reads each request's head, refuses what the app's
+admission gates would refuse, and passes everything else to the app on a Unix socket
+(docs/BENCHMARKS.md, "Refusals under load"). It keeps the gates' books itself (``Spec``,
+from ``admission.front_spec``): a request is *held* from being passed on until its answer
+has gone back; a text whose answer it has seen (the query cache) is always passed on.
+What it does not follow (a chunked or ``Expect`` body, ``HEAD``, an upgrade, a pipelined
+request, a body) it passes on untouched, to the app's own admission.
 
-It keeps the gates' books itself (``Spec``: each route's declared work and each gate's
-slots and line, from ``admission.front_spec``): a request is *held* from the moment it
-is passed on until its answer has gone back, so the front refuses a request of a kind
-when as many as the gate's slots and line are held, as the app would; a text whose
-answer it has seen (the app's query cache, ``cached_by``) is passed on regardless, the
-app answering it without a parse. What it does not follow (a chunked or ``Expect`` body,
-``HEAD``, an upgrade, a request sent before the previous one's answer) it passes on
-untouched, and the app's own admission answers as before; so does a refusal of a request
-with a body (the app refuses those before reading it).
-
-Run by ``serve`` (``start_front``) as ``python -m groundsearch.service.http.front``: the
-listening socket is the parent's (``--fd``), the app's socket a Unix one (``--backend``;
-Linux: an abstract name, no file), the spec the first line of its standard input, and
-the front ends when that input closes (the parent gone, whatever the way), quietly;
-Ctrl-C is left to the parent.
+Run by ``serve`` (``start_front``): the listening socket is inherited (``--fd``), the app's
+is a Unix one (``--backend``; ``@``: abstract), the spec is the first line of standard
+input, and the front ends quietly when that input closes; Ctrl-C is left to the parent.
+Its refusals by kind go back on standard output (``report``), for the app's ``/metrics``.
 """
 
 from __future__ import annotations
@@ -49,6 +39,8 @@ MAX_HEAD = 64 * 1024
 CHUNK = 64 * 1024
 #: Headers after which the front no longer follows a connection (passes it on untouched).
 _UNFOLLOWED = (b"transfer-encoding", b"expect", b"upgrade")
+#: How often the front reports its refusals (when they changed).
+REPORT_S = 1.0
 
 
 @dataclass
@@ -191,11 +183,7 @@ class Connection:
     """One client connection and its own connection to the app."""
 
     def __init__(
-        self,
-        spec: Spec,
-        backend: str,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        self, spec: Spec, backend: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         self.spec, self.backend = spec, backend
         self.reader, self.writer = reader, writer
@@ -239,8 +227,7 @@ class Connection:
             await self._close()
 
     async def _request(self, head: bytes, buf: bytearray) -> bool:
-        """Refuse or pass on one request whose head is ``head`` (its body starts in
-        ``buf``); False: the connection is over."""
+        """Refuse or pass on one request (its body starts in ``buf``); False: closed."""
         lines = head.split(b"\r\n")
         try:
             method, target, _ = lines[0].decode("latin-1").split(" ", 2)
@@ -321,9 +308,7 @@ class Connection:
         import httptools
 
         assert self.app is not None
-        reader = self.app[0]
-        pending = self.pending
-        spec = self.spec
+        reader, pending, spec = self.app[0], self.pending, self.spec
 
         class Answers:
             def on_headers_complete(self) -> None:
@@ -372,8 +357,7 @@ def _address(name: str) -> str:
 
 
 def start_front(sock: socket.socket, spec: dict[str, Any]) -> tuple[Any, socket.socket]:
-    """Start the front on the listening ``sock`` (then closed here); (the front's
-    process, the app's socket: bound and listening, for uvicorn's ``fd``). Linux only."""
+    """Start the front on ``sock`` (then closed here); (its process, the app's socket)."""
     import subprocess
 
     app = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -383,6 +367,7 @@ def start_front(sock: socket.socket, spec: dict[str, Any]) -> tuple[Any, socket.
     front = subprocess.Popen(
         [sys.executable, "-m", __name__, "--fd", str(sock.fileno()), "--backend", name],
         stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,  # its refusals (``report``): ``follow_reports`` reads them
         pass_fds=(sock.fileno(),),
     )
     sock.close()  # the front's now
@@ -403,8 +388,41 @@ def stop_front(front: Any, timeout: float = 5.0) -> None:
         front.wait()
 
 
-async def serve(sock: socket.socket, backend: str, spec: Spec) -> None:
-    """Accept on ``sock`` until standard input closes (the parent gone) or SIGTERM."""
+async def report(books: dict[str, Book], out: Any, every: float = REPORT_S) -> None:
+    """Write the refusal totals by kind as a JSON line to ``out`` (binary) whenever they
+    change, until cancelled or ``out`` is closed."""
+    seen: dict[str, int] = {}
+    while True:
+        totals = {kind: book.refused for kind, book in books.items()}
+        if totals != seen:
+            try:
+                out.write(json.dumps(totals).encode() + b"\n")
+                out.flush()
+            except (OSError, ValueError):  # the app is gone: nobody to tell
+                return
+            seen = totals
+        await asyncio.sleep(every)
+
+
+def follow_reports(stream: Any, observe: Any) -> None:
+    """Pass each of the front's reports on ``stream`` to ``observe`` (its totals by kind),
+    until the stream ends (run on a thread of the app's process)."""
+    for line in stream:
+        with contextlib.suppress(ValueError):
+            observe(json.loads(line))
+
+
+async def serve(
+    sock: socket.socket,
+    backend: str,
+    spec: Spec,
+    out: Any = None,
+    every: float = REPORT_S,
+    watch: bool = True,
+) -> None:
+    """Accept on ``sock`` until standard input closes (the parent gone) or SIGTERM (with
+    ``watch``; else until cancelled); the refusals reported to ``out`` (default: standard
+    output)."""
     loop = asyncio.get_running_loop()
     done = loop.create_future()
 
@@ -427,14 +445,19 @@ async def serve(sock: socket.socket, backend: str, spec: Spec) -> None:
         finally:
             connections.discard(task)
 
-    loop.add_signal_handler(signal.SIGTERM, stop)
-    loop.add_reader(sys.stdin.fileno(), lambda: stop() if not os.read(0, 1024) else None)
+    if watch:
+        loop.add_signal_handler(signal.SIGTERM, stop)
+        loop.add_reader(sys.stdin.fileno(), lambda: stop() if not os.read(0, 1024) else None)
     server = await asyncio.start_server(handle, sock=sock, backlog=2048)
-    await done
-    server.close()
-    for task in list(connections):
-        task.cancel()
-    await asyncio.gather(*connections, return_exceptions=True)
+    reports = asyncio.create_task(report(spec.books, out or sys.stdout.buffer, every))
+    try:
+        await done
+    finally:
+        reports.cancel()
+        server.close()
+        for task in list(connections):
+            task.cancel()
+        await asyncio.gather(*connections, return_exceptions=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,15 +1,18 @@
-"""Prometheus metrics: request latency per route, time per stage, admission per kind of
-work, gallery sizes; each app has its own registry."""
+"""Prometheus metrics (latency per route and stage, admission, gallery sizes), a registry
+per app."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from groundsearch.service.http.admission import Gate
 
+C = TypeVar("C", Gauge, Counter)
 BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -32,32 +35,21 @@ class Metrics:
             buckets=BUCKETS,
             registry=self.registry,
         )
-        self.items = Gauge(
-            "groundsearch_gallery_items",
-            "Items in the gallery's stores.",
-            ["store"],
-            registry=self.registry,
-        )
-
-        self.refused = Counter(
-            "groundsearch_refused",
+        self.items = self._add(Gauge, "gallery_items", "Items in the gallery's stores.", "store")
+        self.refused = self._add(
+            Counter,
+            "refused",
             "Requests refused (429) because the waiting line of their kind of work was full.",
-            ["kind"],
-            registry=self.registry,
         )
-        self.queue_depth = Gauge(
-            "groundsearch_queue_depth",
-            "Requests waiting for a slot, by kind of work.",
-            ["kind"],
-            registry=self.registry,
+        self.queue_depth = self._add(
+            Gauge, "queue_depth", "Requests waiting for a slot, by kind of work."
         )
-        self.in_flight = Gauge(
-            "groundsearch_in_flight",
-            "Requests holding a slot, by kind of work.",
-            ["kind"],
-            registry=self.registry,
-        )
+        self.in_flight = self._add(Gauge, "in_flight", "Requests holding a slot, by kind of work.")
         self._refused_seen: dict[str, int] = {}
+        self._front_seen: dict[str, int] = {}
+
+    def _add(self, kind: type[C], name: str, doc: str, label: str = "kind") -> C:
+        return kind(f"groundsearch_{name}", doc, [label], registry=self.registry)
 
     def observe_gate(self, gate: Gate) -> None:
         """A gate's counters changed (its ``on_change``)."""
@@ -67,6 +59,15 @@ class Metrics:
         if new:
             self.refused.labels(gate.kind).inc(new)
             self._refused_seen[gate.kind] = gate.refused
+
+    def observe_front(self, totals: Mapping[str, int]) -> None:
+        """The front process's refusals so far, by kind (``front.report``): counted with
+        the app's own."""
+        for kind, total in totals.items():
+            new = int(total) - self._front_seen.get(kind, 0)
+            if new > 0:
+                self.refused.labels(kind).inc(new)
+                self._front_seen[kind] = int(total)
 
     def observe_stage(self, stage: str, seconds: float) -> None:
         self.stages.labels(stage).observe(seconds)

@@ -1,16 +1,13 @@
-"""Every error the service answers, as RFC 9457 problem details
-(``application/problem+json``)::
+"""Every error the service answers, as RFC 9457 problem details::
 
     {"type": "/problems/unusable-text", "title": "Unusable text", "status": 404,
      "detail": "text has no word the model knows ...", "instance": "/search"}
 
-Validation errors add ``errors``, one per field. ``responses(...)`` declares a route's
-error statuses in the OpenAPI document.
+Validation errors add ``errors``; ``responses(...)`` declares a route's in OpenAPI.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
@@ -21,8 +18,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-log = logging.getLogger("groundsearch.service")
 MEDIA_TYPE = "application/problem+json"
+Headers = Mapping[str, str] | None
 
 #: The problem type of each status when the code raising it names none.
 DEFAULT_SLUGS = {
@@ -80,11 +77,7 @@ class ServiceError(Exception):
     """A refusal with its status and problem type (``slug``), answered as a Problem."""
 
     def __init__(
-        self,
-        status: int,
-        detail: str,
-        slug: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        self, status: int, detail: str, slug: str | None = None, headers: Headers = None
     ) -> None:
         super().__init__(detail)
         self.status, self.detail = status, detail
@@ -97,7 +90,7 @@ def problem(
     status: int,
     detail: str,
     slug: str | None = None,
-    headers: Mapping[str, str] | None = None,
+    headers: Headers = None,
     errors: list[dict[str, Any]] | None = None,
 ) -> JSONResponse:
     slug = slug or DEFAULT_SLUGS.get(status, "error")

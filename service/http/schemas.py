@@ -74,12 +74,8 @@ FolderField = Annotated[
 
 
 def photo_fields(record: ImageRecord) -> dict[str, Any]:
-    """What every answer says of a gallery photo: where it is served, its file, captions
-    and what its file says."""
+    """What every answer says of a gallery photo."""
     meta = record.meta
-    source: Literal["exif", "file"] | None = (
-        "exif" if meta.taken_source == "exif" else "file" if meta.taken_source == "file" else None
-    )
     place = None if meta.place is None else Place(lat=meta.place[0], lon=meta.place[1])
     return {
         "id": record.id,
@@ -88,13 +84,17 @@ def photo_fields(record: ImageRecord) -> dict[str, Any]:
         "captions": list(record.captions),
         "source": "upload" if record.uploaded else "folder",
         "taken": meta.taken,
-        "taken_source": source,
+        "taken_source": meta.taken_source if meta.taken_source in ("exif", "file") else None,
         "camera": meta.camera,
         "place": place,
         "width": meta.width,
         "height": meta.height,
         "folder": None if record.uploaded else meta.folder,
     }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
 
 
 class ImageHit(BaseModel):
@@ -118,9 +118,7 @@ class ImageHit(BaseModel):
     @classmethod
     def of(cls, hit: Hit[ImageRecord]) -> ImageHit:
         return cls(
-            score=round(hit.score, 6),
-            relevance=None if hit.relevance is None else round(hit.relevance, 6),
-            **photo_fields(hit.record),
+            score=round(hit.score, 6), relevance=_round(hit.relevance), **photo_fields(hit.record)
         )
 
 
@@ -167,7 +165,7 @@ class CaptionHit(BaseModel):
         return cls(
             id=hit.id,
             score=round(hit.score, 6),
-            relevance=None if hit.relevance is None else round(hit.relevance, 6),
+            relevance=_round(hit.relevance),
             text=hit.text,
             source="gallery" if hit.source == "gallery" else "bank",
             image_id=hit.image_id,
@@ -224,9 +222,7 @@ def caption_hits(
 
 
 def page_hits(page: Page, threshold: float | None) -> dict[str, Any]:
-    """``results``, ``weak``, ``no_match``, ``min_relevance`` and the paging fields of one
-    page of photos (``index.ranking.pages``): ``no_match`` when no photo of the whole ranking
-    reaches the threshold (``total`` 0)."""
+    """``image_hits`` and the paging fields of a page (``no_match``: ``total`` 0)."""
     out = image_hits(page.hits, threshold)
     out.update(no_match=page.total == 0, next=page.next, total=page.total)
     out["total_exact"] = page.total_exact
@@ -374,7 +370,7 @@ class ExplainResponse(BaseModel):
                 deprel=n.collapsed,
                 head=n.head,
                 size=n.size,
-                share=None if shares is None else round(shares[i], 6),
+                share=None if shares is None else _round(shares[i]),
             )
             for i, n in enumerate(tree.nodes)
         ]

@@ -1,5 +1,4 @@
-"""Uploaded photos: bytes → RGB image, or an ``UploadError`` carrying the HTTP status
-(the byte limit applied while reading, the pixel limit before decoding)."""
+"""Uploaded photos: bytes → RGB image, or an ``UploadError`` carrying the HTTP status."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ def read_photo(data: bytes, max_pixels: int, min_side: int) -> tuple[Image.Image
 
 
 class UploadLimitMiddleware:
-    """Refuse (413) an upload whose declared Content-Length is over the limit before its
-    body is read. Bodies without a length are cut by ``check_size`` while reading."""
+    """Refuse (413) an upload whose declared Content-Length is over the limit."""
 
     def __init__(self, app: ASGIApp, paths: set[str], max_bytes: int, slack: int) -> None:
         self.app, self.paths, self.max_bytes, self.slack = app, paths, max_bytes, slack

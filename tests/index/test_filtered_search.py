@@ -18,6 +18,7 @@ from groundsearch.index.gallery import Gallery
 from groundsearch.index.search.index_kinds import IndexSettings
 from groundsearch.index.store import records
 from groundsearch.index.store.photo_metadata import PhotoMetadata
+from tests.bench import load_script
 from tests.index.synthetic import DIM, ID, search_images, vecs
 
 DAY = 86_400.0
@@ -287,7 +288,7 @@ def test_the_records_answer_each_plan_of_a_filter_from_their_indexes(world):
         for expected in (None, dict.fromkeys(names, 0.0), dict.fromkeys(names, 1e9)):
             for first in names:
                 plan = dict(expected or {}, **{first: -1.0})
-                assert filter_sql.matching_ids(db, f, plan).tolist() == truth, (f, plan)
+                assert load_script("sql_ids").matching_ids(db, f, plan).tolist() == truth, (f, plan)
         for name, (sql, args) in filter_sql.filter_conditions(f).items():
             plan = db.execute(f"EXPLAIN QUERY PLAN SELECT id FROM photos WHERE {sql}", args)
             detail = " ".join(str(row[-1]) for row in plan)

@@ -1,8 +1,5 @@
-"""Saving and loading caption decoders, with the joint model they were trained on.
-
-The artifact records the joint model's identity and dimension, and ``load_decoder``
-refuses it against another. Weights are float16 tensors (a weights-only load).
-"""
+"""Saving and loading caption decoders (float16, a weights-only load), refused against
+another joint model than the one whose identity and dimension they record."""
 
 from __future__ import annotations
 
@@ -37,19 +34,13 @@ def save_decoder(
     extra: dict[str, Any] | None = None,
 ) -> None:
     """Write the decoder atomically, float16, recording the joint model's identity."""
-    state = {
-        "format": DECODER_FORMAT,
-        "kind": DECODER_KIND,
-        "config": asdict(decoder.config),
-        "words": list(decoder.vocab.words),
-        "joint": dict(joint),
-        "state_dict": {
-            k: v.detach().to(torch.float16) if v.is_floating_point() else v.detach()
-            for k, v in decoder.state_dict().items()
-        },
-        "extra": extra or {},
+    weights = {
+        k: v.detach().to(torch.float16) if v.is_floating_point() else v.detach()
+        for k, v in decoder.state_dict().items()
     }
-    torch_save(state, path)
+    state = {"format": DECODER_FORMAT, "kind": DECODER_KIND, "config": asdict(decoder.config)}
+    state.update(words=list(decoder.vocab.words), joint=dict(joint), state_dict=weights)
+    torch_save({**state, "extra": extra or {}}, path)
 
 
 def read_decoder_state(path: Path) -> dict[str, Any]:

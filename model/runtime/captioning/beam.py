@@ -1,10 +1,6 @@
-"""Beam search over a caption decoder, for many vectors at once.
-
-Each row keeps ``beam`` live hypotheses; a finished one is scored by its log-probability
-over length**``length_penalty``. A row stops once no live hypothesis beats its ``beam``
-finished ones. Repeating a content word or an n-gram of ``no_repeat_ngram`` words costs
-``repeat_penalty`` (inf: forbidden). Deterministic.
-"""
+"""Beam search over a caption decoder, for many vectors at once (deterministic): finished
+hypotheses scored by log-probability / length**``length_penalty``; repeating a content
+word or an n-gram of ``no_repeat_ngram`` words costs ``repeat_penalty`` (inf: never)."""
 
 from __future__ import annotations
 
@@ -67,16 +63,12 @@ def repeat_mask(
 
 @torch.no_grad()
 def _shaped(
-    logp: torch.Tensor,
-    t: int,
-    s: BeamSettings,
-    eos: int,
-    tokens: torch.Tensor,
-    seen: torch.Tensor,
-    content: torch.Tensor,
+    logp: torch.Tensor, t: int, s: BeamSettings, eos: int, *history: torch.Tensor
 ) -> torch.Tensor:
     """One step's log-probabilities as the search may use them: no <eos> first, only
-    <eos> after ``max_len`` words, repeats (``repeat_mask``) lowered by the penalty."""
+    <eos> after ``max_len`` words, repeats (``repeat_mask`` of ``history``: the tokens,
+    seen and content masks) lowered by the penalty."""
+    tokens, seen, content = history
     if t == 0:
         logp[:, eos] = -math.inf
     if t == s.max_len:  # only <eos> may follow max_len words
@@ -116,10 +108,7 @@ def beam_search(decoder: CaptionDecoder, v: torch.Tensor, s: BeamSettings) -> li
             if done[row]:
                 new_scores[row] = -math.inf
                 continue
-            for source, score in enumerate(ends[row]):
-                if score > -math.inf:  # every live hypothesis may end here
-                    ids = tokens[row * k + source, 1:].tolist()
-                    finished[row].append((score / (len(ids) + 1) ** s.length_penalty, ids))
+            _finish(finished[row], ends[row], tokens[row * k : (row + 1) * k], s)
             done[row] = _settled(finished[row], new_scores[row], t + 2, s)
         if all(done):
             break
@@ -133,6 +122,20 @@ def beam_search(decoder: CaptionDecoder, v: torch.Tensor, s: BeamSettings) -> li
         ended.sort(key=lambda f: -f[0])
         out.append([Generated(vocab.decode(ids), float(score)) for score, ids in ended[:k]])
     return out
+
+
+def _finish(
+    finished: list[tuple[float, list[int]]],
+    ends: list[float],
+    tokens: torch.Tensor,
+    s: BeamSettings,
+) -> None:
+    """Add to ``finished`` each hypothesis (``tokens``' rows) that may end here (``ends``:
+    its score with <eos>), scored by log-probability / length**``length_penalty``."""
+    for row, score in enumerate(ends):
+        if score > -math.inf:
+            ids = tokens[row, 1:].tolist()
+            finished.append((score / (len(ids) + 1) ** s.length_penalty, ids))
 
 
 def _settled(
@@ -181,8 +184,7 @@ def constrained_search(
     vocab = decoder.vocab
     n, k, size = len(v), s.beam, len(vocab)
     extra = len(constraints.borrowed)
-    full = size + extra
-    words = [*vocab.words, *constraints.borrowed]
+    full, words = size + extra, [*vocab.words, *constraints.borrowed]
     if len(constraints.rows) != n:
         raise ValueError(f"{len(constraints.rows)} constraint rows for {n} vectors")
     allowed = torch.zeros((n, full), dtype=torch.bool)  # the constraint words of each row
@@ -192,9 +194,9 @@ def constrained_search(
         allowed[row, ids] = True
     sources = torch.tensor(constraints.sources, dtype=torch.long)
     states = 2
-    hyps = n * states * k  # row-major: row, state, beam
-    cond, (h, c) = decoder.start(v)
     rep = states * k
+    hyps = n * rep  # row-major: row, state, beam
+    cond, (h, c) = decoder.start(v)
     cond, h, c = (
         cond.repeat_interleave(rep, 0),
         h.repeat_interleave(rep, 1),
@@ -223,26 +225,19 @@ def constrained_search(
         meets = allowed[:, None, :].expand(n, k, full)
         # state 0 → 0: any word but a constraint; 0 → 1: a constraint; 1 → 1: any word
         stay0 = torch.where(meets, -math.inf, total[:, 0]).reshape(n, k * full)
-        into1 = torch.cat([torch.where(meets, total[:, 0], -math.inf), total[:, 1]], dim=1).reshape(
-            n, 2 * k * full
-        )
+        into1 = torch.cat([torch.where(meets, total[:, 0], -math.inf), total[:, 1]], dim=1)
         s0, i0 = stay0.topk(k, dim=1)
-        s1, i1 = into1.topk(k, dim=1)
+        s1, i1 = into1.reshape(n, 2 * k * full).topk(k, dim=1)
         src0, word0 = i0 // full, i0 % full  # from state 0, beam src0
-        src1 = i1 // full  # 0..2k−1: the first k are state 0's beams
-        word1 = i1 % full
+        src1, word1 = i1 // full, i1 % full  # src1 0..2k−1: the first k are state 0's beams
         new_scores = torch.stack([s0, s1], dim=1)
         for row in range(n):
             if done[row]:
                 new_scores[row] = -math.inf
                 continue
             for state in range(states):
-                for source, score in enumerate(ends[row][state]):
-                    if score > -math.inf:
-                        at = (row * states + state) * k + source
-                        ids = tokens[at, 1:].tolist()
-                        normed = score / (len(ids) + 1) ** s.length_penalty
-                        finished[row][state].append((normed, ids))
+                at = (row * states + state) * k
+                _finish(finished[row][state], ends[row][state], tokens[at : at + k], s)
             target = finished[row][1] if constraints.rows[row] else finished[row][0]
             done[row] = _settled(target, new_scores[row].reshape(-1), t + 2, s)
         if all(done):
@@ -260,22 +255,16 @@ def constrained_search(
     for row, (unmet, met) in enumerate(finished):
         met.sort(key=lambda f: -f[0])
         unmet.sort(key=lambda f: -f[0])
-        wanted = set(constraints.rows[row])
-        out.append(
-            [
-                Generated(sentence_of(words, ids, wanted), float(score))
-                for score, ids in (met + unmet)[:k]
-            ]
-        )
+        best, wanted = (met + unmet)[:k], set(constraints.rows[row])
+        out.append([Generated(sentence_of(words, ids, wanted), float(sc)) for sc, ids in best])
     return out
 
 
 def sentence_of(words: Sequence[str], ids: Sequence[int], forced: Collection[int] = ()) -> str:
-    """The sentence of word ids over ``words`` (specials left out); "a"/"an" before a
-    ``forced`` word (a constraint, chosen by the search, not by the language model)
-    agrees with it."""
-    tokens = [words[i] for i in ids if i >= len(SPECIALS)]
+    """The sentence of word ids over ``words`` (specials left out), "a"/"an" agreeing
+    with a ``forced`` word (a constraint) after it."""
     kept = [i for i in ids if i >= len(SPECIALS)]
+    tokens = [words[i] for i in kept]
     for j in range(len(tokens) - 1):
         if tokens[j] in ("a", "an") and kept[j + 1] in forced:
             tokens[j] = _indefinite(tokens[j + 1])

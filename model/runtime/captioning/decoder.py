@@ -1,8 +1,6 @@
-"""An LSTM language model conditioned on a point of the joint space (Kiros et al. 2014).
-
-The unit joint vector ``v`` sets the initial state (``h0, c0 = tanh(A v), tanh(B v)``)
-and ``C v`` is fed beside the word vector at every step.
-"""
+"""An LSTM language model conditioned on a point of the joint space (Kiros et al. 2014):
+the unit vector ``v`` sets the initial state (``tanh(A v), tanh(B v)``) and ``C v`` is
+fed beside the word vector at every step."""
 
 from __future__ import annotations
 
@@ -51,8 +49,7 @@ class CaptionDecoder(nn.Module):
         self.embed = nn.Embedding(len(vocab), config.embed, padding_idx=vocab.pad)
         if word_vectors is not None:
             self.embed.weight.data.copy_(torch.as_tensor(word_vectors, dtype=torch.float32))
-        self.init_h = nn.Linear(config.dim, config.hidden)
-        self.init_c = nn.Linear(config.dim, config.hidden)
+        self.init_h, self.init_c = (nn.Linear(config.dim, config.hidden) for _ in range(2))
         self.cond = nn.Linear(config.dim, config.cond)
         self.lstm = nn.LSTM(config.embed + config.cond, config.hidden, batch_first=True)
         self.drop = nn.Dropout(config.dropout)
@@ -83,10 +80,7 @@ class CaptionDecoder(nn.Module):
         return self.out(self.drop(hidden))
 
     def step(
-        self,
-        tokens: torch.Tensor,
-        cond: torch.Tensor,
-        state: tuple[torch.Tensor, torch.Tensor],
+        self, tokens: torch.Tensor, cond: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """Log-probabilities of the next word after ``tokens`` (N), and the new state."""
         x = torch.cat([self.embed(tokens), cond], dim=1)[:, None]
@@ -105,9 +99,8 @@ class CaptionDecoder(nn.Module):
         batch_size: int = 256,
         constraints: Constraints | None = None,
     ) -> list[list[Generated]]:
-        """For each row of ``vectors``, ``beam`` sentences, best first, by beam search
-        (``captioning.beam``); a row with ``constraints`` gets the best sentences that
-        contain one of its words, the others exactly as without."""
+        """For each row of ``vectors``, ``beam`` sentences, best first; a row with
+        ``constraints`` gets the best ones containing one of its words."""
         if self.training:
             raise RuntimeError("generate() needs eval mode (call .eval())")
         settings = BeamSettings(beam, max_len, length_penalty, repeat_penalty, no_repeat_ngram)
@@ -133,9 +126,8 @@ class CaptionDecoder(nn.Module):
 def _merge(
     constrained: list[Generated], free: list[Generated], wanted: set[str], k: int
 ) -> list[Generated]:
-    """The ``k`` best sentences that contain a ``wanted`` word, from the constrained
-    search and the free one (whose pruning differs: it may have found a better one),
-    then the others, best first within each."""
+    """The ``k`` best sentences with a ``wanted`` word from both searches (the free one's
+    pruning differs), then the others, best first within each."""
     seen: dict[str, Generated] = {}
     for g in sorted([*constrained, *free], key=lambda g: -g.score):
         seen.setdefault(g.text, g)

@@ -1,8 +1,6 @@
-"""The everyday noun people say for each ImageNet class (the *entry-level* word).
-
-``model/artifacts/entry_level.tsv`` (``model.training.entry_level``, reviewed) maps each
-class to one word ("laptop" for "notebook", "dog" for every breed) or to none.
-"""
+"""The everyday noun people say for each ImageNet class (the *entry-level* word):
+``model/artifacts/entry_level.tsv`` maps each class to one word ("dog" for every breed)
+or to none (made by ``python bench/entry_level.py``)."""
 
 from __future__ import annotations
 

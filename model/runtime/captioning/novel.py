@@ -1,10 +1,6 @@
-"""Sentences that name what the CNN sees.
-
-The backbone's classifier says which everyday words (``entry_level``) a photo shows (and
-the word tagger which caption nouns), and the decoder writes the best sentence containing
-a confident one (constrained beam search, Anderson et al. 2017); a word it never learned
-borrows its nearest trained word's weights (DCC, Hendricks et al. 2016).
-"""
+"""Sentences that name what the CNN sees: the classifier's everyday words
+(``entry_level``) and the tagger's nouns constrain the decoder's beam search (Anderson et
+al. 2017); a word it never learned borrows its nearest trained word's weights (DCC)."""
 
 from __future__ import annotations
 
@@ -141,22 +137,13 @@ class NovelWords:
         p = self.probabilities(features)
         pw = self.word_probabilities(p)
         column = {w: j for j, w in enumerate(self.words)}
-        out = []
+        out: list[list[Seen]] = []
         for row, word_row in zip(p, pw, strict=True):
-            best = np.argsort(-row, kind="stable")[:top]
-            out.append(
-                [
-                    Seen(
-                        self.table.word(int(i)),
-                        self.table.classes[int(i)],
-                        int(i),
-                        float(row[i]),
-                        float(word_row[column[w]]) if (w := self.table.word(int(i))) else 0.0,
-                    )
-                    for i in best
-                    if row[i] >= floor
-                ]
-            )
+            out.append([])
+            for i in (int(i) for i in np.argsort(-row, kind="stable")[:top] if row[i] >= floor):
+                w = self.table.word(i)
+                share = float(word_row[column[w]]) if w else 0.0
+                out[-1].append(Seen(w, self.table.classes[i], i, float(row[i]), share))
         return out
 
     def speaks_for(self, word: str, probability: float, tagged: float = 0.0) -> bool:
@@ -178,9 +165,8 @@ class NovelWords:
 
     def confident(self, features: np.ndarray) -> list[list[str]]:
         """For each photo, the words (at most ``count``) spoken for, most probable first."""
-        return self.pick(
-            self.word_probabilities(self.probabilities(features)), self.tag_probabilities(features)
-        )
+        pw = self.word_probabilities(self.probabilities(features))
+        return self.pick(pw, self.tag_probabilities(features))
 
     def pick(self, pw: np.ndarray, tw: np.ndarray) -> list[list[str]]:
         """``confident`` from the classifier's (``pw``) and tagger's (``tw``) word
@@ -219,12 +205,9 @@ def tagger_words(tagger: WordTagger, decoder: CaptionDecoder) -> tuple[str, ...]
     can lend its weights), less ``AMBIGUOUS`` and stopwords."""
     from groundsearch.model.runtime.concepts import glove_table
 
-    index, _ = glove_table()
-    vocab = decoder.vocab
+    index, vocab, skip = glove_table()[0], decoder.vocab, AMBIGUOUS | STOPWORDS
     return tuple(
-        w
-        for w in tagger.words
-        if vocab.index(w) == vocab.unk and w in index and w not in AMBIGUOUS and w not in STOPWORDS
+        w for w in tagger.words if vocab.index(w) == vocab.unk and w in index and w not in skip
     )
 
 

@@ -1,8 +1,5 @@
-"""Re-ranking a beam by the joint model's own image–sentence score (Kiros et al. 2014).
-
-The runtime stays free of the parser: the caller passes ``embed_texts`` (texts → their
-joint-space vectors, e.g. parse + ``Embedder.embed_sentences``).
-"""
+"""Re-ranking a beam by the joint model's own image–sentence score (Kiros et al. 2014);
+the caller passes ``embed_texts`` (texts → joint-space vectors), keeping the parser out."""
 
 from __future__ import annotations
 
@@ -40,9 +37,7 @@ def rerank(
     for vector, beam in zip(units, beams, strict=True):
         cos = embedded[at : at + len(beam)] @ vector
         at += len(beam)
-        scored = [
-            Generated(g.text, float(c) + lm_weight * g.score)
-            for g, c in zip(beam, cos, strict=True)
-        ]
+        pairs = zip(beam, cos, strict=True)
+        scored = [Generated(g.text, float(c) + lm_weight * g.score) for g, c in pairs]
         out.append(sorted(scored, key=lambda g: -g.score))
     return out

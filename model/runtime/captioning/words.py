@@ -1,9 +1,5 @@
-"""The decoder's words: caption tokens, its vocabulary, and sentences written from tokens.
-
-Captions are lower-cased and split on spaces; tokens without a letter or digit
-(punctuation) are dropped and punctuation at a token's ends is stripped, so
-"A dog runs on the beach ." and "a dog runs on the beach." give the same tokens.
-"""
+"""The decoder's words: caption tokens (lower-cased, split on spaces, punctuation stripped
+or dropped), its vocabulary, and sentences written from tokens."""
 
 from __future__ import annotations
 
@@ -11,6 +7,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -42,11 +39,16 @@ class DecoderVocab:
     """The decoder's words: four specials (``<pad>`` row 0), then words by frequency."""
 
     words: tuple[str, ...]
+    #: The specials' rows.
+    pad, unk, bos, eos = range(4)
 
     def __post_init__(self) -> None:
         if self.words[: len(SPECIALS)] != SPECIALS:
             raise ValueError(f"a decoder vocabulary starts with {SPECIALS}")
-        object.__setattr__(self, "_index", {w: i for i, w in enumerate(self.words)})
+
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {w: i for i, w in enumerate(self.words)}
 
     @classmethod
     def build(cls, captions: Iterable[str], min_count: int = 5) -> DecoderVocab:
@@ -61,23 +63,7 @@ class DecoderVocab:
         return len(self.words)
 
     def index(self, word: str) -> int:
-        return self._index.get(word, self._index[UNK])  # type: ignore[attr-defined]
-
-    @property
-    def pad(self) -> int:
-        return 0
-
-    @property
-    def unk(self) -> int:
-        return 1
-
-    @property
-    def bos(self) -> int:
-        return 2
-
-    @property
-    def eos(self) -> int:
-        return 3
+        return self._index.get(word, self.unk)
 
     def encode(self, text: str) -> list[int]:
         """``<bos>``, the caption's word ids, ``<eos>``."""

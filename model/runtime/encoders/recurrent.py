@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -19,7 +18,7 @@ from torch.nn.utils.rnn import (
     pad_sequence,
 )
 
-from groundsearch.model.runtime.encoders.words import word_embedding
+from groundsearch.model.runtime.encoders.words import Names, word_embedding
 
 #: Characters the character encoder knows; everything else maps to index 1.
 CHARS = " abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()&/"
@@ -27,10 +26,16 @@ CHARS = " abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()&/"
 
 def char_batch(texts: Sequence[str], max_chars: int = 300) -> tuple[torch.Tensor, torch.Tensor]:
     """Padded character ids (0 = padding, 1 = unknown) and lengths, lower-cased."""
+    return _char_ids([t.lower() for t in texts], {c: i + 2 for i, c in enumerate(CHARS)}, max_chars)
+
+
+def _char_ids(
+    texts: Sequence[str], lookup: dict[str, int], max_chars: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded ids (``lookup``'s, 1 for any other character) and lengths of ``texts``."""
     if not texts or any(not t for t in texts):
         raise ValueError("every text needs at least one character")
-    lookup = {c: i + 2 for i, c in enumerate(CHARS)}
-    seqs = [torch.tensor([lookup.get(c, 1) for c in t.lower()[:max_chars]]) for t in texts]
+    seqs = [torch.tensor([lookup.get(c, 1) for c in t[:max_chars]]) for t in texts]
     return pad_sequence(seqs, batch_first=True), torch.tensor([len(s) for s in seqs])
 
 
@@ -109,32 +114,19 @@ class CharGRUAttention(nn.Module):
 
 
 @dataclass(frozen=True)
-class CharInventory:
+class CharInventory(Names):
     """Every character of the training captions, case and punctuation kept (Merkx &
     Frank 2019); id 0 is padding, 1 a character never seen in training."""
-
-    names: tuple[str, ...]
 
     @classmethod
     def build(cls, texts: Iterable[str]) -> CharInventory:
         return cls(tuple(sorted({c for t in texts for c in t})))
 
-    def __len__(self) -> int:
-        return len(self.names)
-
-    @cached_property
-    def _lookup(self) -> dict[str, int]:
-        return {c: i + 2 for i, c in enumerate(self.names)}
-
     def batch(
         self, texts: Sequence[str], max_chars: int = 300
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Padded character ids and lengths of the raw texts (no lower-casing)."""
-        if not texts or any(not t for t in texts):
-            raise ValueError("every text needs at least one character")
-        lookup = self._lookup
-        seqs = [torch.tensor([lookup.get(c, 1) for c in t[:max_chars]]) for t in texts]
-        return pad_sequence(seqs, batch_first=True), torch.tensor([len(q) for q in seqs])
+        return _char_ids(texts, {c: i + 2 for c, i in self._lookup.items()}, max_chars)
 
 
 class MerkxFrankCharEncoder(nn.Module):

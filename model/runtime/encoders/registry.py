@@ -1,9 +1,6 @@
-"""Every sentence encoder by name: what it reads, its own options, how it is built, which
-matrices it needs. Adding an encoder touches this table only.
-
-Each family owns a frozen options dataclass beside the shared ``JointConfig``; option
-names are one flat namespace (a checkpoint stores them flat, each a ``train`` flag).
-"""
+"""Every sentence encoder by name: what it reads, its own options (a frozen dataclass
+beside ``JointConfig``; names one flat namespace), how it is built, which matrices it
+needs. Adding an encoder touches this table only."""
 
 from __future__ import annotations
 
@@ -203,20 +200,24 @@ def _shared(config: JointConfig) -> dict[str, Any]:
 
 def _paper(config: JointConfig, options: PaperOptions) -> dict[str, Any]:
     """Options of the paper's encoders (identity-initialised matrices)."""
-    return {
-        **_shared(config),
-        "freeze_words": options.freeze_words,
-        "init_noise": options.init_noise,
-    }
+    own = {"freeze_words": options.freeze_words, "init_noise": options.init_noise}
+    return {**_shared(config), **own}
 
 
 def _recurrent(config: JointConfig, options: WordRNNOptions) -> dict[str, Any]:
     """Options of the gated recurrent encoders over words."""
-    return {
-        **_shared(config),
-        "freeze_words": options.freeze_words,
-        "rnn_hidden": options.rnn_hidden,
-    }
+    own = {"freeze_words": options.freeze_words, "rnn_hidden": options.rnn_hidden}
+    return {**_shared(config), **own}
+
+
+def _over_words(cls: Callable[..., nn.Module], **fixed: Any) -> Callable[..., nn.Module]:
+    """The builder of a word-level encoder ``cls`` that needs no inventory."""
+
+    def build(config: JointConfig, options: Any, vocab: Vocabulary, _: object) -> nn.Module:
+        shared = _paper if isinstance(options, PaperOptions) else _recurrent
+        return cls(vocab.vectors, **fixed, **shared(config, options))
+
+    return build
 
 
 def _tree_rnn(
@@ -253,11 +254,8 @@ def _tree_lstm_lr(
 def _char_mf(
     config: JointConfig, options: CharMFOptions, vocab: Vocabulary, inventory: Inventory | None
 ) -> nn.Module:
-    chars = _needs(
-        inventory,
-        CharInventory,
-        "char-gru-mf needs the character inventory of its training captions",
-    )
+    what = "char-gru-mf needs the character inventory of its training captions"
+    chars = _needs(inventory, CharInventory, what)
     return MerkxFrankCharEncoder(
         len(chars),
         cell=options.char_cell,
@@ -297,34 +295,12 @@ ENCODERS: dict[str, EncoderSpec[Any]] = {
         EncoderSpec("dt-rnn", "tree", TreeRNNOptions, _tree_rnn, _child_orders),
         # ours: matrices by the child's side and word distance to the head
         EncoderSpec("dt-rnn-distance", "tree", TreeRNNOptions, _tree_rnn, _positions),
-        EncoderSpec(
-            "tree-lstm",
-            "tree",
-            WordRNNOptions,
-            lambda c, o, v, _: ChildSumTreeLSTM(v.vectors, **_recurrent(c, o)),
-        ),
+        EncoderSpec("tree-lstm", "tree", WordRNNOptions, _over_words(ChildSumTreeLSTM)),
         EncoderSpec("tree-lstm-lr", "tree", LeftRightOptions, _tree_lstm_lr, _lr_positions),
-        EncoderSpec(
-            "bow", "words", PaperOptions, lambda c, o, v, _: BagOfWords(v.vectors, **_paper(c, o))
-        ),
-        EncoderSpec(
-            "chain-rnn",
-            "words",
-            PaperOptions,
-            lambda c, o, v, _: ChainRNN(v.vectors, **_paper(c, o)),
-        ),
-        EncoderSpec(
-            "lstm",
-            "words",
-            WordRNNOptions,
-            lambda c, o, v, _: WordRNN(v.vectors, cell="lstm", **_recurrent(c, o)),
-        ),
-        EncoderSpec(
-            "gru",
-            "words",
-            WordRNNOptions,
-            lambda c, o, v, _: WordRNN(v.vectors, cell="gru", **_recurrent(c, o)),
-        ),
+        EncoderSpec("bow", "words", PaperOptions, _over_words(BagOfWords)),
+        EncoderSpec("chain-rnn", "words", PaperOptions, _over_words(ChainRNN)),
+        EncoderSpec("lstm", "words", WordRNNOptions, _over_words(WordRNN, cell="lstm")),
+        EncoderSpec("gru", "words", WordRNNOptions, _over_words(WordRNN, cell="gru")),
         EncoderSpec(
             "char-gru",
             "chars",

@@ -1,8 +1,4 @@
-"""The paper's sequence baselines: bag of words and the chain RNN.
-
-- bag of words: the mean of the word vectors, mapped to the hidden size.
-- chain RNN: ``h_t = f(W_h h_{t−1} + W_x x_t)``, the last state.
-"""
+"""The paper's sequence baselines: bag of words and the chain RNN."""
 
 from __future__ import annotations
 
@@ -21,9 +17,8 @@ def word_batch(word_ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.T
     """Padded ids (batch × longest) and lengths."""
     if not word_ids or any(len(s) == 0 for s in word_ids):
         raise ValueError("every sentence needs at least one word")
-    lengths = torch.tensor([len(s) for s in word_ids])
     padded = pad_sequence([torch.tensor(s) for s in word_ids], batch_first=True)
-    return padded, lengths
+    return padded, torch.tensor([len(s) for s in word_ids])
 
 
 class _WordBaseline(nn.Module):
@@ -69,8 +64,7 @@ class ChainRNN(_WordBaseline):
     def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         ids, lengths = batch
         x = self.embed(ids) @ self.W_x.T
-        h = x.new_zeros(ids.shape[0], self.W_h.shape[0])
-        last = x.new_zeros(ids.shape[0], self.W_h.shape[0])
+        h, last = (x.new_zeros(ids.shape[0], self.W_h.shape[0]) for _ in range(2))
         for t in range(ids.shape[1]):
             h = torch.tanh(h @ self.W_h.T + x[:, t])
             last = torch.where((lengths - 1 == t)[:, None], h, last)

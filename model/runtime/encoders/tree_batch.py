@@ -1,8 +1,5 @@
-"""Many trees flattened into one batch, grouped by height for level-wise composition.
-
-Nodes of equal height across the whole batch are composed together (one matrix
-product per relation group), instead of recursing node by node in Python.
-"""
+"""Many trees flattened into one batch, grouped by height: nodes of equal height across
+the batch are composed together (one product per matrix), not node by node in Python."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ from functools import cached_property
 
 import torch
 
+from groundsearch.model.runtime.encoders.words import Names
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 from groundsearch.model.runtime.text.vocab import Vocabulary
 
@@ -42,16 +40,12 @@ def make_batch(
     if not trees:
         raise ValueError("an empty batch of trees")
     word_ids: list[int] = []
-    matrix_ids: list[int] = []
-    parents: list[int] = []
+    matrix_ids, parents, height_of, roots = [], [], [], []
     sizes: list[float] = []
-    height_of: list[int] = []
-    roots: list[int] = []
     for tree in trees:
         offset = len(word_ids)
         word_ids += vocab.encode(tree.words)
-        mats = matrix_of(tree)
-        for node, m, h in zip(tree.nodes, mats, tree.heights(), strict=True):
+        for node, m, h in zip(tree.nodes, matrix_of(tree), tree.heights(), strict=True):
             if node.head == 0:
                 roots.append(offset + node.index - 1)
                 matrix_ids.append(-1)
@@ -65,22 +59,16 @@ def make_batch(
     for k, h in enumerate(height_of):
         by_height.setdefault(h, []).append(k)
     levels = tuple(torch.tensor(by_height[h]) for h in sorted(by_height))
-    return TreeBatch(
-        word_ids=torch.tensor(word_ids),
-        matrix_ids=torch.tensor(matrix_ids),
-        parents=torch.tensor(parents),
-        sizes=torch.tensor(sizes),
-        levels=levels,
-        roots=torch.tensor(roots),
+    word, matrix, parent, size, root = map(
+        torch.tensor, (word_ids, matrix_ids, parents, sizes, roots)
     )
+    return TreeBatch(word, matrix, parent, size, levels, root)
 
 
 @dataclass(frozen=True)
-class RelationInventory:
+class RelationInventory(Names):
     """The SDT-RNN's matrices: one per frequent collapsed relation; a rare one falls back
     to its base label (``obl:beneath`` → ``obl``), then to ``<other>`` (index 0)."""
-
-    names: tuple[str, ...]
 
     @classmethod
     def build(cls, trees: Iterable[DependencyTree], min_count: int = 5) -> RelationInventory:
@@ -92,13 +80,6 @@ class RelationInventory:
         )
         return cls((OTHER, *kept))
 
-    def __len__(self) -> int:
-        return len(self.names)
-
-    @cached_property
-    def _lookup(self) -> dict[str, int]:
-        return {n: i for i, n in enumerate(self.names)}
-
     def index(self, relation: str) -> int:
         lookup = self._lookup
         return lookup.get(relation, lookup.get(relation.split(":")[0], 0))
@@ -108,12 +89,10 @@ class RelationInventory:
 
 
 @dataclass(frozen=True)
-class PositionInventory:
+class PositionInventory(Names):
     """Child matrices by the child's side and word distance (``l1``: just left of its head,
     ``r2``: two words right; the ``dt-rnn-distance`` encoder). A distance never seen in
     training uses the identity (index ``len(self)``)."""
-
-    names: tuple[str, ...]
 
     @classmethod
     def build(cls, trees: Iterable[DependencyTree], max_distance: int = 0) -> PositionInventory:
@@ -126,16 +105,9 @@ class PositionInventory:
     def position(child: int, head: int) -> str:
         return f"l{head - child}" if child < head else f"r{child - head}"
 
-    def __len__(self) -> int:
-        return len(self.names)
-
     @property
     def identity(self) -> int:
         return len(self.names)
-
-    @cached_property
-    def _lookup(self) -> dict[str, int]:
-        return {n: i for i, n in enumerate(self.names)}
 
     def matrix_of(self, tree: DependencyTree) -> list[int]:
         lookup = self._lookup
@@ -149,26 +121,20 @@ def child_orders(tree: DependencyTree) -> list[str]:
     """Each node's side and order among its head's children on that side, outwards from
     the head: ``l1`` the nearest left child, ``r2`` the second right (``""``: the root)."""
     orders = [""] * len(tree)
-    seen_left = [0] * (len(tree) + 1)
-    seen_right = [0] * (len(tree) + 1)
-    for n in reversed(tree.nodes):  # right to left: left children nearest the head first
-        if n.head and n.index < n.head:
-            seen_left[n.head] += 1
-            orders[n.index - 1] = f"l{seen_left[n.head]}"
-    for n in tree.nodes:  # left to right: right children nearest the head first
-        if n.head and n.index > n.head:
-            seen_right[n.head] += 1
-            orders[n.index - 1] = f"r{seen_right[n.head]}"
+    # left children right to left, right children left to right: nearest the head first
+    for side, nodes in (("l", reversed(tree.nodes)), ("r", tree.nodes)):
+        seen = [0] * (len(tree) + 1)
+        for n in nodes:
+            if n.head and (n.index < n.head) == (side == "l"):
+                seen[n.head] += 1
+                orders[n.index - 1] = f"{side}{seen[n.head]}"
     return orders
 
 
 @dataclass(frozen=True)
-class ChildOrderInventory:
+class ChildOrderInventory(Names):
     """The DT-RNN matrices (Socher et al. 2014, Eq. 1–3): one per side and order of the
-    child (``l1``, ``l2``, …, ``r1``, …, nearest first); higher orders than a side keeps
-    share its last matrix."""
-
-    names: tuple[str, ...]
+    child (``l1``, …, ``r1``, …, nearest first); higher orders share the last."""
 
     def __post_init__(self) -> None:
         for side in "lr":
@@ -191,16 +157,9 @@ class ChildOrderInventory:
                 names.append(f"{side}1")
         return cls(tuple(names))
 
-    def __len__(self) -> int:
-        return len(self.names)
-
     @cached_property
     def _last(self) -> dict[str, int]:
         return {side: sum(n[0] == side for n in self.names) for side in "lr"}
-
-    @cached_property
-    def _lookup(self) -> dict[str, int]:
-        return {n: i for i, n in enumerate(self.names)}
 
     def index(self, order: str) -> int:
         """The matrix of a child's order (``l3``); past the last kept order, the last."""

@@ -1,7 +1,5 @@
-"""Child-sum dependency Tree-LSTM (Tai et al. 2015; as used by Dufour et al.).
-
-Composed level by level over a ``TreeBatch`` (children's sums with ``index_add``).
-"""
+"""Dependency Tree-LSTMs (Tai et al. 2015; Dufour et al.), composed level by level over a
+``TreeBatch`` (children's sums with ``index_add``)."""
 
 from __future__ import annotations
 
@@ -39,10 +37,8 @@ class ChildSumTreeLSTM(nn.Module):
         x = self.embed(batch.word_ids)
         n = x.shape[0]
         x_iou, x_f = self.W_iou(x), self.W_f(x)
-        h = x.new_zeros(n, self.size)
-        c = x.new_zeros(n, self.size)
-        h_sum = x.new_zeros(n, self.size)  # Σ children h, filled as children finish
-        fc_sum = x.new_zeros(n, self.size)  # Σ children f_k ⊙ c_k
+        # h, c; Σ children h and Σ children f_k ⊙ c_k, filled as children finish
+        h, c, h_sum, fc_sum = (x.new_zeros(n, self.size) for _ in range(4))
         for level in batch.levels:
             iou = x_iou[level] + self.U_iou(h_sum[level])
             i, o, u = iou.chunk(3, dim=1)
@@ -89,9 +85,8 @@ class LeftRightTreeLSTM(nn.Module):
         self.U_iou = nn.Linear(n_positions * rnn_hidden, 3 * rnn_hidden, bias=False)
         self.W_f = nn.Linear(d, n_positions * rnn_hidden)
         bound = 1.0 / np.sqrt(rnn_hidden)
-        self.U_f = nn.Parameter(
-            torch.empty(n_positions, rnn_hidden, rnn_hidden).uniform_(-bound, bound)
-        )
+        U_f = torch.empty(n_positions, rnn_hidden, rnn_hidden).uniform_(-bound, bound)
+        self.U_f = nn.Parameter(U_f)
         self.out = nn.Linear(rnn_hidden, hidden, bias=False)
 
     def forward(self, batch: TreeBatch) -> torch.Tensor:
@@ -99,8 +94,8 @@ class LeftRightTreeLSTM(nn.Module):
         n, S, k = x.shape[0], self.n_positions, self.size
         x_iou, x_f = self.W_iou(x), self.W_f(x).view(n, S, k)
         h = x.new_zeros(n, k)
-        slot_h = x.new_zeros(n * S, k)  # row parent·S + s: Σ h of the parent's children in s
-        slot_c = x.new_zeros(n * S, k)
+        # row parent·S + s: Σ h (and c) of the parent's children in s
+        slot_h, slot_c = x.new_zeros(n * S, k), x.new_zeros(n * S, k)
         for depth, level in enumerate(batch.levels):
             iou = x_iou[level]
             if depth:  # height 0 are leaves: no children

@@ -1,10 +1,7 @@
-"""The DT-RNN and SDT-RNN of Socher et al. (2014), Eq. 4, composed level by level.
-
-A leaf is ``h = f(W_v x)``; the sentence vector is ``h`` at the root. ``m(i, j)`` is the
-child's relation (SDT-RNN), its side and order (DT-RNN) or its side and distance
-(``dt-rnn-distance``); index ``n_matrices`` is the fixed identity. ``weighted=False``
-drops the ℓ weighting (Eq. 1–3); ``nonlinearity``: tanh, sigmoid, relu or none.
-"""
+"""The DT-RNN and SDT-RNN of Socher et al. (2014), Eq. 4, composed level by level: a leaf
+is ``h = f(W_v x)``, the sentence vector ``h`` at the root; ``m(i, j)`` is the child's
+relation (SDT-RNN), side and order (DT-RNN) or side and distance (``dt-rnn-distance``);
+index ``n_matrices`` is the fixed identity."""
 
 from __future__ import annotations
 
@@ -28,12 +25,9 @@ NONLINEARITIES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
     """The function f called ``name``; ValueError naming the choices if there is none."""
-    try:
-        return NONLINEARITIES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown nonlinearity {name!r}; choose from {sorted(NONLINEARITIES)}"
-        ) from None
+    if name not in NONLINEARITIES:
+        raise ValueError(f"unknown nonlinearity {name!r}; choose from {sorted(NONLINEARITIES)}")
+    return NONLINEARITIES[name]
 
 
 def block_identity(
@@ -69,12 +63,10 @@ class TreeRNN(nn.Module):
         self.f = activation(nonlinearity)
         self.weighted, self.nonlinearity = weighted, nonlinearity
         self.embed = word_embedding(embeddings, freeze_words)
-        self.hidden = hidden
-        self.n_matrices = n_matrices
+        self.hidden, self.n_matrices = hidden, n_matrices
         self.W_v = nn.Parameter(block_identity(hidden, self.embed.embedding_dim, init_noise, g))
-        self.W = nn.Parameter(
-            torch.stack([block_identity(hidden, hidden, init_noise, g) for _ in range(n_matrices)])
-        )
+        matrices = [block_identity(hidden, hidden, init_noise, g) for _ in range(n_matrices)]
+        self.W = nn.Parameter(torch.stack(matrices))
 
     def weights(self, batch: TreeBatch) -> torch.Tensor:
         """ℓ of every node (Eq. 4), or ones when unweighted (Eq. 1–3)."""
@@ -85,9 +77,7 @@ class TreeRNN(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Root vectors (trees × n); with ``return_nodes`` also every node's vector."""
         pre = self.embed(batch.word_ids) @ self.W_v.T
-        n_nodes = pre.shape[0]
-        h = pre.new_zeros(n_nodes, self.hidden)
-        acc = pre.new_zeros(n_nodes, self.hidden)
+        h, acc = (pre.new_zeros(pre.shape[0], self.hidden) for _ in range(2))
         sizes = self.weights(batch).to(pre.dtype)
         # One view per matrix, taken once: indexing ``self.W[m]`` inside the loop would
         # make autograd allocate a full-size gradient for every (level, relation) pair.
@@ -129,8 +119,7 @@ class StackedTreeRNN(nn.Module):
     @torch.no_grad()
     def forward(self, batch: TreeBatch) -> torch.Tensor:
         pre = torch.bmm(self.embed[:, batch.word_ids], self.W_v.transpose(1, 2))  # M×N×n
-        h = torch.zeros_like(pre)
-        acc = torch.zeros_like(pre)
+        h, acc = torch.zeros_like(pre), torch.zeros_like(pre)
         sizes = (batch.sizes if self.weighted else torch.ones_like(batch.sizes)).to(pre.dtype)
         for level in batch.levels:
             h_level = self.f((pre[:, level] + acc[:, level]) / sizes[level, None])

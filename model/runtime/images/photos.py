@@ -1,10 +1,6 @@
-"""Photo bytes or files → RGB images, with a pixel limit checked before decoding.
-
-The project's one photo decoder: the pixel limit is read from the header (a
-decompression bomb is refused before decoding), every photo comes out upright, and
-``PhotoError.reason`` names the problem. ``PHOTO_FORMATS`` is the one list of formats;
-``register_formats`` (run on import) adds HEIC/HEIF and AVIF.
-"""
+"""The project's one photo decoder: bytes or files → upright RGB images, the pixel limit
+read from the header (a decompression bomb is refused before decoding); ``PhotoError``
+names the problem. ``register_formats`` (run on import) adds HEIC/HEIF and AVIF."""
 
 from __future__ import annotations
 
@@ -121,11 +117,9 @@ def decode_photo(
     *,
     min_side: int | None = None,
 ) -> tuple[Image.Image, str]:
-    """Decode a file or bytes to upright RGB; returns the image and its format.
-
-    ``formats`` limits the accepted formats; ``name`` labels the photo in messages; with
-    ``min_side`` it is decoded at reduced scale, both sides staying at least ``min_side``.
-    """
+    """A file or bytes decoded to upright RGB, and its format. ``formats`` limits the
+    formats, ``name`` labels the photo in messages; with ``min_side`` it is decoded at
+    reduced scale, both sides staying at least ``min_side``."""
     label = name or (str(source) if not isinstance(source, bytes) else "the upload")
     try:
         with warnings.catch_warnings():
@@ -133,9 +127,8 @@ def decode_photo(
             with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as img:
                 fmt = _format(img)
                 if formats is not None and fmt not in formats:
-                    raise PhotoError(
-                        "unsupported", f"{label}: unsupported image format {fmt or 'unknown'}"
-                    )
+                    why = f"{label}: unsupported image format {fmt or 'unknown'}"
+                    raise PhotoError("unsupported", why)
                 if img.width * img.height > max_pixels:
                     raise PhotoError(
                         "too-large",
@@ -153,18 +146,14 @@ def decode_photo(
     except UnidentifiedImageError:
         container = _container_format(source)
         if container is not None and (formats is None or container in formats):
-            why = _open_error(container, source)
-            raise PhotoError(
-                "corrupt",
-                f"{label}: the {PHOTO_FORMATS[container].label} image is truncated or corrupt "
-                f"({why})",
-            ) from None
+            kind, why = PHOTO_FORMATS[container].label, _open_error(container, source)
+            message = f"{label}: the {kind} image is truncated or corrupt ({why})"
+            raise PhotoError("corrupt", message) from None
         kinds = f"({format_names(formats)})" if formats is not None else "file Pillow can read"
         raise PhotoError("not-an-image", f"{label}: not an image {kinds}") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise PhotoError(
-            "too-large", f"{label}: image has more pixels than the {max_pixels:,}-pixel limit"
-        ) from None
+        message = f"{label}: image has more pixels than the {max_pixels:,}-pixel limit"
+        raise PhotoError("too-large", message) from None
     except (OSError, SyntaxError, ValueError, EOFError, MemoryError, RuntimeError) as exc:
         raise PhotoError("corrupt", f"{label}: the image is truncated or corrupt ({exc})") from None
 
@@ -172,11 +161,8 @@ def decode_photo(
 def _container_format(source: Path | str | bytes) -> str | None:
     """``HEIF`` or ``AVIF`` when the file's ``ftyp`` box names one of its brands, else None."""
     try:
-        if isinstance(source, bytes):
-            head = source[:64]
-        else:
-            with open(source, "rb") as fp:
-                head = fp.read(64)
+        with io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb") as fp:
+            head = fp.read(64)
     except OSError:
         return None
     if len(head) < 12 or head[4:8] != b"ftyp":
@@ -259,26 +245,24 @@ def upright_copy(path: Path | str) -> tuple[bytes, str] | None:
             return None
         turned = upright(img)
         options = _kept(img, turned.getexif())
-        if fmt == "JPEG":
+        if fmt in ("JPEG", "WEBP"):
             options["quality"] = UPRIGHT_JPEG_QUALITY
-            if (sampling := JpegImagePlugin.get_sampling(img)) >= 0:
-                options["subsampling"] = sampling
+        if fmt == "JPEG" and (sampling := JpegImagePlugin.get_sampling(img)) >= 0:
+            options["subsampling"] = sampling
         elif fmt == "WEBP":
-            options["quality"] = UPRIGHT_JPEG_QUALITY
             options["lossless"] = bool(img.info.get("lossless"))
-        out = io.BytesIO()
-        turned.save(out, format=fmt, **options)
-        return out.getvalue(), fmt
+        with io.BytesIO() as out:
+            turned.save(out, format=fmt, **options)
+            return out.getvalue(), fmt
 
 
 def jpeg_copy(path: Path | str) -> bytes:
     """A photo file decoded upright as a JPEG (ICC profile and EXIF kept, less the
     orientation): a HEIC for a client that cannot show one."""
-    with Image.open(path) as img:
+    with Image.open(path) as img, io.BytesIO() as out:
         turned = upright(img).convert("RGB")
         exif = turned.getexif()
         exif.pop(ORIENTATION, None)
-        out = io.BytesIO()
         turned.save(out, format="JPEG", quality=UPRIGHT_JPEG_QUALITY, **_kept(img, exif))
         return out.getvalue()
 
@@ -290,10 +274,8 @@ def _format(img: Image.Image) -> str:
 
 def _kept(img: Image.Image, exif: Image.Exif) -> dict[str, object]:
     """The save options that keep ``img``'s EXIF (``exif``) and ICC profile."""
-    options: dict[str, object] = {"exif": exif}
-    if "icc_profile" in img.info:
-        options["icc_profile"] = img.info["icc_profile"]
-    return options
+    icc = {"icc_profile": img.info["icc_profile"]} if "icc_profile" in img.info else {}
+    return {"exif": exif, **icc}
 
 
 def thumbnail_jpeg(

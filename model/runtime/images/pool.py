@@ -1,9 +1,6 @@
-"""CNN features of photo files, computed in worker processes, streamed in order.
-
-``map`` keeps two batches per worker in flight and yields each item with its features or
-``PhotoError``, in order. A worker that dies is restarted and its batches rerun, then
-photo by photo; a photo that crashes alone is a ``PhotoError("corrupt")``.
-"""
+"""CNN features of photo files, computed in worker processes, streamed in order. A worker
+that dies is restarted and its batches rerun, then photo by photo; a photo that crashes
+alone is a ``PhotoError("corrupt")``."""
 
 from __future__ import annotations
 
@@ -95,10 +92,8 @@ class FeaturePool(FeatureBackend):
         check_identity(identity)  # an unknown backbone fails here
         if workers < 0 or batch_size < 1:
             raise ValueError("workers must be ≥ 0 and batch_size ≥ 1")
-        self.identity = identity
-        self.workers = workers
-        self.batch_size = batch_size
-        self.max_pixels = max_pixels
+        self.identity, self.workers = identity, workers
+        self.batch_size, self.max_pixels = batch_size, max_pixels
         self._executor: ProcessPoolExecutor | None = None
         self._local: PhotoBatchEmbedder | None = None
 
@@ -107,10 +102,10 @@ class FeaturePool(FeatureBackend):
             self._pool()
         return self
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Stop the worker processes (a later ``map`` starts them again)."""
         if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor.shutdown(wait=wait, cancel_futures=True)
             self._executor = None
 
     def map(
@@ -174,23 +169,19 @@ class FeaturePool(FeatureBackend):
             initializer=_init_worker,
             initargs=(self.identity, self.max_pixels, os.getpid()),
         )
-        try:  # one ping per worker: the executor starts a process per task submitted,
-            # so every worker loads its model now, side by side, not on its first batch
+        try:  # a ping per worker (a process per task): each loads its model now, side by side
             for ping in [executor.submit(_ping) for _ in range(self.workers)]:
                 ping.result()
-        except BrokenProcessPool as exc:
+        except BaseException as exc:
             executor.shutdown(cancel_futures=True)
-            raise RuntimeError(f"feature workers ({self.identity}) failed to start") from exc
-        except BaseException:
-            executor.shutdown(cancel_futures=True)
+            if isinstance(exc, BrokenProcessPool):
+                raise RuntimeError(f"feature workers ({self.identity}) failed to start") from exc
             raise
         self._executor = executor
         return executor
 
     def _restart(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        self.close(wait=False)
         self._pool()
 
 

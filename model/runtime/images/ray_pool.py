@@ -1,11 +1,6 @@
-"""CNN features of photo files on a Ray cluster (``groundsearch index --ray ADDRESS``): the
-``FeatureBackend`` beside the local ``FeaturePool``.
-
-Photos are read lazily in growing windows, each one Ray dataset mapped by actors running
-``PhotoBatchEmbedder``; results come back unordered. Photos must be readable at the same
-path on every node. A window that still fails after retries is finished here by a
-one-worker ``FeaturePool``.
-"""
+"""CNN features of photo files on a Ray cluster (``groundsearch index --ray ADDRESS``):
+growing windows of photos (readable at the same path on every node), each one Ray dataset
+mapped by actors; a window that still fails is finished here by a ``FeaturePool``."""
 
 from __future__ import annotations
 
@@ -64,21 +59,15 @@ class EmbedBatch:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outcomes = self.embedder.run([str(p) for p in batch["path"]])
-        n = len(outcomes)
-        features = np.zeros((n, self.dim), np.float32)
-        reasons = np.full(n, "", dtype=object)
-        messages = np.full(n, "", dtype=object)
+        features = np.zeros((len(outcomes), self.dim), np.float32)
+        reasons, messages = (np.full(len(outcomes), "", dtype=object) for _ in range(2))
         for k, outcome in enumerate(outcomes):
             if isinstance(outcome, tuple):
                 reasons[k], messages[k] = outcome
             else:
                 features[k] = outcome
-        return {
-            "index": batch["index"],
-            "features": features,
-            "reason": reasons,
-            "message": messages,
-        }
+        columns = {"features": features, "reason": reasons, "message": messages}
+        return {"index": batch["index"], **columns}
 
 
 def _retries(map_batches: Callable[..., Any]) -> dict[str, int]:
@@ -103,20 +92,15 @@ def _import_ray() -> Any:
         import ray
         import ray.data
     except ImportError as exc:
-        raise RayClusterError(
-            f"groundsearch index --ray needs Ray ({exc}): {INSTALL_HINT}"
-        ) from None
+        message = f"groundsearch index --ray needs Ray ({exc}): {INSTALL_HINT}"
+        raise RayClusterError(message) from None
     return ray
 
 
 class RayFeaturePool(FeatureBackend):
-    """Photo files → CNN features on Ray Data actors (a ``FeatureBackend``).
-
-    ``address``: ``local`` starts (and stops) a cluster on this machine, ``auto`` joins the
-    running one, anything else goes to ``ray.init`` (an initialised Ray is used as it is).
-    ``actors``: default one per CPU; ``window``: pending photos per dataset (default
-    ``PER_ACTOR`` per actor, at least ``WINDOW``); ``progress``: Ray's bars and logs.
-    """
+    """Photo files → CNN features on Ray Data actors (a ``FeatureBackend``). ``address``:
+    ``local`` starts a cluster here, ``auto`` joins the running one, else ``ray.init``'s;
+    ``actors``: default one per CPU; ``window``: pending photos per dataset."""
 
     def __init__(
         self,
@@ -133,10 +117,8 @@ class RayFeaturePool(FeatureBackend):
             raise ValueError("actors, batch_size and window must be ≥ 1")
         self.identity, self.address, self.requested = identity, address, actors
         self.batch_size, self.max_pixels, self.requested_window = batch_size, max_pixels, window
-        self.window = window or WINDOW
-        self.progress = progress
-        self.actors = 0
-        self.cpus_per_actor = 0.0
+        self.window, self.progress = window or WINDOW, progress
+        self.actors, self.cpus_per_actor = 0, 0.0
         self._ray: Any = None
         self._owned = False  # whether this pool called ray.init (and so shuts it down)
         self._saved: dict[str, Any] = {}
@@ -179,7 +161,7 @@ class RayFeaturePool(FeatureBackend):
 
     def _init(self, ray: Any) -> None:
         level = logging.WARNING if self.progress else logging.ERROR
-        common = {"logging_level": level, "log_to_driver": self.progress}
+        common: dict[str, Any] = {"logging_level": level, "log_to_driver": self.progress}
         backend = os.environ.get("RAY_BACKEND_LOG_LEVEL")
         if not self.progress and backend is None:  # Ray's C++ core writes to stderr
             os.environ["RAY_BACKEND_LOG_LEVEL"] = "fatal"
@@ -187,18 +169,14 @@ class RayFeaturePool(FeatureBackend):
             if self.address not in ("local", "auto"):
                 _check_reachable(self.address)
             if self.address == "local":
-                ray.init(
-                    address="local", num_cpus=os.cpu_count(), include_dashboard=False, **common
-                )
-            else:
-                ray.init(address=self.address, **common)
+                common.update(num_cpus=os.cpu_count(), include_dashboard=False)
+            ray.init(address=self.address, **common)
         except (OSError, ValueError, RuntimeError) as exc:
             with contextlib.suppress(Exception):
                 ray.shutdown()
             where = "start a local Ray cluster" if self.address == "local" else "reach"
-            raise RayClusterError(
-                f"cannot {where} the Ray cluster {self.address!r}: {exc}"
-            ) from None
+            message = f"cannot {where} the Ray cluster {self.address!r}: {exc}"
+            raise RayClusterError(message) from None
         finally:
             if backend is None:
                 os.environ.pop("RAY_BACKEND_LOG_LEVEL", None)
@@ -268,9 +246,8 @@ class RayFeaturePool(FeatureBackend):
                 **_retries(source.map_batches),
             )
         for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
-            for index, features, reason, message in zip(
-                batch["index"], batch["features"], batch["reason"], batch["message"], strict=True
-            ):
+            columns = (batch[k] for k in ("index", "features", "reason", "message"))
+            for index, features, reason, message in zip(*columns, strict=True):
                 outcome = (reason, str(message)) if reason else np.array(features, np.float32)
                 yield int(index), as_result(outcome)
 

@@ -1,9 +1,6 @@
-"""Import torchvision on a CPU-only torch.
-
-PyPI's torchvision 0.28.0 (a CUDA build) fails to import on the CPU torch 2.13.0;
-declaring the ``nms`` and ``qnms`` schemas first lets models and transforms work
-(``torchvision.io``/``ops`` do not). Import it only through :func:`import_torchvision`.
-"""
+"""Import torchvision on a CPU-only torch: PyPI's torchvision 0.28.0 (a CUDA build) needs
+its ``nms`` and ``qnms`` schemas declared first (then models and transforms work, not
+``io``/``ops``). Import it only through :func:`import_torchvision`."""
 
 from __future__ import annotations
 

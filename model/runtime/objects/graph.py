@@ -1,12 +1,9 @@
 """Run a TensorFlow.js graph model (``model.json`` + weight shards) with torch.
 
-A graph model is a frozen TensorFlow GraphDef written as JSON, its constants in binary
-shards (``weightsManifest``; float32 weights may be stored as float16). This module
-evaluates the part of such a graph an output needs, in NHWC as TensorFlow lays it out,
-for the ops of a convolutional network: convolutions (plain, depthwise and the fused
-forms the converter writes, with ``BiasAdd``/``Relu``/``Relu6`` fused), element-wise
-arithmetic, ``Mean``, ``ConcatV2``, legacy ``ResizeBilinear`` and ``Sigmoid``. Another op
-is a ``GraphError`` naming it. Intermediate tensors are freed after their last use.
+A frozen TensorFlow GraphDef as JSON, its constants in binary shards (float32 weights
+may be stored as float16). The part of the graph an output needs is evaluated in NHWC,
+for a convolutional network's ops (``evaluate``); another op is a ``GraphError`` naming
+it. Intermediate tensors are freed after their last use.
 
     graph = TfjsGraph.load(folder, "centernet")
     heatmap = graph.run({"tower_0/images": x}, "tower_0/keypoints")   # x: N × H × W × 3
@@ -17,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -80,11 +78,8 @@ def _same_padding(
 ) -> torch.Tensor:
     """Pad an NCHW tensor as TensorFlow's SAME does (the odd pixel after)."""
     pads: list[int] = []
-    for dim, k, s, d in (
-        (3, kernel[1], stride[1], dilation[1]),
-        (2, kernel[0], stride[0], dilation[0]),
-    ):
-        n = x.shape[dim]
+    for i in (1, 0):  # the width's first, as F.pad reads them
+        n, k, s, d = x.shape[i + 2], kernel[i], stride[i], dilation[i]
         total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
         pads += [total // 2, total - total // 2]
     return F.pad(x, pads)
@@ -128,7 +123,6 @@ def resize_bilinear(x: torch.Tensor, size: torch.Tensor) -> torch.Tensor:
     return top * (1 - fy) + bottom * fy
 
 
-_FUSED: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"Relu": F.relu, "Relu6": F.relu6}
 _CONVS = ("_FusedConv2D", "FusedDepthwiseConv2dNative", "Conv2D", "DepthwiseConv2dNative")
 _BINARY: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "Add": torch.add,
@@ -152,8 +146,8 @@ def evaluate(node: Node, a: list[torch.Tensor]) -> torch.Tensor:
         for fused in attr(node, "fused_ops") or []:
             if fused == "BiasAdd":
                 y = y + a[2]
-            elif fused in _FUSED:
-                y = _FUSED[fused](y)
+            elif fused in ("Relu", "Relu6"):
+                y = _UNARY[fused](y)
             else:
                 raise GraphError(f"{node['name']}: fused op {fused}")
         return y
@@ -216,10 +210,7 @@ class TfjsGraph:
     def run(self, feeds: Mapping[str, torch.Tensor], output: str) -> torch.Tensor:
         """The value of node ``output`` for the given placeholder values."""
         order = self._order(feeds, output)
-        uses: dict[str, int] = {}
-        for name in order:
-            for i in _inputs(self.nodes[name]):
-                uses[i] = uses.get(i, 0) + 1
+        uses = Counter(i for name in order for i in _inputs(self.nodes[name]))
         values: dict[str, torch.Tensor] = dict(feeds)
         for name in order:
             node = self.nodes[name]

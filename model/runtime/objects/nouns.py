@@ -2,9 +2,7 @@
 
 ``noun_objects.tsv`` (made by hand from COCO's 80 category names, each non-obvious
 choice with its reason) names the kinds of the everyday nouns people type ("pony": horse,
-"sofa": couch). A photo's evidence for a query's nouns is the best detector score
-(``objects.detector``) over the nouns' kinds: the detector's confidence that such an
-object is somewhere in it.
+"sofa": couch).
 
     table = NounObjects.load()
     evidence = table.evidence(table.named(words), scores)    # photos × 80 → photos

@@ -17,14 +17,10 @@ def cache_key(parser_version: str, text: str) -> str:
 
 
 class ParseCache:
-    """SQLite-backed map from (parser version, text) to a serialized tree.
-
-    SQLite gives atomic, crash-safe writes and lets several processes share one file.
-    """
+    """SQLite map (crash-safe, shared by processes) from (parser version, text) to a tree."""
 
     def __init__(self, path: Path, parser_version: str) -> None:
-        self.path = Path(path)
-        self.parser_version = parser_version
+        self.path, self.parser_version = Path(path), parser_version
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
@@ -42,10 +38,8 @@ class ParseCache:
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, tree FROM parses WHERE key IN ({marks})", chunk
-                ).fetchall()
-                found.update(rows)
+                query = f"SELECT key, tree FROM parses WHERE key IN ({marks})"
+                found.update(self._db.execute(query, chunk).fetchall())
         return [DependencyTree.from_json(found[k]) if k in found else None for k in keys]
 
     def put_many(self, items: Iterable[tuple[str, DependencyTree]]) -> None:

@@ -1,22 +1,7 @@
-"""Stanza's trained networks called directly: the parse of a query in a few milliseconds.
-
-A short sentence through ``stanza.Pipeline`` spends about half its time outside the
-tagger's and parser's networks: the character tokenizer, the multi-word-token
-expander, the seq2seq lemmatizer, Documents and DataLoaders, a Chu-Liu-Edmonds pass in
-Python. Here the same trained models make the same trees with little around them
-(docs/PARSER.md, "The direct path"):
-
-- words: a rule tokenizer for plain sentences (:mod:`.rules`); the pipeline's own
-  tokenizer for other texts (the whole pipeline for a text it cuts into sentences);
-- tags and heads: the tagger's and the parser's own networks (stanza's modules and
-  vocabularies) on batches of sentences of one length (:mod:`.networks`), their BiLSTM
-  stacks and the relation scorer's product in ONNX Runtime (:mod:`.onnx_graphs`);
-- lemmas: stanza's lemmatizer's dictionary and seq2seq model word by word
-  (:mod:`.lemmas`), remembered by (word, tag);
-- the tree: the parser's best head for every word when those already make a tree with
-  one root (then it is the maximum spanning tree Chu-Liu-Edmonds would find),
-  Chu-Liu-Edmonds otherwise.
-"""
+"""Stanza's trained networks called directly: the same trees in a few milliseconds
+(docs/PARSER.md, "The direct path"): words by rules (:mod:`.rules`), tags and heads by
+the networks (:mod:`.networks`), lemmas word by word (:mod:`.lemmas`), the tree from the
+greedy heads when they make one, else Chu-Liu-Edmonds."""
 
 from __future__ import annotations
 
@@ -28,6 +13,7 @@ import numpy as np
 from groundsearch.model.runtime.parsing import networks
 from groundsearch.model.runtime.parsing.lemmas import Lemmatizer
 from groundsearch.model.runtime.parsing.onnx_graphs import (
+    Head,
     OnnxCharModel,
     OnnxNetwork,
     parser_head,
@@ -47,11 +33,10 @@ LEMMA_MEMORY = 200_000
 def greedy_heads(scores: np.ndarray) -> list[int] | None:
     """Each word's best head (row ``i`` scores word ``i``'s heads, 0 = the root) when
     they form a tree with exactly one root, else None."""
-    n = scores.shape[0]
     heads = scores[1:].argmax(axis=1).tolist()
     if heads.count(0) != 1:
         return None
-    for start in range(1, n):  # follow heads up: every word must reach the root
+    for start in range(1, scores.shape[0]):  # follow heads up: every word must reach the root
         seen, node = set(), start
         while node:
             if node in seen:
@@ -71,12 +56,8 @@ def tree_heads(scores: np.ndarray) -> list[int]:
 
 
 class DirectParser:
-    """Texts → trees with a loaded ``stanza.Pipeline``'s models, mostly bypassing it.
-
-    Args:
-        pipeline: the pipeline :func:`.parser.load_pipeline` builds (its models).
-        fallback: parses the texts the rule tokenizer declines (the whole pipeline).
-    """
+    """Texts → trees with a loaded ``stanza.Pipeline``'s models, mostly bypassing it;
+    ``fallback`` parses the texts the rules and the pipeline's tokenizer cannot."""
 
     def __init__(
         self, pipeline: Any, fallback: Callable[[list[str]], list[DependencyTree]]
@@ -91,34 +72,25 @@ class DirectParser:
         for trainer in (self.tagger.trainer, self.depparse.trainer):
             trainer.model.eval()
         tagger, parser = self.tagger.trainer.model, self.depparse.trainer.model
-        self.tagger_network = OnnxNetwork(
-            tagger.taggerlstm,
-            tagger.taggerlstm_h_init,
-            tagger.taggerlstm_c_init,
-            tagger_head(tagger),
-        )
-        self.parser_network = OnnxNetwork(
-            parser.parserlstm,
-            parser.parserlstm_h_init,
-            parser.parserlstm_c_init,
-            parser_head(parser),
-        )
-        tagger_chars = OnnxCharModel(tagger.charmodel)
+
+        def network(model: Any, lstm: str, head: Callable[[Any], Head]) -> OnnxNetwork:
+            stack, h, c = (getattr(model, lstm + s) for s in ("", "_h_init", "_c_init"))
+            return OnnxNetwork(stack, h, c, head(model))
+
+        self.tagger_network = network(tagger, "taggerlstm", tagger_head)
+        self.parser_network = network(parser, "parserlstm", parser_head)
         parser_chars = OnnxCharModel(parser.charmodel)
-        self.tagger_rows = networks.tagger_word_rows(self.tagger, tagger_chars)
+        self.tagger_rows = networks.tagger_word_rows(self.tagger, OnnxCharModel(tagger.charmodel))
         self.parser_rows = networks.parser_word_rows(self.depparse, parser_chars)
         self.root = networks.parser_root_row(self.depparse, parser_chars)
         self._lemmas: dict[tuple[str, str], str] = {}
-        self.lemmatize = (
-            Lemmatizer(self.lemmatizer) if Lemmatizer.supported(self.lemmatizer) else None
-        )
+        supported = Lemmatizer.supported(self.lemmatizer)
+        self.lemmatize = Lemmatizer(self.lemmatizer) if supported else None
         self.declined = 0  # texts the rules declined (the pipeline's tokenizer cuts them)
 
     def warm(self, n_words: int) -> None:
-        """Compute both networks' word columns of the ``n_words`` commonest words now (the
-        pretrained vocabulary's order, GloVe's by frequency; a tenth of them capitalised
-        too) and keep them: ~2.6 KB and ~0.04 ms a word, and a query's common words
-        then skip their character LSTMs (docs/BENCHMARKS.md, issue 42)."""
+        """Compute and keep both networks' word columns of the ``n_words`` commonest words (a
+        tenth capitalised too): their queries then skip the character LSTMs (issue 42)."""
         vocab = self.tagger.pretrain.vocab
         end = min(len(vocab), networks.VOCAB_PREFIX_SIZE + n_words)
         common = [vocab.id2unit(i) for i in range(networks.VOCAB_PREFIX_SIZE, end)]
@@ -129,8 +101,7 @@ class DirectParser:
     def parse(self, texts: Sequence[str]) -> list[DependencyTree]:
         """The tree of each cleaned text (:func:`.parser.clean_text`), in order."""
         tokenized = [rule_tokenize(t) for t in texts]
-        declined = [i for i, words in enumerate(tokenized) if words is None]
-        if declined:
+        if declined := [i for i, words in enumerate(tokenized) if words is None]:
             self.declined += len(declined)
             cuts = self.pipeline_words([texts[i] for i in declined])
             for i, cut in zip(declined, cuts, strict=True):
@@ -146,16 +117,14 @@ class DirectParser:
                 sentences = [tokenized[i] for i in chunk]
                 for i, columns in zip(chunk, self.columns(sentences), strict=True):  # type: ignore[arg-type]
                     out[i] = build_tree(texts[i], *columns)
-        rest = [i for i, words in enumerate(tokenized) if words is None]
-        if rest:
+        if rest := [i for i, words in enumerate(tokenized) if words is None]:
             for i, tree in zip(rest, self.fallback([texts[i] for i in rest]), strict=True):
                 out[i] = tree
         return out  # type: ignore[return-value]
 
     def pipeline_words(self, texts: list[str]) -> list[list[str] | None]:
-        """Each text's words as the pipeline's tokenizer and multi-word-token expander cut
-        them, for the networks here; None for a text they make into several sentences
-        (or none), which the whole pipeline parses."""
+        """Each text's words as the pipeline's tokenizer cuts them; None for a text it makes
+        into several sentences (or none), which the whole pipeline parses."""
         import stanza
 
         docs = [stanza.Document([], text=t) for t in texts]
@@ -179,9 +148,7 @@ class DirectParser:
         for words, tagged, lemma, head, deprel in zip(
             sentences, tags, lemmas, heads, deprels, strict=True
         ):
-            upos = [t[0] or "X" for t in tagged]
-            xpos = [t[1] or "_" for t in tagged]
-            feats = [t[2] or "_" for t in tagged]
+            upos, xpos, feats = ([t[k] or blank for t in tagged] for k, blank in enumerate("X__"))
             deprel = ["root" if h == 0 else (d or "dep") for h, d in zip(head, deprel, strict=True)]
             columns.append((words, lemma, upos, xpos, feats, head, deprel))
         return columns
@@ -194,8 +161,7 @@ class DirectParser:
             [(w, t[0]) for w, t in zip(s, ts, strict=True)]
             for s, ts in zip(sentences, tags, strict=True)
         ]
-        missing = sorted({k for sentence in keys for k in sentence if k not in self._lemmas})
-        if missing:
+        if missing := sorted({k for sentence in keys for k in sentence if k not in self._lemmas}):
             if len(self._lemmas) + len(missing) > LEMMA_MEMORY:
                 self._lemmas.clear()
             if self.lemmatize is not None:

@@ -1,25 +1,17 @@
-"""Stanza's lemmatizer without its pipeline.
-
-``LemmaProcessor.process`` builds a Document and a DataLoader and decodes in eager
-PyTorch, about half a millisecond a character: 5 ms for one word its dictionary does not
-hold, most of a query's parse when a word is new. Here the same model does the same
-steps (docs/PARSER.md): the dictionary first (``ensemble_dict``), then the edit
-classifier (a word kept as it is, or lowercased, needs no decoding), then greedy decoding
-with attention and the copy mechanism, one word at a time, each step one ONNX Runtime
-call.
-"""
+"""Stanza's lemmatizer without its pipeline (docs/PARSER.md): the dictionary, the edit
+classifier, then greedy decoding with attention and copying, a step an ONNX Runtime call."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 from stanza.models.common import seq2seq_constant as constant
 from stanza.models.common.vocab import DeltaVocab
 from stanza.models.lemma import edit
 
-from groundsearch.model.runtime.parsing.onnx_graphs import OnnxBiLSTM, session
+from groundsearch.model.runtime.parsing.onnx_graphs import OnnxBiLSTM, graph, session
 
 #: Edit classes after which the seq2seq output is not used.
 _KEEP, _LOWER = edit.EDIT_TO_ID["identity"], edit.EDIT_TO_ID["lower"]
@@ -125,9 +117,8 @@ def _step_graph(model: Any, hidden: int, vocab: int) -> Any:
     ``Seq2SeqModel.decode`` with ``copy``) → the next character, by greedy choice."""
     cell = model.decoder.lstm_cell
     attention = model.decoder.attention_layer
-    w_ih, w_hh, b_ih, b_hh = (
-        _array(getattr(cell, n)) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-    )
+    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    w_ih, w_hh, b_ih, b_hh = (_array(getattr(cell, n)) for n in names)
     # the vocabulary's scores and the copy gate: one product
     out_w = np.vstack([_array(model.dec2vocab.weight), _array(model.copy_gate.weight)])
     out_b = np.concatenate([_array(model.dec2vocab.bias), _array(model.copy_gate.bias)])
@@ -138,14 +129,10 @@ def _step_graph(model: Any, hidden: int, vocab: int) -> Any:
         "out_b": out_b,
         "attn_h": _array(attention.linear_out.weight)[:, hidden:].T.copy(),
         "splits": np.array([hidden] * 4, dtype=np.int64),
-        "zero": np.array([0], dtype=np.int64),
-        "one": np.array([1], dtype=np.int64),
-        "vocab": np.array([vocab], dtype=np.int64),
-        "end": np.array([vocab + 1], dtype=np.int64),
-        "big": np.array([2**31], dtype=np.int64),
-        "never": np.array([-1e12], dtype=np.float32),
-        "tiny": np.array([1e-12], dtype=np.float32),
-        "nought": np.array([0], dtype=np.float32),
+        **{k: np.array([v], np.int64) for k, v in dict(zero=0, one=1, vocab=vocab).items()},
+        **{k: np.array([v], np.int64) for k, v in dict(end=vocab + 1, big=2**31).items()},
+        **{k: np.array([v], np.float32) for k, v in (("never", -1e12), ("tiny", 1e-12))},
+        "nought": np.array([0], np.float32),
     }
     n = helper.make_node
     nodes = [
@@ -203,7 +190,7 @@ def _step_graph(model: Any, hidden: int, vocab: int) -> Any:
     ]
     t = helper.make_tensor_value_info
     f, i = TensorProto.FLOAT, TensorProto.INT64
-    return helper.make_graph(
+    return graph(
         nodes,
         "lemma_step",
         [
@@ -216,5 +203,5 @@ def _step_graph(model: Any, hidden: int, vocab: int) -> Any:
             t("widen", i, ["V"]),
         ],
         [t("next", i, [1]), t("h_next", f, [1, hidden]), t("c_next", f, [1, hidden])],
-        [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()],
+        weights,
     )

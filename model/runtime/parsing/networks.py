@@ -1,13 +1,6 @@
-"""The tagger's and the parser's forward passes for sentences of one length.
-
-Stanza's modules expect batches of sentences of mixed lengths, packed; a query is one
-sentence, and a corpus sorted by length is mostly runs of equal lengths, so nothing needs
-packing. Here are the inputs each network reads — a word's own columns (its embeddings and
-its character LSTM's vector, which depend on the word alone, so ``WordRows`` remembers
-them), tags, lemmas — and what their outputs mean; the networks themselves run in ONNX
-Runtime (:mod:`.onnx_graphs`). Same weights and arithmetic as stanza's ``Tagger.forward``
-and ``GraphParser.forward_scores`` in evaluation mode (docs/PARSER.md).
-"""
+"""The tagger's and the parser's forward passes for sentences of one length (nothing is
+packed): each network's inputs (a word's own columns, remembered by ``WordRows``; tags;
+lemmas) and what its outputs mean, with stanza's weights and arithmetic."""
 
 from __future__ import annotations
 
@@ -27,8 +20,7 @@ Network = Callable[[np.ndarray], list[np.ndarray]]
 
 class WordRows:
     """A network's input columns that depend on the word alone, remembered by the word
-    (up to ``memory`` words besides those kept for good; then forgotten all at once and
-    remembered again)."""
+    (up to ``memory`` words besides those kept for good, then all forgotten)."""
 
     def __init__(self, compute: Callable[[list[str]], np.ndarray], memory: int = 50_000):
         self.compute, self.memory = compute, memory
@@ -37,8 +29,7 @@ class WordRows:
 
     def __call__(self, words: list[str]) -> np.ndarray:
         """(len(words), columns): each word's row."""
-        missing = list(dict.fromkeys(w for w in words if w not in self.rows))
-        if missing:
+        if missing := list(dict.fromkeys(w for w in words if w not in self.rows)):
             if len(self.rows) + len(missing) > self.memory + len(self.kept):
                 self.rows = dict(self.kept)
             self.rows.update(zip(missing, self.compute(missing), strict=True))
@@ -59,18 +50,13 @@ PARSER_ORDER = ("pretrained", "word", "char")
 
 
 class _Columns:
-    """A network's columns of words that depend on the word alone (stanza's word and
-    pretrained embeddings, the latter and the character vector through their linear
-    maps), in numpy, in the network's order (``order``: of "word", "pretrained", "char")."""
+    """A network's columns of words that depend on the word alone (embeddings, character
+    vector), in numpy, in the network's ``order`` (of "word", "pretrained", "char")."""
 
     def __init__(self, processor: Any, char_vectors: CharVectors, order: tuple[str, ...]):
         model = processor.trainer.model
-        self.vocab, self.pretrain, self.chars, self.order = (
-            processor.vocab,
-            processor.pretrain.vocab,
-            char_vectors,
-            order,
-        )
+        self.vocab, self.pretrain = processor.vocab, processor.pretrain.vocab
+        self.chars, self.order = char_vectors, order
         self.word = model.word_emb.weight.detach().numpy()
         self.pretrained = model.pretrained_emb.weight.detach().numpy()
         self.maps = {  # stanza's linear maps here have no bias
@@ -97,14 +83,12 @@ class _Columns:
 
 
 def tagger_word_rows(tagger: Any, char_vectors: CharVectors) -> WordRows:
-    """The tagger's word, pretrained and character columns of words, remembered
-    (``char_vectors``: its character model's)."""
+    """The tagger's word, pretrained and character columns of words, remembered."""
     return WordRows(_Columns(tagger, char_vectors, ("word", "pretrained", "char")))
 
 
 def parser_word_rows(depparse: Any, char_vectors: CharVectors) -> WordRows:
-    """The parser's pretrained, word and character columns of words, remembered
-    (``char_vectors``: its character model's)."""
+    """The parser's pretrained, word and character columns of words, remembered."""
     return WordRows(_Columns(depparse, char_vectors, PARSER_ORDER))
 
 
@@ -122,8 +106,7 @@ def tag(
     tagger: Any, rows: WordRows, network: Network, sentences: list[list[str]]
 ) -> list[list[list[str]]]:
     """[upos, xpos, feats] for every word of sentences that all have the same length
-    (``rows``: ``tagger_word_rows(tagger)``; ``network``: its stack and classifiers,
-    ``onnx_graphs.tagger_head``)."""
+    (``network``: the tagger's stack and ``onnx_graphs.tagger_head``)."""
     vocab, names = tagger.vocab, _TAG_NAMES.setdefault(id(tagger), {})
     batch, length = len(sentences), len(sentences[0])
     x = rows([w for s in sentences for w in s]).reshape(batch, length, -1)
@@ -133,11 +116,8 @@ def tag(
         for row in sentence:  # (upos, xpos, *feats) ids → names, remembered by the ids
             key = tuple(row)
             if key not in names:
-                names[key] = (
-                    vocab["upos"].id2unit(row[0]),
-                    vocab["xpos"].id2unit(row[1]),
-                    vocab["feats"].id2unit(row[2:]),
-                )
+                upos, xpos = vocab["upos"].id2unit(row[0]), vocab["xpos"].id2unit(row[1])
+                names[key] = (upos, xpos, vocab["feats"].id2unit(row[2:]))
             tagged.append(list(names[key]))
     return [tagged[i : i + length] for i in range(0, len(tagged), length)]
 
@@ -152,10 +132,8 @@ def arc_scores(
     lemmas: list[list[str]],
 ) -> tuple[np.ndarray, np.ndarray]:
     """The parser's head log-probabilities (batch, n+1, n+1), with position 0 the root, and
-    its relation scorer's best label of every pair (batch, n, n+1) (``rows``:
-    ``parser_word_rows(depparse)``;
-    ``network``: its stack and scorers, ``onnx_graphs.parser_head``; ``root``:
-    ``parser_root_row(depparse)``)."""
+    its relation scorer's best label of every pair (batch, n, n+1) (``network``: the
+    parser's stack and ``onnx_graphs.parser_head``; ``root``: ``parser_root_row``)."""
     model, vocab = depparse.trainer.model, depparse.vocab
     batch, length = len(sentences), len(sentences[0]) + 1
     tags_flat = [t for ts in tags for t in ts]
@@ -174,16 +152,9 @@ def arc_scores(
     words = np.concatenate([np.broadcast_to(root, (batch, 1, len(root))), words], 1)
     first = model.trans_pretrained.out_features + model.word_emb.embedding_dim
     pos = table(model.upos_emb)[upos] + table(model.xpos_emb)[xpos]
-    x = np.concatenate(
-        [
-            words[..., :first],  # pretrained, word
-            table(model.lemma_emb)[lemma],
-            pos,
-            pos,  # stanza's parser feeds the tag embedding twice (and its feats never)
-            words[..., first:],  # characters
-        ],
-        2,
-    )
+    # pretrained and word, lemma, the tags twice (as stanza's parser; feats never), chars
+    lemma_columns = table(model.lemma_emb)[lemma]
+    x = np.concatenate([words[..., :first], lemma_columns, pos, pos, words[..., first:]], 2)
     scores, labels = network(x)
     return scores, labels
 

@@ -1,14 +1,7 @@
-"""The tagger's and the parser's networks after their word columns, run by ONNX Runtime.
-
-For a short sentence PyTorch's CPU kernels and per-operation overhead are slow where
-ONNX Runtime is not: a 10-word sentence through one 200-unit BiLSTM layer takes about
-1.2 ms in PyTorch (oneDNN) and 0.35 ms in ONNX Runtime's LSTM kernel (docs/BENCHMARKS.md).
-So each network — its highway BiLSTM stack, then the tagger's classifiers or the parser's
-arc scorers and its relation scorer (its bilinear form in int8) — is one ONNX graph
-written from the loaded modules' own weights when the parser loads (nothing is exported
-to disk); so are the character models and the lemmatizer's encoder. Tests check each
-against stanza's modules.
-"""
+"""The tagger's and the parser's networks after their word columns, run by ONNX Runtime
+(3 × faster than PyTorch for a short sentence, docs/BENCHMARKS.md): each network, each
+character model and the lemmatizer's encoder is one ONNX graph written from the loaded
+modules' weights when the parser loads."""
 
 from __future__ import annotations
 
@@ -26,6 +19,15 @@ from onnx import TensorProto, helper, numpy_helper
 OPSET = 17
 
 
+def graph(
+    nodes: list[Any], name: str, inputs: list[Any], outputs: list[Any], weights: dict[str, Any]
+) -> Any:
+    """An ONNX graph with ``weights`` (name → array or tensor) as its initializers."""
+    arrays = [np.ascontiguousarray(torch.as_tensor(v).numpy()) for v in weights.values()]
+    initializers = [numpy_helper.from_array(a, k) for a, k in zip(arrays, weights, strict=True)]
+    return helper.make_graph(nodes, name, inputs, outputs, initializers)
+
+
 def session(graph: Any) -> ort.InferenceSession:
     """A session on one thread: a parser runs in a process of its own per core (for a
     query's small products a second thread costs more than it saves)."""
@@ -41,10 +43,8 @@ def session(graph: Any) -> ort.InferenceSession:
 
 
 class OnnxCharModel:
-    """A stanza ``CharacterModel`` with attention (its character LSTM, one direction, one
-    layer, from its learnt initial state, pooled by its attention weights) as one ONNX
-    Runtime session: words' character ids → one vector a word (what
-    ``CharacterModel.forward`` computes in evaluation mode)."""
+    """A stanza ``CharacterModel`` with attention as one ONNX Runtime session: words'
+    character ids → one vector a word (``CharacterModel.forward`` in evaluation mode)."""
 
     def __init__(self, charmodel: Any) -> None:
         lstm = charmodel.charlstm.lstm
@@ -58,10 +58,8 @@ class OnnxCharModel:
             "attn_W": charmodel.char_attn.weight.detach().float().T.contiguous().numpy(),
             "axis1": np.array([1], dtype=np.int64),
         }
-        self.init = [
-            charmodel.charlstm_h_init.detach().float().numpy()[:1],
-            charmodel.charlstm_c_init.detach().float().numpy()[:1],
-        ]
+        states = (charmodel.charlstm_h_init, charmodel.charlstm_c_init)
+        self.init = [state.detach().float().numpy()[:1] for state in states]
         node = helper.make_node
         nodes = [
             node("Gather", ["emb", "chars"], ["x"]),  # (words, length, emb)
@@ -75,21 +73,15 @@ class OnnxCharModel:
             node("Mul", ["weighted", "valid"], ["kept"]),
             node("ReduceSum", ["kept", "axis1"], ["pooled"], keepdims=0),
         ]
-        tensor = helper.make_tensor_value_info
-        graph = helper.make_graph(
-            nodes,
-            "chars",
-            [
-                tensor("chars", TensorProto.INT64, ["N", "T"]),
-                tensor("lengths", TensorProto.INT32, ["N"]),
-                tensor("h0", TensorProto.FLOAT, [1, "N", hidden]),
-                tensor("c0", TensorProto.FLOAT, [1, "N", hidden]),
-                tensor("valid", TensorProto.FLOAT, ["N", "T", 1]),
-            ],
-            [tensor("pooled", TensorProto.FLOAT, ["N", hidden])],
-            [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()],
-        )
-        self.session = session(graph)
+        tensor, f = helper.make_tensor_value_info, TensorProto.FLOAT
+        inputs = [
+            tensor("chars", TensorProto.INT64, ["N", "T"]),
+            tensor("lengths", TensorProto.INT32, ["N"]),
+            *(tensor(state, f, [1, "N", hidden]) for state in ("h0", "c0")),
+            tensor("valid", f, ["N", "T", 1]),
+        ]
+        outputs = [tensor("pooled", f, ["N", hidden])]
+        self.session = session(graph(nodes, "chars", inputs, outputs, weights))
 
     def __call__(self, ids: list[list[int]]) -> np.ndarray:
         """(words, hidden): each word's pooled character vector, from its character ids."""
@@ -98,11 +90,7 @@ class OnnxCharModel:
         for i, x in enumerate(ids):
             chars[i, : len(x)] = x
         valid = (np.arange(chars.shape[1])[None, :] < lengths[:, None])[..., None]
-        feed = {
-            "chars": chars,
-            "lengths": lengths,
-            "valid": valid.astype(np.float32),
-        }
+        feed = {"chars": chars, "lengths": lengths, "valid": valid.astype(np.float32)}
         for name, state in zip(("h0", "c0"), self.init, strict=True):
             feed[name] = np.ascontiguousarray(
                 np.broadcast_to(state, (1, len(ids), state.shape[-1]))
@@ -117,29 +105,19 @@ class OnnxBiLSTM:
     def __init__(self, lstm: Any) -> None:
         if not lstm.bidirectional or lstm.num_layers != 1:
             raise ValueError("only a one-layer bidirectional LSTM")
-        weights = _onnx_lstm(lstm, bidirectional=True)
-        tensor = helper.make_tensor_value_info
-        hidden = lstm.hidden_size
-        graph = helper.make_graph(
-            [
-                helper.make_node(
-                    "LSTM",
-                    ["x", "W", "R", "B"],
-                    ["y", "h", "c"],
-                    direction="bidirectional",
-                    hidden_size=hidden,
-                )
-            ],
-            "bilstm",
-            [tensor("x", TensorProto.FLOAT, ["T", 1, lstm.input_size])],
-            [
-                tensor("y", TensorProto.FLOAT, ["T", 2, 1, hidden]),
-                tensor("h", TensorProto.FLOAT, [2, 1, hidden]),
-                tensor("c", TensorProto.FLOAT, [2, 1, hidden]),
-            ],
-            [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()],
+        tensor, f, hidden = helper.make_tensor_value_info, TensorProto.FLOAT, lstm.hidden_size
+        lstm_node = helper.make_node(
+            "LSTM",
+            ["x", "W", "R", "B"],
+            ["y", "h", "c"],
+            direction="bidirectional",
+            hidden_size=hidden,
         )
-        self.session = session(graph)
+        inputs = [tensor("x", f, ["T", 1, lstm.input_size])]
+        outputs = [tensor("y", f, ["T", 2, 1, hidden])]
+        outputs += [tensor(state, f, [2, 1, hidden]) for state in ("h", "c")]
+        weights = _onnx_lstm(lstm, bidirectional=True)
+        self.session = session(graph([lstm_node], "bilstm", inputs, outputs, weights))
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(length, input) → outputs (length, 2 × hidden: forward, backward) and the last
@@ -165,50 +143,29 @@ def _onnx_lstm(lstm: Any, bidirectional: bool) -> dict[str, np.ndarray]:
             [np.concatenate([_onnx_gates(getattr(lstm, n + s)) for n in names]) for s in sides]
         )
 
-    return {
-        "W": stacked("weight_ih"),
-        "R": stacked("weight_hh"),
-        "B": stacked("bias_ih", "bias_hh"),
-    }
+    return dict(W=stacked("weight_ih"), R=stacked("weight_hh"), B=stacked("bias_ih", "bias_hh"))
 
 
-def _layer_nodes(hlstm: Any, layer: int, x: str) -> tuple[list[Any], list[Any], str]:
-    """One highway layer: ``h + sigmoid(gate(x)) * tanh(highway(x))`` with ``h`` the
-    layer's BiLSTM over ``x`` (batch, length, input)."""
-    lstm = hlstm.lstm[layer].lstm
-    hidden = lstm.hidden_size
-    p = f"l{layer}_"
-    weights = {
-        **{p + k: v for k, v in _onnx_lstm(lstm, bidirectional=True).items()},
-        p + "gate_W": hlstm.gate[layer].weight.detach().float().T.contiguous().numpy(),
-        p + "gate_b": hlstm.gate[layer].bias.detach().float().numpy(),
-        p + "hw_W": hlstm.highway[layer].weight.detach().float().T.contiguous().numpy(),
-        p + "hw_b": hlstm.highway[layer].bias.detach().float().numpy(),
-        p + "shape": np.array([0, 0, 2 * hidden], dtype=np.int64),
-    }
-    node = helper.make_node
-    nodes = [
+def _layer_nodes(hlstm: Any, layer: int, x: str) -> Head:
+    """One highway layer, output ``l{layer}_out``: ``h + sigmoid(gate(x)) * tanh(highway(x))``
+    with ``h`` the layer's BiLSTM over ``x`` (batch, length, input)."""
+    lstm, p = hlstm.lstm[layer].lstm, f"l{layer}_"
+    part = Head(weights={p + k: v for k, v in _onnx_lstm(lstm, bidirectional=True).items()})
+    part.weights[p + "shape"] = np.array([0, 0, 2 * lstm.hidden_size], dtype=np.int64)
+    gate = part.linear(p + "gate", x, hlstm.gate[layer].weight, hlstm.gate[layer].bias)
+    highway = part.linear(p + "hw", x, hlstm.highway[layer].weight, hlstm.highway[layer].bias)
+    node, inputs = helper.make_node, [p + "xt", p + "W", p + "R", p + "B", "", p + "h0", p + "c0"]
+    part.nodes += [
         node("Transpose", [x], [p + "xt"], perm=[1, 0, 2]),  # (length, batch, input)
-        node(
-            "LSTM",
-            [p + "xt", p + "W", p + "R", p + "B", "", p + "h0", p + "c0"],
-            [p + "y"],
-            direction="bidirectional",
-            hidden_size=hidden,
-        ),
+        node("LSTM", inputs, [p + "y"], direction="bidirectional", hidden_size=lstm.hidden_size),
         node("Transpose", [p + "y"], [p + "yt"], perm=[2, 0, 1, 3]),  # (batch, length, 2, H)
         node("Reshape", [p + "yt", p + "shape"], [p + "h"]),
-        node("MatMul", [x, p + "gate_W"], [p + "g0"]),
-        node("Add", [p + "g0", p + "gate_b"], [p + "g1"]),
-        node("Sigmoid", [p + "g1"], [p + "g"]),
-        node("MatMul", [x, p + "hw_W"], [p + "w0"]),
-        node("Add", [p + "w0", p + "hw_b"], [p + "w1"]),
-        node("Tanh", [p + "w1"], [p + "w"]),
+        node("Sigmoid", [gate], [p + "g"]),
+        node("Tanh", [highway], [p + "w"]),
         node("Mul", [p + "g", p + "w"], [p + "gw"]),
         node("Add", [p + "h", p + "gw"], [p + "out"]),
     ]
-    initializers = [numpy_helper.from_array(v, k) for k, v in weights.items()]
-    return nodes, initializers, p + "out"
+    return part
 
 
 @dataclass
@@ -234,9 +191,8 @@ class Head:
 
 
 def tagger_head(model: Any) -> Head:
-    """stanza's ``Tagger`` after its stack: the upos hidden layer, then the upos, xpos and
-    feats classifiers as one product; output ``ids`` (batch, length, classifiers), each
-    classifier's best class."""
+    """stanza's ``Tagger`` after its stack: output ``ids`` (batch, length, classifiers),
+    the upos, xpos and feats classifiers' best classes."""
     head, node = Head(outputs={"ids": TensorProto.INT64}), helper.make_node
     layers = [model.upos_clf, model.tag_clf["xpos"], *model.tag_clf["feats"]]
     hidden = head.linear("upos", "x", model.upos_hid.weight, model.upos_hid.bias, relu=True)
@@ -282,10 +238,8 @@ def _offsets(length: int) -> np.ndarray:
 
 
 def parser_head(model: Any) -> Head:
-    """stanza's ``GraphParser.forward_scores`` after its stack, in evaluation mode: the head
-    log-probabilities ``scores`` (batch, n+1, n+1; position 0 the root), with the
-    linearization and distance terms when the model has them, and the relation scorer's
-    best label for every pair ``relations`` (batch, n, n+1; :func:`_relations`)."""
+    """stanza's ``GraphParser.forward_scores`` after its stack: the head log-probabilities
+    ``scores`` (batch, n+1, n+1; position 0 the root) and ``relations`` (:func:`_relations`)."""
     node = helper.make_node
     head = Head(outputs={"scores": TensorProto.FLOAT, "relations": TensorProto.INT64})
     head.weights.update(one=np.ones(1, np.float32), half=np.full(1, 0.5, np.float32))
@@ -326,9 +280,7 @@ def parser_head(model: Any) -> Head:
             node("Sub", [scores, "dist_log"], ["with_dist"]),
         ]
         scores = "with_dist"
-    head.by_length["self"] = lambda n: np.where(np.eye(n, dtype=bool), -np.inf, 0).astype(
-        np.float32
-    )
+    head.by_length["self"] = lambda n: np.where(np.eye(n, dtype=bool), -np.inf, 0).astype("f4")
     head.nodes += [
         node("Add", [scores, "self"], ["masked"]),
         node("LogSoftmax", ["masked"], ["scores"], axis=2),
@@ -344,24 +296,16 @@ def _int8_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _relations(head: Head, scorer: Any) -> None:
-    """The relation scorer's best label for every (dependent, head) pair: ``relations``
-    (batch, n, n+1), label ids less stanza's vocabulary prefix. The (n × 201) · (201 ×
-    201·51) product of its bilinear form runs in int8 (``DynamicQuantizeLinear`` →
-    ``MatMulInteger``: the dependents' side quantised per call, the form by its columns'
-    scales): a quarter of the form's 8 MB to read and 2–3 × faster than float32, and the
-    labels of 99.8 % of captions kept (docs/PARSER.md)."""
+    """The relation scorer's best label (less stanza's vocabulary prefix) for every
+    (dependent, head) pair: ``relations`` (batch, n, n+1). Its bilinear form runs in int8,
+    2–3 × faster, keeping the labels of 99.8 % of captions (docs/PARSER.md)."""
     a, b = _sides(head, "deprel", scorer)
     bilinear = scorer.scorer.W_bilin
     size_i, size_j, size_o = bilinear.weight.shape
     steps, scale = _int8_columns(bilinear.weight.detach().float().reshape(size_i, -1).numpy())
-    head.weights.update(
-        rel_w=steps,
-        rel_ws=scale,
-        rel_bias=bilinear.bias.detach().float(),
-        rel_rows=np.array([-1, size_i]),
-        rel_tail=np.array([size_j, size_o]),
-        rel_big=np.array([2**31]),
-    )
+    head.weights.update(rel_w=steps, rel_ws=scale, rel_bias=bilinear.bias.detach().float())
+    head.weights.update(rel_rows=np.array([-1, size_i]), rel_tail=np.array([size_j, size_o]))
+    head.weights.update(rel_big=np.array([2**31]))
     node = helper.make_node
     head.nodes += [
         node("Slice", [a, "last", "rel_big", "last"], ["rel_dep"]),  # the words, not the root
@@ -383,14 +327,9 @@ def _relations(head: Head, scorer: Any) -> None:
 
 
 class OnnxNetwork:
-    """A stanza ``HighwayLSTM`` (its trained weights) and what follows it (``head``), as one
-    ONNX Runtime session; without a head the stack's output alone.
-
-    Args:
-        hlstm: the module (``model.taggerlstm`` or ``model.parserlstm``).
-        h_init, c_init: the network's learnt initial states (2 × layers, 1, hidden).
-        head: ``tagger_head(model)`` or ``parser_head(model)``.
-    """
+    """A stanza ``HighwayLSTM`` (``model.taggerlstm`` or ``model.parserlstm``), from its
+    learnt initial states (2 × layers, 1, hidden), and what follows it (``head``: the
+    tagger's or parser's), as one ONNX Runtime session; without a head the stack alone."""
 
     def __init__(
         self, hlstm: Any, h_init: torch.Tensor, c_init: torch.Tensor, head: Head | None = None
@@ -400,49 +339,30 @@ class OnnxNetwork:
         self.c_init = c_init.detach().float().numpy()
         self.by_length = head.by_length if head else {}
         self._fixed: dict[tuple[int, int], dict[str, np.ndarray]] = {}
-        hidden = hlstm.lstm[0].lstm.hidden_size
-        nodes, initializers, inputs, x = [], [], [], "input"
-        inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, ["B", "T", None]))
+        hidden, f = hlstm.lstm[0].lstm.hidden_size, TensorProto.FLOAT
+        tensor = helper.make_tensor_value_info
+        nodes, weights, x = [], {}, "input"
+        inputs = [tensor(x, f, ["B", "T", None])]
         for layer in range(self.layers):
-            for state in ("h0", "c0"):
-                inputs.append(
-                    helper.make_tensor_value_info(
-                        f"l{layer}_{state}", TensorProto.FLOAT, [2, "B", hidden]
-                    )
-                )
-            more, weights, x = _layer_nodes(hlstm, layer, x)
-            nodes += more
-            initializers += weights
+            inputs += [tensor(f"l{layer}_{state}", f, [2, "B", hidden]) for state in ("h0", "c0")]
+            part = _layer_nodes(hlstm, layer, x)
+            nodes += part.nodes
+            weights.update(part.weights)
+            x = f"l{layer}_out"
         nodes.append(helper.make_node("Identity", [x], ["x"]))
-        outputs: dict[str, int] = {"x": TensorProto.FLOAT}
+        outputs: dict[str, int] = {"x": f}
         if head is not None:
             nodes += head.nodes
-            initializers += [
-                numpy_helper.from_array(np.ascontiguousarray(torch.as_tensor(v).numpy()), k)
-                for k, v in head.weights.items()
-            ]
-            inputs += [
-                helper.make_tensor_value_info(name, TensorProto.FLOAT, ["T", "T"])
-                for name in head.by_length
-            ]
+            weights.update(head.weights)
+            inputs += [tensor(name, f, ["T", "T"]) for name in head.by_length]
             outputs = head.outputs
-        graph = helper.make_graph(
-            nodes,
-            "network",
-            inputs,
-            [
-                helper.make_tensor_value_info(k, kind, ["B", None, None])
-                for k, kind in outputs.items()
-            ],
-            initializers,
-        )
-        self.session = session(graph)
+        outs = [tensor(k, kind, ["B", None, None]) for k, kind in outputs.items()]
+        self.session = session(graph(nodes, "network", inputs, outs, weights))
 
     def fixed_inputs(self, batch: int, length: int) -> dict[str, np.ndarray]:
         """The initial states and the length's arrays, remembered for a few shapes (a
         query's is always one sentence)."""
-        key = (batch, length)
-        if key not in self._fixed:
+        if (key := (batch, length)) not in self._fixed:
             if len(self._fixed) >= 32:
                 self._fixed.clear()
             fixed = {name: make(length) for name, make in self.by_length.items()}

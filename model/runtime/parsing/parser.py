@@ -1,12 +1,6 @@
-"""Parse texts into dependency trees with the project's own stanza English models.
-
-    >>> parser = Parser(settings.parser_dir, settings.cache_dir)
-    >>> tree = parser.parse(["Students ride bikes at night."])[0]
-    >>> tree.root.text, tree[4].collapsed
-    ('ride', 'obl:at')
-
-The models load from local files only (``download_method=None``); nothing is fetched.
-"""
+"""Parse texts into dependency trees with the project's own stanza English models, loaded
+from local files only (``download_method=None``): ``Parser(settings.parser_dir,
+settings.cache_dir).parse(["Students ride bikes at night."])``."""
 
 from __future__ import annotations
 
@@ -33,13 +27,7 @@ TREE_FORMAT = 1
 MAX_TEXT_CHARS = 2000
 PROCESSORS = "tokenize,mwt,pos,lemma,depparse"
 #: Model file names inside the parser directory, by pipeline processor.
-MODEL_FILES = {
-    "tokenize": "tokenize.pt",
-    "mwt": "mwt.pt",
-    "pos": "pos.pt",
-    "lemma": "lemma.pt",
-    "depparse": "depparse.pt",
-}
+MODEL_FILES = {name: f"{name}.pt" for name in PROCESSORS.split(",")}
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -53,15 +41,11 @@ class ParserModelsMissing(FileNotFoundError):
 
 
 def clean_text(text: object, max_chars: int = MAX_TEXT_CHARS) -> str:
-    """Normalise a text for parsing or explain why it cannot be parsed.
-
-    Unicode is NFC-normalised, control characters become spaces and runs of
-    whitespace collapse to one space.
-    """
+    """``text`` NFC-normalised, control characters and whitespace runs as one space;
+    ParseError explaining why it cannot be parsed."""
     if not isinstance(text, str):
         raise ParseError(f"text must be a string, not {type(text).__name__}")
-    text = unicodedata.normalize("NFC", text)
-    text = " ".join(_CONTROL.sub(" ", text).split())
+    text = " ".join(_CONTROL.sub(" ", unicodedata.normalize("NFC", text)).split())
     if not text:
         raise ParseError("text is empty (nothing but whitespace or control characters)")
     if len(text) > max_chars:
@@ -72,20 +56,17 @@ def clean_text(text: object, max_chars: int = MAX_TEXT_CHARS) -> str:
 def model_paths(parser_dir: Path) -> dict[str, Path]:
     """The model file of each processor, checked to exist."""
     paths = {name: parser_dir / fname for name, fname in MODEL_FILES.items()}
-    missing = [str(p) for p in paths.values() if not p.exists()]
-    if missing:
+    if missing := [str(p) for p in paths.values() if not p.exists()]:
         raise ParserModelsMissing(
-            "stanza models not found: "
-            + ", ".join(missing)
-            + " (train them with `groundsearch train-parser`)"
+            f"stanza models not found: {', '.join(missing)} (train them with "
+            "`groundsearch train-parser`)"
         )
     return paths
 
 
 def parser_version(parser_dir: Path) -> str:
-    """Identity of the parser: stanza version, tree format and model file digests. The
-    version is read from the installed distribution: importing stanza (and torch with
-    it) takes seconds, and a query whose parse is cached needs neither."""
+    """Identity of the parser: stanza version (read from the installed distribution: no
+    slow import), tree format and model file digests."""
     from importlib.metadata import version
 
     manifest = parser_dir / "manifest.json"
@@ -159,31 +140,20 @@ def doc_to_tree(text: str, doc: Any) -> DependencyTree:  # doc: a stanza.Documen
 
 
 class Parser:
-    """Batched text → tree parsing with a disk cache.
-
-    Args:
-        parser_dir: folder of the trained stanza models (``Settings.parser_dir``).
-        cache_dir: where the GloVe pretrain and the parse cache live.
-        use_cache: look up and store parses in the disk cache.
-        direct: run the models directly (:mod:`.direct`: the same trees for 99.9 % of
-            captions, faster); False runs every text through ``stanza.Pipeline``
-            (``Settings.parse_pipeline``).
-    """
+    """Batched text → tree parsing with the models in ``parser_dir``, the GloVe pretrain
+    and (``use_cache``) the parse cache in ``cache_dir``. ``direct`` runs the models
+    directly (:mod:`.direct`: the same trees for 99.9 % of captions, faster); False runs
+    every text through ``stanza.Pipeline`` (``Settings.parse_pipeline``)."""
 
     def __init__(
-        self,
-        parser_dir: Path,
-        cache_dir: Path,
-        use_cache: bool = True,
-        direct: bool = True,
+        self, parser_dir: Path, cache_dir: Path, use_cache: bool = True, direct: bool = True
     ) -> None:
         self.parser_dir = Path(parser_dir)
         self.cache_dir = Path(cache_dir)
         model_paths(self.parser_dir)
         self.version = parser_version(self.parser_dir)
-        self.cache = (
-            ParseCache(self.cache_dir / "parses.sqlite", self.version) if use_cache else None
-        )
+        cache = ParseCache(self.cache_dir / "parses.sqlite", self.version) if use_cache else None
+        self.cache = cache
         self.direct = direct
         self._pipeline = None
         self._direct: DirectParser | None = None
@@ -207,8 +177,7 @@ class Parser:
 
     def warm(self, n_words: int) -> None:
         """Load the models and compute the direct path's columns of the ``n_words``
-        commonest words now (:meth:`.DirectParser.warm`): a server's, before its first
-        query. The pipeline path has nothing to warm but its models."""
+        commonest words now (:meth:`.DirectParser.warm`): a server's, before its first query."""
         if self.direct and n_words > 0:
             self.direct_parser.warm(n_words)
         else:
@@ -229,10 +198,8 @@ class Parser:
     def parse(
         self, texts: Sequence[str], batch_size: int = 512, workers: int = 1
     ) -> list[DependencyTree]:
-        """Parse texts into trees, in order. Raises ParseError naming a bad text.
-
-        ``workers`` > 1 parses what the cache lacks in that many processes (for corpora).
-        """
+        """Parse texts into trees, in order (``workers`` > 1: what the cache lacks in that
+        many processes); ParseError naming a bad text."""
         if isinstance(texts, str):
             raise ParseError("parse() takes a list of texts, not a single string")
         cleaned = []
@@ -243,34 +210,23 @@ class Parser:
                 raise ParseError(f"text {i}: {exc}") from None
         trees = self.cache.get_many(cleaned) if self.cache is not None else [None] * len(cleaned)
         todo = sorted({t for t, tree in zip(cleaned, trees, strict=True) if tree is None})
-        if workers > 1 and len(todo) >= 4 * batch_size:
-            from groundsearch.model.runtime.parsing.pool import parse_in_processes
+        parsed: dict[str, DependencyTree] = {}
+        in_processes = workers > 1 and len(todo) >= 4 * batch_size
+        for start in range(0, len(todo), len(todo) if in_processes else batch_size):
+            chunk = todo if in_processes else todo[start : start + batch_size]
+            if in_processes:
+                from groundsearch.model.runtime.parsing.pool import parse_in_processes
 
-            new = list(
-                zip(
-                    todo,
-                    parse_in_processes(
-                        todo, self.parser_dir, self.cache_dir, workers, direct=self.direct
-                    ),
-                    strict=True,
-                )
-            )
+                args = (self.parser_dir, self.cache_dir, workers)
+                trees_of = parse_in_processes(chunk, *args, direct=self.direct)
+            else:
+                self.direct_parser if self.direct else self.pipeline  # noqa: B018 - loaded outside the lock
+                with self._lock, _threads_for(len(chunk)):
+                    trees_of = self._trees(chunk)
+            new = list(zip(chunk, trees_of, strict=True))
+            parsed.update(new)
             if self.cache is not None:
                 self.cache.put_many(new)
-            parsed = dict(new)
-        else:
-            parsed = {}
-            for start in range(0, len(todo), batch_size):
-                chunk = todo[start : start + batch_size]
-                if self.direct:
-                    self.direct_parser  # noqa: B018 - built outside the lock it takes
-                else:
-                    self.pipeline  # noqa: B018 - loaded outside the lock it takes
-                with self._lock, _threads_for(len(chunk)):
-                    new = list(zip(chunk, self._trees(chunk), strict=True))
-                parsed.update(new)
-                if self.cache is not None:
-                    self.cache.put_many(new)
         return [tree or parsed[t] for t, tree in zip(cleaned, trees, strict=True)]
 
     def parse_one(self, text: str) -> DependencyTree:

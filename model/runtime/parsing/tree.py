@@ -31,13 +31,8 @@ class Node:
 
 @dataclass(frozen=True)
 class DependencyTree:
-    """A parsed text: one node per word, in order, with exactly one root.
-
-    ``size`` of a node is ℓ(i) of the paper's Eq. 4: 1 + the sizes of its children.
-    ``sentences`` counts the sentences stanza found; when there are several, the roots
-    of the later ones are attached to the first root as ``parataxis`` so that every
-    text gets one tree.
-    """
+    """A parsed text: one node per word, in order, with exactly one root (a node's
+    ``size`` is ℓ(i) of Eq. 4); later sentences hang off the first root as ``parataxis``."""
 
     text: str
     nodes: tuple[Node, ...]
@@ -46,9 +41,8 @@ class DependencyTree:
     def __post_init__(self) -> None:
         if not self.nodes:
             raise ValueError("a dependency tree needs at least one word")
-        roots = [n.index for n in self.nodes if n.head == 0]
-        if len(roots) != 1:
-            raise ValueError(f"a dependency tree needs exactly one root, found {len(roots)}")
+        if (roots := sum(n.head == 0 for n in self.nodes)) != 1:
+            raise ValueError(f"a dependency tree needs exactly one root, found {roots}")
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -98,11 +92,7 @@ class DependencyTree:
     # --- serialization -------------------------------------------------------------
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "text": self.text,
-            "sentences": self.sentences,
-            "nodes": [asdict(n) for n in self.nodes],
-        }
+        return dict(text=self.text, sentences=self.sentences, nodes=[asdict(n) for n in self.nodes])
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DependencyTree:
@@ -118,25 +108,11 @@ class DependencyTree:
 
     def to_conllu(self) -> str:
         """CoNLL-U with the collapsed relation in the DEPS column (as enhanced UD does)."""
-        lines = [f"# text = {_one_line(self.text)}"]
+        lines = [f"# text = {' '.join(self.text.split())}"]
         for n in self.nodes:
             deps = f"{n.head}:{n.collapsed}"
-            lines.append(
-                "\t".join(
-                    [
-                        str(n.index),
-                        n.text,
-                        n.lemma,
-                        n.upos,
-                        n.xpos or "_",
-                        n.feats or "_",
-                        str(n.head),
-                        n.deprel,
-                        deps,
-                        "_",
-                    ]
-                )
-            )
+            row = (n.index, n.text, n.lemma, n.upos, n.xpos or "_", n.feats or "_", n.head)
+            lines.append("\t".join(map(str, (*row, n.deprel, deps, "_"))))
         return "\n".join(lines) + "\n"
 
     def pretty(self) -> str:
@@ -157,37 +133,22 @@ class DependencyTree:
         return "\n".join(lines)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def collapse_relations(
     words: Sequence[str], heads: Sequence[int], deprels: Sequence[str]
 ) -> list[str]:
-    """The SDT-RNN relation of each word.
-
-    The UD label is kept (with its subtype), except that an ``obl``/``nmod``/``advcl``/
-    ``acl`` dependent carrying a ``case`` or ``mark`` word is joined with that word,
-    lower-cased (``obl:near``); a multi-word marker keeps its ``fixed`` parts
-    (``obl:because_of``). Words are 0-based here, heads 1-based as in CoNLL-U.
-    """
-    n = len(words)
-    children: list[list[int]] = [[] for _ in range(n + 1)]
+    """The SDT-RNN relation of each word: the UD label, except that an ``obl``/``nmod``/
+    ``advcl``/``acl`` dependent with a ``case`` or ``mark`` word is joined with it,
+    lower-cased (``obl:near``), a multi-word marker with its ``fixed`` parts
+    (``obl:because_of``). Words are 0-based here, heads 1-based as in CoNLL-U."""
+    children: list[list[int]] = [[] for _ in range(len(words) + 1)]
     for i, h in enumerate(heads):
         children[h].append(i + 1)
-    out = []
-    for i in range(n):
-        base = deprels[i].split(":")[0]
-        label = deprels[i]
-        if base in COLLAPSIBLE:
-            markers = [c for c in children[i + 1] if deprels[c - 1].split(":")[0] in MARKERS]
-            if markers:
-                m = markers[0]
-                parts = [words[m - 1]] + [
-                    words[f - 1] for f in children[m] if deprels[f - 1] == "fixed"
-                ]
-                label = f"{base}:{'_'.join(p.lower() for p in parts)}"
-        out.append(label)
+    out = list(deprels)
+    for i, base in enumerate(d.split(":")[0] for d in deprels):
+        marks = (c for c in children[i + 1] if deprels[c - 1].split(":")[0] in MARKERS)
+        if base in COLLAPSIBLE and (m := next(marks, 0)):
+            parts = [m] + [f for f in children[m] if deprels[f - 1] == "fixed"]
+            out[i] = f"{base}:{'_'.join(words[p - 1].lower() for p in parts)}"
     return out
 
 
@@ -222,21 +183,7 @@ def build_tree(
     sentences: int = 1,
 ) -> DependencyTree:
     """Make a tree from parallel CoNLL-U columns, computing collapsed relations and ℓ."""
-    collapsed = collapse_relations(words, heads, deprels)
-    sizes = subtree_sizes(heads)
-    nodes = tuple(
-        Node(
-            i + 1,
-            words[i],
-            lemmas[i],
-            upos[i],
-            xpos[i],
-            feats[i],
-            heads[i],
-            deprels[i],
-            collapsed[i],
-            sizes[i],
-        )
-        for i in range(len(words))
-    )
+    columns: tuple[Sequence[Any], ...] = (words, lemmas, upos, xpos, feats, heads, deprels)
+    columns += (collapse_relations(words, heads, deprels), subtree_sizes(heads))
+    nodes = tuple(Node(i + 1, *(c[i] for c in columns)) for i in range(len(words)))
     return DependencyTree(text=text, nodes=nodes, sentences=sentences)

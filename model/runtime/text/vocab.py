@@ -1,8 +1,5 @@
-"""A vocabulary of lower-cased training words with GloVe 6B 50-d vectors.
-
-Row 0 is the unknown word, with the mean GloVe vector, which training words GloVe lacks
-also get.
-"""
+"""A vocabulary of lower-cased training words with GloVe 6B 50-d vectors; row 0 is the
+unknown word, with the mean GloVe vector (as training words GloVe lacks)."""
 
 from __future__ import annotations
 
@@ -72,10 +69,8 @@ class Vocabulary:
         )
         glove_index = {w: i for i, w in enumerate(glove_words)}
         unk = glove_vectors.mean(axis=0)
-        vectors = np.stack(
-            [unk] + [glove_vectors[glove_index[w]] if w in glove_index else unk for w in kept]
-        ).astype(np.float32)
-        return cls([UNK, *kept], vectors)
+        rows = [glove_vectors[glove_index[w]] if w in glove_index else unk for w in kept]
+        return cls([UNK, *kept], np.stack([unk, *rows]).astype(np.float32))
 
     def state_dict(self) -> dict[str, Any]:
         return {"words": list(self.words), "vectors": self.vectors}

@@ -4,7 +4,7 @@ For a pair A → B, every photo whose captions mention A and not B is a start ph
 four queries rank the other photos: ``arithmetic``, ``text`` ("B"), ``photo`` and
 ``plus_only`` (``photo + "B"``), each scored by the share of its top ``k`` whose captions
 mention B (and A), with ``overlap_with_text`` and ``likeness`` (CNN-feature cosine × 100).
-Per-start shares give bootstrap intervals and ``paired_difference``.
+Per-start shares give bootstrap intervals (``stratified_interval``).
 """
 
 from __future__ import annotations
@@ -148,10 +148,8 @@ def score_pair(
     }
     if len(starts) == 0:
         return out
-    shares: dict[str, dict[str, list[float]]] = {q: {"b": [], "a": []} for q in QUERIES}
-    if features is not None:
-        for q in QUERIES:
-            shares[q]["likeness"] = []
+    kinds = ("b", "a", "likeness") if features is not None else ("b", "a")
+    shares: dict[str, dict[str, list[float]]] = {q: {x: [] for x in kinds} for q in QUERIES}
     overlap, shown = [], []
     text_query = arithmetic_query(vec_b)
     for n, s in enumerate(starts.tolist()):
@@ -263,29 +261,3 @@ def stratified_interval(
     tail = 100 * (1 - level) / 2
     low, high = np.percentile(means.mean(axis=1), [tail, 100 - tail])
     return [float(low), float(high)]
-
-
-def paired_difference(
-    first: dict[str, Any], second: dict[str, Any], query: str = "arithmetic"
-) -> dict[str, Any]:
-    """``second − first``: the mean per-start difference in the share of B over their
-    common pairs (same split), with its stratified bootstrap interval."""
-    rows = {r["pair"]: r for r in first["pairs"] if "skipped" not in r}
-    diffs = []
-    for row in second["pairs"]:
-        other = rows.get(row["pair"])
-        if other is None or "skipped" in row:
-            continue
-        a, b = other.get("per_start", {}).get(query), row.get("per_start", {}).get(query)
-        if a is None or b is None or len(a) != len(b):
-            raise ValueError(f"{row['pair']}: the two results do not share their start photos")
-        diffs.append(np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64))
-    if not diffs:
-        raise ValueError("the two results have no scored pair in common")
-    return {
-        "query": query,
-        "pairs": len(diffs),
-        "difference": float(np.mean([d.mean() for d in diffs])),
-        "ci95": stratified_interval(diffs),
-        "pairs_higher": int(sum(d.mean() > 0 for d in diffs)),
-    }

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from groundsearch.model.data.flickr import CaptionedImages
-from groundsearch.model.data.held_out_concepts import HELD_OUT, photos_mentioning
+from groundsearch.model.data.held_out_concepts import HELD_OUT, photos_mentioning, words_of
 from groundsearch.model.runtime.parsing.tree import DependencyTree
 
 ParseFn = Callable[[list[str]], list[DependencyTree]]
@@ -152,7 +152,7 @@ def held_out_metrics(
             "left_out": [q.text for q, r in zip(queries, relevant, strict=True) if not r],
         }
     forms = {f for fs in concepts.values() for f in fs}
-    mention = np.array([not set(_words(c)).isdisjoint(forms) for c in ds.captions])
+    mention = np.array([not words_of(c).isdisjoint(forms) for c in ds.captions])
     y = embed_sentences(caption_trees)
     ranks = caption_ranks(y @ photo_vectors.T - penalty, np.asarray(ds.caption_image))
     result["captions"] = {
@@ -160,12 +160,6 @@ def held_out_metrics(
         "others": recall_at(ranks[~mention]),
     }
     return result
-
-
-def _words(text: str) -> list[str]:
-    from groundsearch.model.data.held_out_concepts import words_of
-
-    return sorted(words_of(text))
 
 
 #: ImageNet-style concept words for the open-vocabulary gallery check.

@@ -99,30 +99,20 @@ def pair_correlation(
         raise ValueError(f"need 2+ scored sentence pairs, got {len(a)}/{len(b)}/{len(gold)}")
     y = model.embed_sentences(parse([*a, *b]))
     cos = cosine_pairs(y[: len(a)], y[len(a) :])
-    return {
-        "pearson": 100 * pearson(cos, gold),
-        "spearman": 100 * spearman(cos, gold),
-        "pairs": len(a),
-    }
+    return dict(pearson=100 * pearson(cos, gold), spearman=100 * spearman(cos, gold), pairs=len(a))
 
 
 def sentence_benchmarks(
     model: Embedder, parse: ParseFn, data_dir: Path
 ) -> dict[str, dict[str, Any]]:
     """STS-B test and SICK-R test correlations, each skipped when its file is absent."""
-    data_dir = Path(data_dir)
     out: dict[str, dict[str, Any]] = {}
-    sts, sick = data_dir / STS_TEST, data_dir / SICK_FILE
-    out["sts_b"] = (
-        pair_correlation(model, parse, *read_sts(sts))
-        if sts.is_file()
-        else skipped(f"{sts} not found")
-    )
-    out["sick_r"] = (
-        pair_correlation(model, parse, *read_sick(sick, "TEST"))
-        if sick.is_file()
-        else skipped(f"{sick} not found")
-    )
+    for name, file, read in (("sts_b", STS_TEST, read_sts), ("sick_r", SICK_FILE, read_sick)):
+        path = Path(data_dir) / file
+        found = path.is_file()
+        out[name] = (
+            pair_correlation(model, parse, *read(path)) if found else skipped(f"{path} not found")
+        )
     return out
 
 

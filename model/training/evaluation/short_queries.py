@@ -51,11 +51,9 @@ def short_queries(ds: object, trees: Sequence[DependencyTree]) -> list[ShortQuer
     images = list(ds.caption_image)  # type: ignore[attr-defined]
     showing = _nouns(trees, images)
     out: list[ShortQuery] = []
-    present: dict[str, frozenset[int]] = {}
-    for q in everyday_queries():
-        relevant = frozenset().union(*(showing.get(w, ()) for w in names(q.concept)))
-        if len(relevant) >= PRESENT:
-            present[q.concept] = relevant
+    concepts = [q.concept for q in everyday_queries()]
+    shown = {c: frozenset().union(*(showing.get(w, ()) for w in names(c))) for c in concepts}
+    present = {c: relevant for c, relevant in shown.items() if len(relevant) >= PRESENT}
     phrases = _phrases(trees, images, set(present))
     for word, relevant in present.items():
         out.append(ShortQuery(word, word, "word", relevant))

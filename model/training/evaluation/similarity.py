@@ -83,13 +83,15 @@ def _lines(path: Path) -> list[str]:
         raise DatasetError(f"{path} is not UTF-8 text ({exc.reason})") from None
 
 
+def _rows(path: Path) -> list[tuple[int, list[str]]]:
+    """The non-blank lines of ``path``, numbered from 1, split at tabs."""
+    return [(n, line.split("\t")) for n, line in enumerate(_lines(path), 1) if line.strip()]
+
+
 def read_sts(path: Path) -> tuple[list[str], list[str], np.ndarray]:
     """STS Benchmark pairs: ``genre file year id score s1 s2 [extra…]`` per line."""
     a, b, scores = [], [], []
-    for n, line in enumerate(_lines(path), start=1):
-        if not line.strip():
-            continue
-        cols = line.split("\t")
+    for n, cols in _rows(path):
         if len(cols) < 7:
             raise DatasetError(
                 f"{path}:{n}: expected 7 tab-separated columns "
@@ -127,11 +129,9 @@ def read_sick(path: Path, subset: str = "TEST") -> tuple[list[str], list[str], n
 def read_expert(path: Path) -> list[tuple[str, str, float]]:
     """Flickr8k expert judgments: (image, caption id ``name#n``, mean of three 1–4 scores)."""
     out = []
-    for n, line in enumerate(_lines(path), start=1):
-        if not line.strip():
-            continue
-        cols = line.split("\t")
+    for n, cols in _rows(path):
         if len(cols) != 5 or "#" not in cols[1]:
+            line = "\t".join(cols)
             raise DatasetError(
                 f"{path}:{n}: expected '<image><TAB><image>#<n><TAB><score><TAB><score>"
                 f"<TAB><score>', got {line[:80]!r}"

@@ -95,11 +95,8 @@ def stages(ewt_dir: Path, work: Path, out: Path, pretrain: Path) -> dict[str, St
     def anneal(base: str, module: str, start: str, hyper: tuple[str, ...]) -> Stage:
         """The trainer of ``base`` again from its model, at a lower learning rate; the
         result replaces the model only if dev improves."""
-        name, candidate, model = (
-            f"{base}-anneal",
-            work / f"{base}.anneal.pt",
-            out / MODEL_FILES[base],
-        )
+        name = f"{base}-anneal"
+        candidate, model = work / f"{base}.anneal.pt", out / MODEL_FILES[base]
         args = on_ewt(
             name, *vectors, *hyper, *saved(work, candidate.name), start=(start, str(model))
         )
@@ -189,16 +186,8 @@ def prepare_tokenizer_data(ewt_dir: Path, work: Path) -> None:
     for split in ("train", "dev"):
         txt = data / f"{split}.txt"
         conllu_to_text.convert_text(_ewt(ewt_dir, split), str(txt))
-        prepare_tokenizer_data.main(
-            [
-                str(txt),
-                _ewt(ewt_dir, split),
-                "-o",
-                str(data / f"{split}.toklabels"),
-                "-m",
-                str(data / f"{split}-mwt.json"),
-            ]
-        )
+        labels, mwt = str(data / f"{split}.toklabels"), str(data / f"{split}-mwt.json")
+        prepare_tokenizer_data.main([str(txt), _ewt(ewt_dir, split), "-o", labels, "-m", mwt])
 
 
 def run_stage(stage: Stage, log_dir: Path) -> dict[str, object]:
@@ -213,20 +202,12 @@ def run_stage(stage: Stage, log_dir: Path) -> dict[str, object]:
         log.flush()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
-            rc = proc.wait(timeout=stage.wall_limit_s)
-            capped = False
+            rc, capped = proc.wait(timeout=stage.wall_limit_s), False
         except subprocess.TimeoutExpired:
             proc.terminate()
-            rc = proc.wait()
-            capped = True
+            rc, capped = proc.wait(), True
     seconds = round(time.monotonic() - start, 1)
-    return {
-        "stage": stage.name,
-        "rc": rc,
-        "seconds": seconds,
-        "wall_capped": capped,
-        "log": str(log_path),
-    }
+    return dict(stage=stage.name, rc=rc, seconds=seconds, wall_capped=capped, log=str(log_path))
 
 
 _DEV_SCORE = re.compile(r"dev_score = ([0-9.]+)")

@@ -1,12 +1,7 @@
-"""Fitting and measuring the relevance model (``model.runtime.relevance``).
-
-Every query is answered as the service answers it (its top ``TOP`` hits), each hit
-labelled relevant or not (``labels``) for each kind: ``text-image``, ``image-caption``,
-``image-image``, the held-out concepts and ``arithmetic``. ``fit`` fits each kind's model
-on dev (5 folds grouped by query), ``choose_threshold`` picks the default
-``min_relevance``, ``measure`` gives a split's figures; ``fit_evidence`` fits the
-evidence models from the photos' top classes.
-"""
+"""Fitting and measuring the relevance model (``model.runtime.relevance``): every kind's
+queries answered as the service answers them (``queries``), each hit labelled (``labels``);
+``fit`` fits each kind's models, ``choose_threshold`` picks the default ``min_relevance``
+and ``measure`` gives a split's figures."""
 
 from __future__ import annotations
 
@@ -17,7 +12,6 @@ from groundsearch.model.training.relevance.fitting import (
     fit_small,
 )
 from groundsearch.model.training.relevance.measures import measure, reliability_figure
-from groundsearch.model.training.relevance.pools import full_model
 from groundsearch.model.training.relevance.queries import (
     CONCEPTS,
     FORMS_ONLY,
@@ -38,5 +32,5 @@ from groundsearch.model.training.relevance.threshold import (
 
 __all__ = ["CONCEPTS", "CONCEPT_SHARE", "FORMS_ONLY", "KEEP", "KEEP_CAPTIONS", "EmbedFn",
     "ParseFn", "SplitData", "caption_figures", "caption_relevance", "choose_threshold",
-    "everyday_runs", "fit", "fit_evidence", "fit_small", "full_model", "gather", "gather_all",
+    "everyday_runs", "fit", "fit_evidence", "fit_small", "gather", "gather_all",
     "idle_rules", "measure", "no_match_figures", "reliability_figure"]  # fmt: skip

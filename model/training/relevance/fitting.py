@@ -41,16 +41,16 @@ def fit_kind(
     z = (z - mean) / scale
     w = np.ones(len(y)) if weights is None else weights
 
-    def logistic() -> LogisticRegression:
-        return LogisticRegression(C=1.0, max_iter=1000)
+    def logistic(rows: np.ndarray | slice) -> LogisticRegression:
+        return LogisticRegression(C=1.0, max_iter=1000).fit(z[rows], y[rows], sample_weight=w[rows])
 
     oof = np.zeros(len(y))
     splitter = GroupKFold(n_splits=folds, shuffle=True, random_state=seed)
     for tr, te in splitter.split(z, y, groups):
-        oof[te] = logistic().fit(z[tr], y[tr], sample_weight=w[tr]).predict_proba(z[te])[:, 1]
+        oof[te] = logistic(tr).predict_proba(z[te])[:, 1]
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
     iso.fit(oof, y, sample_weight=w)
-    final = logistic().fit(z, y, sample_weight=w)
+    final = logistic(slice(None))
     return KindModel(
         features=tuple(names),
         mean=mean,
@@ -67,13 +67,12 @@ def source_weights(sources: np.ndarray, share: Mapping[str, float]) -> np.ndarra
     w = np.ones(len(sources))
     named = {s: f for s, f in share.items() if np.any(sources == s)}
     rest = ~np.isin(sources, list(named))
-    left = 1.0 - sum(named.values())
     total = float(len(sources))
     for s, f in named.items():
         m = sources == s
         w[m] = f * total / m.sum()
     if rest.any():
-        w[rest] = left * total / rest.sum()
+        w[rest] = (1.0 - sum(named.values())) * total / rest.sum()
     return w
 
 
@@ -111,8 +110,6 @@ def fit(
 EVIDENCE_FEATURES: dict[str, tuple[str, ...]] = {
     "text-image": ("score", "mean", "lead", "log_words", "log_evidence")
 }
-
-
 #: The same for galleries of fewer than ``TOP`` photos.
 EVIDENCE_SMALL_FEATURES: dict[str, tuple[str, ...]] = {"text-image": ("score", "log_evidence")}
 

@@ -48,14 +48,12 @@ def measure(
     from sklearn.metrics import roc_auc_score
 
     out: dict[str, Any] = {"threshold": model.threshold}
-    cal: dict[str, Any] = {}
-    both_p, both_y = [], []
-    for kind in ("text-image", "image-caption"):
-        p, y, _ = predict_pool(model, kind, pools[kind], ["captions"])
-        cal[kind] = calibration(p, y)
-        both_p.append(p)
-        both_y.append(y)
-    cal["captions, both directions"] = calibration(np.concatenate(both_p), np.concatenate(both_y))
+    captions = {
+        k: predict_pool(model, k, pools[k], ["captions"]) for k in ("text-image", "image-caption")
+    }
+    cal = {kind: calibration(p, y) for kind, (p, y, _) in captions.items()}
+    p, y = (np.concatenate([c[i] for c in captions.values()]) for i in (0, 1))
+    cal["captions, both directions"] = calibration(p, y)
     for kind in ("image-image", "arithmetic"):
         if kind in model.kinds and pools[kind].queries:
             p, y, _ = predict_pool(model, kind, pools[kind])

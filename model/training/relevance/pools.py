@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from groundsearch.model.runtime.relevance import FEATURES, KindModel, RelevanceModel, features
+from groundsearch.model.runtime.relevance import FEATURES, RelevanceModel, features
 
 
 @dataclass
@@ -77,21 +77,13 @@ class Pool:
         return e[self._of(s, sources)]
 
 
-def full_model(model: RelevanceModel, kind: str, evidence: bool = False) -> KindModel:
-    """The model for a full top of ``kind``: with ``evidence`` its evidence model if any."""
-    if evidence and kind in (model.evidence or {}):
-        return (model.evidence or {})[kind]
-    return model.kinds[kind]
-
-
 def predict_rows(model: RelevanceModel, kind: str, x: np.ndarray, named: np.ndarray) -> np.ndarray:
-    """The relevance of rows of ``features`` (``named``: judged with evidence)."""
+    """The relevance of rows of ``features`` by the models for a full top (``named``:
+    judged with evidence)."""
     p = np.zeros(len(x))
-    plain = ~named
-    if plain.any():
-        p[plain] = full_model(model, kind).predict(x[plain])
-    if named.any():
-        p[named] = full_model(model, kind, evidence=True).predict(x[named])
+    for evidence, rows in ((False, ~named), (True, named)):
+        if rows.any():
+            p[rows] = model.model_for(kind, model.top, evidence).predict(x[rows])
     return p
 
 

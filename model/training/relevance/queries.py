@@ -32,7 +32,7 @@ from groundsearch.model.training.evaluation.held_out import (
     single_queries,
 )
 from groundsearch.model.training.relevance.labels import caption_photo_relevant, consensus_nouns
-from groundsearch.model.training.relevance.pools import Pool, full_model
+from groundsearch.model.training.relevance.pools import Pool
 from groundsearch.model.training.relevance.splits import EmbedFn, ParseFn, SplitData
 
 #: Start photos per arithmetic pair (the first ones of the split).
@@ -64,14 +64,10 @@ class CaptionChecks:
 
 def caption_pools(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) -> CaptionChecks:
     """captions → photos and photos → captions; the caption queries' checks."""
-    own = data.caption_image
     relevant = caption_photo_relevant(data)
-    ranked = [
-        data.ranked(row, tree, top)
-        for row, tree in zip(data.text_scores(data.captions), data.trees, strict=True)
-    ]
-    idx = np.stack([i for i, _ in ranked])
-    caption_scores = np.stack([s for _, s in ranked])
+    rows = zip(data.text_scores(data.captions), data.trees, strict=True)
+    ranked = [data.ranked(row, tree, top) for row, tree in rows]
+    idx, caption_scores = np.stack([i for i, _ in ranked]), np.stack([s for _, s in ranked])
     novelty = data.novelty(data.captions)
     words = np.array([word_count(c) for c in data.ds.captions])
     evidence = [
@@ -81,7 +77,7 @@ def caption_pools(data: SplitData, pools: Mapping[str, Pool], top: int = TOP) ->
         pools["text-image"].add(
             caption_scores[i], relevant[i, idx[i]], "captions", novelty[i], words[i], evidence[i]
         )
-    hit = idx == own[:, None]
+    hit = idx == data.caption_image[:, None]
     own_rank = np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
     idx, vals = top_of(data.caption_scores(), top)
     for i in range(len(idx)):
@@ -135,7 +131,7 @@ class ConceptRun:
         scores = self.present_scores if present else self.absent_scores
         evidence = self.present_evidence if present else self.absent_evidence
         table = features(scores, self.novelty, model.top, self.words, evidence)
-        return full_model(model, "text-image", evidence is not None).predict(table)
+        return model.model_for("text-image", model.top, evidence is not None).predict(table)
 
 
 def concept_runs(
@@ -171,9 +167,8 @@ def query_runs(
     queries = [q for q in asked if photos_mentioning(data.ds, *q.groups)]
     trees = parse([q.text for q in queries])
     vectors = embed(trees)
-    scores = data.text_scores(vectors)
     runs = []
-    for q, tree, vec, row in zip(queries, trees, vectors, scores, strict=True):
+    for q, tree, vec, row in zip(queries, trees, vectors, data.text_scores(vectors), strict=True):
         relevant = frozenset(photos_mentioning(data.ds, *q.groups))
         # absent: the concept's own photos (any caption mentions it) left out
         own = photos_mentioning(data.ds, *q.groups[:1])
@@ -181,38 +176,20 @@ def query_runs(
         masked = row.copy()
         masked[list(own)] = -np.inf
         a_idx, a_val = data.ranked(masked, tree, top)
-        nouns = data.query_nouns(tree)
-        runs.append(
-            ConceptRun(
-                q,
-                q.text in singles,
-                relevant,
-                novelty_of(vec, data.channel_columns),
-                p_idx,
-                p_val,
-                a_idx,
-                a_val,
-                data.evidence(nouns, p_idx),
-                data.evidence(nouns, a_idx),
-            )
-        )
+        nouns, novelty = data.query_nouns(tree), novelty_of(vec, data.channel_columns)
+        evidence = data.evidence(nouns, p_idx), data.evidence(nouns, a_idx)
+        hits = (p_idx, p_val, a_idx, a_val, *evidence)
+        runs.append(ConceptRun(q, q.text in singles, relevant, novelty, *hits))
     return runs
 
 
 def concept_pool(runs: Sequence[ConceptRun], pools: Mapping[str, Pool]) -> None:
+    pool = pools["text-image"]
     for r in runs:
         rel = np.array([int(i) in r.relevant for i in r.present_idx])
-        pools["text-image"].add(
-            r.present_scores, rel, "concepts", r.novelty, r.words, r.present_evidence
-        )
-        pools["text-image"].add(
-            r.absent_scores,
-            np.zeros(len(r.absent_idx), bool),
-            "concepts-absent",
-            r.novelty,
-            r.words,
-            r.absent_evidence,
-        )
+        pool.add(r.present_scores, rel, "concepts", r.novelty, r.words, r.present_evidence)
+        absent = np.zeros(len(r.absent_idx), bool)
+        pool.add(r.absent_scores, absent, "concepts-absent", r.novelty, r.words, r.absent_evidence)
 
 
 def arithmetic_pool(

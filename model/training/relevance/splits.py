@@ -23,8 +23,6 @@ from groundsearch.model.runtime.relevance import TOP, novelty_of
 from groundsearch.model.runtime.tagger import WordTagger, row_products
 
 ParseFn = Callable[[list[str]], list[DependencyTree]]
-
-
 EmbedFn = Callable[[Sequence[DependencyTree]], np.ndarray]
 
 
@@ -62,11 +60,6 @@ class SplitData:
         them: less each photo's penalty when the split has them."""
         scores = np.asarray(vectors) @ self.photos.T
         return scores if self.photo_penalty is None else scores - self.photo_penalty[None, :]
-
-    def ranked_scores(self, vectors: np.ndarray, trees: Sequence[DependencyTree]) -> np.ndarray:
-        """``text_scores`` with each short query's row fused with its evidence (``fused``)."""
-        scores = self.text_scores(vectors)
-        return np.stack([self.fused(row, t) for row, t in zip(scores, trees, strict=True)])
 
     def ranked(
         self, row: np.ndarray, tree: DependencyTree, top: int = TOP

@@ -14,8 +14,6 @@ from groundsearch.model.training.relevance.queries import CaptionChecks, Concept
 
 #: The share of relevant top-5 hits a present concept must keep (choose_threshold).
 KEEP = 0.9
-
-
 #: The share of caption queries with their own photo in the top 5 that must keep it
 #: above the default threshold (choose_threshold).
 KEEP_CAPTIONS = 0.9

@@ -45,8 +45,7 @@ class Arithmetic:
         where: PhotoFilter | None = None,
     ) -> tuple[list[Hit[ImageRecord]], list[Generated], Timings]:
         """Images near ``base − Σ minus + Σ plus`` passing ``where``, with their relevance;
-        ``rerank``: a wider list re-sorted by its top ``rerank_top``'s mean; ``written``:
-        also the decoder's sentences for the result vector."""
+        ``rerank``: re-sorted by its top's mean; ``written``: also the decoder's sentences."""
         timings: Timings = {}
         if isinstance(base, int):
             start = self.gallery.image_vector(base)

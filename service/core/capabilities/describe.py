@@ -65,9 +65,8 @@ class Describe:
         written: bool = False,
         beam: int | None = None,
     ) -> Described:
-        """The ``k`` best captions among the gallery's and the bank's (each text once) if
-        ``retrieved``, the decoder's sentences if ``written``, and what the classifier
-        saw; each caption's relevance read from both sources' top scores together."""
+        """The ``k`` best captions of the gallery's and the bank's if ``retrieved``, the
+        decoder's sentences if ``written``, and what the classifier saw."""
         timings: Timings = {}
         features, vec = self.photos.features_and_vector(image, timings)
         sentences = self.captioner.write(vec, timings, beam, features) if written else []

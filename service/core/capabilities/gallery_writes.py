@@ -36,8 +36,8 @@ class GalleryWrites:
         captions: Sequence[str],
         name: str | None = None,
     ) -> tuple[int, list[int], bool]:
-        """Embed an uploaded photo and its captions (all checked first) and add them with
-        its metadata and file ``name``; the image id, caption ids and whether it was new."""
+        """Embed an uploaded photo and its captions (all checked first) and add them:
+        (image id, caption ids, whether it was new)."""
         timings: Timings = {}
         whats = labels(len(captions))
         cleaned = [self.queries.clean(c, w) for c, w in zip(captions, whats, strict=True)]

@@ -29,8 +29,8 @@ HEIF_SUFFIXES = frozenset(f".{suffix}" for suffix in PHOTO_FORMATS["HEIF"].suffi
 
 @dataclass(frozen=True)
 class ServedPhoto:
-    """What ``/images/{id}`` sends: the file (``upright`` None), or the photo re-encoded
-    upright in ``format`` (or a HEIF as a JPEG). ``negotiated``: ``Vary: Accept``."""
+    """What ``/images/{id}`` sends: the file (``upright`` None) or the photo re-encoded
+    upright in ``format``; ``negotiated``: ``Vary: Accept``."""
 
     path: Path
     stat: os.stat_result
@@ -52,8 +52,8 @@ class Photos:
         return self.gallery.photo_path(image_id)
 
     def served(self, image_id: int, takes_heif: bool = True) -> ServedPhoto:
-        """The gallery photo as ``/images/{id}`` sends it: upright, and a HEIF as a JPEG
-        unless the client ``takes_heif`` (UnknownItemError if the item or file is gone)."""
+        """The photo as ``/images/{id}`` sends it: upright, a HEIF as a JPEG unless the
+        client ``takes_heif``."""
         path = self.path(image_id)
         gone = UnknownItemError(f"the photo of image {image_id} is no longer on disk")
         try:

@@ -100,13 +100,9 @@ class PhotoSearch:
         def fetch(n: int) -> Ranking:
             return self.gallery.rank_images(vec, n, ask.where)
 
+        def judge(ranking: Ranking) -> np.ndarray | None:
+            return self.judge.relevance(kind, ranking.scores)
+
         with self.stages.stage("search", timings):
-            page = photo_page(
-                self.gallery,
-                fetch,
-                lambda ranking: self.judge.relevance(kind, ranking.scores),
-                ask,
-                threshold,
-                (identity, cleaned),
-            )
+            page = photo_page(self.gallery, fetch, judge, ask, threshold, (identity, cleaned))
         return page, timings

@@ -13,8 +13,7 @@ from groundsearch.service.core.writing import Captioner
 
 @dataclass(eq=False)
 class Status:
-    """The gallery's sizes and indexes, the caption bank's and decoder's states, read when
-    asked, beside what was fixed when the server loaded (``served``: model, relevance, …)."""
+    """The gallery's, bank's and decoder's states when asked, and what is fixed (``served``)."""
 
     gallery: Gallery
     bank: BankLoader

@@ -1,6 +1,5 @@
 """Embedding arithmetic (Kiros et al. 2014): photos near ``photo − Σ minus + Σ plus``, from
-a gallery photo or an uploaded one (decoded and embedded on the niced ``WorkThreads``).
-The phrases are cleaned once, by ``Arithmetic.run``, in the order they are read."""
+a gallery photo or an uploaded one."""
 
 from __future__ import annotations
 

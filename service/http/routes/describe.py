@@ -1,5 +1,4 @@
-"""Photo → sentences (found and written), and text → sentences written for its vector;
-a photo holds a ``cnn`` admission slot, a paraphrase a ``parse`` slot."""
+"""Photo → sentences (found and written), and text → sentences written for its vector."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The query parameters every photo search shares: its filters, its order and its page.
-
-The filters' parameters are made from ``FILTER_PARAMS`` and read into a ``PhotoFilter``;
-``GET /filters`` describes them; the order and cursor are read into a ``Paging``. A value
-that cannot be used is a 422 problem naming its parameter.
-"""
+"""The query parameters every photo search shares: its filters (made from
+``FILTER_PARAMS``, described by ``GET /filters``), its order and its page."""
 
 from __future__ import annotations
 

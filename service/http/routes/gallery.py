@@ -1,6 +1,4 @@
-"""Gallery writes: add an uploaded photo (with captions) or remove one. Token required.
-An upload is embedded on the ``WorkThreads`` holding a ``cnn`` slot (``parse`` too with
-captions)."""
+"""Gallery writes: add an uploaded photo (with captions) or remove one. Token required."""
 
 from __future__ import annotations
 

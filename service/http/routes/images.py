@@ -1,5 +1,4 @@
-"""Gallery photos: the library by date, the file itself (upright), a thumbnail, and its
-nearest neighbours."""
+"""Gallery photos: the library by date, the file (upright), a thumbnail, its neighbours."""
 
 from __future__ import annotations
 

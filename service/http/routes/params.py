@@ -1,6 +1,5 @@
-"""Parameters shared by the routes, with the limits the OpenAPI document declares
-(``service.http.openapi`` writes those that are settings), and their error statuses.
-"""
+"""Parameters shared by the routes, with their limits (``openapi`` writes those that are
+settings), and their error statuses."""
 
 from __future__ import annotations
 

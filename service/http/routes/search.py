@@ -1,6 +1,4 @@
-"""Text → images, and a photo (with a text) → images. The query is cleaned once, here: a
-cached query takes no parse slot (``service.http.admission``); a full waiting line is answered
-429 at once."""
+"""Text → images, and a photo (with a text) → images; the query is cleaned once, here."""
 
 from __future__ import annotations
 

@@ -13,13 +13,11 @@ from pathlib import Path
 import pytest
 
 from groundsearch.model.runtime.evidence import NounClasses
-from groundsearch.model.training.noun_classes import (
-    MAX_SPAN,
-    TOO_GENERAL,
-    WordNetNouns,
-    main,
-    noun_classes,
-)
+from tests.bench import load_script
+
+script = load_script("noun_classes")
+MAX_SPAN, TOO_GENERAL, WordNetNouns = script.MAX_SPAN, script.TOO_GENERAL, script.WordNetNouns
+main, noun_classes = script.main, script.noun_classes
 
 EXCERPT = Path(__file__).parent / "wordnet"
 #: sports car, passenger car, canoe, tabby (their ImageNet ids) and their entry words

@@ -79,7 +79,10 @@ def test_a_malformed_table_is_refused(tmp_path):
 
 
 def test_the_script_keeps_the_reviewed_rows(tmp_path):
-    from groundsearch.model.training.entry_level import WordNet, propose, write
+    from tests.bench import load_script
+
+    script = load_script("entry_level")
+    WordNet, propose, write = script.WordNet, script.propose, script.write
 
     out = tmp_path / "entry_level.tsv"
     out.write_text(default_path().read_text())

@@ -12,13 +12,15 @@ from groundsearch.model.training.evaluation.arithmetic import (
     Concept,
     evaluate_arithmetic,
     mentions,
-    paired_difference,
     parse_pairs,
     photo_words,
     score_pair,
     stratified_interval,
     top_k,
 )
+from tests.bench import load_script
+
+paired_difference = load_script("arithmetic_examples").paired_difference
 
 # A joint space with one axis per concept: dog, man, beach, snow.
 AXES = {"dog": 0, "man": 1, "beach": 2, "snow": 3}

@@ -5,6 +5,8 @@ A noun gets class ``c`` when it is ``c``'s **entry-level word**, or a one-word l
 not **too general** (at most ``MAX_SPAN`` classes, not in ``TOO_GENERAL``).
 
 WordNet 3.0 is read from Debian's ``wordnet-base``; only this command needs it.
+
+    python bench/noun_classes.py        # writes model/artifacts/noun_classes.tsv
 """
 
 from __future__ import annotations
@@ -19,107 +21,49 @@ from pathlib import Path
 #: 118 breeds, stays; "animal", "artifact", "organism" go).
 MAX_SPAN = 130
 
-#: Synsets under the span limit that are still too general: categories of use or form a
-#: query rarely means as one visible kind of thing (each lemma of them is dropped as a
-#: hypernym; a class still keeps its own and entry-level words).
+#: Synsets under the span limit that are still too general, by why: categories of use or
+#: form a query rarely means as one visible kind of thing (each lemma of them is dropped
+#: as a hypernym; a class still keeps its own and entry-level words).
+_TOO_GENERAL_WHY = {
+    "the root": "entity",
+    "half of the classes (the span rule drops it too)": "object whole",
+    "every made thing (the span rule drops it too)": "artifact artefact",
+    "most made things (the span rule drops it too)": "instrumentality instrumentation",
+    "a third of the classes (the span rule drops it too)": "animal beast brute creature",
+    "a zoological grade the classifier's classes cover unevenly": "mammalian mammal",
+    "a zoological grade people do not search for": "vertebrate craniate chordate "
+    "invertebrate placental eutherian arthropod diapsid",
+    "any instrumentality made for a purpose: from a ski to a lock": "device",
+    "bags, bottles, cars (a car holds people) and barrows alike": "container",
+    "clothes, roofs and shields alike": "covering",
+    "buildings, bridges, fences and fountains alike": "structure construction",
+    "sports gear to electronics": "equipment",
+    "tools to utensils (the musical instrument is 'instrument' too)": "implement instrument",
+    "a trade category, not a kind of thing": "commodity good merchandise ware produce",
+    "a catch-all": "article material matter substance solid mixture part portion piece unit "
+    "thing system area way point",
+    "a catch-all for made things": "creation product",
+    "furniture to fittings": "furnishing",
+    "anything that carries: vehicles to stretchers": "conveyance transport",
+    "a use, not a kind of thing": "protection support",
+    "doors, windows and holes alike": "opening",
+    "a catch-all for living things": "organism being",
+    "flowers, trees, fungi and vegetables alike (few plant classes)": "plant",
+    "dishes, fruit and vegetables alike: people say what they see": "food",
+    "a catch-all for food": "nutriment",
+    "offspring: cubs of a few species": "young offspring",
+    "sex: bulls and stallions, hens and cows, not men or women": "male female",
+    "a way of life, not a kind of thing": "parasite ectoparasite worker expert",
+    "people: the classifier's three person classes cover no person": "adult person "
+    "individual someone somebody mortal soul contestant participant associate peer equal "
+    "compeer athlete jock sportsman sportswoman swimmer adventurer explorer",
+    "people: a groom is a man, but few men are grooms": "man",
+    "rocks, cliffs, shores and valleys alike": "formation geological",
+    "a catch-all for ground": "land ground",
+    "a catch-all for places": "location region",
+}
 TOO_GENERAL: dict[str, str] = {
-    "entity": "the root",
-    "object": "half of the classes (the span rule drops it too)",
-    "whole": "half of the classes (the span rule drops it too)",
-    "artifact": "every made thing (the span rule drops it too)",
-    "artefact": "every made thing (the span rule drops it too)",
-    "instrumentality": "most made things (the span rule drops it too)",
-    "instrumentation": "most made things (the span rule drops it too)",
-    "animal": "a third of the classes (the span rule drops it too)",
-    "beast": "a third of the classes (the span rule drops it too)",
-    "brute": "a third of the classes (the span rule drops it too)",
-    "creature": "a third of the classes (the span rule drops it too)",
-    "mammalian": "a zoological grade the classifier's classes cover unevenly",
-    "device": "any instrumentality made for a purpose: from a ski to a lock",
-    "container": "bags, bottles, cars (a car holds people) and barrows alike",
-    "covering": "clothes, roofs and shields alike",
-    "structure": "buildings, bridges, fences and fountains alike",
-    "construction": "buildings, bridges, fences and fountains alike",
-    "equipment": "sports gear to electronics",
-    "implement": "tools to utensils",
-    "instrument": "tools to utensils (the musical instrument is 'instrument' too)",
-    "commodity": "a trade category, not a kind of thing",
-    "good": "a trade category, not a kind of thing",
-    "article": "a catch-all",
-    "material": "a catch-all",
-    "matter": "a catch-all",
-    "substance": "a catch-all",
-    "solid": "a catch-all",
-    "mixture": "a catch-all",
-    "part": "a catch-all",
-    "portion": "a catch-all",
-    "piece": "a catch-all",
-    "unit": "a catch-all",
-    "thing": "a catch-all",
-    "system": "a catch-all",
-    "creation": "a catch-all for made things",
-    "product": "a catch-all for made things",
-    "merchandise": "a trade category, not a kind of thing",
-    "ware": "a trade category, not a kind of thing",
-    "furnishing": "furniture to fittings",
-    "conveyance": "anything that carries: vehicles to stretchers",
-    "transport": "anything that carries: vehicles to stretchers",
-    "protection": "a use, not a kind of thing",
-    "support": "a use, not a kind of thing",
-    "opening": "doors, windows and holes alike",
-    "area": "a catch-all",
-    "way": "a catch-all",
-    "organism": "a catch-all for living things",
-    "being": "a catch-all for living things",
-    "plant": "flowers, trees, fungi and vegetables alike (few plant classes)",
-    "food": "dishes, fruit and vegetables alike: people say what they see",
-    "nutriment": "a catch-all for food",
-    "produce": "a trade category, not a kind of thing",
-    "vertebrate": "a zoological grade people do not search for",
-    "craniate": "a zoological grade people do not search for",
-    "chordate": "a zoological grade people do not search for",
-    "invertebrate": "a zoological grade people do not search for",
-    "placental": "a zoological grade people do not search for",
-    "eutherian": "a zoological grade people do not search for",
-    "mammal": "a zoological grade the classifier's classes cover unevenly",
-    "arthropod": "a zoological grade people do not search for",
-    "diapsid": "a zoological grade people do not search for",
-    "young": "offspring: cubs of a few species",
-    "offspring": "offspring: cubs of a few species",
-    "male": "sex: bulls and stallions, not men",
-    "female": "sex: hens and cows, not women",
-    "parasite": "a way of life, not a kind of thing",
-    "ectoparasite": "a way of life, not a kind of thing",
-    "worker": "a way of life, not a kind of thing",
-    "expert": "a way of life, not a kind of thing",
-    "adult": "people: the classifier's three person classes cover no adult",
-    "person": "people: the classifier's three person classes cover no person",
-    "individual": "people: the classifier's three person classes cover no person",
-    "someone": "people: the classifier's three person classes cover no person",
-    "somebody": "people: the classifier's three person classes cover no person",
-    "mortal": "people: the classifier's three person classes cover no person",
-    "soul": "people: the classifier's three person classes cover no person",
-    "man": "people: a groom is a man, but few men are grooms",
-    "contestant": "people: the classifier's three person classes cover no person",
-    "participant": "people: the classifier's three person classes cover no person",
-    "associate": "people: the classifier's three person classes cover no person",
-    "peer": "people: the classifier's three person classes cover no person",
-    "equal": "people: the classifier's three person classes cover no person",
-    "compeer": "people: the classifier's three person classes cover no person",
-    "athlete": "people: the classifier's three person classes cover no person",
-    "jock": "people: the classifier's three person classes cover no person",
-    "sportsman": "people: the classifier's three person classes cover no person",
-    "sportswoman": "people: the classifier's three person classes cover no person",
-    "swimmer": "people: the classifier's three person classes cover no person",
-    "adventurer": "people: the classifier's three person classes cover no person",
-    "explorer": "people: the classifier's three person classes cover no person",
-    "formation": "rocks, cliffs, shores and valleys alike",
-    "geological": "rocks, cliffs, shores and valleys alike",
-    "land": "a catch-all for ground",
-    "ground": "a catch-all for ground",
-    "location": "a catch-all for places",
-    "region": "a catch-all for places",
-    "point": "a catch-all",
+    word: why for why, words in _TOO_GENERAL_WHY.items() for word in words.split()
 }
 
 
@@ -162,34 +106,31 @@ class WordNetNouns:
         return senses[0] if senses else None
 
 
+def _entries(path: Path) -> list[str]:
+    """The lines of a WordNet file, less its licence header (indented lines)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line and not line.startswith(" ")]
+
+
 def _read_index(path: Path) -> tuple[dict[str, tuple[str, ...]]]:
     senses: dict[str, tuple[str, ...]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line or line.startswith(" "):
-            continue  # the licence header
-        parts = line.split()
-        count = int(parts[2])
-        senses[parts[0].lower()] = tuple(parts[-count:])
+    for parts in map(str.split, _entries(path)):
+        senses[parts[0].lower()] = tuple(parts[-int(parts[2]) :])
     return (senses,)
 
 
 def _read_data(path: Path) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
     lemmas: dict[str, tuple[str, ...]] = {}
     hypernyms: dict[str, tuple[str, ...]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line or line.startswith(" "):
-            continue
+    for line in _entries(path):
         head = line.split("|", 1)[0].split()
         offset, words = head[0], int(head[3], 16)
         lemmas[offset] = tuple(head[4 + 2 * i].lower() for i in range(words))
         p = 4 + 2 * words
-        pointers = int(head[p])
-        ups = []
-        for i in range(pointers):
-            symbol, target, pos = head[p + 1 + 4 * i : p + 4 + 4 * i]
-            if symbol in ("@", "@i") and pos == "n":
-                ups.append(target)
-        hypernyms[offset] = tuple(ups)
+        pointers = [head[p + 1 + 4 * i : p + 4 + 4 * i] for i in range(int(head[p]))]
+        hypernyms[offset] = tuple(
+            t for sym, t, pos in pointers if sym in ("@", "@i") and pos == "n"
+        )
     return lemmas, hypernyms
 
 
@@ -254,7 +195,7 @@ def write(path: Path, rows: Sequence[Row], classes: Sequence[str]) -> None:
     out = io.StringIO()
     out.write(
         "# noun → the ImageNet classes that are that thing (the relevance model's evidence).\n"
-        "# Made by `python -m groundsearch.model.training.noun_classes` from the entry-level\n"
+        "# Made by `python bench/noun_classes.py` from the entry-level\n"
         "# table and WordNet 3.0 (first senses, hypernyms up to the too-general ones); the\n"
         "# runtime reads the first two columns. how: where its classes come from (entry:\n"
         "# entry-level word, name: the class's own synset, hypernym: an ancestor's lemma).\n"

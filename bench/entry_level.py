@@ -4,6 +4,8 @@ The classifier names synsets ("notebook, notebook computer"); people say "laptop
 *entry-level* category, Ordonez et al. 2013). A word is proposed from the class's synset
 (METEOR 1.5's WordNet): a **family** word (``FAMILIES``), else the commonest lemma by
 **GloVe rank**, or a multi-word name's head noun; reviewed rows are kept.
+
+    python bench/entry_level.py         # writes model/artifacts/entry_level.tsv
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ def write(path: Path, classes: list[str], proposed: list[tuple[str, str, str, st
     out = io.StringIO()
     out.write(
         "# ImageNet class → the everyday noun people say (empty: never named). Made by\n"
-        "# `python -m groundsearch.model.training.entry_level`; rows whose source is\n"
+        "# `python bench/entry_level.py`; rows whose source is\n"
         "# `review` are hand-checked choices the script keeps.\n"
     )
     w = csv.writer(out, delimiter="\t", lineterminator="\n")
