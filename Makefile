@@ -48,7 +48,7 @@ TEST_WORKERS ?= 2
 test: install
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 test-fast: install
 	$(BIN)/pytest -q -m "not slow"
