@@ -47,8 +47,6 @@ from groundsearch.model.runtime.images import photos
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from groundsearch.model.runtime.images.photos import (
     ORIENTATION,
-    STORED_TURN,
-    as_stored,
     decode_photo,
     upright_copy,
 )
@@ -57,7 +55,9 @@ from groundsearch.model.training.corpus import corpus_door, named_trees
 from groundsearch.model.training.evaluation.retrieval import retrieval_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # tests.oriented
 from common import median_ms
+from tests.oriented import STORED_TURN, as_stored
 
 
 def store(upright: Image.Image, orientation: int, path: Path, fmt: str) -> Path:

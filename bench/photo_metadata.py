@@ -41,10 +41,12 @@ from groundsearch.common.settings import get_settings
 from groundsearch.index.store.photo_metadata import read_metadata, read_upload_metadata
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
-from groundsearch.model.runtime.images.photos import as_stored, decode_photo
+from groundsearch.model.runtime.images.photos import decode_photo
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # tests.oriented
 from common import phone_exif
+from tests.oriented import as_stored
 
 
 def with_exif(photo: Image.Image, path: Path) -> Path:

@@ -59,8 +59,7 @@ def write_json(path: Path, data: object) -> None:
 
 
 def read_json(path: Path, what: str, error: type[Exception]) -> Any:
-    """The JSON in ``path``; ``error`` ("cannot read <what> <path>: why") if it is missing
-    or not JSON."""
+    """The JSON in ``path``; ``error`` ("cannot read <what> <path>: why") if missing or not JSON."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

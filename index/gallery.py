@@ -129,22 +129,17 @@ class Gallery:
         records = Records.open(folder / DB_FILE, identity, migrate=not read_only)
         gallery = cls(folder, SearchIndexes(folder / INDEX_DIR, records, read_only, settings))
         if not read_only:
-            gallery._clear_leftovers()
+            gallery.indexes.clear_leftovers()
+            gallery.writes.clear_leftovers()
         return gallery
 
     @classmethod
     def open_or_create(
         cls, folder: Path, dim: int, identity: dict[str, str], kind: str = AUTO
     ) -> Gallery:
-        folder = Path(folder)
         if is_gallery(folder):
             return cls.open(folder, identity)
         return cls.create(folder, dim, identity, kind)
-
-    def _clear_leftovers(self) -> None:
-        """Delete uploaded files no photo names and temp files of interrupted writes."""
-        self.indexes.clear_leftovers()
-        self.writes.clear_leftovers()
 
     def close(self, snapshot: bool = True) -> None:
         """Stop following; snapshot the search indexes if anything changed since the last."""

@@ -13,8 +13,7 @@ from pathlib import Path
 from PIL import Image
 from PIL.TiffImagePlugin import IFDRational
 
-from groundsearch.model.runtime.images.photos import as_stored
-from tests.oriented import ENCODE
+from tests.oriented import ENCODE, as_stored
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,18 @@ from pathlib import Path
 import skimage.data
 from PIL import Image
 
-from groundsearch.model.runtime.images.photos import STORED_TURN, as_stored
-
+#: The transpose that stores an upright picture under each EXIF orientation (the inverse
+#: of what ``photos.upright`` applies).
+STORED_TURN: dict[int, Image.Transpose | None] = {
+    1: None,
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_90,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_270,
+}
 ORIENTATIONS = tuple(STORED_TURN)
 #: Pillow's name of each format, and the suffix of its files (HEIF and AVIF: written by
 #: pillow-heif and pillow-avif-plugin, which store the orientation as the container's
@@ -41,6 +51,12 @@ def coffee(size: tuple[int, int] | None = None) -> Image.Image:
     """scikit-image's coffee photo (600×400, landscape), RGB, resized to ``size``."""
     photo = Image.fromarray(skimage.data.coffee())
     return photo.resize(size, Image.Resampling.BICUBIC) if size else photo
+
+
+def as_stored(img: Image.Image, orientation: int) -> Image.Image:
+    """The pixels a camera stores for the upright ``img`` under EXIF ``orientation``."""
+    turn = STORED_TURN[orientation]
+    return img if turn is None else img.transpose(turn)
 
 
 def oriented_bytes(upright: Image.Image, orientation: int, fmt: str = "PNG", **options) -> bytes:

@@ -32,7 +32,6 @@ from groundsearch.common.settings import get_settings
 if TYPE_CHECKING:
     from groundsearch.index.store.export import ExportedVectors
     from groundsearch.model.training.caption_data import CaptionData, SplitVectors
-    from groundsearch.model.training.captioning import CaptionSet
 
 
 def _threads(args: argparse.Namespace) -> None:
@@ -49,6 +48,7 @@ def _split_vectors(
     from groundsearch.index.errors import StoreError
     from groundsearch.model.data import DatasetError
     from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
+    from groundsearch.model.training.captioning import CaptionSet
 
     if args.gallery is not None:  # a gallery holds Flickr8k's vectors unless told
         args.default_sources = "flickr8k"
@@ -61,7 +61,9 @@ def _split_vectors(
             exported = _exported(args, checkpoint_identity(checkpoint_path(args)))
 
             def vectors_of(ds: Any, _: str) -> CaptionSet:
-                return _caption_set(exported.subset(ds.images))
+                v = exported.subset(ds.images)
+                columns = (v.photo_vectors, v.caption_texts, v.caption_photo, v.caption_vectors)
+                return CaptionSet(*columns, v.photo_names)
 
         return _data(args).split(sources, split or None, hold_out, shares, vectors_of)
 
@@ -70,8 +72,7 @@ _DATA: dict[tuple[str, int, int], CaptionData] = {}
 
 
 def _data(args: argparse.Namespace) -> CaptionData:
-    """The checkpoint's caption data, loaded once per process and checkpoint file (the
-    stages of ``teach`` share it)."""
+    """The checkpoint's caption data, once per process and file (``teach``'s stages share it)."""
     from groundsearch.model.runtime.checkpoints import load_checkpoint
     from groundsearch.model.training.caption_data import CaptionData
 
@@ -95,14 +96,6 @@ def _exported(args: argparse.Namespace, identity: dict[str, str]) -> ExportedVec
     if key not in _EXPORTS:
         _EXPORTS[key] = export_vectors(Path(args.gallery), identity)
     return _EXPORTS[key]
-
-
-def _caption_set(v: ExportedVectors) -> CaptionSet:
-    from groundsearch.model.training.captioning import CaptionSet
-
-    return CaptionSet(
-        v.photo_vectors, v.caption_texts, v.caption_photo, v.caption_vectors, v.photo_names
-    )
 
 
 def cmd_train_decoder(args: argparse.Namespace) -> int:

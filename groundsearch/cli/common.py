@@ -15,7 +15,11 @@ from groundsearch.common.settings import get_settings
 
 if TYPE_CHECKING:
     from groundsearch.model.data.sources import Source
+    from groundsearch.model.runtime.embedder import JointEmbedder
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.runtime.kcca import KCCAModel
     from groundsearch.model.runtime.parsing import Parser
+    from groundsearch.model.training.corpus import TreesFn
 
 T = TypeVar("T")
 
@@ -168,8 +172,7 @@ def data_option(
 
 
 def sources_of(args: argparse.Namespace) -> list[Source]:
-    """The ``--source``/``--data`` collections, or the command's default ones that the
-    data folder holds."""
+    """``--source``/``--data``'s collections, else the command's defaults the data folder holds."""
     from groundsearch.model.data import DatasetError
     from groundsearch.model.data.sources import NAMED, parse_source
 
@@ -193,8 +196,7 @@ def source_of(args: argparse.Namespace) -> Source:
 
 
 def data_root(args: argparse.Namespace) -> Path:
-    """The folder of a command's one Flickr8k-layout collection (CliError for another
-    kind)."""
+    """The folder of a command's one Flickr8k-layout collection (CliError for another kind)."""
     source = source_of(args)
     if source.kind != "flickr8k":
         raise CliError(f"this command reads a Flickr8k-layout folder; {source.name} is not one")
@@ -211,3 +213,17 @@ def make_parser(use_cache: bool = True) -> Parser:
     from groundsearch.model.runtime.parsing import Parser
 
     return Parser(**get_settings().parser_options(use_cache))
+
+
+def loaded_model(
+    args: argparse.Namespace, concept_weight: float | None = None
+) -> tuple[JointEmbedder | KCCAModel, FeatureExtractor, TreesFn]:
+    """The ``checkpoint``'s model, its feature extractor and text parse (over their caches)."""
+    from groundsearch.model.runtime.checkpoints import load_checkpoint
+    from groundsearch.model.runtime.images.features import FeatureExtractor
+    from groundsearch.model.training.corpus import text_trees
+
+    parser = make_parser()
+    model = load_checkpoint(checkpoint_path(args), parser.version, concept_weight=concept_weight)
+    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=get_settings().cache_dir)
+    return model, extractor, text_trees(parser)

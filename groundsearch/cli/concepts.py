@@ -14,7 +14,7 @@ from groundsearch.cli.common import (
     command,
     data_option,
     json_text,
-    make_parser,
+    loaded_model,
     source_of,
     user_errors,
 )
@@ -65,30 +65,19 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError, load_captioned_images
     from groundsearch.model.data.held_out_concepts import resolve
     from groundsearch.model.data.sources import load_source
-    from groundsearch.model.runtime.checkpoints import (
-        CheckpointError,
-        checkpoint_identity,
-        load_checkpoint,
-    )
+    from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
     from groundsearch.model.runtime.hubness import HubnessError, load_hubness
-    from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.images.photos import PhotoError
     from groundsearch.model.runtime.sentences import UnusableText
-    from groundsearch.model.training.corpus import photo_features, text_trees
+    from groundsearch.model.training.corpus import photo_features
     from groundsearch.model.training.evaluation.held_out import held_out_metrics, photo_best_words
 
-    s = get_settings()
-    parser = make_parser()
-    parse = text_trees(parser)  # the text front door, over the parse cache
     with user_errors(DatasetError, CheckpointError, UnusableText, PhotoError, HubnessError):
         concepts = resolve(args.hold_out)
-        model = load_checkpoint(
-            checkpoint_path(args), parser=parser.version, concept_weight=args.concepts
-        )
+        model, extractor, parse = loaded_model(args, args.concepts)
         hub = None
         if args.hubness:  # read before the split is embedded: a bad file fails at once
             hub = load_hubness(Path(args.hubness), checkpoint_identity(checkpoint_path(args)))
-        extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
         channel = getattr(model, "concepts", None)
         result: dict[str, Any] = {
             "checkpoint": str(checkpoint_path(args)),
@@ -109,7 +98,7 @@ def cmd_evaluate_concepts(args: argparse.Namespace) -> int:
         if args.sample:
             from groundsearch.index.ingest.sample_gallery import prepare_sample_dataset
 
-            root = prepare_sample_dataset(s.cache_dir / "sample-data")
+            root = prepare_sample_dataset(get_settings().cache_dir / "sample-data")
             sample = load_captioned_images(root)
             photos = model.embed_images(photo_features(sample, extractor))
             result["sample"] = photo_best_words(

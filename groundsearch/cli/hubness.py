@@ -12,7 +12,7 @@ from groundsearch.cli.common import (
     command,
     data_option,
     json_text,
-    make_parser,
+    loaded_model,
     positive_int,
     sources_of,
     user_errors,
@@ -27,25 +27,17 @@ def cmd_fit_hubness(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError
     from groundsearch.model.data.held_out_concepts import resolve, without_concepts
     from groundsearch.model.data.sources import load_source
-    from groundsearch.model.runtime.checkpoints import (
-        CheckpointError,
-        checkpoint_identity,
-        load_checkpoint,
-    )
+    from groundsearch.model.runtime.checkpoints import CheckpointError, checkpoint_identity
     from groundsearch.model.runtime.hubness import FILE_NAME, Hubness, Penalty
-    from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.sentences import UnusableText
-    from groundsearch.model.training.corpus import photo_features, text_trees
+    from groundsearch.model.training.corpus import photo_features
     from groundsearch.model.training.hubness import DevSplit, bank_rows, choose
 
     s = get_settings()
     out = Path(args.out) if args.out else s.model_dir / FILE_NAME
     with user_errors(DatasetError, CheckpointError, UnusableText):
         path = checkpoint_path(args)
-        parser = make_parser()
-        parse = text_trees(parser)
-        model = load_checkpoint(path, parser=parser.version)
-        extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
+        model, extractor, parse = loaded_model(args)
         sources = sources_of(args)
         train = [load_source(src, "train", extractor.identity) for src in sources]
         if args.hold_out:  # the banks of a model trained without these concepts' photos

@@ -161,8 +161,7 @@ class LocalGallery:
         return answer
 
     def _path(self, image_id: int) -> str:
-        """Where a photo's file is: the first of its files still on disk, else the one
-        recorded."""
+        """Where a photo's file is: the first of its files still on disk, else the one recorded."""
         from groundsearch.index.errors import UnknownItemError
 
         gallery = self.components.gallery

@@ -14,7 +14,7 @@ from groundsearch.cli.common import (
     command,
     data_option,
     json_text,
-    make_parser,
+    loaded_model,
     sources_of,
     user_errors,
 )
@@ -41,19 +41,15 @@ def gathered_splits(args: argparse.Namespace) -> tuple[Any, list[Any], Any, Any]
 def embedded_split(args: argparse.Namespace, split: str, source: Any) -> tuple[Any, Any, Any]:
     """The checkpoint's model, one collection's split embedded and the text parse."""
     from groundsearch.model.data.sources import load_source
-    from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
+    from groundsearch.model.runtime.checkpoints import checkpoint_identity
     from groundsearch.model.runtime.concepts import ConceptChannel, ConceptConfig
     from groundsearch.model.runtime.evidence import NounClasses, top_classes
-    from groundsearch.model.runtime.images.features import FeatureExtractor
     from groundsearch.model.runtime.tagger import VECTORS_FILE_NAME, WordTagger, vectors_identity
-    from groundsearch.model.training.corpus import photo_features, text_trees
+    from groundsearch.model.training.corpus import photo_features
     from groundsearch.model.training.relevance import SplitData
 
     s = get_settings()
-    parser = make_parser()
-    parse = text_trees(parser)
-    model = load_checkpoint(checkpoint_path(args), parser=parser.version)
-    extractor = FeatureExtractor.for_identity(model.backbone, cache_dir=s.cache_dir)
+    model, extractor, parse = loaded_model(args)
     ds = load_source(source, split, extractor.identity)
     trees = parse(list(ds.captions))
     features = photo_features(ds, extractor, progress=True)
@@ -121,10 +117,9 @@ def _named_file(
     load: Callable[[Path, dict[str, str]], T],
     error: type[Exception],
 ) -> tuple[Path | None, T | None]:
-    """The file an option names and what ``load`` reads of it for the checkpoint: a path
-    (``error`` if it cannot be used for the checkpoint), none for 'none', else the served
-    model's ``name`` (``Settings.space_dir``, as the server reads it) when it was made for
-    the checkpoint."""
+    """The file an option names and what ``load`` reads of it for the checkpoint: a path (``error``
+    if it cannot be used for the checkpoint), none for 'none', else the served model's ``name``
+    (``Settings.space_dir``, as the server reads it) when it was made for the checkpoint."""
     from groundsearch.model.runtime.checkpoints import checkpoint_identity
 
     named = getattr(args, option, None)

@@ -119,8 +119,7 @@ def relevance_value(text: str) -> float:
 
 
 def client_error(exc: GroundsearchError) -> CliError:
-    """A server's problem as the command's error, naming the flags of a 422's
-    parameters."""
+    """A server's problem as the command's error, naming the flags of a 422's parameters."""
     if exc.status is None:
         return CliError(exc.detail)
     named = [flag(p) for p in exc.parameters]

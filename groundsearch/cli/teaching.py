@@ -217,8 +217,7 @@ def _stage(title: str, work: Callable[[], object]) -> float:
 
 
 def _run(argv: list[str], log: Any) -> None:
-    """One groundsearch command in this process, its output into ``log``; CliError
-    naming the stage when it fails."""
+    """One groundsearch command in this process, its output into ``log``; CliError if it fails."""
     from groundsearch.cli import main
 
     log.write(f"$ groundsearch {' '.join(argv)}\n")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from groundsearch.index.filters.conditions import EARTH_RADIUS_KM, PhotoFilter
+from groundsearch.index.filters.conditions import EARTH_RADIUS_KM, PhotoFilter, floats
 from groundsearch.index.store import records
 
 __all__ = ["CELL_DEG", "FilterColumns"]
@@ -142,10 +142,6 @@ class FilterColumns:
 
     def _decode(self, rows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:
         cols = list(zip(*rows, strict=True))
-
-        def floats(values: Sequence[Any]) -> np.ndarray:
-            return np.array([np.nan if v is None else v for v in values], np.float64)
-
         lat, lon = floats(cols[4]), floats(cols[5])
         return {
             "ids": np.array(cols[0], np.int64),

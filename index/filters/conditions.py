@@ -316,6 +316,11 @@ def parse_time(value: str | float, parameter: str) -> float:
     return moment.timestamp()
 
 
+def floats(values: Sequence[Any]) -> np.ndarray:
+    """Values as a float64 array, NaN for None (an unknown)."""
+    return np.array([np.nan if v is None else v for v in values], np.float64)
+
+
 def haversine_km(lat0: float, lon0: float, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
     """Great-circle distances in km from (lat0, lon0) to each (lat, lon), in degrees."""
     p0, p = math.radians(lat0), np.radians(lat)

@@ -5,12 +5,11 @@ connection the caller holds."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from groundsearch.index.filters.conditions import EARTH_RADIUS_KM, Categorical, PhotoFilter
+from groundsearch.index.filters.conditions import EARTH_RADIUS_KM, Categorical, PhotoFilter, floats
 from groundsearch.index.store.records import filter_rows, last_id, random_ids
 
 
@@ -18,14 +17,9 @@ def filter_conditions(f: PhotoFilter) -> dict[str, tuple[str, list[Any]]]:
     """Each condition of ``f`` as SQL with its parameters, each answered from one index
     (``near``: its circle's bounding box; the caller checks rows)."""
     out: dict[str, tuple[str, list[Any]]] = {}
-    if f.after is not None or f.before is not None:
-        parts: list[str] = []
-        args: list[Any] = []
-        if f.after is not None:
-            parts, args = [*parts, "taken_at >= ?"], [*args, f.after]
-        if f.before is not None:
-            parts, args = [*parts, "taken_at < ?"], [*args, f.before]
-        out["date"] = (" AND ".join(parts), args)
+    bounds = (("taken_at >= ?", f.after), ("taken_at < ?", f.before))
+    if dates := [(sql, v) for sql, v in bounds if v is not None]:
+        out["date"] = (" AND ".join(sql for sql, _ in dates), [v for _, v in dates])
     if f.folder is not None:
         # the folder or a folder under it: a range of the index ("/a/b" ≤ folder < "/a/b0",
         # "0" the character after "/"), then path components ("/a/b-c" is in the range)
@@ -120,9 +114,7 @@ def photos_by_date(
             rows = db.execute(sql, [*args, *where_args, batch]).fetchall()
             if near and rows:
                 assert f is not None
-                lat = np.array([np.nan if r[2] is None else r[2] for r in rows], np.float64)
-                lon = np.array([np.nan if r[3] is None else r[3] for r in rows], np.float64)
-                kept = f.within(lat, lon)
+                kept = f.within(floats([r[2] for r in rows]), floats([r[3] for r in rows]))
             else:
                 kept = np.ones(len(rows), bool)
             for row, ok in zip(rows, kept, strict=True):
@@ -143,10 +135,6 @@ def filter_sample(db: sqlite3.Connection, n: int, seed: int = 0) -> dict[str, An
     """The filter columns of about ``n`` photos drawn at random, with ``id``."""
     rows = filter_rows(db, random_ids(db, "images", n, seed).tolist())
     columns = list(zip(*rows, strict=True)) if rows else [()] * 7
-
-    def floats(values: Sequence[Any]) -> np.ndarray:
-        return np.array([np.nan if v is None else v for v in values], np.float64)
-
     return {
         "id": np.array(columns[0], np.int64),
         "taken_at": floats(columns[1]),

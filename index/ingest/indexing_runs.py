@@ -83,14 +83,11 @@ class IndexedFiles:
                     photo_id = records.insert_photo(
                         db, item.sha256, item.path, vector, meta=item.meta
                     )
-                    if item.classes is not None:
-                        records.insert_classes(db, photo_id, *item.classes)
                     added.photos += 1
-                else:
-                    if item.meta is not None:
-                        added.filled += records.fill_metadata(db, photo_id, item.meta)
-                    if item.classes is not None:  # a photo indexed before classes were kept
-                        records.insert_classes(db, photo_id, *item.classes)
+                elif item.meta is not None:
+                    added.filled += records.fill_metadata(db, photo_id, item.meta)
+                if item.classes is not None:  # new, or indexed before classes were kept
+                    records.insert_classes(db, photo_id, *item.classes)
                 before = records.record_file(db, item.path, photo_id, item.size, item.mtime_ns, run)
                 if before is None:
                     added.files += 1

@@ -11,10 +11,11 @@ Events (``on_event(kind, data)``): ``caught-up``, ``changes``, ``missing``, ``ba
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,9 @@ TICK_MS = 500
 RETRY_S = 1.0
 #: … at most this.
 RETRY_MAX_S = 60.0
+#: What the ``missing`` and ``kept`` events say of a folder, after its path.
+GONE = "is gone (deleted or unmounted): its photos are kept until it is back"
+KEPT = "is empty but the gallery holds photos from it (an unmounted drive?): they are kept"
 
 Event = Callable[[str, dict[str, Any]], None]
 _Identity = tuple[int, int]
@@ -100,14 +104,7 @@ class FolderWatcher:
             if ident is None:
                 if root not in self._missing:
                     self._missing.add(root)
-                    self.on_event(
-                        "missing",
-                        {
-                            "folder": str(root),
-                            "message": f"{root} is gone (deleted or unmounted): its photos "
-                            "are kept until it is back",
-                        },
-                    )
+                    self.on_event("missing", {"folder": str(root), "message": f"{root} {GONE}"})
                 continue
             if root in self._missing:
                 self._missing.discard(root)
@@ -124,7 +121,7 @@ class FolderWatcher:
                 return
             report = self._pass(stop, list(present), forget=list(present), progress=self.progress)
             self.on_event("caught-up", {**report.summary(), "lines": report.lines()})
-            for changes in _chain(first, batches):
+            for changes in itertools.chain([first], batches):
                 if stop.is_set():
                     return
                 if changes:
@@ -214,20 +211,8 @@ class FolderWatcher:
             return False
         if path not in self._kept:
             self._kept.add(path)
-            self.on_event(
-                "kept",
-                {
-                    "folder": str(path),
-                    "message": f"{path} is empty but the gallery holds photos from it "
-                    "(an unmounted drive?): they are kept",
-                },
-            )
+            self.on_event("kept", {"folder": str(path), "message": f"{path} {KEPT}"})
         return True
-
-
-def _chain(first: set[Path], rest: Iterator[set[Path]]) -> Iterator[set[Path]]:
-    yield first
-    yield from rest
 
 
 def _under(path: Path, folder: Path) -> bool:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -27,6 +27,8 @@ WINDOW = 1000
 #: The orders a route accepts (``ORDERS``: the same as a tuple, the first the default).
 Order = Literal["relevance", "date", "-date"]
 ORDERS: tuple[Order, ...] = get_args(Order)
+#: A cursor's JSON keys, in the order of its fields.
+_KEYS = "ogkinq"
 
 
 class CursorError(ValueError):
@@ -45,14 +47,7 @@ class Cursor:
     query: str
 
     def encode(self) -> str:
-        body = {
-            "o": self.order,
-            "g": self.group,
-            "k": self.key,
-            "i": self.id,
-            "n": self.served,
-            "q": self.query,
-        }
+        body = dict(zip(_KEYS, astuple(self), strict=True))
         raw = json.dumps(body, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -60,27 +55,17 @@ class Cursor:
     def decode(cls, text: str, order: str, query: str) -> Cursor:
         """The cursor in ``text``; CursorError if malformed or not this query's."""
         try:
-            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-            body = json.loads(raw)
-            cursor = cls(
-                str(body["o"]),
-                int(body["g"]),
-                float(body["k"]),
-                int(body["i"]),
-                int(body["n"]),
-                body["q"],
-            )
+            body = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+            o, g, k, i, n, q = (body[key] for key in _KEYS)
+            cursor = cls(str(o), int(g), float(k), int(i), int(n), q)
+            if not math.isfinite(cursor.key) or cursor.group not in (0, 1) or cursor.served < 0:
+                raise ValueError(text)
+            if not isinstance(q, str):
+                raise TypeError(text)
         except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
             raise CursorError(
                 "the cursor is malformed: pass the 'next' of a previous page"
             ) from None
-        if (
-            not math.isfinite(cursor.key)
-            or cursor.group not in (0, 1)
-            or cursor.served < 0
-            or not isinstance(cursor.query, str)
-        ):
-            raise CursorError("the cursor is malformed: pass the 'next' of a previous page")
         if cursor.order != order:
             raise CursorError(f"the cursor was made for order={cursor.order}, not order={order}")
         if cursor.query != query:

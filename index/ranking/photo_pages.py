@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
-from groundsearch.index.filters.conditions import PhotoFilter
+from groundsearch.index.filters.conditions import PhotoFilter, floats
 from groundsearch.index.gallery import Gallery
 from groundsearch.index.hits import Ranking
 from groundsearch.index.ranking.pages import (
@@ -52,8 +50,7 @@ def photo_page(
             return ranking
         when = gallery.taken_at(ranking.ids.tolist())
         taken = [when.get(i) for i in ranking.ids.tolist()]
-        dates = np.array([np.nan if t is None else t for t in taken], np.float64)
-        return replace(ranking, taken_at=dates)
+        return replace(ranking, taken_at=floats(taken))
 
     page = paginate(ranked, judge, ask.k, ask.order, threshold, cursor, key, monotone=monotone)
     found = gallery.image_records([h.id for h in page.hits])

@@ -14,17 +14,18 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import astuple
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
 from groundsearch.index.errors import IdentityMismatch, StoreError
 from groundsearch.index.store.photo_metadata import PhotoMetadata
 
+T = TypeVar("T")
 DB_FILE = "gallery.db"
 FORMAT = 3
 #: The formats ``Records.open`` migrates in place.
@@ -484,6 +485,16 @@ def _rows_in(
         yield from db.execute(f"{select} ({','.join('?' * len(chunk))}) {then}", chunk)
 
 
+def _unless_missing(query: Callable[[], T], otherwise: Callable[[], T]) -> T:
+    """``query()``, or ``otherwise()`` when its table is missing (a read-only file)."""
+    try:
+        return query()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return otherwise()
+
+
 def vectors_of(db: sqlite3.Connection, kind: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
     """The vectors of the items ``ids`` still there, by id."""
     rows = _rows_in(db, f"SELECT id, vector FROM {TABLES[kind]} WHERE id IN", ids)
@@ -494,16 +505,11 @@ def classes_of(
     db: sqlite3.Connection, ids: Sequence[int]
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """photo id → stored classes (ids, probabilities, best first) of those among ``ids``."""
-    rows = _rows_in(db, "SELECT photo_id, ids, probs FROM photo_classes WHERE photo_id IN", ids)
-    try:
-        return {
-            int(i): (np.frombuffer(c, np.int16).astype(np.int64), unblob(q).copy())
-            for i, c, q in rows
-        }
-    except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
-            raise
-        return {}
+    select = "SELECT photo_id, ids, probs FROM photo_classes WHERE photo_id IN"
+    rows = _unless_missing(lambda: list(_rows_in(db, select, ids)), lambda: [])
+    return {
+        int(i): (np.frombuffer(c, np.int16).astype(np.int64), unblob(q).copy()) for i, c, q in rows
+    }
 
 
 def stores_classes(db: sqlite3.Connection) -> bool:
@@ -512,12 +518,8 @@ def stores_classes(db: sqlite3.Connection) -> bool:
         "SELECT 1 FROM photos p WHERE NOT EXISTS "
         "(SELECT 1 FROM photo_classes c WHERE c.photo_id = p.id) LIMIT 1"
     )
-    try:
-        return db.execute(sql).fetchone() is None
-    except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
-            raise
-        return db.execute("SELECT 1 FROM photos LIMIT 1").fetchone() is None
+    every = "SELECT 1 FROM photos LIMIT 1"
+    return _unless_missing(lambda: db.execute(sql), lambda: db.execute(every)).fetchone() is None
 
 
 def files_of(db: sqlite3.Connection, photo_id: int) -> list[str]:
@@ -747,13 +749,7 @@ def objects_of(db: sqlite3.Connection, ids: Sequence[int], kinds: int) -> np.nda
     out = np.full((len(ids), kinds), np.nan, np.float32)
     where = {int(i): j for j, i in enumerate(ids)}
     select = "SELECT photo_id, scores FROM photo_objects WHERE photo_id IN"
-    try:
-        rows = list(_rows_in(db, select, list(where)))
-    except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
-            raise
-        return out
-    for photo, data in rows:
+    for photo, data in _unless_missing(lambda: list(_rows_in(db, select, list(where))), lambda: []):
         scores = np.frombuffer(data, np.float16)
         if scores.size == kinds:
             out[where[int(photo)]] = scores
@@ -766,12 +762,8 @@ def lacking_objects(db: sqlite3.Connection, folder: Path) -> list[tuple[int, Pat
         "SELECT id, path FROM photos p WHERE NOT EXISTS "
         "(SELECT 1 FROM photo_objects o WHERE o.photo_id = p.id) ORDER BY id"
     )
-    try:
-        rows = db.execute(sql).fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
-            raise
-        rows = db.execute("SELECT id, path FROM photos ORDER BY id").fetchall()
+    every = "SELECT id, path FROM photos ORDER BY id"
+    rows = _unless_missing(lambda: db.execute(sql), lambda: db.execute(every)).fetchall()
     return [(int(i), folder / p) for i, p in rows]
 
 

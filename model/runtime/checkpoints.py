@@ -105,13 +105,12 @@ def save_joint(
     elif half:
         vocab["vectors"] = np.asarray(vocab["vectors"], dtype=np.float16)
     inv = model.inventory
+    inventory = None if inv is None else {"kind": type(inv).__name__, "names": list(inv.names)}
     state = {
         "format": JOINT_FORMAT,
         "config": model.config.to_dict(),
         "vocab": vocab,
-        "inventory": None
-        if inv is None
-        else {"kind": type(inv).__name__, "names": list(inv.names)},
+        "inventory": inventory,
         "parser": model.parser,
         "backbone": model.backbone,
         "state_dict": cast_state(model.state_dict(), half),

@@ -62,11 +62,9 @@ class JointEmbedder:
 
     def embed_images(self, features: np.ndarray) -> np.ndarray:
         v = self.model.embed_images(features, self.normalize)
-        return (
-            v
-            if self.concepts is None
-            else np.hstack([v, self.concepts.scale * self.concepts.image_vectors(features)])
-        )
+        if self.concepts is None:
+            return v
+        return np.hstack([v, self.concepts.scale * self.concepts.image_vectors(features)])
 
     @property
     def channel_columns(self) -> int:

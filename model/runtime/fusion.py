@@ -53,8 +53,7 @@ def logit(p: np.ndarray) -> np.ndarray:
 
 
 def standardised(values: np.ndarray) -> np.ndarray:
-    """``(x − mean) / sd`` over the known (finite) values; unknown ones and a constant
-    row give 0."""
+    """``(x − mean) / sd`` over the known (finite) values; unknowns and a constant row give 0."""
     x = np.asarray(values, np.float64)
     known = np.isfinite(x)
     out = np.zeros(x.shape)

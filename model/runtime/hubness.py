@@ -150,8 +150,7 @@ class Hubness:
 
 
 def load_hubness(path: Path, identity: Mapping[str, str] | None = None) -> Hubness:
-    """The hubness correction in ``path``; HubnessError if unreadable or for another
-    ``identity``."""
+    """The correction in ``path``; HubnessError if unreadable or for another ``identity``."""
     try:
         with np.load(Path(path), allow_pickle=False) as data:
             captions = np.asarray(data["captions"], np.float32)

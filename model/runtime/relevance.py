@@ -228,9 +228,7 @@ class RelevanceModel:
             if kind in chosen:
                 return chosen[kind]
         small = (self.small or {}).get(kind)
-        if small is not None and few:
-            return small
-        return self.kinds[kind]
+        return small if small is not None and few else self.kinds[kind]
 
     def default_threshold(self, evidence: bool = False, words: int = 0) -> float:
         """The default ``min_relevance`` for a query judged with ``evidence`` or without."""

@@ -293,10 +293,9 @@ def extended(
     words: Sequence[str],
     word_vectors: Callable[[DecoderVocab], np.ndarray] = glove_rows,
 ) -> CaptionDecoder:
-    """A copy of ``decoder`` with the ``words`` it lacks added after its own: their input
-    vectors from ``word_vectors`` (GloVe), their output rows of zero weights and
-    ``<unk>``'s bias (as likely as an unknown word until trained); every other weight as
-    it was."""
+    """A copy of ``decoder`` with the ``words`` it lacks added after its own: their input vectors
+    from ``word_vectors`` (GloVe), their output rows of zero weights and ``<unk>``'s bias (as likely
+    as an unknown word until trained); every other weight as it was."""
     known = set(decoder.vocab.words)
     new = [w for w in dict.fromkeys(words) if w not in known]
     vocab = DecoderVocab((*decoder.vocab.words, *new))

@@ -35,8 +35,7 @@ NOISE = 1.0
 
 @dataclass(frozen=True)
 class Rows:
-    """Queries' joint scores of every photo, their evidence channels (NaN: none) and
-    their content words."""
+    """Queries' joint scores of every photo, evidence channels (NaN: none) and content words."""
 
     joint: np.ndarray
     classes: np.ndarray

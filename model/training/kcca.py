@@ -73,19 +73,6 @@ class KCCA:
     correlations: np.ndarray
 
     @classmethod
-    def fit(
-        cls,
-        sentences: np.ndarray,
-        images: np.ndarray,
-        dim: int = 50,
-        n_landmarks: int = 1000,
-        reg: float = 1e-2,
-        seed: int = 0,
-    ) -> KCCA:
-        """``sentences[k]`` and ``images[k]`` are a matching pair (rows of equal count)."""
-        return cls.fit_grid(sentences, images, (reg,), dim, n_landmarks, seed)[0]
-
-    @classmethod
     def fit_grid(
         cls,
         sentences: np.ndarray,

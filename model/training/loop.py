@@ -113,10 +113,8 @@ class TrainConfig:
 
 @dataclass
 class Split:
-    """Parsed captions and image features of one split.
-
-    ``caption_image[j]`` is the row of ``features`` that caption ``j`` describes.
-    """
+    """Parsed captions and image features of one split (``caption_image[j]``: the row of
+    ``features`` that caption ``j`` describes)."""
 
     trees: Sequence[DependencyTree]
     features: np.ndarray
@@ -152,13 +150,11 @@ class History:
 
 
 @torch.no_grad()
-def embed_split(
-    model: JointModel, split: Split, normalize: bool, batch_size: int = 1000
-) -> tuple[np.ndarray, np.ndarray]:
+def embed_split(model: JointModel, split: Split, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
     """Image and caption embeddings of a split (numpy)."""
     return (
         model.embed_images(split.features, normalize),
-        model.embed_sentences(split.trees, normalize, batch_size),
+        model.embed_sentences(split.trees, normalize),
     )
 
 
@@ -363,8 +359,7 @@ def fine_tune(
 
 
 def _best_snapshots(hist: History, best: int) -> list[dict]:
-    """The cycle-end snapshots of the ``best`` highest dev rsum, in training order
-    (all of them when ``best`` is 0)."""
+    """The cycle-end snapshots of the ``best`` (0: all) highest dev rsum, in training order."""
     if not best:
         return hist.snapshots
     ranked = sorted(range(len(hist.snapshots)), key=lambda i: -hist.snapshot_dev_rsum[i])

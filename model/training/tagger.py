@@ -89,19 +89,16 @@ def noun_share(trees: Sequence[DependencyTree], words: Sequence[str]) -> list[fl
 
 
 def choose_words(
-    nouns: Sequence[set[str]],
-    trees: Sequence[DependencyTree],
-    least: int = LEAST,
-    share: float = NOUN_SHARE,
+    nouns: Sequence[set[str]], trees: Sequence[DependencyTree], least: int = LEAST
 ) -> tuple[list[str], list[str]]:
     """The tagged nouns' lemmas and written forms: lemmas on ``least`` photos whose written
-    form is a noun at least ``share`` of the times (one lemma per written form)."""
+    form is a noun at least ``NOUN_SHARE`` of the times (one lemma per written form)."""
     lemmas = vocabulary(nouns, least)
     written = surface_forms(trees, lemmas)
     shares = noun_share(trees, written)
     kept: dict[str, str] = {}
     for lemma, form, sh in zip(lemmas, written, shares, strict=True):
-        if sh >= share and form not in kept:
+        if sh >= NOUN_SHARE and form not in kept:
             kept[form] = lemma
     return list(kept.values()), list(kept)
 

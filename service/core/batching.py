@@ -29,20 +29,15 @@ class ParseBatcher:
     ) -> None:
         self.parser, self.max_batch, self.niceness = parser, max_batch, niceness
         self._queue: queue.Queue[Job | None] = queue.Queue()
-        backends: list[_Local | ParserProcess] = (
-            [_Local(parser, warm_words)]
-            if workers == 0
-            else [
-                ParserProcess(
-                    parser.parser_dir, parser.cache_dir, parser.direct, warm_words, niceness
-                )
-                for _ in range(workers)
-            ]
-        )
-        self._backends = backends
+        self._backends: list[_Local | ParserProcess]
+        if workers:
+            args = (parser.parser_dir, parser.cache_dir, parser.direct, warm_words, niceness)
+            self._backends = [ParserProcess(*args) for _ in range(workers)]
+        else:
+            self._backends = [_Local(parser, warm_words)]
         self._threads = [
             threading.Thread(target=self._run, args=(b,), name=f"parse-batcher-{i}", daemon=True)
-            for i, b in enumerate(backends)
+            for i, b in enumerate(self._backends)
         ]
         for thread in self._threads:
             thread.start()

@@ -223,14 +223,8 @@ class Capabilities:
     @cached_property
     def search(self) -> Search:
         c = self.components
-        return Search(
-            c.queries,
-            c.gallery,
-            c.stages,
-            c.judge,
-            c.hubness.photos if c.hubness else None,
-            c.fuser,
-        )
+        penalties = c.hubness.photos if c.hubness else None
+        return Search(c.queries, c.gallery, c.stages, c.judge, penalties, c.fuser)
 
     @cached_property
     def photo_search(self) -> PhotoSearch:

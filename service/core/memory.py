@@ -9,9 +9,8 @@ import logging
 
 log = logging.getLogger("groundsearch.service")
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
-MMAP_THRESHOLD = 4 * 1024 * 1024
-TRIM_THRESHOLD = 8 * 1024 * 1024
-ARENAS = 2
+#: mallopt's settings, in the order they are made: bytes, bytes, heaps.
+SETTINGS = {M_MMAP_THRESHOLD: 4 * 1024 * 1024, M_TRIM_THRESHOLD: 8 * 1024 * 1024, M_ARENA_MAX: 2}
 
 
 def return_freed_memory() -> bool:
@@ -22,14 +21,7 @@ def return_freed_memory() -> bool:
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
-    ok = all(
-        mallopt(option, value)
-        for option, value in (
-            (M_MMAP_THRESHOLD, MMAP_THRESHOLD),
-            (M_TRIM_THRESHOLD, TRIM_THRESHOLD),
-            (M_ARENA_MAX, ARENAS),
-        )
-    )
+    ok = all(mallopt(option, value) for option, value in SETTINGS.items())
     if not ok:
         log.warning("mallopt refused a setting: freed memory may stay with the process")
     return bool(ok)

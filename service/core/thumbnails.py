@@ -71,7 +71,3 @@ class Thumbnails:
             while self._bytes > self.max_bytes:
                 _, dropped = self._cache.popitem(last=False)
                 self._bytes -= len(dropped)
-
-    @property
-    def cached_bytes(self) -> int:
-        return self._bytes

@@ -55,19 +55,19 @@ class Metrics:
         """A gate's counters changed (its ``on_change``)."""
         self.queue_depth.labels(gate.kind).set(gate.waiting)
         self.in_flight.labels(gate.kind).set(gate.active)
-        new = gate.refused - self._refused_seen.get(gate.kind, 0)
-        if new:
-            self.refused.labels(gate.kind).inc(new)
-            self._refused_seen[gate.kind] = gate.refused
+        self._count_refused(self._refused_seen, gate.kind, gate.refused)
 
     def observe_front(self, totals: Mapping[str, int]) -> None:
         """The front process's refusals so far, by kind (``front.report``): counted with
         the app's own."""
         for kind, total in totals.items():
-            new = int(total) - self._front_seen.get(kind, 0)
-            if new > 0:
-                self.refused.labels(kind).inc(new)
-                self._front_seen[kind] = int(total)
+            self._count_refused(self._front_seen, kind, int(total))
+
+    def _count_refused(self, seen: dict[str, int], kind: str, total: int) -> None:
+        """A running total of refusals → the counter's increment since it was last seen."""
+        if total > seen.get(kind, 0):
+            self.refused.labels(kind).inc(total - seen.get(kind, 0))
+            seen[kind] = total
 
     def observe_stage(self, stage: str, seconds: float) -> None:
         self.stages.labels(stage).observe(seconds)

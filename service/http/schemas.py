@@ -213,12 +213,8 @@ def caption_hits(
     """``results``, ``weak``, ``no_match`` and ``min_relevance`` of found captions."""
     made = [CaptionHit.of(h) for h in hits]
     strong, weak = split(made, [h.relevance for h in hits], threshold)
-    return {
-        "results": strong,
-        "weak": weak,
-        "no_match": retrieved and not strong,
-        "min_relevance": threshold,
-    }
+    no_match = retrieved and not strong
+    return {"results": strong, "weak": weak, "no_match": no_match, "min_relevance": threshold}
 
 
 def page_hits(page: Page, threshold: float | None) -> dict[str, Any]:

@@ -19,11 +19,10 @@ from groundsearch.index.ingest.indexer import index_photos
 from groundsearch.index.ingest.sample_gallery import skimage_data_dir
 from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
-from groundsearch.model.runtime.images.photos import as_stored
 from groundsearch.model.runtime.sentences import Sentences
 from tests.exif_photos import Exif, photo_bytes, write_photo
 from tests.index.synthetic import search_images
-from tests.oriented import oriented_bytes
+from tests.oriented import as_stored, oriented_bytes
 
 CHECKPOINT = get_settings().default_checkpoint
 #: An iPhone's HEIC: turned (orientation 6), dated with its offset, placed.

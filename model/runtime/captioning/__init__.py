@@ -1,16 +1,11 @@
 """Writing sentences from points of the joint space (Kiros, Salakhutdinov & Zemel 2014).
 
-decoder = load_decoder(path, identity=joint_identity(checkpoint))
+decoder = load_decoder(path, identity=checkpoint_identity(checkpoint))  # model.runtime.checkpoints
 beams = decoder.generate(vectors, beam=3)            # [[Generated(text, score), …], …]
 beams = rerank(vectors, beams, embed_texts)          # by the joint model's own score
 """
 
-from groundsearch.model.runtime.captioning.artifact import (
-    DecoderError,
-    joint_identity,
-    load_decoder,
-    save_decoder,
-)
+from groundsearch.model.runtime.captioning.artifact import DecoderError, load_decoder, save_decoder
 from groundsearch.model.runtime.captioning.beam import BeamSettings, Generated
 from groundsearch.model.runtime.captioning.decoder import CaptionDecoder, DecoderConfig
 from groundsearch.model.runtime.captioning.rerank import rerank
@@ -23,7 +18,6 @@ __all__ = [
     "DecoderError",
     "DecoderVocab",
     "Generated",
-    "joint_identity",
     "load_decoder",
     "rerank",
     "save_decoder",

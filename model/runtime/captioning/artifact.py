@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from groundsearch.common.files import sha256_file, torch_read, torch_save
+from groundsearch.common.files import torch_read, torch_save
 from groundsearch.model.runtime.captioning.decoder import CaptionDecoder, DecoderConfig
 from groundsearch.model.runtime.captioning.words import DecoderVocab
 
@@ -20,11 +20,6 @@ DECODER_FORMAT = 1
 
 class DecoderError(ValueError):
     """A decoder artifact that cannot be used here, with the reason."""
-
-
-def joint_identity(checkpoint: Path) -> dict[str, str]:
-    """The identity of a joint checkpoint (its bytes' SHA-256, as galleries record it)."""
-    return {"checkpoint_sha256": sha256_file(checkpoint)}
 
 
 def save_decoder(

@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Generated:
-    """A written sentence and its score (length-normalised log-probability, or the
-    re-ranked score)."""
+    """A written sentence and its score (length-normalised log-probability or the re-ranked one)."""
 
     text: str
     score: float

@@ -97,8 +97,7 @@ def build_backbone(name: str = DEFAULT_BACKBONE) -> tuple[nn.Module, BackboneSpe
 
 @lru_cache(maxsize=4)
 def classifier(name: str = DEFAULT_BACKBONE) -> nn.Module:
-    """The full ImageNet classifier (logits), in eval mode, built once per process and
-    shared (callers never change it)."""
+    """The full ImageNet classifier (logits), eval mode, one per process (never changed)."""
     from efficientnet_lite_pytorch import EfficientNet
 
     spec = get_spec(name)

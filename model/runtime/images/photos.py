@@ -193,26 +193,6 @@ def orientation_of(img: Image.Image) -> int:
     return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
-#: The transpose that stores an upright picture under each EXIF orientation (the inverse
-#: of what ``upright`` applies).
-STORED_TURN: dict[int, Image.Transpose | None] = {
-    1: None,
-    2: Image.Transpose.FLIP_LEFT_RIGHT,
-    3: Image.Transpose.ROTATE_180,
-    4: Image.Transpose.FLIP_TOP_BOTTOM,
-    5: Image.Transpose.TRANSPOSE,
-    6: Image.Transpose.ROTATE_90,
-    7: Image.Transpose.TRANSVERSE,
-    8: Image.Transpose.ROTATE_270,
-}
-
-
-def as_stored(img: Image.Image, orientation: int) -> Image.Image:
-    """The pixels a camera stores for the upright ``img`` under EXIF ``orientation``."""
-    turn = STORED_TURN[orientation]
-    return img if turn is None else img.transpose(turn)
-
-
 def upright(img: Image.Image) -> Image.Image:
     """``img`` turned as its EXIF orientation says (``img`` itself when upright)."""
     if orientation_of(img) == 1:

@@ -76,8 +76,7 @@ class ObjectDetector:
 
     @classmethod
     def load(cls, folder: Path, cache_dir: Path | None = None) -> ObjectDetector:
-        """The detector installed in ``folder``; ObjectsError when it is not there or
-        cannot be read."""
+        """The detector installed in ``folder``; ObjectsError when it is missing or unreadable."""
         if not installed(folder):
             raise ObjectsError(f"no object detector in {folder} (groundsearch fetch-objects)")
         try:

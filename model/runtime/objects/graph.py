@@ -49,8 +49,7 @@ def attr(node: Node, key: str, default: Any = None) -> Any:
 
 
 def read_weights(manifest: list[Mapping[str, Any]], folder: Path) -> dict[str, torch.Tensor]:
-    """The graph's constants by name, read from its shards (float16-quantised float32
-    weights restored to float32)."""
+    """The graph's constants by name from its shards (float16-quantised weights as float32)."""
     out: dict[str, torch.Tensor] = {}
     for group in manifest:
         buf = b"".join((folder / p).read_bytes() for p in group["paths"])

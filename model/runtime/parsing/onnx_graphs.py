@@ -127,8 +127,7 @@ class OnnxBiLSTM:
 
 
 def _onnx_gates(weight: torch.Tensor) -> np.ndarray:
-    """PyTorch's gate order (input, forget, cell, output) → ONNX's (input, output,
-    forget, cell)."""
+    """PyTorch's gate order (input, forget, cell, output) → ONNX's (input, output, forget, cell)."""
     i, f, g, o = weight.detach().float().chunk(4, 0)
     return torch.cat([i, o, f, g], 0).numpy()
 
@@ -376,7 +375,6 @@ class OnnxNetwork:
         return self._fixed[key]
 
     def __call__(self, x: np.ndarray) -> list[np.ndarray]:
-        """(batch, length, input) → the head's outputs (the stack's: (batch, length, 2 ×
-        hidden))."""
+        """(batch, length, input) → the head's outputs (the stack's: (batch, length, 2×hidden))."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         return self.session.run(None, {"input": x, **self.fixed_inputs(*x.shape[:2])})

@@ -171,18 +171,16 @@ def held_out_scores(
 
 
 def collection_ciders(
-    decoder: CaptionDecoder,
-    groups: Sequence[tuple[np.ndarray, Sequence[Sequence[str]]]],
-    beam: int = 3,
+    decoder: CaptionDecoder, groups: Sequence[tuple[np.ndarray, Sequence[Sequence[str]]]]
 ) -> list[float]:
-    """CIDEr-D (×100) of the decoder's beam-``beam`` sentences on each collection (photo
-    vectors, their references), in order."""
+    """CIDEr-D (×100) of the decoder's beam-3 sentences on each collection (photo vectors,
+    their references), in order."""
     from pycocoevalcap.cider.cider import Cider
 
     decoder.eval()
     scores = []
     for vectors, references in groups:
-        best = [b[0].text for b in decoder.generate(vectors, beam=beam)]
+        best = [b[0].text for b in decoder.generate(vectors, beam=3)]
         keys = [str(i) for i in range(len(best))]
         refs, hyps = _tokenized(
             dict(zip(keys, references, strict=True)), dict(zip(keys, best, strict=True)), []

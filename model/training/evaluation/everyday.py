@@ -82,8 +82,7 @@ def article(word: str) -> str:
 
 
 def everyday_queries() -> list[ConceptQuery]:
-    """Every everyday word as its query ("a cup", "an apple"; the ``BARE`` ones alone),
-    sorted."""
+    """Every everyday word as its query ("a cup", "an apple"; the ``BARE`` ones alone), sorted."""
     words = sorted(set(COCO_WORDS) | set(CONCEPT_WORDS))
     return [ConceptQuery(w if w in BARE else f"{article(w)} {w}", w, (forms(w),)) for w in words]
 

@@ -26,8 +26,6 @@ def fit_kind(
     groups: np.ndarray,
     names: Sequence[str],
     weights: np.ndarray | None = None,
-    folds: int = 5,
-    seed: int = 0,
 ) -> KindModel:
     """A logistic regression on standardised ``names`` columns, then an isotonic map."""
     from sklearn.isotonic import IsotonicRegression
@@ -45,7 +43,7 @@ def fit_kind(
         return LogisticRegression(C=1.0, max_iter=1000).fit(z[rows], y[rows], sample_weight=w[rows])
 
     oof = np.zeros(len(y))
-    splitter = GroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+    splitter = GroupKFold(n_splits=5, shuffle=True, random_state=0)
     for tr, te in splitter.split(z, y, groups):
         oof[te] = logistic(tr).predict_proba(z[te])[:, 1]
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
@@ -115,14 +113,11 @@ EVIDENCE_SMALL_FEATURES: dict[str, tuple[str, ...]] = {"text-image": ("score", "
 
 
 def fit_evidence(
-    pools: Mapping[str, Pool],
-    concept_share: Mapping[str, float] = CONCEPT_SHARE,
-    names: Mapping[str, Sequence[str]] | None = None,
-    small_names: Mapping[str, Sequence[str]] | None = None,
+    pools: Mapping[str, Pool], concept_share: Mapping[str, float] = CONCEPT_SHARE
 ) -> tuple[dict[str, KindModel], dict[str, KindModel]]:
     """The evidence models and their small-gallery ones, on the hits with evidence."""
-    full = fit(pools, concept_share, names or EVIDENCE_FEATURES, named=True)
-    small = fit(pools, concept_share, small_names or EVIDENCE_SMALL_FEATURES, named=True)
+    full = fit(pools, concept_share, EVIDENCE_FEATURES, named=True)
+    small = fit(pools, concept_share, EVIDENCE_SMALL_FEATURES, named=True)
     return full, small
 
 

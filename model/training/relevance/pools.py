@@ -78,8 +78,7 @@ class Pool:
 
 
 def predict_rows(model: RelevanceModel, kind: str, x: np.ndarray, named: np.ndarray) -> np.ndarray:
-    """The relevance of rows of ``features`` by the models for a full top (``named``:
-    judged with evidence)."""
+    """The relevance of rows ``x`` by the models for a full top (``named``: judged by evidence)."""
     p = np.zeros(len(x))
     for evidence, rows in ((False, ~named), (True, named)):
         if rows.any():

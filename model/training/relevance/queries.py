@@ -193,20 +193,14 @@ def concept_pool(runs: Sequence[ConceptRun], pools: Mapping[str, Pool]) -> None:
 
 
 def arithmetic_pool(
-    data: SplitData,
-    embed: EmbedFn,
-    parse: ParseFn,
-    pools: Mapping[str, Pool],
-    pairs: str = DEFAULT_PAIRS,
-    top: int = TOP,
-    max_starts: int = MAX_STARTS,
+    data: SplitData, embed: EmbedFn, parse: ParseFn, pools: Mapping[str, Pool], top: int = TOP
 ) -> None:
     """``photo − A + B`` from photos of A (not B); relevant when the hit mentions B."""
     words = photo_words(data.trees, data.caption_image, len(data.ds.images))
-    for pair in parse_pairs(pairs):
+    for pair in parse_pairs(DEFAULT_PAIRS):
         a_vec, b_vec = embed(parse([pair.a.text, pair.b.text]))
         has_a, has_b = mentions(words, pair.a), mentions(words, pair.b)
-        starts = np.flatnonzero(has_a & ~has_b)[:max_starts]
+        starts = np.flatnonzero(has_a & ~has_b)[:MAX_STARTS]
         for s in starts:
             query = arithmetic_query(data.photos[s], [b_vec], [a_vec], data.channel_columns)
             row = data.photos @ query

@@ -104,8 +104,7 @@ class SplitData:
     def channels(
         self, nouns: Sequence[str], photos: np.ndarray
     ) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Each of ``photos``' evidence for ``nouns`` from the classifier and from the
-        tagger (``evidence_channels``)."""
+        """Each of ``photos``' evidence for ``nouns`` from the classifier and the tagger."""
         idx = np.asarray(photos, np.int64)
         classes = None if self.classes is None else (self.classes[0][idx], self.classes[1][idx])
         vectors = self.photos[idx]

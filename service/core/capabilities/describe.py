@@ -100,19 +100,14 @@ class Describe:
         scores = [h.score for h in hits]
         if self.penalties is not None and hits:  # score − the caption's penalty
             scores = self.penalties.corrected(np.array([h.id for h in hits]), scores).tolist()
-        gallery = sorted(
-            (
-                Description(h.record.text, float(s), "gallery", h.id, h.record.image_id)
-                for h, s in zip(hits, scores, strict=True)
-            ),
-            key=lambda d: -d.score,
-        )
+        gallery = [
+            Description(h.record.text, float(s), "gallery", h.id, h.record.image_id)
+            for h, s in zip(hits, scores, strict=True)
+        ]
+        gallery.sort(key=lambda d: -d.score)
         bank = self.bank.bank
-        banked = (
-            [Description(t, score, "bank") for t, score in bank.search(vec, fetch)]
-            if bank is not None
-            else []
-        )
+        from_bank = bank.search(vec, fetch) if bank is not None else []
+        banked = [Description(t, score, "bank") for t, score in from_bank]
         return gallery[:k] + banked[:k], gallery + banked
 
     def _judged(self, found: list[Description], pool: list[Description]) -> list[Description]:

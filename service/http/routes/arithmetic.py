@@ -115,13 +115,9 @@ async def arithmetic(
     terms.check(capability, settings)  # before any work
     plus, minus, sentence = terms.plus, terms.minus, terms.sentence
     async with admission.slots_for(request, plus=plus, minus=minus, sentence=sentence):
+        compute = partial(capability.run, written=sentence, where=terms.where)
         hits, wrote, timings = await workers.run(
-            partial(capability.run, written=sentence, where=terms.where),
-            image_id,
-            plus,
-            minus,
-            terms.k,
-            terms.rerank,
+            compute, image_id, plus, minus, terms.k, terms.rerank
         )
     return _images(hits, capability.judge.threshold(terms.min_relevance), wrote, timings)
 

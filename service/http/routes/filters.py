@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, time
 from typing import Annotated, Any, Literal
 
@@ -129,16 +129,7 @@ def filters() -> list[FilterSpec]:
 
 
 SPECS = [
-    FilterSpec(
-        name=p.name,
-        label=p.label,
-        kind=p.kind,
-        help=p.help,
-        example=p.example,
-        choices=list(p.choices),
-        max_length=p.max_length,
-        maximum=MAX_WITHIN_KM if p.kind == "km" else None,
-    )
+    FilterSpec(**asdict(p), maximum=MAX_WITHIN_KM if p.kind == "km" else None)
     for p in FILTER_PARAMS
 ]
 

@@ -76,12 +76,8 @@ async def library(
     ``next``)."""
     check_k(k, settings)
     page = await run_in_threadpool(capability.page, PageAsk(k, where, order, cursor))
-    return LibraryResponse(
-        results=[GalleryPhoto.of(p) for p in page.photos],
-        order=order,
-        next=page.next,
-        total=page.total,
-    )
+    photos = [GalleryPhoto.of(p) for p in page.photos]
+    return LibraryResponse(results=photos, order=order, next=page.next, total=page.total)
 
 
 @router.get(

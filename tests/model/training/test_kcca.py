@@ -31,9 +31,14 @@ def views(n: int, seed: int):
     return a, b
 
 
+def fit(sentences, images, **options) -> KCCA:
+    """One kCCA at regularisation 1e-2 (``sentences[k]`` and ``images[k]``: a matching pair)."""
+    return KCCA.fit_grid(sentences, images, (1e-2,), **options)[0]
+
+
 def test_kcca_correlates_and_retrieves_held_out_pairs():
     a, b = views(600, 0)
-    model = KCCA.fit(a[:500], b[:500], dim=5, n_landmarks=200)
+    model = fit(a[:500], b[:500], dim=5, n_landmarks=200)
     assert model.correlations[0] > 0.9
     sa, sb = model.project_sentences(a[500:]), model.project_images(b[500:])
     sa /= np.linalg.norm(sa, axis=1, keepdims=True)
@@ -44,20 +49,20 @@ def test_kcca_correlates_and_retrieves_held_out_pairs():
 
 def test_kcca_needs_matching_rows():
     with pytest.raises(ValueError, match="matching"):
-        KCCA.fit(np.zeros((3, 2)), np.zeros((4, 2)))
+        fit(np.zeros((3, 2)), np.zeros((4, 2)))
 
 
 def test_truncated_model_is_the_model_fitted_with_fewer_dims():
     a, b = views(300, 1)
-    small = KCCA.fit(a, b, dim=3, n_landmarks=80)
-    cut = KCCA.fit(a, b, dim=6, n_landmarks=80).truncated(3)
+    small = fit(a, b, dim=3, n_landmarks=80)
+    cut = fit(a, b, dim=6, n_landmarks=80).truncated(3)
     np.testing.assert_allclose(cut.project_sentences(a), small.project_sentences(a), atol=1e-10)
     np.testing.assert_allclose(cut.project_images(b), small.project_images(b), atol=1e-10)
 
 
 def test_folded_projections_equal_the_projections():
     a, b = views(200, 2)
-    model = KCCA.fit(a, b, dim=4, n_landmarks=60)
+    model = fit(a, b, dim=4, n_landmarks=60)
     sent, img = model.folded()
     np.testing.assert_allclose(sent(a), model.project_sentences(a), atol=1e-8)
     np.testing.assert_allclose(img(b), model.project_images(b), atol=1e-8)
@@ -65,7 +70,7 @@ def test_folded_projections_equal_the_projections():
 
 def test_landmarks_are_distinct_rows():
     a, b = views(40, 3)
-    model = KCCA.fit(np.repeat(a, 5, axis=0), np.repeat(b, 5, axis=0), dim=3, n_landmarks=100)
+    model = fit(np.repeat(a, 5, axis=0), np.repeat(b, 5, axis=0), dim=3, n_landmarks=100)
     assert len(model.img_map.landmarks) == 40
     assert len(np.unique(model.img_map.landmarks, axis=0)) == 40
 

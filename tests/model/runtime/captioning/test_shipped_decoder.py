@@ -8,9 +8,9 @@ import pytest
 
 from groundsearch.common.settings import get_settings
 from groundsearch.model.data import load_captioned_images
-from groundsearch.model.runtime.captioning import joint_identity, load_decoder, tokenize
+from groundsearch.model.runtime.captioning import load_decoder, tokenize
 from groundsearch.model.runtime.captioning.words import STOPWORDS
-from groundsearch.model.runtime.checkpoints import load_checkpoint
+from groundsearch.model.runtime.checkpoints import checkpoint_identity, load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor
 from tests.tiny_data import shipped_width
 
@@ -19,7 +19,7 @@ from tests.tiny_data import shipped_width
 def shipped():
     s = get_settings()
     # since issue 40 it reads the whole photo vector, the concept channel's columns too
-    identity = joint_identity(s.default_checkpoint)
+    identity = checkpoint_identity(s.default_checkpoint)
     return load_decoder(s.default_decoder, identity=identity, dim=shipped_width())
 
 

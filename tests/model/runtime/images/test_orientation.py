@@ -16,12 +16,18 @@ from groundsearch.model.runtime.checkpoints import load_checkpoint
 from groundsearch.model.runtime.images.features import FeatureExtractor, file_key, photo_key
 from groundsearch.model.runtime.images.photos import (
     ORIENTATION,
-    as_stored,
     decode_photo,
     photo_orientation,
     upright_copy,
 )
-from tests.oriented import ORIENTATIONS, SUFFIX, coffee, oriented_bytes, write_oriented
+from tests.oriented import (
+    ORIENTATIONS,
+    SUFFIX,
+    as_stored,
+    coffee,
+    oriented_bytes,
+    write_oriented,
+)
 
 #: The shorter side the shipped checkpoint's backbone (EfficientNet-Lite2) resizes to.
 MIN_SIDE = 292

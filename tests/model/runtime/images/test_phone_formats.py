@@ -20,7 +20,6 @@ from groundsearch.model.runtime.images.photos import (
     MEDIA_TYPES,
     PHOTO_FORMATS,
     PhotoError,
-    as_stored,
     decode_photo,
     format_names,
     photo_orientation,
@@ -28,7 +27,7 @@ from groundsearch.model.runtime.images.photos import (
     upload_media_types,
     upright_copy,
 )
-from tests.oriented import ENCODE, ORIENTATIONS, coffee, oriented_bytes, write_oriented
+from tests.oriented import ENCODE, ORIENTATIONS, as_stored, coffee, oriented_bytes, write_oriented
 
 #: The shorter side the shipped checkpoint's backbone (EfficientNet-Lite2) resizes to.
 MIN_SIDE = 292
