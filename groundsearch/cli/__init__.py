@@ -54,10 +54,11 @@ def build_parser(groups: tuple[ModuleType, ...] = GROUPS) -> argparse.ArgumentPa
 
 
 def parser_for(argv: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
-    """The parser of every command, or of the group alone whose ``COMMANDS`` ``argv`` runs
-    (the others' flags import the model), with ``argv`` as its ``normalise`` reads it."""
+    """The parser of the group alone whose ``COMMANDS`` ``argv`` runs (some groups' flags
+    import the model: a command starts without the others'), with ``argv`` as its
+    ``normalise`` reads it; the parser of every command for anything else (``--help``)."""
     for group in GROUPS:
-        if argv and argv[0] in getattr(group, "COMMANDS", ()):
+        if argv and argv[0] in group.COMMANDS:
             return build_parser((group,)), getattr(group, "normalise", list)(argv)
     return build_parser(), argv
 

@@ -20,6 +20,8 @@ from groundsearch.cli.common import (
 from groundsearch.common.files import write_text
 from groundsearch.common.settings import get_settings
 
+COMMANDS = ("evaluate-arithmetic",)
+
 
 def cmd_evaluate_arithmetic(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError

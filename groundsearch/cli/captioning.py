@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from groundsearch.index.store.export import ExportedVectors
     from groundsearch.model.training.caption_data import CaptionData, SplitVectors
 
+COMMANDS = ("train-decoder", "evaluate-captions", "train-tagger")
+
 
 def _threads(args: argparse.Namespace) -> None:
     import torch

@@ -20,6 +20,8 @@ from groundsearch.cli.common import (
 )
 from groundsearch.common.settings import get_settings
 
+COMMANDS = ("set-concepts", "evaluate-concepts")
+
 
 def concept_weight(text: str) -> float:
     """``--concepts``: the open-vocabulary channel's weight, 0 (off) to 10."""

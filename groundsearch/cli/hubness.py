@@ -20,6 +20,8 @@ from groundsearch.cli.common import (
 from groundsearch.cli.concepts import hold_out_option
 from groundsearch.common.settings import get_settings
 
+COMMANDS = ("fit-hubness",)
+
 
 def cmd_fit_hubness(args: argparse.Namespace) -> int:
     import numpy as np

@@ -46,6 +46,8 @@ or is empty while the gallery holds photos from it, keeps its photos until it is
 For network shares, set WATCHFILES_FORCE_POLLING=true.
 """
 
+COMMANDS = ("index", "fetch-objects", "shard")
+
 
 SHARD_EPILOG = """\
 Photo i goes to shard i mod N; each shard is a search-index snapshot of its own

@@ -10,6 +10,8 @@ from pathlib import Path
 from groundsearch.cli.common import CliError, command, make_parser, user_errors
 from groundsearch.common.settings import get_settings
 
+COMMANDS = ("parse", "train-parser", "compact-parser", "score-parser")
+
 
 def cmd_parse(args: argparse.Namespace) -> int:
     from groundsearch.model.runtime.parsing import ParseError

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from groundsearch.model.runtime.fusion import Fusion
     from groundsearch.model.runtime.hubness import Hubness
 
+COMMANDS = ("fit-relevance", "fit-fusion", "evaluate-relevance")
+
 
 def gathered_splits(args: argparse.Namespace) -> tuple[Any, list[Any], Any, Any]:
     """The checkpoint's model, the ``--split`` of each ``--source`` embedded (``SplitData``),

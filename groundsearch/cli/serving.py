@@ -11,6 +11,8 @@ from typing import Any
 
 from groundsearch.cli.common import CliError, command, positive_int, user_errors
 
+COMMANDS = ("serve",)
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
     # Stopped (SIGTERM: uvicorn ends the process with it once the app has stopped; Ctrl-C:

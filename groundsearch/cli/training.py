@@ -37,6 +37,8 @@ TRAIN_SOURCES = ("flickr8k", "cc-web")
 #: (each of their captions drawn 0.3 times an epoch), so the model forgets nothing.
 FINE_TUNE_MIX = 0.3
 
+COMMANDS = ("features", "train", "evaluate", "compare", "plot", "relations")
+
 
 def cmd_features(args: argparse.Namespace) -> int:
     from groundsearch.model.data import DatasetError
