@@ -108,6 +108,9 @@ class Gate:
     refused: int = 0
     _waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
 
+    def __post_init__(self) -> None:
+        self.on_change(self)  # its gauges read 0 from the start, not after its first request
+
     @property
     def waiting(self) -> int:
         return len(self._waiters)
