@@ -44,6 +44,8 @@ RETRY_S = 0.02
 VARIANTS = {
     "pipeline": {"GROUNDSEARCH_PARSE_PIPELINE": "1"},
     "direct": {"GROUNDSEARCH_PARSE_PIPELINE": "0"},
+    # the direct path in the server's own process (no parser process, no pipe)
+    "in-process": {"GROUNDSEARCH_PARSE_PIPELINE": "0", "GROUNDSEARCH_PARSE_WORKERS": "0"},
 }
 
 
@@ -107,6 +109,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--ready-timeout", type=float, default=900)
     ap.add_argument("--before", type=Path, help="a package tree of older code to serve too")
+    ap.add_argument("--variants", default="pipeline,direct", help=f"of {', '.join(VARIANTS)}")
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     pool = sentences(args.data, args.warmup + args.queries * len(clients), seed=0)
@@ -114,7 +117,7 @@ def main() -> None:
     server_args = argparse.Namespace(
         cache_dir=None, index=args.index, groundsearch=None, query_cache=0
     )
-    variants = dict(VARIANTS)
+    variants = {name: VARIANTS[name] for name in args.variants.split(",")}
     if args.before:
         variants = {"before": {"PYTHONPATH": str(args.before.resolve())}} | variants
     report: dict = {"machine": machine(), "queries_per_phase": args.queries, "variants": {}}
