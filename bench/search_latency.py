@@ -110,12 +110,13 @@ def main() -> None:
     ap.add_argument("--ready-timeout", type=float, default=900)
     ap.add_argument("--before", type=Path, help="a package tree of older code to serve too")
     ap.add_argument("--variants", default="pipeline,direct", help=f"of {', '.join(VARIANTS)}")
+    ap.add_argument("--cache-dir", type=Path, help="the servers' cache (its caption bank kept)")
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     pool = sentences(args.data, args.warmup + args.queries * len(clients), seed=0)
     warm, texts = pool[: args.warmup], pool[args.warmup :]
     server_args = argparse.Namespace(
-        cache_dir=None, index=args.index, groundsearch=None, query_cache=0
+        cache_dir=args.cache_dir, index=args.index, groundsearch=None, query_cache=0
     )
     variants = {name: VARIANTS[name] for name in args.variants.split(",")}
     if args.before:
