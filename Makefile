@@ -43,7 +43,7 @@ install: $(BIN)/groundsearch $(OBJECTS_DIR)/centernet.json
 
 # the suite in three worker processes (pytest-xdist; a file's tests in one, as its module
 # fixtures expect): its tests wait on their subprocesses (servers, commands), so a third
-# keeps both cores busy: 14.4 minutes against 22.6 with two, fresh clones on 2 cores (2026-12-02)
+# keeps both cores busy: 13.3–14.4 minutes against 22.6 with two, fresh clones on 2 cores (2026-12-02)
 TEST_WORKERS ?= 3
 test: install
 	$(BIN)/ruff check .
