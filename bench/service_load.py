@@ -306,9 +306,10 @@ def wait_ready(url: str, timeout_s: float, server: Server | None) -> dict:
                 server.check_alive()
             try:
                 answer = http.get("/ready")
-                bank = str(answer.json().get("caption_bank", "")) if answer.is_success else ""
-                if answer.status_code == 200 and not bank.startswith(("loading", "embedding")):
-                    return answer.json()
+                if answer.status_code == 200:
+                    ready = answer.json()
+                    if not str(ready.get("caption_bank", "")).startswith(("loading", "embedding")):
+                        return ready
                 last = f"{answer.status_code} {answer.text[:200]}"
             except httpx.HTTPError as exc:
                 last = repr(exc)

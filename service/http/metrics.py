@@ -65,8 +65,8 @@ class Metrics:
 
     def _count_refused(self, seen: dict[str, int], kind: str, total: int) -> None:
         """A running total of refusals → the counter's increment since it was last seen."""
-        if total > seen.get(kind, 0):
-            self.refused.labels(kind).inc(total - seen.get(kind, 0))
+        if (new := total - seen.get(kind, 0)) > 0:
+            self.refused.labels(kind).inc(new)
             seen[kind] = total
 
     def observe_stage(self, stage: str, seconds: float) -> None:
