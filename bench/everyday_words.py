@@ -32,6 +32,14 @@ score alone and as served (short queries fused with their evidence, ``fusion.jso
 
     python bench/everyday_words.py --ranking --split test --out runs/bench/short-test.json
     python bench/everyday_words.py --ranking --source cc-web --split dev
+
+Captions name what their writers noticed, not all a photo shows. ``--judged FILE`` adds
+photos judged by eye to show a word (``bench/judgments/``) to that word's relevant photos
+("WORD" and "a WORD"; unjudged hits still count by the captions: a floor) and reports the
+tables again as ``*_judged``; ``--sheets DIR`` draws the "a WORD" queries' top-5 page hits
+that neither the captions nor FILE settle, to judge (``DIR/sheet-N.png``, ``DIR/unjudged.json``):
+
+    python bench/everyday_words.py --ranking --judged bench/judgments/flickr8k-test.json
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from groundsearch.model.runtime.checkpoints import checkpoint_identity
 from groundsearch.model.runtime.relevance import features, load_relevance, novelty_of, word_count
 from groundsearch.model.training.evaluation.everyday import PRESENT, everyday_queries
 from groundsearch.model.training.evaluation.short_queries import (
+    ShortQuery,
     ranking_figures,
     short_queries,
     table,
@@ -164,7 +173,18 @@ def rank(args: argparse.Namespace) -> dict[str, Any]:
         page_order(data, relevance, q.text, t, v, row)
         for q, t, v, row in zip(queries, trees, vectors, joint, strict=True)
     ]
-    return {
+    judged: dict[str, Any] = {}
+    if args.judged or args.sheets:
+        shows, seen = judgments(args.judged, data.ds.images)
+        if args.judged:
+            eyed = [judged_query(q, shows) for q in queries]
+            judged = {
+                "served_judged": table(eyed, lambda i: served[i]),
+                "page_judged": table(eyed, lambda i: page[i]),
+            }
+        if args.sheets:
+            draw_unjudged(args.sheets, data.ds, queries, page, seen)
+    return judged | {
         "split": args.split,
         "source": str(source_of(args)),
         "fusion": str(command_fusion(args)[0]),
@@ -187,6 +207,62 @@ def rank(args: argparse.Namespace) -> dict[str, Any]:
             for i, q in enumerate(queries)
         ],
     }
+
+
+def judgments(
+    path: Path | None, images: list[str]
+) -> tuple[dict[str, set[int]], set[tuple[str, int]]]:
+    """The photos a judgments file says show each word, and every (word, photo) it judged."""
+    if path is None:
+        return {}, set()
+    d = json.loads(Path(path).read_text(encoding="utf-8"))
+    row = {name: i for i, name in enumerate(images)}
+    shows = {w: {row[n] for n in names} for w, names in d["shows"].items()}
+    seen = {(w, row[n]) for key in ("shows", "lacks") for w, names in d[key].items() for n in names}
+    return shows, seen
+
+
+def judged_query(q: ShortQuery, shows: dict[str, set[int]]) -> ShortQuery:
+    """``q`` with the photos judged to show its word relevant too (not for phrases)."""
+    if q.form == "phrase" or q.word not in shows:
+        return q
+    return ShortQuery(q.text, q.word, q.form, q.relevant | frozenset(shows[q.word]))
+
+
+def draw_unjudged(
+    out: Path,
+    ds: Any,
+    queries: list[ShortQuery],
+    page: list[np.ndarray],
+    seen: set[tuple[str, int]],
+) -> None:
+    """Contact sheets of the "a WORD" queries' top-5 page hits left to judge."""
+    from PIL import Image, ImageDraw
+
+    todo = [
+        (q.word, int(i))
+        for q, scores in zip(queries, page, strict=True)
+        if q.form == "a word"
+        for i in np.argsort(-scores, kind="stable")[:5]
+        if int(i) not in q.relevant and (q.word, int(i)) not in seen
+    ]
+    out.mkdir(parents=True, exist_ok=True)
+    width, height, columns, per = 300, 246, 4, 16
+    for s in range(0, len(todo), per):
+        part = todo[s : s + per]
+        sheet = Image.new("RGB", (width * columns, height * -(-len(part) // columns)), "white")
+        draw = ImageDraw.Draw(sheet)
+        for k, (word, i) in enumerate(part):
+            x, y = k % columns * width, k // columns * height
+            with Image.open(ds.image_path(i)) as im:
+                photo = im.convert("RGB")
+            photo.thumbnail((width - 6, height - 20))
+            sheet.paste(photo, (x, y + 16))
+            draw.text((x + 2, y + 2), f"#{s + k} {word}", fill="black")
+        sheet.save(out / f"sheet-{s // per}.png")
+    rows = [{"n": n, "word": w, "photo": ds.images[i]} for n, (w, i) in enumerate(todo)]
+    (out / "unjudged.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    print(f"{len(todo)} hits to judge: {out}/sheet-*.png, {out}/unjudged.json", file=sys.stderr)
 
 
 def main() -> None:
@@ -213,6 +289,8 @@ def main() -> None:
     ap.add_argument(
         "--fusion", help="the fusion as served (default: the shipped one; 'none': joint only)"
     )
+    ap.add_argument("--judged", type=Path, help="photos judged by eye (bench/judgments/)")
+    ap.add_argument("--sheets", type=Path, help="draw the top-5 hits left to judge here")
     ap.add_argument("--out", type=Path)
     data_option(ap)
     args = ap.parse_args()
