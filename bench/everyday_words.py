@@ -57,6 +57,7 @@ from groundsearch.cli.relevance import command_fusion, embedded_split, nouns_tab
 from groundsearch.common.settings import get_settings
 from groundsearch.model.data.held_out_concepts import photos_mentioning
 from groundsearch.model.runtime.checkpoints import checkpoint_identity
+from groundsearch.model.runtime.fusion import ranked_relevance
 from groundsearch.model.runtime.relevance import features, load_relevance, novelty_of, word_count
 from groundsearch.model.training.evaluation.everyday import PRESENT, everyday_queries
 from groundsearch.model.training.evaluation.short_queries import (
@@ -145,12 +146,15 @@ def page_order(
     data: Any, relevance: Any, text: str, tree: Any, vector: np.ndarray, row: np.ndarray
 ) -> np.ndarray:
     """A query's photos in the order the page lists them: its good matches (relevance at
-    or above the default threshold) in the served order, then the rest."""
+    or above the default threshold; a fused query's ``ranked_relevance``) in the served
+    order, then the rest."""
     idx, joint = data.ranked(row, tree, len(row))
     nouns = data.query_nouns(tree)
     evidence = data.evidence(nouns, idx)
     novelty, words = novelty_of(vector, data.channel_columns), word_count(text)
     p = relevance.predict("text-image", joint, novelty, words, evidence)
+    if data.fused(row, tree) is not row:
+        p = ranked_relevance(p)
     good = p >= relevance.default_threshold(evidence is not None, words)
     order = np.concatenate([idx[good], idx[~good]])
     out = np.empty(len(row))
@@ -217,6 +221,11 @@ def judgments(
         return {}, set()
     d = json.loads(Path(path).read_text(encoding="utf-8"))
     row = {name: i for i, name in enumerate(images)}
+    named = {n for key in ("shows", "lacks") for names in d[key].values() for n in names}
+    if missing := sorted(named - row.keys()):
+        raise SystemExit(
+            f"{path} judges photos this split lacks ({missing[0]}, …): another split's"
+        )
     shows = {w: {row[n] for n in names} for w, names in d["shows"].items()}
     seen = {(w, row[n]) for key in ("shows", "lacks") for w, names in d[key].items() for n in names}
     return shows, seen

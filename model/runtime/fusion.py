@@ -62,6 +62,15 @@ def standardised(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def ranked_relevance(relevance: np.ndarray) -> np.ndarray:
+    """A fused ranking's relevance as the page shows it: each hit's at least that of any
+    hit below it (NaN ignored). The fusion orders short queries better than the relevance
+    (which reads the joint score), so the good matches are the ranking's first hits and the
+    page lists them in its order; the best, and so "no match", is unchanged."""
+    r = np.asarray(relevance, np.float64)
+    return np.fmax.accumulate(r[::-1])[::-1] if r.size else r.copy()
+
+
 #: The weights of the classifier's, the tagger's and the detector's evidence (``CHANNELS``)
 #: for one query length.
 Weights = tuple[float, float, float]

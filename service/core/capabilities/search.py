@@ -13,6 +13,7 @@ from groundsearch.index.hits import Ranking
 from groundsearch.index.ranking.pages import Page
 from groundsearch.index.ranking.photo_pages import PageAsk, photo_page
 from groundsearch.model.runtime.arithmetic import arithmetic_query
+from groundsearch.model.runtime.fusion import ranked_relevance
 from groundsearch.model.runtime.hubness import Penalties
 from groundsearch.service.core.fusion import Fuser
 from groundsearch.service.core.photo_vectors import PhotoVectors
@@ -60,7 +61,8 @@ class Search:
 
         def judge(ranking: Ranking) -> np.ndarray | None:
             evidence = self.judge.evidence(nouns, ranking.ids)
-            return self.judge.relevance("text-image", ranking.judged, vec, cleaned, evidence)
+            p = self.judge.relevance("text-image", ranking.judged, vec, cleaned, evidence)
+            return p if p is None or fuser is None else ranked_relevance(p)
 
         with self.stages.stage("search", timings):
             page = photo_page(

@@ -14,6 +14,7 @@ from groundsearch.model.runtime.fusion import (
     content_words,
     load_fusion,
     logit,
+    ranked_relevance,
     standardised,
 )
 from tests.paper_trees import bikes_ride, students
@@ -27,6 +28,14 @@ def test_standardised_reads_known_values_and_leaves_unknown_ones_neutral():
     assert np.all(standardised(np.array([2.0, 2.0, 2.0])) == 0.0)  # constant: no push
     assert np.all(standardised(np.array([np.nan, 1.0])) == 0.0)  # one known value
     assert np.allclose(logit(np.array([0.5, 0.0, 1.0])), [0.0, -6.906755, 6.906755])
+
+
+def test_a_fused_rankings_relevance_never_rises_down_it():
+    shown = ranked_relevance(np.array([0.2, 0.7, np.nan, 0.4, 0.1]))
+    assert np.allclose(shown, [0.7, 0.7, 0.4, 0.4, 0.1])  # a hit's at least any below it
+    assert (
+        ranked_relevance(np.array([np.nan])).size == 1 and ranked_relevance(np.array([])).size == 0
+    )
 
 
 def test_evidence_lifts_the_photo_that_shows_it_and_the_scale_stays():
