@@ -16,7 +16,9 @@ sent once per server) from 1 client, then from 8 concurrent clients, after a few
 sentences of its own. Prints JSON: client p50/p99 of each, the ratios to the first
 variant, and the median of the server's own stage timings (``timings_ms``: parse,
 encode, search). A request refused under load (429) is sent again after 20 ms, its
-latency counted from the first try.
+latency counted from the first try. The servers run side by side: with ``--blocks N``
+each phase's sentences go in N blocks, the variants taking turns (ABBA…), so a machine
+whose speed drifts within the run slows them alike.
 """
 
 from __future__ import annotations
@@ -75,16 +77,23 @@ def search(http: httpx.Client, text: str, k: int) -> tuple[float, dict, int]:
     return ms, answer.json().get("timings_ms", {}), refused
 
 
-def phase(url: str, texts: list[str], clients: int, k: int) -> dict:
-    """Every text once, from ``clients`` concurrent clients."""
+Result = tuple[float, dict, int]
+
+
+def phase(url: str, texts: list[str], clients: int, k: int) -> list[Result]:
+    """Every text once, from ``clients`` concurrent clients (``search``'s answers)."""
     parts = [texts[i::clients] for i in range(clients)]
 
-    def run(part: list[str]) -> list[tuple[float, dict, int]]:
+    def run(part: list[str]) -> list[Result]:
         with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
             return [search(http, t, k) for t in part]
 
     with ThreadPoolExecutor(clients) as pool:
-        results = [r for part in pool.map(run, parts) for r in part]
+        return [r for part in pool.map(run, parts) for r in part]
+
+
+def summary(results: list[Result]) -> dict:
+    """Requests, retried refusals, client p50/p99 and the server's median stages."""
     ms = sorted(r[0] for r in results)
     stages = {
         name: round(statistics.median(r[1][name] for r in results if name in r[1]), 2)
@@ -99,6 +108,22 @@ def phase(url: str, texts: list[str], clients: int, k: int) -> dict:
     }
 
 
+def start(args: argparse.Namespace, env: dict[str, str]) -> Server:
+    """A server started with ``env`` added to this process's environment."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        server = Server(args)
+        server.start()
+        return server
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index", type=Path, help="the gallery (default: the default gallery)")
@@ -111,6 +136,7 @@ def main() -> None:
     ap.add_argument("--before", type=Path, help="a package tree of older code to serve too")
     ap.add_argument("--variants", default="pipeline,direct", help=f"of {', '.join(VARIANTS)}")
     ap.add_argument("--cache-dir", type=Path, help="the servers' cache (its caption bank kept)")
+    ap.add_argument("--blocks", type=int, default=1, help="blocks per phase, variants in turn")
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     pool = sentences(args.data, args.warmup + args.queries * len(clients), seed=0)
@@ -122,28 +148,27 @@ def main() -> None:
     if args.before:
         variants = {"before": {"PYTHONPATH": str(args.before.resolve())}} | variants
     report: dict = {"machine": machine(), "queries_per_phase": args.queries, "variants": {}}
-    for name, env in variants.items():
-        saved = {key: os.environ.get(key) for key in env}
-        os.environ.update(env)
-        server = Server(server_args)
-        server.start()
-        try:
+    servers: dict[str, Server] = {}
+    try:
+        for name, env in variants.items():
+            servers[name] = start(server_args, env)
+        for server in servers.values():
             ready = wait_ready(server.url, args.ready_timeout, server)
             report["photos"] = ready.get("images", ready.get("photos"))
             phase(server.url, warm, 1, args.k)
-            report["variants"][name] = {
-                f"{c} clients": phase(
-                    server.url, texts[i * args.queries : (i + 1) * args.queries], c, args.k
-                )
-                for i, c in enumerate(clients)
-            }
-        finally:
+        results: dict[str, dict[int, list[Result]]] = {n: {c: [] for c in clients} for n in servers}
+        for i, c in enumerate(clients):
+            part = texts[i * args.queries : (i + 1) * args.queries]
+            for b in range(args.blocks):
+                block = part[b * len(part) // args.blocks : (b + 1) * len(part) // args.blocks]
+                for name in list(servers)[:: 1 if b % 2 == 0 else -1]:
+                    results[name][c] += phase(servers[name].url, block, c, args.k)
+        report["variants"] = {
+            name: {f"{c} clients": summary(by[c]) for c in clients} for name, by in results.items()
+        }
+    finally:
+        for server in servers.values():
             server.stop(keep_log=False)
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
     first, *rest = report["variants"]
     base = report["variants"][first]
     report[f"p50_ratio_to_{first}"] = {

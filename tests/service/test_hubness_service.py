@@ -12,6 +12,7 @@ import pytest
 from groundsearch.index.hits import Ranking
 from groundsearch.index.ranking.photo_pages import PageAsk
 from groundsearch.model.runtime.hubness import (
+    CHUNK,
     FILE_NAME,
     HUBNESS_KEY,
     Hubness,
@@ -55,7 +56,29 @@ def test_penalties_are_computed_once_a_photo_and_re_rank_the_hits():
     small = Penalties(side, products, kept=2)  # forgets all at once past ``kept``
     small(np.array([3, 5]))
     small(np.array([8]))
-    assert asked[-2:] == [[3, 5], [8]] and len(small._known) == 1
+    assert asked[-2:] == [[3, 5], [8]] and len(small) == 1
+
+
+def test_penalties_are_each_vectors_own_in_chunks_and_forgotten_past_kept():
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(1200, 8)).astype(np.float32)
+    side = Penalty(rng.normal(size=(30, 8)).astype(np.float32), 5, 0.7)
+    asked: list[list[int]] = []
+
+    def products(ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        asked.append(ids.tolist())
+        return vectors[ids] @ weights.T
+
+    penalties = Penalties(side, products, kept=1100)
+    asks = [[5, 3, 5], [3, 8], [], [9, 1, 8, 2], list(range(39, 9, -1)), [5, 39, 0]]
+    asks += [rng.permutation(1200)[:1050].tolist()]  # in chunks, then past ``kept``: forgotten
+    asks += [rng.choice(1200, 300).tolist() for _ in range(3)]
+    for ids in asks:
+        ids = np.array(ids, np.int64)
+        want = side.of_products(vectors[ids] @ side.bank.T) if ids.size else np.zeros(0)
+        assert np.allclose(penalties(ids), want, atol=1e-6)
+    assert all(len(part) <= CHUNK for part in asked) and [9, 1, 2] in asked  # new ones only
+    assert len(penalties) <= 1100
 
 
 def test_a_text_query_is_ranked_by_score_less_the_photos_penalties(service_components):
