@@ -67,9 +67,14 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(s)
     app.state.ends_process = True  # a stop while loading ends the parser processes for good
     if not args.front or sys.platform != "linux":
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        uvicorn.run(app, host=args.host, port=args.port, **_logging(args))
         return 0
     return serve_behind_front(args, app)
+
+
+def _logging(args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's logging options from the command line."""
+    return {"log_level": args.log_level, "access_log": args.access_log}
 
 
 def serve_behind_front(args: argparse.Namespace, app: Any) -> int:
@@ -100,7 +105,7 @@ def serve_behind_front(args: argparse.Namespace, app: Any) -> int:
     try:
         # the front holds the clients' connections and ends its own to the app with them
         keep = 24 * 3600
-        uvicorn.run(app, fd=app_socket.fileno(), log_level=args.log_level, timeout_keep_alive=keep)
+        uvicorn.run(app, fd=app_socket.fileno(), timeout_keep_alive=keep, **_logging(args))
     finally:
         stop_front(front)
         app_socket.close()
@@ -156,7 +161,7 @@ def serve_sharded(args: argparse.Namespace, s: Any, served: str) -> int:
             file=sys.stderr,
         )
         try:
-            uvicorn.run(create_app(front), host=args.host, port=args.port, log_level=args.log_level)
+            uvicorn.run(create_app(front), host=args.host, port=args.port, **_logging(args))
         except SystemExit as exc:  # uvicorn re-raises SIGTERM into the handler ray.init set
             if exc.code != signal.SIGTERM:
                 raise
@@ -207,3 +212,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "listens and refuses at once what the app would refuse; GROUNDSEARCH_FRONT=0: off)",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--access-log",
+        action="store_true",
+        default=os.environ.get("GROUNDSEARCH_ACCESS_LOG", "0") == "1",
+        help="a line per request (uvicorn's access log; off by default: /metrics counts the "
+        "requests, and behind the front it cannot name the client; GROUNDSEARCH_ACCESS_LOG=1)",
+    )

@@ -21,6 +21,16 @@ NONLINEARITIES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu,
     "none": lambda a: a,
 }
+#: Batches of at most this many nodes are composed in numpy when no gradient is wanted
+#: (larger ones: torch's products per matrix cost less than numpy's gathered matrices).
+NUMPY_NODES = 64
+#: The same functions on numpy arrays (inference: ``TreeRNN.forward`` without gradients).
+NUMPY_NONLINEARITIES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "tanh": np.tanh,
+    "sigmoid": lambda a: 1.0 / (1.0 + np.exp(-a)),
+    "relu": lambda a: np.maximum(a, 0.0),
+    "none": lambda a: a,
+}
 
 
 def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -75,7 +85,11 @@ class TreeRNN(nn.Module):
     def forward(
         self, batch: TreeBatch, return_nodes: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Root vectors (trees × n); with ``return_nodes`` also every node's vector."""
+        """Root vectors (trees × n); with ``return_nodes`` also every node's vector. A few
+        trees without gradients (a query's) in numpy: half the time of torch's operations."""
+        if len(batch.word_ids) <= NUMPY_NODES and not torch.is_grad_enabled():
+            roots, nodes = (torch.from_numpy(a) for a in self._inference(batch))
+            return (roots, nodes) if return_nodes else roots
         pre = self.embed(batch.word_ids) @ self.W_v.T
         h, acc = (pre.new_zeros(pre.shape[0], self.hidden) for _ in range(2))
         sizes = self.weights(batch).to(pre.dtype)
@@ -101,6 +115,28 @@ class TreeRNN(nn.Module):
             acc = acc.index_add(0, batch.parents[children[sel]], msg)
         roots = h[batch.roots]
         return (roots, h) if return_nodes else roots
+
+    def _inference(self, batch: TreeBatch) -> tuple[np.ndarray, np.ndarray]:
+        """``forward``'s arithmetic in numpy: the roots' vectors and every node's. Each
+        level's children in one batched product, each child with its own matrix."""
+        f = NUMPY_NONLINEARITIES[self.nonlinearity]
+        matrices = self.W.detach().numpy()
+        parents, matrix_ids = batch.parents.numpy(), batch.matrix_ids.numpy()
+        sizes = self.weights(batch).numpy().astype(matrices.dtype)
+        words = self.embed.weight.detach().numpy()[batch.word_ids.numpy()]
+        pre = words @ self.W_v.detach().numpy().T
+        h, acc = np.zeros_like(pre), np.zeros_like(pre)
+        for level in (lv.numpy() for lv in batch.levels):
+            h[level] = f((pre[level] + acc[level]) / sizes[level, None])
+            children = level[parents[level] >= 0]
+            if not len(children):
+                continue
+            messages, mids = h[children], matrix_ids[children]
+            if (own := mids != self.n_matrices).any():  # the last index: the identity
+                mats = matrices[mids[own]]
+                messages[own] = np.einsum("kij,kj->ki", mats, messages[own])
+            np.add.at(acc, parents[children], messages * sizes[children, None])
+        return h[batch.roots.numpy()], h
 
 
 class StackedTreeRNN(nn.Module):

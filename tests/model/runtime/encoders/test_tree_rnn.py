@@ -11,6 +11,7 @@ from groundsearch.model.runtime.encoders.tree_batch import (
     RelationInventory,
     make_batch,
 )
+from groundsearch.model.runtime.encoders import tree_rnn
 from groundsearch.model.runtime.encoders.tree_rnn import TreeRNN, block_identity
 from tests.paper_trees import bikes_ride, students, toy_vocab
 
@@ -60,6 +61,31 @@ def test_batched_trees_match_one_at_a_time():
     for i, t in enumerate([a, b, a]):
         alone = model(make_batch([t], vocab, rels.matrix_of))[0]
         torch.testing.assert_close(both[i], alone)
+
+
+@pytest.mark.parametrize("nonlinearity", ["tanh", "sigmoid", "relu", "none"])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_inference_without_gradients_matches_forward(nonlinearity, weighted):
+    # a query's few nodes are composed in numpy when no gradient is wanted; a child on
+    # the identity (index n_matrices: a distance never seen) included
+    vocab, a, b = toy_vocab(), students(), bikes_ride()
+    short = PositionInventory(("l1", "r1"))
+    model = TreeRNN(
+        vocab.vectors, hidden=4, n_matrices=len(short), init_noise=0.3, seed=3,
+        weighted=weighted, nonlinearity=nonlinearity,
+    )  # fmt: skip
+    batch = make_batch([a, b, a], vocab, short.matrix_of)
+    assert len(batch.word_ids) <= tree_rnn.NUMPY_NODES
+    roots, nodes = model(batch, return_nodes=True)  # gradients on: torch
+    with torch.no_grad():
+        fast_roots, fast_nodes = model(batch, return_nodes=True)
+    torch.testing.assert_close(fast_roots, roots.detach())
+    torch.testing.assert_close(fast_nodes, nodes.detach())
+    if nonlinearity == "tanh" and weighted:
+        want = reference(
+            a, vocab, model.W_v.detach().numpy(), model.W.detach().numpy(), short.matrix_of
+        )
+        np.testing.assert_allclose(fast_roots[0].numpy(), want, rtol=1e-5, atol=1e-6)
 
 
 def test_dt_rnn_picks_position_matrices_like_eq3():
