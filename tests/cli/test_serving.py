@@ -44,3 +44,20 @@ def test_serve_refuses_a_gallery_built_by_another_checkpoint(cli, service_galler
 def test_serve_refuses_a_short_write_token(cli, tmp_path):
     res = cli("serve", "--index", str(tmp_path), env_extra={"GROUNDSEARCH_WRITE_TOKEN": "abc"})
     assert res.returncode == 2 and "at least 16 characters" in res.stderr
+
+
+def test_the_access_log_is_off_unless_asked_for(monkeypatch):
+    from groundsearch.cli import build_parser
+    from groundsearch.cli.serving import _logging
+
+    def options(*argv: str) -> dict:
+        return _logging(build_parser().parse_args(["serve", *argv]))
+
+    monkeypatch.delenv("GROUNDSEARCH_ACCESS_LOG", raising=False)
+    assert options() == {"log_level": "info", "access_log": False}
+    assert options("--access-log", "--log-level", "warning") == {
+        "log_level": "warning",
+        "access_log": True,
+    }
+    monkeypatch.setenv("GROUNDSEARCH_ACCESS_LOG", "1")
+    assert options()["access_log"] is True

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
+from groundsearch.model.runtime.encoders import tree_rnn
 from groundsearch.model.runtime.encoders.tree_batch import (
     PositionInventory,
     RelationInventory,
     make_batch,
 )
-from groundsearch.model.runtime.encoders import tree_rnn
 from groundsearch.model.runtime.encoders.tree_rnn import TreeRNN, block_identity
 from tests.paper_trees import bikes_ride, students, toy_vocab
 
