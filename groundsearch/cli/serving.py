@@ -215,7 +215,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--access-log",
         action="store_true",
-        default=os.environ.get("GROUNDSEARCH_ACCESS_LOG", "0") == "1",
+        default=os.environ.get("GROUNDSEARCH_ACCESS_LOG", "").lower() in ("1", "true", "yes", "on"),
         help="a line per request (uvicorn's access log; off by default: /metrics counts the "
         "requests, and behind the front it cannot name the client; GROUNDSEARCH_ACCESS_LOG=1)",
     )

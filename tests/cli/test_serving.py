@@ -61,3 +61,7 @@ def test_the_access_log_is_off_unless_asked_for(monkeypatch):
     }
     monkeypatch.setenv("GROUNDSEARCH_ACCESS_LOG", "1")
     assert options()["access_log"] is True
+    monkeypatch.setenv("GROUNDSEARCH_ACCESS_LOG", "true")
+    assert options()["access_log"] is True
+    monkeypatch.setenv("GROUNDSEARCH_ACCESS_LOG", "0")
+    assert options()["access_log"] is False

@@ -24,13 +24,6 @@ NONLINEARITIES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 #: Batches of at most this many nodes are composed in numpy when no gradient is wanted
 #: (larger ones: torch's products per matrix cost less than numpy's gathered matrices).
 NUMPY_NODES = 64
-#: The same functions on numpy arrays (inference: ``TreeRNN.forward`` without gradients).
-NUMPY_NONLINEARITIES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "tanh": np.tanh,
-    "sigmoid": lambda a: 1.0 / (1.0 + np.exp(-a)),
-    "relu": lambda a: np.maximum(a, 0.0),
-    "none": lambda a: a,
-}
 
 
 def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -119,7 +112,6 @@ class TreeRNN(nn.Module):
     def _inference(self, batch: TreeBatch) -> tuple[np.ndarray, np.ndarray]:
         """``forward``'s arithmetic in numpy: the roots' vectors and every node's. Each
         level's children in one batched product, each child with its own matrix."""
-        f = NUMPY_NONLINEARITIES[self.nonlinearity]
         matrices = self.W.detach().numpy()
         parents, matrix_ids = batch.parents.numpy(), batch.matrix_ids.numpy()
         sizes = self.weights(batch).numpy().astype(matrices.dtype)
@@ -127,7 +119,7 @@ class TreeRNN(nn.Module):
         pre = words @ self.W_v.detach().numpy().T
         h, acc = np.zeros_like(pre), np.zeros_like(pre)
         for level in (lv.numpy() for lv in batch.levels):
-            h[level] = f((pre[level] + acc[level]) / sizes[level, None])
+            h[level] = self.f(torch.from_numpy((pre[level] + acc[level]) / sizes[level, None]))
             children = level[parents[level] >= 0]
             if not len(children):
                 continue
